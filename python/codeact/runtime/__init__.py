@@ -1,0 +1,40 @@
+"""The runtime seam and the runtimes behind it (SPEC §2–3)."""
+
+from ._seam import (
+    Call,
+    CodeRuntime,
+    Complete,
+    PendingCall,
+    Raised,
+    ResumeError,
+    ResumeValue,
+    RunStep,
+    RuntimeCapabilities,
+    bind_call_args,
+    default_tool_catalog,
+)
+from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
+from .cpython import CPythonRuntime
+from .monty import Mount, MontyRuntime, PathAccess, ResourceLimits
+
+__all__ = (
+    "CPythonRuntime",
+    "Call",
+    "CodeRuntime",
+    "CodeRuntimeError",
+    "Complete",
+    "Mount",
+    "MontyRuntime",
+    "PathAccess",
+    "PendingCall",
+    "Raised",
+    "ResourceLimits",
+    "ResumeError",
+    "ResumeValue",
+    "RunStep",
+    "RuntimeCapabilities",
+    "SnapshotError",
+    "ValueConversionError",
+    "bind_call_args",
+    "default_tool_catalog",
+)

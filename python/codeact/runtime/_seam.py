@@ -1,0 +1,227 @@
+"""The runtime seam: the only way the agent talks to an interpreter (SPEC §2).
+
+A runtime starts a script and advances it to its next stop: a tool ``Call``, ``Complete``
+or ``Raised``. A paused call is resumed in place (``PendingCall.resume``) or, when the
+runtime supports suspension, from snapshot bytes (``CodeRuntime.resume``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+__all__ = (
+    "Call",
+    "CodeRuntime",
+    "Complete",
+    "PendingCall",
+    "Raised",
+    "ResumeError",
+    "ResumeValue",
+    "RunStep",
+    "RuntimeCapabilities",
+    "bind_call_args",
+    "default_tool_catalog",
+)
+
+
+@runtime_checkable
+class PendingCall(Protocol):
+    """A script paused at a tool call. Single use: resume it once.
+
+    Attributes:
+        name: the tool name the script called.
+        positional_args: positional arguments (empty in the ``call_tool`` style).
+        keyword_args: keyword arguments, in the script's order.
+        call_id: the interpreter's counter for this call, unique within one script run only.
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def positional_args(self) -> tuple[Any, ...]: ...
+    @property
+    def keyword_args(self) -> dict[str, Any]: ...
+    @property
+    def call_id(self) -> int: ...
+
+    def dump(self) -> bytes:
+        """Serializes the live continuation. Raises ``CodeRuntimeError`` after ``resume``
+        or when the runtime cannot suspend."""
+        ...
+
+    def resume(self, outcome: ResumeValue | ResumeError) -> RunStep:
+        """Resumes in place with ``outcome``. Raises ``CodeRuntimeError`` on a second call."""
+        ...
+
+
+@dataclass(slots=True)
+class Call:
+    """The script is paused at a tool call."""
+
+    call: PendingCall
+    stdout: str = ""
+
+
+@dataclass(slots=True)
+class Complete:
+    """The script finished; ``value`` is its last expression as a plain Python value."""
+
+    value: Any
+    stdout: str = ""
+
+
+@dataclass(slots=True)
+class Raised:
+    """The script failed: syntax error, uncaught exception, resource limit or refused call
+    form. ``message`` is a traceback-style text the model can act on."""
+
+    message: str
+    stdout: str = ""
+
+
+RunStep = Call | Complete | Raised
+"""One stop of a script: ``Call | Complete | Raised``, each with the ``stdout`` printed since
+the previous stop."""
+
+
+@dataclass(slots=True, frozen=True)
+class ResumeValue:
+    """Resume a paused call: the call returns ``value`` (plain data: None, bool, int, float,
+    str, bytes, list, tuple, dict)."""
+
+    value: Any
+
+
+@dataclass(slots=True, frozen=True)
+class ResumeError:
+    """Resume a paused call by raising an exception the script can catch.
+
+    Attributes:
+        message: the exception's message.
+        exc_type: the name of a builtin exception type (``RuntimeError`` by default; an
+            unknown name falls back to ``RuntimeError``).
+    """
+
+    message: str
+    exc_type: str = "RuntimeError"
+
+
+@dataclass(slots=True, frozen=True)
+class RuntimeCapabilities:
+    """What a runtime can do.
+
+    Attributes:
+        supports_suspension: whether ``PendingCall.dump`` and ``CodeRuntime.resume`` work.
+        prompt: a description of the language and environment for the model.
+    """
+
+    supports_suspension: bool = False
+    prompt: str = ""
+
+
+@runtime_checkable
+class CodeRuntime(Protocol):
+    """An interpreter behind the seam. Synchronous: the agent decides how to call it
+    without blocking its event loop."""
+
+    def start(self, script: str, script_name: str = "main.py") -> RunStep:
+        """Runs ``script`` to its first stop. A syntax error is a ``Raised`` step."""
+        ...
+
+    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+        """Restores a dumped continuation and resumes it. Raises ``CodeRuntimeError`` for
+        bytes that cannot be loaded."""
+        ...
+
+    def capabilities(self) -> RuntimeCapabilities: ...
+
+    def render_tools(self, tools: Sequence[Tool]) -> str:
+        """Describes ``tools`` for the model: a pure function of the list."""
+        ...
+
+
+# ------------------------------------------------------------------ argument binding
+
+
+def _parameter_names(schema: Mapping[str, Any] | None) -> list[str]:
+    if not schema:
+        return []
+    names: list[str] = [n for n in schema.get("required", ()) if isinstance(n, str)]
+    for n in schema.get("properties", {}) or {}:
+        if n not in names:
+            names.append(n)
+    return names
+
+
+def bind_call_args(tool: Tool, positional: Sequence[Any], keyword: Mapping[str, Any]) -> dict[str, Any]:
+    """Binds a call's positional and keyword arguments to ``tool``'s declared parameters.
+
+    The one place positional arguments are bound (runtimes never do it). Positional
+    argument ``i`` goes to the ``i``-th parameter name: the schema's ``required`` names in
+    order, then the other ``properties``. A tool without declared parameters takes
+    positionals as ``arg0``, ``arg1``, ... (the ADK-Rust convention).
+
+    Args:
+        tool: the tool called; its ``parameters`` JSON schema gives the names.
+        positional: positional arguments, in call order.
+        keyword: keyword arguments.
+
+    Returns:
+        The arguments as one dict, keyword order first, then bound positionals.
+
+    Raises:
+        TypeError: too many positionals, a parameter given twice, or an unknown name when
+            the schema forbids extra properties (``additionalProperties: false``). The agent
+            raises it into the script.
+    """
+    schema = tool.parameters
+    names = _parameter_names(schema)
+    result = dict(keyword)
+    if positional:
+        if names and len(positional) > len(names):
+            raise TypeError(
+                f"tool {tool.name!r} takes at most {len(names)} positional argument(s) "
+                f"({', '.join(names)}) but {len(positional)} were given"
+            )
+        for i, value in enumerate(positional):
+            key = names[i] if names else f"arg{i}"
+            if key in result:
+                raise TypeError(f"tool {tool.name!r} got multiple values for argument {key!r}")
+            result[key] = value
+    if schema and schema.get("additionalProperties") is False:
+        allowed = set(schema.get("properties", {}) or {})
+        unknown = [k for k in result if k not in allowed]
+        if unknown:
+            raise TypeError(
+                f"tool {tool.name!r} got an unexpected argument {unknown[0]!r}; "
+                f"its parameters are: {', '.join(names) or '(none)'}"
+            )
+    return result
+
+
+def default_tool_catalog(tools: Sequence[Tool]) -> str:
+    """A language-neutral listing of ``tools`` for runtimes without a better rendering.
+
+    Returns:
+        ``""`` when there is nothing to list, else ``"Available tools:"`` followed by one
+        entry per tool (name, description, ``[long-running]`` marker, parameters as JSON).
+    """
+    listed = [t for t in tools if not getattr(t, "is_builtin", False)]
+    if not listed:
+        return ""
+    lines = ["Available tools:"]
+    for t in listed:
+        marker = " [long-running]" if t.is_long_running else ""
+        desc = " ".join((t.description or "").split())
+        lines.append(f"- {t.name}{marker}: {desc}" if desc else f"- {t.name}{marker}")
+        if t.parameters:
+            lines.append(f"  parameters: {json.dumps(t.parameters, ensure_ascii=False, separators=(',', ':'))}")
+    return "\n".join(lines)
+
+

@@ -1,0 +1,158 @@
+"""``CPythonRuntime``: trusted scripts on CPython itself (SPEC §3, last item).
+
+No sandbox and no suspension (``supports_suspension=False``): a script runs on its own
+thread and blocks at each tool call until the agent resumes it in place. The agent then
+runs long-running tools inline and refuses confirmation pauses with a clear error.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import io
+import queue
+import threading
+import traceback
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import CodeRuntimeError
+from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities, default_tool_catalog
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+__all__ = ("CPythonRuntime",)
+
+_RESULT = "__codeact_result__"
+_PROMPT = (
+    "Scripts run on CPython with the full standard library. There is no top-level `return`: the script's "
+    "result is the value of its LAST EXPRESSION. Tools are reached ONLY through "
+    '`call_tool("tool_name", {"arg": value})` with one dict of arguments; a failed tool raises an exception '
+    "you can catch."
+)
+
+
+class _CallToolMisuse(TypeError):
+    pass
+
+
+class _Channel:
+    """Hands control back and forth between the script thread and the host."""
+
+    def __init__(self) -> None:
+        self.to_host: queue.SimpleQueue[RunStep] = queue.SimpleQueue()
+        self.to_script: queue.SimpleQueue[ResumeValue | ResumeError] = queue.SimpleQueue()
+        self.stdout = io.StringIO()
+        self.call_id = 0
+
+    def take_stdout(self) -> str:
+        text = self.stdout.getvalue()
+        self.stdout.seek(0)
+        self.stdout.truncate()
+        return text
+
+
+class CPythonPendingCall:
+    """A CPython script blocked at a tool call; resume it once, in place."""
+
+    def __init__(self, channel: _Channel, name: str, keyword_args: dict[str, Any], call_id: int) -> None:
+        self._channel = channel
+        self._used = False
+        self.name = name
+        self.positional_args: tuple[Any, ...] = ()
+        self.keyword_args = keyword_args
+        self.call_id = call_id
+
+    def dump(self) -> bytes:
+        raise CodeRuntimeError("CPythonRuntime cannot suspend: a paused CPython script cannot be dumped")
+
+    def resume(self, outcome: ResumeValue | ResumeError) -> RunStep:
+        if self._used:
+            raise CodeRuntimeError("this PendingCall was already resumed; a PendingCall is single use")
+        if not isinstance(outcome, (ResumeValue, ResumeError)):
+            raise TypeError(f"resume() takes ResumeValue(value) or ResumeError(message), got {type(outcome).__name__}")
+        self._used = True
+        self._channel.to_script.put(outcome)
+        return self._channel.to_host.get()
+
+
+class CPythonRuntime:
+    """Runs trusted scripts on CPython: full language, no sandbox, no suspension.
+
+    Args:
+        prompt_extra: text appended to the capabilities prompt.
+    """
+
+    def __init__(self, prompt_extra: str = "") -> None:
+        prompt = _PROMPT + ("\n\n" + prompt_extra if prompt_extra else "")
+        self._capabilities = RuntimeCapabilities(supports_suspension=False, prompt=prompt)
+
+    def capabilities(self) -> RuntimeCapabilities:
+        return self._capabilities
+
+    def render_tools(self, tools: Sequence[Tool]) -> str:
+        return default_tool_catalog(tools)
+
+    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+        raise CodeRuntimeError("CPythonRuntime cannot suspend, so it cannot resume from snapshot bytes")
+
+    def start(self, script: str, script_name: str = "main.py") -> RunStep:
+        try:
+            tree = ast.parse(script, filename=script_name)
+        except SyntaxError as exc:
+            return Raised("".join(traceback.format_exception_only(type(exc), exc)).rstrip())
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = tree.body[-1]
+            tree.body[-1] = ast.copy_location(
+                ast.Assign(targets=[ast.Name(_RESULT, ast.Store())], value=last.value), last
+            )
+            ast.fix_missing_locations(tree)
+        code = compile(tree, script_name, "exec")
+        channel = _Channel()
+        thread = threading.Thread(target=self._run, args=(code, channel, script_name), daemon=True,
+                                  name="codeact-cpython-script")
+        thread.start()
+        return channel.to_host.get()
+
+    @staticmethod
+    def _run(code: Any, channel: _Channel, script_name: str) -> None:
+        def call_tool(*args: Any, **kwargs: Any) -> Any:
+            if kwargs:
+                raise _CallToolMisuse("call_tool takes the tool's arguments in one dict, not as keyword arguments")
+            if not args or not isinstance(args[0], str):
+                raise _CallToolMisuse("call_tool needs the tool name as its first argument, a string")
+            if len(args) > 2:
+                raise _CallToolMisuse("call_tool takes exactly two arguments, the tool name and one dict")
+            arguments = args[1] if len(args) == 2 else {}
+            if not isinstance(arguments, dict):
+                raise _CallToolMisuse("call_tool's second argument must be a dict of the tool's arguments")
+            if any(not isinstance(k, str) for k in arguments):
+                raise _CallToolMisuse("call_tool argument names must be strings")
+            channel.call_id += 1
+            pending = CPythonPendingCall(channel, args[0], dict(arguments), channel.call_id)
+            channel.to_host.put(Call(pending, channel.take_stdout()))
+            outcome = channel.to_script.get()
+            if isinstance(outcome, ResumeError):
+                exc_type = getattr(builtins, outcome.exc_type, RuntimeError)
+                if not (isinstance(exc_type, type) and issubclass(exc_type, Exception)):
+                    exc_type = RuntimeError
+                raise exc_type(outcome.message)
+            return outcome.value
+
+        def script_print(*args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("file", channel.stdout)
+            builtins.print(*args, **kwargs)
+
+        script_builtins = dict(vars(builtins))
+        script_builtins["print"] = script_print
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": script_builtins, "call_tool": call_tool}
+        try:
+            exec(code, namespace)
+        except BaseException as exc:
+            tb = traceback.TracebackException.from_exception(exc)
+            # Drop the runtime's own frames; keep the script's.
+            tb.stack = traceback.StackSummary.from_list([f for f in tb.stack if f.filename == script_name])
+            channel.to_host.put(Raised("".join(tb.format()).rstrip(), channel.take_stdout()))
+            return
+        channel.to_host.put(Complete(namespace.get(_RESULT), channel.take_stdout()))

@@ -1,0 +1,295 @@
+"""``MontyRuntime``: scripts run in-process on the Monty interpreter (SPEC §3).
+
+The native core (``codeact._monty``) parses, steps, suspends, dumps and enforces limits
+and the OS-access policy; this module holds the configuration, the prompt and the tool
+rendering.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import _monty
+from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
+from ._subset import render_language_section
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+__all__ = ("DEFAULT_MAX_STDOUT", "MiB", "Mount", "MontyRuntime", "PathAccess", "ResourceLimits")
+
+_monty.register_seam_types(Call, Complete, Raised, ResumeValue, ResumeError)
+
+MiB = 1024 * 1024
+DEFAULT_MAX_STDOUT = 10 * MiB
+"""Bytes of ``print()`` output kept per advance; the rest is dropped behind a marker."""
+
+
+class ResourceLimits(BaseModel):
+    """Limits for each advance of a script (a start, or a resume up to the next stop).
+
+    They travel inside snapshots, so a script resumed elsewhere stays bounded; time spent
+    in tools between advances does not count.
+
+    Attributes:
+        max_duration: seconds of interpreter time per advance, or None for no cap.
+        max_memory: bytes of interpreter heap, or None for no cap. Checked before large
+            allocations, so ``'x' * 10**10`` fails fast without allocating.
+        max_recursion_depth: Python frames; capped at ``RECURSION_CEILING`` (10,000) even
+            when "unlimited", so the host stack always holds.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    max_duration: float | None = Field(default=5.0, gt=0)
+    max_memory: int | None = Field(default=256 * MiB, gt=0)
+    max_recursion_depth: int = Field(default=1000, ge=1, le=_monty.RECURSION_CEILING)
+
+    @classmethod
+    def unlimited(cls) -> ResourceLimits:
+        """No time or memory cap, recursion at the ceiling. For trusted scripts only."""
+        return cls(max_duration=None, max_memory=None, max_recursion_depth=_monty.RECURSION_CEILING)
+
+
+class PathAccess(str, enum.Enum):
+    """What a script may do under a mount."""
+
+    READ_ONLY = "read-only"
+    READ_WRITE = "read-write"
+
+
+class Mount(BaseModel):
+    """A host folder visible to scripts at ``virtual_path``.
+
+    Attributes:
+        virtual_path: absolute path scripts use (``/data``): no ``..``, no trailing ``/``,
+            not ``/``; validated when the runtime is built.
+        host_path: an existing folder on the host.
+        access: ``PathAccess.READ_ONLY`` (default) or ``PathAccess.READ_WRITE``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    virtual_path: str
+    host_path: Path
+    access: PathAccess = PathAccess.READ_ONLY
+
+
+_PATH_READ = ("exists()", "is_file()", "is_dir()", "is_symlink()", "read_text()", "read_bytes()", "stat()",
+              "iterdir()", "resolve()", "absolute()", 'open("r")')
+_PATH_WRITE = ("write_text(s)", "write_bytes(b)", "append_text(s)", "append_bytes(b)",
+               "mkdir(parents=False, exist_ok=False)", "unlink()", "rmdir()", "rename(target)",
+               'open("w")', 'open("a")')
+_PATH_PURE = ("the / operator", "joinpath(...)", "is_absolute()", "with_name()", "with_stem()", "with_suffix()",
+              "as_posix()", ".name", ".parent", ".stem", ".suffix", ".suffixes", ".parts")
+
+_CALL_CONTRACT = (
+    "There is no top-level `return`: the script's result is the value of its LAST EXPRESSION.\n"
+    'Tools are reached ONLY through the built-in `call_tool("tool_name", {"arg": value})`, with one dict of '
+    "arguments (omit the dict for a tool without arguments). Tool names are never Python functions; never pass "
+    "keyword arguments to `call_tool`; call it synchronously, without `await`. A failed tool raises an exception "
+    "you can catch with try/except."
+)
+_FUNCTIONS_CONTRACT = (
+    "There is no top-level `return`: the script's result is the value of its LAST EXPRESSION.\n"
+    "Each tool is a Python function you call directly with positional or keyword arguments, synchronously, "
+    "without `await`. A failed tool raises an exception you can catch with try/except."
+)
+
+
+def _placeholder(prop: Any) -> str:
+    kind = prop.get("type") if isinstance(prop, Mapping) else None
+    return {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list",
+            "object": "dict"}.get(kind, "Any") if isinstance(kind, str) else "Any"
+
+
+def _ordered_params(schema: Mapping[str, Any] | None) -> list[tuple[str, Any, bool]]:
+    if not schema:
+        return []
+    props = schema.get("properties", {}) or {}
+    required = [n for n in schema.get("required", ()) if isinstance(n, str)]
+    out = [(n, props.get(n, {}), True) for n in required]
+    out += [(n, p, False) for n, p in props.items() if n not in required]
+    return out
+
+
+class MontyRuntime:
+    """Runs scripts in-process on Monty, with suspension, limits and a sandboxed OS view.
+
+    Args:
+        limits: per-advance limits (default: 5 s, 256 MiB, 1000 frames).
+        mounts: host folders visible to scripts; validated here.
+        environ: the only environment ``os.getenv`` / ``os.environ`` see (never the host's).
+        system_clock: whether ``date.today()`` / ``datetime.now()`` read the host clock;
+            when False they raise ``OSError`` in the script.
+        prompt_extra: text appended to the capabilities prompt.
+        tool_style: ``"call_tool"`` (only ``call_tool("name", {...})`` reaches tools) or
+            ``"functions"`` (tools are bare functions; calls bound by ``bind_call_args``).
+        max_stdout: bytes of output kept per advance (default 10 MiB), then a marker.
+        snapshot_key: when given, snapshots are signed with HMAC-SHA256 under this key and
+            only snapshots signed with it load.
+
+    Raises:
+        ValueError: an invalid mount (relative, ``..``, ``/``, duplicate, missing host folder)
+            or option.
+    """
+
+    def __init__(
+        self,
+        limits: ResourceLimits | None = None,
+        mounts: Iterable[Mount] = (),
+        environ: Mapping[str, str] | None = None,
+        system_clock: bool = True,
+        prompt_extra: str = "",
+        tool_style: Literal["call_tool", "functions"] = "call_tool",
+        *,
+        max_stdout: int = DEFAULT_MAX_STDOUT,
+        snapshot_key: bytes | None = None,
+    ) -> None:
+        self.limits = limits if limits is not None else ResourceLimits()
+        self.mounts: tuple[Mount, ...] = tuple(mounts)
+        self.environ: dict[str, str] = dict(environ or {})
+        for k, v in self.environ.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise ValueError("environ must map str to str")
+        self.system_clock = bool(system_clock)
+        self.prompt_extra = prompt_extra
+        self.tool_style = tool_style
+        if max_stdout <= 0:
+            raise ValueError("max_stdout must be a positive number of bytes")
+        if snapshot_key is not None and (not isinstance(snapshot_key, bytes) or len(snapshot_key) < 16):
+            raise ValueError("snapshot_key must be bytes, at least 16 of them")
+        self._engine = _monty.MontyEngine(
+            max_duration=self.limits.max_duration,
+            max_memory=self.limits.max_memory,
+            max_recursion_depth=self.limits.max_recursion_depth,
+            mounts=[(m.virtual_path, os.fspath(m.host_path), m.access is PathAccess.READ_WRITE) for m in self.mounts],
+            environ=list(self.environ.items()),
+            system_clock=self.system_clock,
+            tool_style=tool_style,
+            max_stdout=max_stdout,
+            snapshot_key=snapshot_key,
+        )
+        self._capabilities = RuntimeCapabilities(supports_suspension=True, prompt=self._build_prompt())
+
+    # -- the seam -------------------------------------------------------------------------
+
+    def start(self, script: str, script_name: str = "main.py") -> RunStep:
+        """Compiles and runs ``script`` to its first stop (the GIL is released meanwhile).
+
+        Returns:
+            ``Call`` (paused at a tool call), ``Complete`` or ``Raised`` (syntax error,
+            uncaught exception, limit hit, refused call form).
+        """
+        return self._engine.start(script, script_name)
+
+    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+        """Restores a script from ``snapshot`` bytes (possibly from another process) and
+        resumes it with ``outcome``.
+
+        Raises:
+            SnapshotError: truncated, altered, foreign or wrongly signed bytes.
+            ValueConversionError: ``outcome.value`` is not plain data.
+        """
+        return self._engine.resume(snapshot, outcome)
+
+    def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
+        """Reads the call a snapshot is paused at without resuming it:
+        ``(name, positional_args, keyword_args, call_id)``. Raises ``SnapshotError``."""
+        return self._engine.inspect(snapshot)
+
+    def capabilities(self) -> RuntimeCapabilities:
+        return self._capabilities
+
+    def render_tools(self, tools: Sequence[Tool]) -> str:
+        """Renders each tool as the exact call the script must write, with its description
+        collapsed to one comment line. Pure function of ``tools``."""
+        if self.tool_style == "functions":
+            return _render_functions(tools)
+        blocks = []
+        for t in tools:
+            desc = " ".join((t.description or "").split())
+            head = f"# {desc}" if desc else f"# Tool {t.name}."
+            if t.is_long_running:
+                head += " (long-running: the run may pause until its result arrives)"
+            params = _ordered_params(t.parameters)
+            name = json.dumps(t.name, ensure_ascii=False)
+            if not params:
+                blocks.append(f"{head}\ncall_tool({name})")
+                continue
+            fields = ", ".join(
+                f"{json.dumps(n, ensure_ascii=False)}: <{_placeholder(p)}{'' if req else ', optional'}>"
+                for n, p, req in params
+            )
+            blocks.append(f"{head}\ncall_tool({name}, {{{fields}}})")
+        return "\n\n".join(blocks)
+
+    # -- prompt ---------------------------------------------------------------------------
+
+    def _build_prompt(self) -> str:
+        parts = [
+            render_language_section(),
+            _CALL_CONTRACT if self.tool_style == "call_tool" else _FUNCTIONS_CONTRACT,
+            self._os_section(),
+        ]
+        if self.prompt_extra:
+            parts.append(self.prompt_extra)
+        return "\n\n".join(parts)
+
+    def _os_section(self) -> str:
+        clock = (
+            " `date.today()` and `datetime.now()` read the host clock."
+            if self.system_clock
+            else " The clock is not available: `date.today()` and `datetime.now()` raise OSError."
+        )
+        if not self.mounts and not self.environ:
+            return (
+                "This is a sandbox: there is no filesystem access (every path is inaccessible), os.environ is "
+                "empty, and there is no network and no subprocess." + clock
+            )
+        lines = ["OS access (sandboxed):"]
+        if self.mounts:
+            lines.append(
+                "- Filesystem: use `pathlib.Path` on the mounted paths only; any other path raises PermissionError "
+                "and existence checks on it return False. Mounted:"
+            )
+            for m in self.mounts:
+                lines.append(f'  - "{m.virtual_path}" ({m.access.value})')
+            lines.append("- Supported subset of `pathlib.Path`:")
+            lines.append("  - read (any mount): " + ", ".join(f"`{x}`" for x in _PATH_READ))
+            lines.append("  - write (read-write mounts only): " + ", ".join(f"`{x}`" for x in _PATH_WRITE))
+            lines.append("  - pure path operations: " + ", ".join(f"`{x}`" for x in _PATH_PURE))
+            lines.append("  Any other Path method raises AttributeError. `os.path` is not available.")
+        else:
+            lines.append("- Filesystem: no paths are accessible; any `pathlib.Path` read or write raises "
+                         "PermissionError.")
+        if self.environ:
+            names = ", ".join(f"`{k}`" for k in sorted(self.environ))
+            lines.append(
+                f"- Environment: `os.getenv` / `os.environ` expose {len(self.environ)} variable"
+                f"{'s' if len(self.environ) != 1 else ''}: {names}."
+            )
+        else:
+            lines.append("- Environment: `os.environ` is empty.")
+        lines.append("- Clock:" + clock)
+        lines.append("- No network and no subprocess.")
+        return "\n".join(lines)
+
+
+def _render_functions(tools: Sequence[Tool]) -> str:
+    blocks = []
+    for t in tools:
+        params = _ordered_params(t.parameters)
+        sig = ", ".join(f"{n}: {_placeholder(p)}" + ("" if req else " = None") for n, p, req in params)
+        desc = (t.description or "").strip() or f"Tool {t.name}."
+        doc = "\n".join("    " + line for line in desc.splitlines())
+        suffix = "\n    (long-running: the run may pause until its result arrives)" if t.is_long_running else ""
+        blocks.append(f'def {t.name}({sig}) -> Any:\n    """\n{doc}{suffix}\n    """')
+    return "\n\n".join(blocks)

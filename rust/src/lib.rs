@@ -1,0 +1,24 @@
+//! `codeact._monty`: the native core of codeact, embedding the Monty interpreter.
+
+mod convert;
+mod engine;
+mod errors;
+mod os_policy;
+mod output;
+mod py_api;
+mod snapshot;
+mod stack;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<py_api::MontyEngine>()?;
+    m.add_class::<py_api::MontyPendingCall>()?;
+    m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
+    m.add("MONTY_VERSION", snapshot::MONTY_VERSION)?;
+    m.add("SNAPSHOT_FORMAT_VERSION", snapshot::FORMAT_VERSION)?;
+    m.add("MAX_VALUE_DEPTH", convert::MAX_DEPTH)?;
+    m.add("RECURSION_CEILING", engine::RECURSION_CEILING)?;
+    Ok(())
+}

@@ -1,0 +1,265 @@
+//! The Python-facing classes: `MontyEngine` (start / resume from bytes) and
+//! `MontyPendingCall` (a live, single-use continuation).
+//!
+//! Step objects are the pure-Python seam types of `codeact.runtime`, registered once
+//! with [`register_seam_types`], so every runtime hands back the same classes.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
+
+use crate::convert::{monty_to_py, py_to_monty};
+use crate::engine::{self, Advance, EngineConfig, Limits, Outcome, Paused, Stop, ToolStyle};
+use crate::errors::{CodeRuntimeError, HostError};
+use crate::os_policy::{MountSpec, OsPolicy};
+use crate::stack::run_interpreter;
+
+struct SeamTypes {
+    call: Py<PyType>,
+    complete: Py<PyType>,
+    raised: Py<PyType>,
+    resume_value: Py<PyType>,
+    resume_error: Py<PyType>,
+}
+
+static SEAM: PyOnceLock<SeamTypes> = PyOnceLock::new();
+
+fn seam(py: Python<'_>) -> PyResult<&SeamTypes> {
+    SEAM.get(py).ok_or_else(|| PyRuntimeError::new_err("codeact.runtime has not registered its seam types"))
+}
+
+/// Registers the seam classes `Call`, `Complete`, `Raised`, `ResumeValue`, `ResumeError`.
+#[pyfunction]
+pub fn register_seam_types(
+    py: Python<'_>,
+    call: Py<PyType>,
+    complete: Py<PyType>,
+    raised: Py<PyType>,
+    resume_value: Py<PyType>,
+    resume_error: Py<PyType>,
+) -> PyResult<()> {
+    let _ = SEAM.set(py, SeamTypes { call, complete, raised, resume_value, resume_error });
+    Ok(())
+}
+
+fn outcome_from_py(py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Outcome> {
+    let types = seam(py)?;
+    if outcome.is_instance(types.resume_value.bind(py))? {
+        let value = outcome.getattr("value")?;
+        return py_to_monty(&value, "value")
+            .map(Outcome::Value)
+            .map_err(|e| HostError::Conversion(format!("cannot resume the script with this value: {}", e.describe())).into());
+    }
+    if outcome.is_instance(types.resume_error.bind(py))? {
+        let message: String = outcome.getattr("message")?.extract()?;
+        let exc_type: String = outcome.getattr("exc_type")?.extract()?;
+        return Ok(Outcome::Error { exc_type, message });
+    }
+    Err(PyTypeError::new_err(format!(
+        "resume() takes ResumeValue(value) or ResumeError(message), got {}",
+        outcome.get_type().name()?
+    )))
+}
+
+fn build_step(py: Python<'_>, cfg: &Arc<EngineConfig>, advance: Advance) -> PyResult<Py<PyAny>> {
+    let types = seam(py)?;
+    let stdout = advance.stdout;
+    match advance.stop {
+        Stop::Complete(value) => {
+            let value = monty_to_py(py, &value, "the result").map_err(|e| HostError::Internal(e.describe()))?;
+            types.complete.call1(py, (value, stdout))
+        }
+        Stop::Raised(message) => types.raised.call1(py, (message, stdout)),
+        Stop::Call(paused, req) => {
+            let mut positional = Vec::with_capacity(req.positional.len());
+            for (i, v) in req.positional.iter().enumerate() {
+                positional.push(
+                    monty_to_py(py, v, &format!("argument {i}")).map_err(|e| HostError::Internal(e.describe()))?,
+                );
+            }
+            let keyword = PyDict::new(py);
+            for (k, v) in &req.keyword {
+                keyword.set_item(k, monty_to_py(py, v, k).map_err(|e| HostError::Internal(e.describe()))?)?;
+            }
+            let pending = MontyPendingCall {
+                cfg: Arc::clone(cfg),
+                name: req.name,
+                positional: PyTuple::new(py, positional)?.unbind(),
+                keyword: keyword.unbind(),
+                call_id: req.call_id,
+                paused: Mutex::new(Some(paused)),
+            };
+            let pending = Py::new(py, pending)?;
+            types.call.call1(py, (pending, stdout))
+        }
+    }
+}
+
+/// The native engine behind `codeact.MontyRuntime`: configuration plus start/resume.
+#[pyclass(frozen, module = "codeact._monty")]
+pub struct MontyEngine {
+    cfg: Arc<EngineConfig>,
+}
+
+#[pymethods]
+impl MontyEngine {
+    #[new]
+    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        max_duration: Option<f64>,
+        max_memory: Option<usize>,
+        max_recursion_depth: usize,
+        mounts: Vec<(String, PathBuf, bool)>,
+        environ: Vec<(String, String)>,
+        system_clock: bool,
+        tool_style: &str,
+        max_stdout: usize,
+        snapshot_key: Option<Vec<u8>>,
+    ) -> PyResult<Self> {
+        let max_duration = match max_duration {
+            None => None,
+            Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+            Some(s) => return Err(PyValueError::new_err(format!("max_duration must be a positive number of seconds, got {s}"))),
+        };
+        let tool_style = match tool_style {
+            "call_tool" => ToolStyle::CallTool,
+            "functions" => ToolStyle::Functions,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "tool_style must be 'call_tool' or 'functions', got {other:?}"
+                )));
+            }
+        };
+        let mounts = mounts
+            .into_iter()
+            .map(|(virtual_path, host_path, read_write)| MountSpec { virtual_path, host_path, read_write })
+            .collect();
+        let os = OsPolicy::new(mounts, environ, system_clock)?;
+        let cfg = EngineConfig {
+            limits: Limits { max_duration, max_memory, max_recursion_depth },
+            os,
+            tool_style,
+            max_stdout,
+            snapshot_key,
+        };
+        Ok(Self { cfg: Arc::new(cfg) })
+    }
+
+    /// Compiles and runs `script` to its first stop; returns a `Call`, `Complete` or `Raised`.
+    fn start(&self, py: Python<'_>, script: String, script_name: String) -> PyResult<Py<PyAny>> {
+        let cfg = Arc::clone(&self.cfg);
+        let advance = run_interpreter(py, move || engine::start(&cfg, script, &script_name))?;
+        build_step(py, &self.cfg, advance)
+    }
+
+    /// Restores a paused script from `snapshot` bytes and resumes it with `outcome`.
+    fn resume(&self, py: Python<'_>, snapshot: Vec<u8>, outcome: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let outcome = outcome_from_py(py, outcome)?;
+        let cfg = Arc::clone(&self.cfg);
+        let advance = run_interpreter(py, move || {
+            let (paused, _req) = engine::load(&cfg, &snapshot)?;
+            engine::resume(&cfg, paused, outcome)
+        })?;
+        build_step(py, &self.cfg, advance)
+    }
+
+    /// Reads the tool call a snapshot is paused at, without resuming it:
+    /// `(name, positional_args, keyword_args, call_id)`.
+    fn inspect(&self, py: Python<'_>, snapshot: Vec<u8>) -> PyResult<Py<PyAny>> {
+        let cfg = Arc::clone(&self.cfg);
+        let (_paused, req) = run_interpreter(py, move || engine::load(&cfg, &snapshot))?;
+        let positional: Vec<Py<PyAny>> = req
+            .positional
+            .iter()
+            .map(|v| monty_to_py(py, v, "argument").map_err(|e| HostError::Internal(e.describe()).into()))
+            .collect::<PyResult<_>>()?;
+        let keyword = PyDict::new(py);
+        for (k, v) in &req.keyword {
+            keyword.set_item(k, monty_to_py(py, v, k).map_err(|e| HostError::Internal(e.describe()))?)?;
+        }
+        Ok((req.name, PyTuple::new(py, positional)?, keyword, req.call_id).into_pyobject(py)?.into_any().unbind())
+    }
+}
+
+const ALREADY_RESUMED: &str = "this PendingCall was already resumed; a PendingCall is single use";
+
+/// A script paused at a tool call, held live in memory; resume it once.
+#[pyclass(frozen, module = "codeact._monty")]
+pub struct MontyPendingCall {
+    cfg: Arc<EngineConfig>,
+    name: String,
+    positional: Py<PyTuple>,
+    keyword: Py<PyDict>,
+    call_id: u32,
+    paused: Mutex<Option<Paused>>,
+}
+
+#[pymethods]
+impl MontyPendingCall {
+    /// The tool name the script called.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Positional arguments (always empty in the `call_tool` style).
+    #[getter]
+    fn positional_args(&self, py: Python<'_>) -> Py<PyTuple> {
+        self.positional.clone_ref(py)
+    }
+
+    /// Keyword arguments: the `call_tool` dict, in the script's order.
+    #[getter]
+    fn keyword_args(&self, py: Python<'_>) -> Py<PyDict> {
+        self.keyword.clone_ref(py)
+    }
+
+    /// The interpreter's call counter for this call (unique within one script run).
+    #[getter]
+    fn call_id(&self) -> u32 {
+        self.call_id
+    }
+
+    /// Serializes the live continuation into snapshot bytes (may be called repeatedly).
+    fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let cfg = Arc::clone(&self.cfg);
+        let paused = self.take()?;
+        let (bytes, paused) = py.detach(move || engine::dump(&cfg, paused));
+        *self.paused.lock().expect("pending call lock") = Some(paused);
+        Ok(PyBytes::new(py, &bytes?))
+    }
+
+    /// Resumes the script in place with `outcome` (`ResumeValue` or `ResumeError`).
+    fn resume(&self, py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let outcome = outcome_from_py(py, outcome)?;
+        let paused = self.take()?;
+        let cfg = Arc::clone(&self.cfg);
+        let advance = run_interpreter(py, move || engine::resume(&cfg, paused, outcome))?;
+        build_step(py, &self.cfg, advance)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "MontyPendingCall(name={:?}, keyword_args={}, call_id={})",
+            self.name,
+            self.keyword.bind(py).repr()?,
+            self.call_id
+        ))
+    }
+}
+
+impl MontyPendingCall {
+    fn take(&self) -> PyResult<Paused> {
+        self.paused
+            .lock()
+            .map_err(|_| CodeRuntimeError::new_err("pending call lock poisoned"))?
+            .take()
+            .ok_or_else(|| CodeRuntimeError::new_err(ALREADY_RESUMED))
+    }
+}

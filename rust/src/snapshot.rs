@@ -1,0 +1,118 @@
+//! The snapshot envelope around Monty's own dump bytes.
+//!
+//! Layout (all integers little-endian):
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 4 | magic `CAMS` |
+//! | 2 | envelope format version ([`FORMAT_VERSION`]) |
+//! | 1 + n | length and text of the Monty version that wrote the payload |
+//! | 1 | flags (bit 0: the tag is an HMAC under the host's `snapshot_key`) |
+//! | 8 | payload length |
+//! | payload | Monty's dump of the paused call |
+//! | 32 | tag: SHA-256 of everything before it, or HMAC-SHA256 when signed |
+//!
+//! Anything else (truncated, altered, foreign, another version, another key) is a
+//! `SnapshotError` before a single payload byte is decoded.
+
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+
+use crate::errors::HostError;
+
+pub const MAGIC: &[u8; 4] = b"CAMS";
+pub const FORMAT_VERSION: u16 = 1;
+/// The Monty release embedded in this build (checked against `Cargo.lock` by the tests).
+pub const MONTY_VERSION: &str = "0.0.19";
+const TAG_LEN: usize = 32;
+const FLAG_SIGNED: u8 = 1;
+
+type HmacSha256 = Hmac<Sha256>;
+
+fn tag(key: Option<&[u8]>, data: &[u8]) -> [u8; TAG_LEN] {
+    match key {
+        Some(key) => {
+            let mut mac = HmacSha256::new_from_slice(key).expect("HMAC accepts keys of any length");
+            mac.update(data);
+            mac.finalize().into_bytes().into()
+        }
+        None => Sha256::digest(data).into(),
+    }
+}
+
+/// Wraps Monty's payload in the envelope; signs it when `key` is given.
+pub fn seal(payload: &[u8], key: Option<&[u8]>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 64);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.push(MONTY_VERSION.len() as u8);
+    out.extend_from_slice(MONTY_VERSION.as_bytes());
+    out.push(if key.is_some() { FLAG_SIGNED } else { 0 });
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    let t = tag(key, &out);
+    out.extend_from_slice(&t);
+    out
+}
+
+/// Checks the envelope and returns the payload slice.
+pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostError> {
+    let bad = |msg: String| Err(HostError::Snapshot(msg));
+    if bytes.len() < 4 || &bytes[..4] != MAGIC {
+        return bad("these bytes are not a codeact snapshot (bad magic)".to_string());
+    }
+    let mut pos = 4;
+    let take = |pos: &mut usize, n: usize| -> Result<&'a [u8], HostError> {
+        if bytes.len() < *pos + n {
+            return Err(HostError::Snapshot(format!("snapshot is truncated ({} bytes)", bytes.len())));
+        }
+        let s = &bytes[*pos..*pos + n];
+        *pos += n;
+        Ok(s)
+    };
+    let version = u16::from_le_bytes(take(&mut pos, 2)?.try_into().expect("2 bytes"));
+    if version != FORMAT_VERSION {
+        return bad(format!("snapshot format version {version} is not supported (this build reads {FORMAT_VERSION})"));
+    }
+    let vlen = take(&mut pos, 1)?[0] as usize;
+    let monty = take(&mut pos, vlen)?;
+    if monty != MONTY_VERSION.as_bytes() {
+        return bad(format!(
+            "snapshot was written by Monty {}; this build embeds Monty {MONTY_VERSION}",
+            String::from_utf8_lossy(monty)
+        ));
+    }
+    let flags = take(&mut pos, 1)?[0];
+    let plen = u64::from_le_bytes(take(&mut pos, 8)?.try_into().expect("8 bytes"));
+    let plen = usize::try_from(plen).map_err(|_| HostError::Snapshot("snapshot payload length overflows".into()))?;
+    let payload = take(&mut pos, plen)?;
+    let body_end = pos;
+    let found = take(&mut pos, TAG_LEN)?;
+    if pos != bytes.len() {
+        return bad(format!("snapshot has {} unexpected trailing bytes", bytes.len() - pos));
+    }
+    let signed = flags & FLAG_SIGNED != 0;
+    match (signed, key) {
+        (true, None) => return bad("snapshot is signed; give the runtime its snapshot_key to load it".into()),
+        (false, Some(_)) => {
+            return bad("snapshot is unsigned, but this runtime only loads snapshots signed with its snapshot_key".into());
+        }
+        _ => {}
+    }
+    let ok = match key {
+        Some(k) => {
+            let mut mac = HmacSha256::new_from_slice(k).expect("HMAC accepts keys of any length");
+            mac.update(&bytes[..body_end]);
+            mac.verify_slice(found).is_ok()
+        }
+        None => tag(None, &bytes[..body_end]) == found,
+    };
+    if !ok {
+        return bad(if signed {
+            "integrity check failed: the bytes were altered or signed with another key".into()
+        } else {
+            "integrity check failed: the bytes were altered".into()
+        });
+    }
+    Ok(payload)
+}
