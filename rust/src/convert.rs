@@ -61,13 +61,21 @@ fn key_label(key: &MontyObject) -> String {
 // ---------------------------------------------------------------- Monty -> Python
 
 /// Converts a Monty value to a Python value; `root` names it in errors (e.g. `result`).
-pub fn monty_to_py(py: Python<'_>, value: &MontyObject, root: &str) -> Result<Py<PyAny>, ConvertError> {
+pub fn monty_to_py(
+    py: Python<'_>,
+    value: &MontyObject,
+    root: &str,
+) -> Result<Py<PyAny>, ConvertError> {
     let mut steps = Vec::new();
     to_py(py, value, root, &mut steps).map(Bound::unbind)
 }
 
 fn unsupported_monty(value: &MontyObject, root: &str, steps: &[Step]) -> ConvertError {
-    ConvertError { type_name: value.type_name().to_string(), path: render_path(root, steps), too_deep: false }
+    ConvertError {
+        type_name: value.type_name().to_string(),
+        path: render_path(root, steps),
+        too_deep: false,
+    }
 }
 
 fn to_py<'py>(
@@ -77,13 +85,23 @@ fn to_py<'py>(
     steps: &mut Vec<Step>,
 ) -> Result<Bound<'py, PyAny>, ConvertError> {
     if steps.len() > MAX_DEPTH {
-        return Err(ConvertError { type_name: String::new(), path: render_path(root, steps), too_deep: true });
+        return Err(ConvertError {
+            type_name: String::new(),
+            path: render_path(root, steps),
+            too_deep: true,
+        });
     }
     let obj = match value {
         MontyObject::None => py.None().into_bound(py),
         MontyObject::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
-        MontyObject::Int(i) => i.into_pyobject(py).expect("int conversion is infallible").into_any(),
-        MontyObject::BigInt(b) => b.into_pyobject(py).expect("bigint conversion is infallible").into_any(),
+        MontyObject::Int(i) => i
+            .into_pyobject(py)
+            .expect("int conversion is infallible")
+            .into_any(),
+        MontyObject::BigInt(b) => b
+            .into_pyobject(py)
+            .expect("bigint conversion is infallible")
+            .into_any(),
         MontyObject::Float(f) => PyFloat::new(py, *f).into_any(),
         MontyObject::String(s) => PyString::new(py, s).into_any(),
         MontyObject::Bytes(b) => PyBytes::new(py, b).into_any(),
@@ -104,7 +122,9 @@ fn to_py<'py>(
                 out.push(to_py(py, item, root, steps)?);
                 steps.pop();
             }
-            PyTuple::new(py, out).expect("tuple build cannot fail").into_any()
+            PyTuple::new(py, out)
+                .expect("tuple build cannot fail")
+                .into_any()
         }
         MontyObject::Dict(pairs) => {
             let dict = PyDict::new(py);
@@ -138,13 +158,29 @@ pub fn py_to_monty(value: &Bound<'_, PyAny>, root: &str) -> Result<MontyObject, 
 }
 
 fn unsupported_py(value: &Bound<'_, PyAny>, root: &str, steps: &[Step]) -> ConvertError {
-    let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".to_string());
-    ConvertError { type_name, path: render_path(root, steps), too_deep: false }
+    let type_name = value
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "object".to_string());
+    ConvertError {
+        type_name,
+        path: render_path(root, steps),
+        too_deep: false,
+    }
 }
 
-fn to_monty(value: &Bound<'_, PyAny>, root: &str, steps: &mut Vec<Step>) -> Result<MontyObject, ConvertError> {
+fn to_monty(
+    value: &Bound<'_, PyAny>,
+    root: &str,
+    steps: &mut Vec<Step>,
+) -> Result<MontyObject, ConvertError> {
     if steps.len() > MAX_DEPTH {
-        return Err(ConvertError { type_name: String::new(), path: render_path(root, steps), too_deep: true });
+        return Err(ConvertError {
+            type_name: String::new(),
+            path: render_path(root, steps),
+            too_deep: true,
+        });
     }
     // Exact types first (the common, fast path); subclasses of the plain types are
     // accepted afterwards by their base behaviour.
@@ -152,11 +188,14 @@ fn to_monty(value: &Bound<'_, PyAny>, root: &str, steps: &mut Vec<Step>) -> Resu
         return Ok(MontyObject::None);
     }
     if let Ok(s) = value.cast::<PyString>() {
-        return s.to_str().map(|s| MontyObject::String(s.to_owned())).map_err(|_| ConvertError {
-            type_name: "str with lone surrogates".to_string(),
-            path: render_path(root, steps),
-            too_deep: false,
-        });
+        return s
+            .to_str()
+            .map(|s| MontyObject::String(s.to_owned()))
+            .map_err(|_| ConvertError {
+                type_name: "str with lone surrogates".to_string(),
+                path: render_path(root, steps),
+                too_deep: false,
+            });
     }
     if let Ok(b) = value.cast::<PyBool>() {
         return Ok(MontyObject::Bool(b.is_true()));
@@ -165,7 +204,10 @@ fn to_monty(value: &Bound<'_, PyAny>, root: &str, steps: &mut Vec<Step>) -> Resu
         if let Ok(i) = value.extract::<i64>() {
             return Ok(MontyObject::Int(i));
         }
-        return value.extract::<BigInt>().map(MontyObject::BigInt).map_err(|_| unsupported_py(value, root, steps));
+        return value
+            .extract::<BigInt>()
+            .map(MontyObject::BigInt)
+            .map_err(|_| unsupported_py(value, root, steps));
     }
     if let Ok(f) = value.cast::<PyFloat>() {
         return Ok(MontyObject::Float(f.value()));
@@ -194,7 +236,10 @@ fn to_monty(value: &Bound<'_, PyAny>, root: &str, steps: &mut Vec<Step>) -> Resu
     if let Ok(dict) = value.cast::<PyDict>() {
         let mut pairs = Vec::with_capacity(dict.len());
         for (k, v) in dict.iter() {
-            let label = k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".to_string());
+            let label = k
+                .repr()
+                .map(|r| r.to_string())
+                .unwrap_or_else(|_| "?".to_string());
             steps.push(Step::Key(label));
             let key = to_monty(&k, root, steps)?;
             if matches!(key, MontyObject::List(_) | MontyObject::Dict(_)) {
@@ -219,7 +264,11 @@ pub fn check_plain(value: &MontyObject, root: &str) -> Result<(), ConvertError> 
 
 fn check(value: &MontyObject, root: &str, steps: &mut Vec<Step>) -> Result<(), ConvertError> {
     if steps.len() > MAX_DEPTH {
-        return Err(ConvertError { type_name: String::new(), path: render_path(root, steps), too_deep: true });
+        return Err(ConvertError {
+            type_name: String::new(),
+            path: render_path(root, steps),
+            too_deep: true,
+        });
     }
     match value {
         MontyObject::None
@@ -241,7 +290,9 @@ fn check(value: &MontyObject, root: &str, steps: &mut Vec<Step>) -> Result<(), C
             for (k, v) in pairs {
                 steps.push(Step::Key(key_label(k)));
                 match k {
-                    MontyObject::List(_) | MontyObject::Dict(_) => return Err(unsupported_monty(k, root, steps)),
+                    MontyObject::List(_) | MontyObject::Dict(_) => {
+                        return Err(unsupported_monty(k, root, steps));
+                    }
                     _ => check(k, root, steps)?,
                 }
                 check(v, root, steps)?;

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use monty::{FunctionCall, MontyRun, RunProgress};
 use monty_types::{
-    CompileOptions, ExcType, ExtFunctionResult, LimitedTracker, MontyException, MontyObject, NameLookupResult,
-    PrintWriter, ResourceLimits,
+    CompileOptions, ExcType, ExtFunctionResult, LimitedTracker, MontyException, MontyObject,
+    NameLookupResult, PrintWriter, ResourceLimits,
 };
 
 use crate::convert::check_plain;
@@ -101,7 +101,9 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, HostError>) -> Result<T,
                 .map(|s| (*s).to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_string());
-            Err(HostError::Internal(format!("Monty panicked during {what}: {detail}")))
+            Err(HostError::Internal(format!(
+                "Monty panicked during {what}: {detail}"
+            )))
         }
     }
 }
@@ -112,11 +114,23 @@ pub fn start(cfg: &EngineConfig, script: String, script_name: &str) -> Result<Ad
         let mut out = CappedOutput::new(cfg.max_stdout);
         let run = match MontyRun::new(script, script_name, Vec::new(), CompileOptions::default()) {
             Ok(run) => run,
-            Err(exc) => return Ok(Advance { stop: Stop::Raised(exc.to_string()), stdout: String::new() }),
+            Err(exc) => {
+                return Ok(Advance {
+                    stop: Stop::Raised(exc.to_string()),
+                    stdout: String::new(),
+                });
+            }
         };
-        let progress = run.start(Vec::new(), cfg.limits.tracker(), PrintWriter::Callback(&mut out));
+        let progress = run.start(
+            Vec::new(),
+            cfg.limits.tracker(),
+            PrintWriter::Callback(&mut out),
+        );
         let stop = drive(cfg, progress, &mut out)?;
-        Ok(Advance { stop, stdout: out.text })
+        Ok(Advance {
+            stop,
+            stdout: out.text,
+        })
     })
 }
 
@@ -139,7 +153,10 @@ pub fn resume(cfg: &EngineConfig, paused: Paused, outcome: Outcome) -> Result<Ad
         let mut out = CappedOutput::new(cfg.max_stdout);
         let progress = call.resume(result, PrintWriter::Callback(&mut out));
         let stop = drive(cfg, progress, &mut out)?;
-        Ok(Advance { stop, stdout: out.text })
+        Ok(Advance {
+            stop,
+            stdout: out.text,
+        })
     })
 }
 
@@ -150,7 +167,9 @@ pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, 
         .dump()
         .map(|payload| snapshot::seal(&payload, cfg.snapshot_key.as_deref()))
         .map_err(|e| HostError::Snapshot(format!("cannot serialize the paused script: {e}")));
-    let call = progress.into_function_call().expect("just wrapped a function call");
+    let call = progress
+        .into_function_call()
+        .expect("just wrapped a function call");
     (bytes, Paused(call))
 }
 
@@ -160,12 +179,16 @@ pub fn load(cfg: &EngineConfig, bytes: &[u8]) -> Result<(Paused, ToolRequest), H
     guarded("load", || {
         let progress = RunProgress::<LimitedTracker>::load(payload)
             .map_err(|e| HostError::Snapshot(format!("cannot decode the paused script: {e}")))?;
-        let call = progress
-            .into_function_call()
-            .ok_or_else(|| HostError::Snapshot("snapshot is not a script paused at a tool call".into()))?;
+        let call = progress.into_function_call().ok_or_else(|| {
+            HostError::Snapshot("snapshot is not a script paused at a tool call".into())
+        })?;
         let request = match classify(cfg.tool_style, &call) {
             Ok(r) => r,
-            Err(_) => return Err(HostError::Snapshot("snapshot is not paused at a valid tool call".into())),
+            Err(_) => {
+                return Err(HostError::Snapshot(
+                    "snapshot is not paused at a valid tool call".into(),
+                ));
+            }
         };
         Ok((Paused(call), request))
     })
@@ -176,7 +199,10 @@ fn type_error(msg: String) -> MontyException {
 }
 
 /// Unwraps and checks a call; an `Err` is the exception to raise into the script.
-fn classify(style: ToolStyle, call: &FunctionCall<LimitedTracker>) -> Result<ToolRequest, MontyException> {
+fn classify(
+    style: ToolStyle,
+    call: &FunctionCall<LimitedTracker>,
+) -> Result<ToolRequest, MontyException> {
     if call.function_name != "call_tool" {
         if style == ToolStyle::Functions && !call.method_call {
             let mut keyword = Vec::with_capacity(call.kwargs.len());
@@ -250,27 +276,47 @@ fn classify(style: ToolStyle, call: &FunctionCall<LimitedTracker>) -> Result<Too
             )));
         }
     }
-    let req = ToolRequest { name, positional: Vec::new(), keyword, call_id: call.call_id };
+    let req = ToolRequest {
+        name,
+        positional: Vec::new(),
+        keyword,
+        call_id: call.call_id,
+    };
     check_request(&req)?;
     Ok(req)
 }
 
 fn check_request(req: &ToolRequest) -> Result<(), MontyException> {
     for (i, v) in req.positional.iter().enumerate() {
-        check_plain(v, &format!("argument {i}"))
-            .map_err(|e| type_error(format!("tool '{}' got a value it cannot take: {}", req.name, e.describe())))?;
+        check_plain(v, &format!("argument {i}")).map_err(|e| {
+            type_error(format!(
+                "tool '{}' got a value it cannot take: {}",
+                req.name,
+                e.describe()
+            ))
+        })?;
     }
     for (k, v) in &req.keyword {
-        check_plain(v, &format!("argument '{k}'"))
-            .map_err(|e| type_error(format!("tool '{}' got a value it cannot take: {}", req.name, e.describe())))?;
+        check_plain(v, &format!("argument '{k}'")).map_err(|e| {
+            type_error(format!(
+                "tool '{}' got a value it cannot take: {}",
+                req.name,
+                e.describe()
+            ))
+        })?;
     }
     Ok(())
 }
 
-const NO_ASYNC: &str = "asynchronous tool calls are not supported; call tools synchronously, without `await`";
+const NO_ASYNC: &str =
+    "asynchronous tool calls are not supported; call tools synchronously, without `await`";
 
 /// Runs from `progress` until a tool call, completion or an uncaught exception.
-fn drive(cfg: &EngineConfig, mut progress: Progress, out: &mut CappedOutput) -> Result<Stop, HostError> {
+fn drive(
+    cfg: &EngineConfig,
+    mut progress: Progress,
+    out: &mut CappedOutput,
+) -> Result<Stop, HostError> {
     let mut table = None;
     loop {
         let p = match progress {
@@ -281,7 +327,10 @@ fn drive(cfg: &EngineConfig, mut progress: Progress, out: &mut CappedOutput) -> 
             RunProgress::Complete(value) => {
                 return Ok(match check_plain(&value, "the result") {
                     Ok(()) => Stop::Complete(value),
-                    Err(e) => Stop::Raised(format!("TypeError: the script's last expression must be plain data: {}", e.describe())),
+                    Err(e) => Stop::Raised(format!(
+                        "TypeError: the script's last expression must be plain data: {}",
+                        e.describe()
+                    )),
                 });
             }
             RunProgress::FunctionCall(call) => match classify(cfg.tool_style, &call) {
@@ -289,20 +338,31 @@ fn drive(cfg: &EngineConfig, mut progress: Progress, out: &mut CappedOutput) -> 
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },
             RunProgress::OsCall(call) => {
-                if call.function_call.is_filesystem() && table.is_none() && !cfg.os.mounts.is_empty() {
+                if call.function_call.is_filesystem()
+                    && table.is_none()
+                    && !cfg.os.mounts.is_empty()
+                {
                     table = Some(cfg.os.mount_table()?);
                 }
                 let os = &cfg.os;
                 let t = table.as_mut();
                 call.resume_with(PrintWriter::Callback(out), |c| os.service(c, t))
             }
-            RunProgress::NameLookup(lookup) => lookup.resume(NameLookupResult::Undefined, PrintWriter::Callback(out)),
+            RunProgress::NameLookup(lookup) => {
+                lookup.resume(NameLookupResult::Undefined, PrintWriter::Callback(out))
+            }
             RunProgress::ResolveFutures(futures) => {
                 let answers = futures
                     .pending_call_ids()
                     .iter()
                     .map(|id| {
-                        (*id, ExtFunctionResult::Error(MontyException::new(ExcType::RuntimeError, Some(NO_ASYNC.into()))))
+                        (
+                            *id,
+                            ExtFunctionResult::Error(MontyException::new(
+                                ExcType::RuntimeError,
+                                Some(NO_ASYNC.into()),
+                            )),
+                        )
                     })
                     .collect();
                 futures.resume(answers, PrintWriter::Callback(out))

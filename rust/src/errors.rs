@@ -28,7 +28,9 @@ impl From<HostError> for PyErr {
     fn from(err: HostError) -> Self {
         match err {
             HostError::Snapshot(msg) => SnapshotError::new_err(format!("snapshot error: {msg}")),
-            HostError::Internal(msg) => CodeRuntimeError::new_err(format!("interpreter error: {msg}")),
+            HostError::Internal(msg) => {
+                CodeRuntimeError::new_err(format!("interpreter error: {msg}"))
+            }
             HostError::Conversion(msg) => ValueConversionError::new_err(msg),
             HostError::Config(msg) => pyo3::exceptions::PyValueError::new_err(msg),
         }

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use chrono::{Datelike, FixedOffset, Local, TimeZone, Timelike};
 use monty_fs::{MountCallOutcome, MountMode, MountTable};
 use monty_types::{
-    DictPairs, ExcType, ExtFunctionResult, MontyDate, MontyDateTime, MontyException, MontyObject, MontyTimeZone,
-    OsFunctionCall,
+    DictPairs, ExcType, ExtFunctionResult, MontyDate, MontyDateTime, MontyException, MontyObject,
+    MontyTimeZone, OsFunctionCall,
 };
 
 use crate::errors::HostError;
@@ -41,14 +41,18 @@ pub fn validate_virtual_path(path: &str) -> Result<(), String> {
         return Err("mount virtual path must not be the root '/'".to_string());
     }
     if path.ends_with('/') {
-        return Err(format!("mount virtual path must not end with '/': {path:?}"));
+        return Err(format!(
+            "mount virtual path must not end with '/': {path:?}"
+        ));
     }
     if path.contains('\0') {
         return Err(format!("mount virtual path must not contain NUL: {path:?}"));
     }
     for part in path[1..].split('/') {
         if part.is_empty() || part == "." || part == ".." {
-            return Err(format!("mount virtual path must not contain empty, '.' or '..' parts: {path:?}"));
+            return Err(format!(
+                "mount virtual path must not contain empty, '.' or '..' parts: {path:?}"
+            ));
         }
     }
     Ok(())
@@ -57,40 +61,71 @@ pub fn validate_virtual_path(path: &str) -> Result<(), String> {
 impl OsPolicy {
     /// Validates mounts when the runtime is built: virtual paths (see
     /// [`validate_virtual_path`]), no duplicates, host paths that are existing folders.
-    pub fn new(mounts: Vec<MountSpec>, environ: Vec<(String, String)>, system_clock: bool) -> Result<Self, HostError> {
+    pub fn new(
+        mounts: Vec<MountSpec>,
+        environ: Vec<(String, String)>,
+        system_clock: bool,
+    ) -> Result<Self, HostError> {
         let mut seen = HashSet::new();
         let mut checked = Vec::with_capacity(mounts.len());
         for mut m in mounts {
             validate_virtual_path(&m.virtual_path).map_err(HostError::Config)?;
             if !seen.insert(m.virtual_path.clone()) {
-                return Err(HostError::Config(format!("mount virtual path given twice: {:?}", m.virtual_path)));
+                return Err(HostError::Config(format!(
+                    "mount virtual path given twice: {:?}",
+                    m.virtual_path
+                )));
             }
             let host = std::fs::canonicalize(&m.host_path).map_err(|e| {
-                HostError::Config(format!("mount host path {:?} cannot be used: {e}", m.host_path.display()))
+                HostError::Config(format!(
+                    "mount host path {:?} cannot be used: {e}",
+                    m.host_path.display()
+                ))
             })?;
             if !host.is_dir() {
-                return Err(HostError::Config(format!("mount host path {:?} is not a folder", m.host_path.display())));
+                return Err(HostError::Config(format!(
+                    "mount host path {:?} is not a folder",
+                    m.host_path.display()
+                )));
             }
             m.host_path = host;
             checked.push(m);
         }
-        Ok(Self { mounts: checked, environ, system_clock })
+        Ok(Self {
+            mounts: checked,
+            environ,
+            system_clock,
+        })
     }
 
     /// Builds the mount table for one advance (only when a filesystem call arrives).
     pub fn mount_table(&self) -> Result<MountTable, HostError> {
         let mut table = MountTable::new();
         for m in &self.mounts {
-            let mode = if m.read_write { MountMode::ReadWrite } else { MountMode::ReadOnly };
-            table.mount(&m.virtual_path, &m.host_path, mode, None).map_err(|e| {
-                HostError::Internal(format!("failed to mount {} at {}: {e}", m.host_path.display(), m.virtual_path))
-            })?;
+            let mode = if m.read_write {
+                MountMode::ReadWrite
+            } else {
+                MountMode::ReadOnly
+            };
+            table
+                .mount(&m.virtual_path, &m.host_path, mode, None)
+                .map_err(|e| {
+                    HostError::Internal(format!(
+                        "failed to mount {} at {}: {e}",
+                        m.host_path.display(),
+                        m.virtual_path
+                    ))
+                })?;
         }
         Ok(table)
     }
 
     /// Answers one OS call. `table` must be built when the call is a filesystem call.
-    pub fn service(&self, call: OsFunctionCall, table: Option<&mut MountTable>) -> ExtFunctionResult {
+    pub fn service(
+        &self,
+        call: OsFunctionCall,
+        table: Option<&mut MountTable>,
+    ) -> ExtFunctionResult {
         match call {
             OsFunctionCall::Getenv(args) => {
                 match self.environ.iter().find(|(k, _)| *k == args.key) {
@@ -102,7 +137,12 @@ impl OsPolicy {
                 let pairs: Vec<(MontyObject, MontyObject)> = self
                     .environ
                     .iter()
-                    .map(|(k, v)| (MontyObject::String(k.clone()), MontyObject::String(v.clone())))
+                    .map(|(k, v)| {
+                        (
+                            MontyObject::String(k.clone()),
+                            MontyObject::String(v.clone()),
+                        )
+                    })
                     .collect();
                 ExtFunctionResult::Return(MontyObject::Dict(DictPairs::from(pairs)))
             }
@@ -127,7 +167,9 @@ impl OsPolicy {
                 };
                 match table.handle_os_call(other) {
                     MountCallOutcome::Handled(Ok(v)) => ExtFunctionResult::Return(v),
-                    MountCallOutcome::Handled(Err(e)) => ExtFunctionResult::Error(e.into_exception()),
+                    MountCallOutcome::Handled(Err(e)) => {
+                        ExtFunctionResult::Error(e.into_exception())
+                    }
                     MountCallOutcome::NotHandled(c) => no_handler(c),
                 }
             }
@@ -140,7 +182,9 @@ impl OsPolicy {
         } else {
             Some(ExtFunctionResult::Error(MontyException::new(
                 ExcType::OSError,
-                Some("the host clock is not granted to this script (system_clock=False)".to_string()),
+                Some(
+                    "the host clock is not granted to this script (system_clock=False)".to_string(),
+                ),
             )))
         }
     }
@@ -164,7 +208,13 @@ fn now_datetime(tz: Option<MontyTimeZone>) -> ExtFunctionResult {
                     Some(format!("invalid UTC offset: {} seconds", tz.offset_seconds)),
                 ));
             };
-            (fixed.from_utc_datetime(&chrono::Utc::now().naive_utc()).naive_local(), Some(tz.offset_seconds), tz.name)
+            (
+                fixed
+                    .from_utc_datetime(&chrono::Utc::now().naive_utc())
+                    .naive_local(),
+                Some(tz.offset_seconds),
+                tz.name,
+            )
         }
     };
     ExtFunctionResult::Return(MontyObject::DateTime(MontyDateTime {

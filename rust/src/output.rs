@@ -14,7 +14,11 @@ pub struct CappedOutput {
 
 impl CappedOutput {
     pub fn new(cap: usize) -> Self {
-        Self { text: String::new(), cap, truncated: false }
+        Self {
+            text: String::new(),
+            cap,
+            truncated: false,
+        }
     }
 
     fn push(&mut self, s: &str) {
@@ -31,7 +35,10 @@ impl CappedOutput {
             cut -= 1;
         }
         self.text.push_str(&s[..cut]);
-        self.text.push_str(&format!("\n[stdout truncated: more than {} bytes printed in one step]\n", self.cap));
+        self.text.push_str(&format!(
+            "\n[stdout truncated: more than {} bytes printed in one step]\n",
+            self.cap
+        ));
         self.truncated = true;
     }
 }

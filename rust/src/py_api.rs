@@ -30,7 +30,8 @@ struct SeamTypes {
 static SEAM: PyOnceLock<SeamTypes> = PyOnceLock::new();
 
 fn seam(py: Python<'_>) -> PyResult<&SeamTypes> {
-    SEAM.get(py).ok_or_else(|| PyRuntimeError::new_err("codeact.runtime has not registered its seam types"))
+    SEAM.get(py)
+        .ok_or_else(|| PyRuntimeError::new_err("codeact.runtime has not registered its seam types"))
 }
 
 /// Registers the seam classes `Call`, `Complete`, `Raised`, `ResumeValue`, `ResumeError`.
@@ -43,7 +44,16 @@ pub fn register_seam_types(
     resume_value: Py<PyType>,
     resume_error: Py<PyType>,
 ) -> PyResult<()> {
-    let _ = SEAM.set(py, SeamTypes { call, complete, raised, resume_value, resume_error });
+    let _ = SEAM.set(
+        py,
+        SeamTypes {
+            call,
+            complete,
+            raised,
+            resume_value,
+            resume_error,
+        },
+    );
     Ok(())
 }
 
@@ -53,7 +63,13 @@ fn outcome_from_py(py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Outco
         let value = outcome.getattr("value")?;
         return py_to_monty(&value, "value")
             .map(Outcome::Value)
-            .map_err(|e| HostError::Conversion(format!("cannot resume the script with this value: {}", e.describe())).into());
+            .map_err(|e| {
+                HostError::Conversion(format!(
+                    "cannot resume the script with this value: {}",
+                    e.describe()
+                ))
+                .into()
+            });
     }
     if outcome.is_instance(types.resume_error.bind(py))? {
         let message: String = outcome.getattr("message")?.extract()?;
@@ -71,7 +87,8 @@ fn build_step(py: Python<'_>, cfg: &Arc<EngineConfig>, advance: Advance) -> PyRe
     let stdout = advance.stdout;
     match advance.stop {
         Stop::Complete(value) => {
-            let value = monty_to_py(py, &value, "the result").map_err(|e| HostError::Internal(e.describe()))?;
+            let value = monty_to_py(py, &value, "the result")
+                .map_err(|e| HostError::Internal(e.describe()))?;
             types.complete.call1(py, (value, stdout))
         }
         Stop::Raised(message) => types.raised.call1(py, (message, stdout)),
@@ -79,12 +96,16 @@ fn build_step(py: Python<'_>, cfg: &Arc<EngineConfig>, advance: Advance) -> PyRe
             let mut positional = Vec::with_capacity(req.positional.len());
             for (i, v) in req.positional.iter().enumerate() {
                 positional.push(
-                    monty_to_py(py, v, &format!("argument {i}")).map_err(|e| HostError::Internal(e.describe()))?,
+                    monty_to_py(py, v, &format!("argument {i}"))
+                        .map_err(|e| HostError::Internal(e.describe()))?,
                 );
             }
             let keyword = PyDict::new(py);
             for (k, v) in &req.keyword {
-                keyword.set_item(k, monty_to_py(py, v, k).map_err(|e| HostError::Internal(e.describe()))?)?;
+                keyword.set_item(
+                    k,
+                    monty_to_py(py, v, k).map_err(|e| HostError::Internal(e.describe()))?,
+                )?;
             }
             let pending = MontyPendingCall {
                 cfg: Arc::clone(cfg),
@@ -125,7 +146,11 @@ impl MontyEngine {
         let max_duration = match max_duration {
             None => None,
             Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
-            Some(s) => return Err(PyValueError::new_err(format!("max_duration must be a positive number of seconds, got {s}"))),
+            Some(s) => {
+                return Err(PyValueError::new_err(format!(
+                    "max_duration must be a positive number of seconds, got {s}"
+                )));
+            }
         };
         let tool_style = match tool_style {
             "call_tool" => ToolStyle::CallTool,
@@ -138,11 +163,19 @@ impl MontyEngine {
         };
         let mounts = mounts
             .into_iter()
-            .map(|(virtual_path, host_path, read_write)| MountSpec { virtual_path, host_path, read_write })
+            .map(|(virtual_path, host_path, read_write)| MountSpec {
+                virtual_path,
+                host_path,
+                read_write,
+            })
             .collect();
         let os = OsPolicy::new(mounts, environ, system_clock)?;
         let cfg = EngineConfig {
-            limits: Limits { max_duration, max_memory, max_recursion_depth },
+            limits: Limits {
+                max_duration,
+                max_memory,
+                max_recursion_depth,
+            },
             os,
             tool_style,
             max_stdout,
@@ -154,15 +187,23 @@ impl MontyEngine {
     /// Compiles and runs `script` to its first stop; returns a `Call`, `Complete` or `Raised`.
     fn start(&self, py: Python<'_>, script: String, script_name: String) -> PyResult<Py<PyAny>> {
         let cfg = Arc::clone(&self.cfg);
-        let advance = run_interpreter(py, move || engine::start(&cfg, script, &script_name))?;
+        let advance = run_interpreter(py, self.cfg.limits.max_recursion_depth, move || {
+            engine::start(&cfg, script, &script_name)
+        })?;
         build_step(py, &self.cfg, advance)
     }
 
     /// Restores a paused script from `snapshot` bytes and resumes it with `outcome`.
-    fn resume(&self, py: Python<'_>, snapshot: Vec<u8>, outcome: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    fn resume(
+        &self,
+        py: Python<'_>,
+        snapshot: Vec<u8>,
+        outcome: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
         let outcome = outcome_from_py(py, outcome)?;
         let cfg = Arc::clone(&self.cfg);
-        let advance = run_interpreter(py, move || {
+        // A snapshot carries its own limits: size the stack for the ceiling.
+        let advance = run_interpreter(py, engine::RECURSION_CEILING, move || {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
             engine::resume(&cfg, paused, outcome)
         })?;
@@ -173,19 +214,37 @@ impl MontyEngine {
     /// `(name, positional_args, keyword_args, call_id)`.
     fn inspect(&self, py: Python<'_>, snapshot: Vec<u8>) -> PyResult<Py<PyAny>> {
         let cfg = Arc::clone(&self.cfg);
-        let (_paused, req) = run_interpreter(py, move || engine::load(&cfg, &snapshot))?;
+        let (_paused, req) = run_interpreter(py, engine::RECURSION_CEILING, move || {
+            engine::load(&cfg, &snapshot)
+        })?;
         let positional: Vec<Py<PyAny>> = req
             .positional
             .iter()
-            .map(|v| monty_to_py(py, v, "argument").map_err(|e| HostError::Internal(e.describe()).into()))
+            .map(|v| {
+                monty_to_py(py, v, "argument").map_err(|e| HostError::Internal(e.describe()).into())
+            })
             .collect::<PyResult<_>>()?;
         let keyword = PyDict::new(py);
         for (k, v) in &req.keyword {
-            keyword.set_item(k, monty_to_py(py, v, k).map_err(|e| HostError::Internal(e.describe()))?)?;
+            keyword.set_item(
+                k,
+                monty_to_py(py, v, k).map_err(|e| HostError::Internal(e.describe()))?,
+            )?;
         }
-        Ok((req.name, PyTuple::new(py, positional)?, keyword, req.call_id).into_pyobject(py)?.into_any().unbind())
+        Ok((
+            req.name,
+            PyTuple::new(py, positional)?,
+            keyword,
+            req.call_id,
+        )
+            .into_pyobject(py)?
+            .into_any()
+            .unbind())
     }
 }
+
+/// Stack for serializing a paused heap, in bytes.
+const STACK_FOR_DUMP: usize = 8 * 1024 * 1024;
 
 const ALREADY_RESUMED: &str = "this PendingCall was already resumed; a PendingCall is single use";
 
@@ -230,7 +289,11 @@ impl MontyPendingCall {
     fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let cfg = Arc::clone(&self.cfg);
         let paused = self.take()?;
-        let (bytes, paused) = py.detach(move || engine::dump(&cfg, paused));
+        let (bytes, paused) = py.detach(move || {
+            stacker::maybe_grow(STACK_FOR_DUMP, STACK_FOR_DUMP, || {
+                engine::dump(&cfg, paused)
+            })
+        });
         *self.paused.lock().expect("pending call lock") = Some(paused);
         Ok(PyBytes::new(py, &bytes?))
     }
@@ -240,7 +303,9 @@ impl MontyPendingCall {
         let outcome = outcome_from_py(py, outcome)?;
         let paused = self.take()?;
         let cfg = Arc::clone(&self.cfg);
-        let advance = run_interpreter(py, move || engine::resume(&cfg, paused, outcome))?;
+        let advance = run_interpreter(py, self.cfg.limits.max_recursion_depth, move || {
+            engine::resume(&cfg, paused, outcome)
+        })?;
         build_step(py, &self.cfg, advance)
     }
 

@@ -64,7 +64,10 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostErr
     let mut pos = 4;
     let take = |pos: &mut usize, n: usize| -> Result<&'a [u8], HostError> {
         if bytes.len() < *pos + n {
-            return Err(HostError::Snapshot(format!("snapshot is truncated ({} bytes)", bytes.len())));
+            return Err(HostError::Snapshot(format!(
+                "snapshot is truncated ({} bytes)",
+                bytes.len()
+            )));
         }
         let s = &bytes[*pos..*pos + n];
         *pos += n;
@@ -72,7 +75,9 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostErr
     };
     let version = u16::from_le_bytes(take(&mut pos, 2)?.try_into().expect("2 bytes"));
     if version != FORMAT_VERSION {
-        return bad(format!("snapshot format version {version} is not supported (this build reads {FORMAT_VERSION})"));
+        return bad(format!(
+            "snapshot format version {version} is not supported (this build reads {FORMAT_VERSION})"
+        ));
     }
     let vlen = take(&mut pos, 1)?[0] as usize;
     let monty = take(&mut pos, vlen)?;
@@ -84,16 +89,22 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostErr
     }
     let flags = take(&mut pos, 1)?[0];
     let plen = u64::from_le_bytes(take(&mut pos, 8)?.try_into().expect("8 bytes"));
-    let plen = usize::try_from(plen).map_err(|_| HostError::Snapshot("snapshot payload length overflows".into()))?;
+    let plen = usize::try_from(plen)
+        .map_err(|_| HostError::Snapshot("snapshot payload length overflows".into()))?;
     let payload = take(&mut pos, plen)?;
     let body_end = pos;
     let found = take(&mut pos, TAG_LEN)?;
     if pos != bytes.len() {
-        return bad(format!("snapshot has {} unexpected trailing bytes", bytes.len() - pos));
+        return bad(format!(
+            "snapshot has {} unexpected trailing bytes",
+            bytes.len() - pos
+        ));
     }
     let signed = flags & FLAG_SIGNED != 0;
     match (signed, key) {
-        (true, None) => return bad("snapshot is signed; give the runtime its snapshot_key to load it".into()),
+        (true, None) => {
+            return bad("snapshot is signed; give the runtime its snapshot_key to load it".into());
+        }
         (false, Some(_)) => {
             return bad("snapshot is unsigned, but this runtime only loads snapshots signed with its snapshot_key".into());
         }
