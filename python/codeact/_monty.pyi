@@ -1,0 +1,59 @@
+"""Type stub of the native core ``codeact._monty`` (Rust, PyO3, embedding Monty)."""
+
+from typing import Any, final
+
+from .runtime._seam import Call, Complete, Raised, ResumeError, ResumeValue
+
+MONTY_VERSION: str
+"""The Monty release embedded in this build."""
+SNAPSHOT_FORMAT_VERSION: int
+"""The version of the snapshot envelope this build writes and reads."""
+MAX_VALUE_DEPTH: int
+"""Deepest container nesting that may cross the boundary, in levels."""
+RECURSION_CEILING: int
+"""Highest recursion limit a script may get, in frames, even when unlimited."""
+
+def register_seam_types(
+    call: type[Call],
+    complete: type[Complete],
+    raised: type[Raised],
+    resume_value: type[ResumeValue],
+    resume_error: type[ResumeError],
+) -> None:
+    """Registers the pure-Python step and outcome classes the engine builds and reads."""
+
+@final
+class MontyEngine:
+    """Configuration plus start / resume; shared by every script of one ``MontyRuntime``."""
+
+    def __new__(
+        cls,
+        *,
+        max_duration: float | None,
+        max_memory: int | None,
+        max_recursion_depth: int,
+        mounts: list[tuple[str, str, bool]],
+        environ: list[tuple[str, str]],
+        system_clock: bool,
+        tool_style: str,
+        max_stdout: int,
+        snapshot_key: bytes | None,
+    ) -> MontyEngine: ...
+    def start(self, script: str, script_name: str) -> Call | Complete | Raised: ...
+    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> Call | Complete | Raised: ...
+    def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]: ...
+
+@final
+class MontyPendingCall:
+    """A script paused at a tool call, held live; single use."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def positional_args(self) -> tuple[Any, ...]: ...
+    @property
+    def keyword_args(self) -> dict[str, Any]: ...
+    @property
+    def call_id(self) -> int: ...
+    def dump(self) -> bytes: ...
+    def resume(self, outcome: ResumeValue | ResumeError) -> Call | Complete | Raised: ...
