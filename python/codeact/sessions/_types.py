@@ -1,0 +1,170 @@
+"""Conversation and session data: ``Content`` / ``Part``, ``Event`` / ``EventActions``,
+``Session``. The shapes follow Google ADK's Python types (``google.adk.events.Event``,
+``google.genai.types.Content``), so agent developers meet familiar names.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = (
+    "Content",
+    "Event",
+    "EventActions",
+    "FunctionCall",
+    "FunctionResponse",
+    "Part",
+    "Session",
+    "ToolConfirmation",
+    "new_id",
+)
+
+
+def new_id() -> str:
+    """A fresh random identifier (UUID4 hex)."""
+    return uuid.uuid4().hex
+
+
+class FunctionCall(BaseModel):
+    """A tool call surfaced to the caller (a long-running call awaiting its result)."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class FunctionResponse(BaseModel):
+    """The result of a tool call, sent back by the caller (completes a long-running call).
+
+    ``id`` is the call key of the pending call; it may be omitted only when exactly one call
+    is pending."""
+
+    name: str
+    response: Any = None
+    id: str | None = None
+
+
+class Part(BaseModel):
+    """One piece of a message: text, a function call or a function response."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = None
+    thought: bool = False
+    function_call: FunctionCall | None = None
+    function_response: FunctionResponse | None = None
+
+    @classmethod
+    def from_text(cls, text: str) -> Part:
+        return cls(text=text)
+
+
+class Content(BaseModel):
+    """A message: a ``role`` (``"user"`` or ``"model"``) and its parts."""
+
+    role: str = "user"
+    parts: list[Part] = Field(default_factory=list)
+
+    @classmethod
+    def from_text(cls, text: str, role: str = "user") -> Content:
+        return cls(role=role, parts=[Part(text=text)])
+
+    @property
+    def text(self) -> str:
+        """The non-thought text parts, concatenated without separator."""
+        return "".join(p.text for p in self.parts if p.text is not None and not p.thought)
+
+
+class ToolConfirmation(BaseModel):
+    """A human-in-the-loop request: the call ``function_call_id`` of ``tool_name`` with
+    ``args`` waits for an approve / deny decision."""
+
+    tool_name: str
+    function_call_id: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    hint: str = ""
+
+
+class EventActions(BaseModel):
+    """Side effects an event carries. The session service applies ``state_delta`` in the
+    same transaction that appends the event.
+
+    Attributes:
+        state_delta: keys to set in session state (a ``None`` value is stored as null).
+            ``app:`` keys are app-wide, ``user:`` keys per user, ``temp:`` keys are never
+            persisted.
+        artifact_delta: artifact name -> new version.
+        transfer_to_agent: hand the conversation to this agent.
+        escalate: end the run and let the parent decide.
+        skip_summarization: end the run with the tool result as is.
+        requested_tool_confirmations: call key -> confirmation request (human in the loop).
+    """
+
+    state_delta: dict[str, Any] = Field(default_factory=dict)
+    artifact_delta: dict[str, int] = Field(default_factory=dict)
+    transfer_to_agent: str | None = None
+    escalate: bool = False
+    skip_summarization: bool = False
+    requested_tool_confirmations: dict[str, ToolConfirmation] = Field(default_factory=dict)
+
+
+class Event(BaseModel):
+    """One entry of a session's history.
+
+    Attributes:
+        id: unique id.
+        invocation_id: the run that produced it.
+        author: ``"user"`` or the agent's name.
+        content: the message, if any.
+        actions: side effects (state delta, transfer, ...).
+        timestamp: seconds since the epoch.
+        long_running_tool_ids: call keys of long-running calls this event suspends on.
+        error_code / error_message: set when the run ended with a run-level error.
+        interrupted / turn_complete: the run paused for human input.
+    """
+
+    id: str = Field(default_factory=new_id)
+    invocation_id: str = ""
+    author: str
+    content: Content | None = None
+    actions: EventActions = Field(default_factory=EventActions)
+    timestamp: float = Field(default_factory=time.time)
+    branch: str | None = None
+    long_running_tool_ids: list[str] = Field(default_factory=list)
+    error_code: str | None = None
+    error_message: str | None = None
+    interrupted: bool = False
+    turn_complete: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.content.text if self.content is not None else ""
+
+    def is_final_response(self) -> bool:
+        """True when the event ends the run from the caller's point of view: a final
+        answer, an error, a transfer, an escalation, or a pause for human input."""
+        a = self.actions
+        return bool(
+            self.error_code
+            or a.transfer_to_agent
+            or a.escalate
+            or a.skip_summarization
+            or self.long_running_tool_ids
+            or a.requested_tool_confirmations
+            or (self.content is not None and self.author != "user")
+        )
+
+
+class Session(BaseModel):
+    """A conversation: its state (merged app, user and session scopes) and its events."""
+
+    id: str = Field(default_factory=new_id)
+    app_name: str
+    user_id: str
+    state: dict[str, Any] = Field(default_factory=dict)
+    events: list[Event] = Field(default_factory=list)
+    last_update_time: float = Field(default_factory=time.time)

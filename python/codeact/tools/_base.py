@@ -1,0 +1,63 @@
+"""The ``Tool`` base class."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._context import ToolContext
+
+__all__ = ("Tool",)
+
+
+class Tool:
+    """A tool a script can call with ``call_tool("name", {...})``.
+
+    The runtime seam needs only ``name``, ``description``, ``parameters`` and
+    ``is_long_running``; the agent loop calls ``run``.
+
+    Args:
+        name: the name scripts call it by; any string ("fetch-cart", "class" work).
+        description: one paragraph for the model.
+        parameters: a JSON schema (``type: object``) of its arguments, or None.
+        is_long_running: the result arrives later: the run suspends after starting it and
+            resumes when the caller sends a function response (runtimes that cannot
+            suspend run it inline).
+        requires_confirmation: a human must approve each call (human in the loop).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str = "",
+        parameters: dict[str, Any] | None = None,
+        *,
+        is_long_running: bool = False,
+        requires_confirmation: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("a tool needs a non-empty string name")
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+        self.is_long_running = is_long_running
+        self.requires_confirmation = requires_confirmation
+
+    async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Executes the tool.
+
+        Args:
+            args: the call's arguments, bound by name.
+            tool_context: the per-call context (call key, state, actions).
+
+        Returns:
+            A JSON-compatible value handed back to the script.
+
+        Raises:
+            Exception: any failure; the agent raises it into the script as a catchable
+                exception (after retries and fallbacks).
+        """
+        raise NotImplementedError(f"tool {self.name!r} does not implement run()")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
