@@ -2,5 +2,6 @@
 
 from ._base import Tool
 from ._context import State, ToolContext
+from ._function import FunctionTool, LongRunningFunctionTool, ToolArgumentError, tool
 
-__all__ = ("State", "Tool", "ToolContext")
+__all__ = ("FunctionTool", "LongRunningFunctionTool", "State", "Tool", "ToolArgumentError", "ToolContext", "tool")

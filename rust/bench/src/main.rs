@@ -170,11 +170,13 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let (repeats, batch, cpu_repeats) = if quick { (5, 300, 3) } else { (15, 3000, 9) };
     let mut fields: Vec<(String, String)> = Vec::new();
-    let mut num = |k: &str, v: f64| fields.push((k.to_string(), format!("{v:.4}")));
+    let num = |fields: &mut Vec<(String, String)>, k: &str, v: f64| {
+        fields.push((k.to_string(), format!("{v:.4}")));
+    };
 
     // start -> complete of `1 + 1` (parse + compile + run).
     assert_eq!(int(&run(START_COMPLETE).0), 2);
-    num("start_complete_us", per_op_us(repeats, batch, || {
+    num(&mut fields, "start_complete_us", per_op_us(repeats, batch, || {
         black_box(run(black_box(START_COMPLETE)));
     }));
 
@@ -184,7 +186,7 @@ fn main() {
     let total_us = per_op_us(repeats, if quick { 3 } else { 20 }, || {
         black_box(run(black_box(ROUND_TRIP)));
     });
-    num("round_trip_us", total_us / f64::from(ROUND_TRIP_CALLS));
+    num(&mut fields, "round_trip_us", total_us / f64::from(ROUND_TRIP_CALLS));
 
     // Dump and load of a small paused state.
     let mut call = Some(paused());
@@ -220,11 +222,11 @@ fn main() {
     let restore_us = per_op_us(repeats, batch, || {
         black_box(restore(black_box(&bytes)));
     });
-    num("dump_us", dump_us);
-    num("load_us", load_us);
-    num("restore_us", restore_us);
-    num("dump_load_us", dump_us + restore_us);
-    num("snapshot_bytes", size as f64);
+    num(&mut fields, "dump_us", dump_us);
+    num(&mut fields, "load_us", load_us);
+    num(&mut fields, "restore_us", restore_us);
+    num(&mut fields, "dump_load_us", dump_us + restore_us);
+    fields.push(("snapshot_bytes".to_string(), size.to_string()));
 
     // CPU set, ms per run.
     for (name, code, expected) in CPU {
@@ -232,7 +234,32 @@ fn main() {
         let ms = per_op_us(cpu_repeats, 1, || {
             black_box(run(black_box(code)));
         }) / 1000.0;
-        num(&format!("cpu_{name}_ms"), ms);
+        num(&mut fields, &format!("cpu_{name}_ms"), ms);
+    }
+
+    // Two threads each running a CPU-bound script vs one thread running it once.
+    for (name, code, _) in CPU.iter().filter(|(n, _, _)| matches!(*n, "sum_loop" | "fib25")) {
+        let wall = |threads: usize| -> f64 {
+            let barrier = std::sync::Barrier::new(threads + 1);
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(|| {
+                        barrier.wait();
+                        black_box(run(code));
+                    });
+                }
+                barrier.wait();
+                let t = Instant::now();
+                // The scope joins every thread before returning.
+                t
+            })
+            .elapsed()
+            .as_secs_f64()
+        };
+        wall(2);
+        let one = median((0..cpu_repeats).map(|_| wall(1)).collect());
+        let two = median((0..cpu_repeats).map(|_| wall(2)).collect());
+        num(&mut fields, &format!("threads2_{name}_ratio"), two / one);
     }
 
     let body = fields

@@ -1,0 +1,44 @@
+"""The CodeAct agent loop: prompt, extraction, dispatch, checkpoints and events."""
+
+from ._agent import DEFAULT_MAX_ERROR_CHARS, DEFAULT_MAX_ITERATIONS, CodeActAgent
+from ._checkpoint import (
+    PENDING_STATE_KEY,
+    AwaitingCompletion,
+    AwaitingConfirmation,
+    CodeActCheckpoint,
+    PendingResult,
+    PendingToolCall,
+    Resolved,
+)
+from ._context import BaseAgent, CallbackContext, InvocationContext, RunConfig
+from ._dispatch import RetryBudget, ToolOutcome
+from ._extract import NO_CODE_FEEDBACK, extract_code
+from ._output import decode_script_output, render_final, truncate_middle
+from ._prompt import CODEACT_SYSTEM_PROMPT, MissingStateError, inject_state
+
+__all__ = (
+    "CODEACT_SYSTEM_PROMPT",
+    "DEFAULT_MAX_ERROR_CHARS",
+    "DEFAULT_MAX_ITERATIONS",
+    "NO_CODE_FEEDBACK",
+    "PENDING_STATE_KEY",
+    "AwaitingCompletion",
+    "AwaitingConfirmation",
+    "BaseAgent",
+    "CallbackContext",
+    "CodeActAgent",
+    "CodeActCheckpoint",
+    "InvocationContext",
+    "MissingStateError",
+    "PendingResult",
+    "PendingToolCall",
+    "Resolved",
+    "RetryBudget",
+    "RunConfig",
+    "ToolOutcome",
+    "decode_script_output",
+    "extract_code",
+    "inject_state",
+    "render_final",
+    "truncate_middle",
+)

@@ -1,0 +1,749 @@
+"""``CodeActAgent``: the loop that turns model replies into scripts, tool calls,
+checkpoints and events (SPEC §4–5)."""
+
+from __future__ import annotations
+
+import collections
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonschema
+from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
+
+from ..exceptions import CodeActError, SnapshotError
+from ..models import GenerateContentConfig, LlmRequest, LlmResponse
+from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, bind_call_args
+from ..sessions._types import Content, Event, EventActions, FunctionCall, Part, ToolConfirmation
+from ..tools import FunctionTool, Tool, ToolContext
+from ._checkpoint import (
+    PENDING_STATE_KEY,
+    AwaitingCompletion,
+    AwaitingConfirmation,
+    CodeActCheckpoint,
+    PendingResult,
+    PendingToolCall,
+    Resolved,
+)
+from ._context import BaseAgent, CallbackContext, InvocationContext
+from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool, terminal_signal
+from ._extract import NO_CODE_FEEDBACK, extract_code
+from ._output import Error, FinalResult, Observation, TransferToAgent, compact_json, decode_script_output, render_final
+from ._output import truncate_middle
+from ._prompt import assemble_system_prompt, inject_state, transfer_section
+from ._stepper import run_step
+
+__all__ = ("DEFAULT_MAX_ERROR_CHARS", "DEFAULT_MAX_ITERATIONS", "CodeActAgent")
+
+DEFAULT_MAX_ITERATIONS = 12
+DEFAULT_MAX_ERROR_CHARS = 4000
+SCRIPT_NAME = "agent.py"
+
+Callback = Callable[..., Any]
+Callbacks = Callback | list[Callback] | None
+InstructionProvider = Callable[[CallbackContext], "str | Any"]
+
+
+def _as_list(cbs: Callbacks) -> list[Callback]:
+    if cbs is None:
+        return []
+    return list(cbs) if isinstance(cbs, (list, tuple)) else [cbs]
+
+
+@dataclass
+class _Run:
+    """The mutable state of one run of the loop."""
+
+    ctx: InvocationContext
+    pending: EventActions
+    tools: dict[str, Tool]
+    roster: list[str]
+    supports_suspension: bool
+    breaker: CircuitBreaker
+    cb_ctx: CallbackContext
+    system_prompt: str = ""
+    transcript: list[Content] = field(default_factory=list)
+    iteration: int = 0
+    turn_stdout: str = ""
+    schema_retries: int = 0
+    next_step: RunStep | None = None
+    stopped: bool = False
+    outcome: str = ""  # "final" | "suspended" | "handed_off" | "error"
+
+
+class CodeActAgent(BaseAgent):
+    """An agent that acts by writing one Python script per turn (the CodeAct pattern).
+
+    Each turn: build the prompt, call ``model``, extract one script, run it on ``runtime``
+    (tools are reached with ``call_tool("name", {...})``), and classify its tagged result:
+    ``observation`` / ``error`` are fed back, ``final_result`` ends the run,
+    ``transfer_to_agent`` hands control to another agent. Script mistakes are fed back;
+    run-level outcomes end the run with an event carrying ``error_code``; host failures raise.
+
+    The configuration mirrors an LLM agent's (Google ADK's ``LlmAgent``); see the README for
+    each option. ``model`` and ``runtime`` are required.
+    """
+
+    model: Any
+    runtime: Any
+    instruction: str | Callable[..., Any] = ""
+    global_instruction: str | Callable[..., Any] = ""
+    generate_content_config: GenerateContentConfig | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_output_tokens: int | None = None
+    include_contents: Literal["default", "none"] = "default"
+    tools: list[Any] = Field(default_factory=list)
+    tool_timeout: float | None = Field(default=300.0, gt=0)
+    default_retry_budget: RetryBudget | None = None
+    tool_retry_budgets: dict[str, RetryBudget] = Field(default_factory=dict)
+    circuit_breaker_threshold: int | None = Field(default=None, ge=0)
+    on_tool_error: Callbacks = None
+    require_tool_confirmation: list[str] = Field(default_factory=list)
+    require_tool_confirmation_for_all: bool = False
+    disallow_transfer_to_parent: bool = False
+    disallow_transfer_to_peers: bool = False
+    output_key: str | None = None
+    output_schema: Any = None
+    output_max_retries: int = Field(default=3, ge=0)
+    input_schema: Any = None
+    before_agent: Callbacks = None
+    after_agent: Callbacks = None
+    before_model: Callbacks = None
+    after_model: Callbacks = None
+    before_tool: Callbacks = None
+    after_tool: Callbacks = None
+    after_tool_full: Callbacks = None
+    max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1)
+    max_error_chars: int = Field(default=DEFAULT_MAX_ERROR_CHARS, ge=16)
+
+    _tools: list[Tool] = PrivateAttr(default_factory=list)
+    _schema: dict[str, Any] | None = PrivateAttr(default=None)
+    _schema_adapter: TypeAdapter[Any] | None = PrivateAttr(default=None)
+    _schema_validator: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _check(self) -> CodeActAgent:
+        if self.model is None:
+            raise ValueError("CodeActAgent requires a model")
+        if self.runtime is None:
+            raise ValueError("CodeActAgent requires a code runtime")
+        shorthands = {k: getattr(self, k) for k in ("temperature", "top_p", "top_k", "max_output_tokens")}
+        if any(v is not None for v in shorthands.values()):
+            base = self.generate_content_config or GenerateContentConfig()
+            self.generate_content_config = base.model_copy(update={k: v for k, v in shorthands.items() if v is not None})
+        self._tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in self.tools]
+        seen: set[str] = set()
+        for sub in self.sub_agents:
+            if sub.name in seen:
+                raise ValueError(f"duplicate sub-agent name: {sub.name}")
+            seen.add(sub.name)
+        if self.output_schema is not None:
+            if isinstance(self.output_schema, dict):
+                cls = jsonschema.validators.validator_for(self.output_schema)
+                cls.check_schema(self.output_schema)
+                self._schema = self.output_schema
+                self._schema_validator = cls(self.output_schema)
+            else:
+                self._schema_adapter = TypeAdapter(self.output_schema)
+                self._schema = self._schema_adapter.json_schema()
+        return self
+
+    # ------------------------------------------------------------------ entry point
+
+    async def run_async(self, ctx: InvocationContext) -> AsyncIterator[Event]:  # type: ignore[override]
+        pending = EventActions()
+        cb_ctx = CallbackContext(ctx, pending)
+        for cb in _as_list(self.before_agent):
+            content = await call_callback(cb, cb_ctx)
+            if content is not None:
+                yield self._event(ctx, pending, content=_as_content(content))
+                return
+        run = _Run(
+            ctx=ctx,
+            pending=pending,
+            tools={},
+            roster=[],
+            supports_suspension=bool(self.runtime.capabilities().supports_suspension),
+            breaker=CircuitBreaker(self.circuit_breaker_threshold),
+            cb_ctx=cb_ctx,
+        )
+        async for event in self._loop(run):
+            yield event
+        if run.outcome == "final":
+            for cb in _as_list(self.after_agent):
+                content = await call_callback(cb, cb_ctx)
+                if content is not None:
+                    yield self._event(ctx, pending, content=_as_content(content))
+                    return
+
+    # ------------------------------------------------------------------ events
+
+    def _event(self, ctx: InvocationContext, pending: EventActions, **fields: Any) -> Event:
+        """An event authored by this agent, carrying (and flushing) pending tool deltas."""
+        actions: EventActions = fields.pop("actions", None) or EventActions()
+        delta = fields.pop("state_delta", None)
+        if pending.state_delta or pending.artifact_delta:
+            actions.state_delta = {**pending.state_delta, **actions.state_delta}
+            actions.artifact_delta = {**pending.artifact_delta, **actions.artifact_delta}
+            pending.state_delta.clear()
+            pending.artifact_delta.clear()
+        if delta:
+            actions.state_delta.update(delta)
+        return Event(invocation_id=ctx.invocation_id, author=self.name, actions=actions, **fields)
+
+    def _error_event(self, run: _Run, code: str, message: str, *, clear: bool = False) -> Event:
+        run.outcome, run.stopped = "error", True
+        delta = {PENDING_STATE_KEY: None} if clear else None
+        return self._event(run.ctx, run.pending, error_code=code, error_message=message, state_delta=delta)
+
+    # ------------------------------------------------------------------ setup
+
+    def _resolve_tools(self, ctx: InvocationContext) -> list[Tool]:
+        return list(self._tools)
+
+    def transfer_targets(self, ctx: InvocationContext) -> list[str]:
+        """Agent names this run may transfer to: sub-agents, then the runner's targets
+        (parent and peers) minus those the disallow flags exclude."""
+        targets = [a.name for a in self.sub_agents]
+        rc = ctx.run_config
+        for name in rc.transfer_targets:
+            if name in targets or name == self.name:
+                continue
+            is_parent = name == rc.parent_agent
+            if (is_parent and self.disallow_transfer_to_parent) or (not is_parent and self.disallow_transfer_to_peers):
+                continue
+            targets.append(name)
+        return targets
+
+    async def _instruction(self, source: str | Callable[..., Any], run: _Run) -> str:
+        if callable(source):
+            text = await call_callback(source, run.cb_ctx)
+            return text or ""
+        return inject_state(source, run.ctx.session.state) if source else ""
+
+    async def _system_prompt(self, run: _Run, tools: Sequence[Tool]) -> str:
+        global_instruction = await self._instruction(self.global_instruction, run)
+        instruction = await self._instruction(self.instruction, run)
+        return assemble_system_prompt(
+            global_instruction=global_instruction,
+            instruction=instruction,
+            runtime_prompt=self.runtime.capabilities().prompt,
+            tools_section=self.runtime.render_tools(tools),
+            transfer=transfer_section(self.transfer_targets(run.ctx)),
+            output_schema=self._schema,
+        )
+
+    def _seed(self, ctx: InvocationContext) -> list[Content]:
+        if self.include_contents == "none":
+            return [ctx.user_content] if ctx.user_content is not None else []
+        history: list[Content] = []
+        for ev in ctx.session.events:
+            if ev.content is None or ev.error_code or ev.actions.state_delta.get(PENDING_STATE_KEY):
+                continue
+            text = ev.content.text
+            if not text:
+                continue
+            history.append(Content.from_text(text, role="user" if ev.author == "user" else "model"))
+        if ctx.user_content is not None and ctx.user_content.text:
+            if not history or history[-1].role != "user" or history[-1].text != ctx.user_content.text:
+                history.append(Content.from_text(ctx.user_content.text, role="user"))
+        return history
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _loop(self, run: _Run) -> AsyncIterator[Event]:
+        ctx = run.ctx
+        tools = self._resolve_tools(ctx)
+        run.tools = {t.name: t for t in tools}
+        run.roster = sorted(run.tools)
+
+        raw = ctx.session.state.get(PENDING_STATE_KEY)
+        if raw is not None and ctx.run_config.discard_pending_checkpoint:
+            yield self._event(ctx, run.pending, state_delta={PENDING_STATE_KEY: None})
+            raw = None
+        step: RunStep | None = None
+        if raw is not None:
+            async for event in self._resume(run, raw):
+                yield event
+            if run.stopped:
+                return
+            step = run.next_step
+        else:
+            run.system_prompt = await self._system_prompt(run, tools)
+            run.transcript = self._seed(ctx)
+
+        while True:
+            if step is None:
+                run.iteration += 1
+                if run.iteration > self.max_iterations:
+                    yield self._error_event(
+                        run,
+                        "codeact.max_iterations",
+                        f"max iterations ({self.max_iterations}) exceeded without a final result",
+                        clear=PENDING_STATE_KEY in ctx.session.state and ctx.session.state[PENDING_STATE_KEY] is not None,
+                    )
+                    return
+                reply = await self._call_model(run)
+                script = extract_code(reply)
+                run.transcript.append(Content.from_text(reply, role="model"))
+                if script is None:
+                    run.transcript.append(Content.from_text(NO_CODE_FEEDBACK, role="user"))
+                    continue
+                run.turn_stdout = ""
+                step = await run_step(self.runtime.start, script, SCRIPT_NAME)
+
+            # One turn: advance the script until it hands control back or the run ends.
+            while True:
+                run.turn_stdout += step.stdout
+                if isinstance(step, Call):
+                    run.next_step = None
+                    async for event in self._handle_call(run, step):
+                        yield event
+                    if run.stopped:
+                        return
+                    assert run.next_step is not None
+                    step = run.next_step
+                    continue
+                if isinstance(step, Raised):
+                    self._feed_back(run, "Error during execution:\n" + truncate_middle(step.message, self.max_error_chars))
+                    break
+                assert isinstance(step, Complete)
+                output = decode_script_output(step.value)
+                if isinstance(output, Observation):
+                    self._feed_back(run, "Observation:\n" + compact_json(output.value))
+                    break
+                if isinstance(output, Error):
+                    self._feed_back(run, "Error during execution:\n" + truncate_middle(output.message, self.max_error_chars))
+                    break
+                if isinstance(output, TransferToAgent):
+                    targets = self.transfer_targets(ctx)
+                    if output.agent_name in targets:
+                        run.outcome, run.stopped = "handed_off", True
+                        yield self._event(
+                            ctx,
+                            run.pending,
+                            actions=EventActions(transfer_to_agent=output.agent_name),
+                            state_delta=self._clear_delta(ctx),
+                        )
+                        return
+                    valid = ", ".join(targets) if targets else "(none)"
+                    self._feed_back(
+                        run, f"Error during execution:\ncannot transfer to {output.agent_name!r}; valid agents: {valid}"
+                    )
+                    break
+                assert isinstance(output, FinalResult)
+                async for event in self._final(run, output.value):
+                    yield event
+                if run.stopped:
+                    return
+                break
+            step = None
+
+    def _feed_back(self, run: _Run, message: str) -> None:
+        run.transcript.append(Content.from_text(message, role="user"))
+        if run.turn_stdout:
+            run.transcript.append(
+                Content.from_text("Output (stdout):\n" + truncate_middle(run.turn_stdout, self.max_error_chars))
+            )
+        run.turn_stdout = ""
+
+    def _clear_delta(self, ctx: InvocationContext) -> dict[str, Any] | None:
+        return {PENDING_STATE_KEY: None} if ctx.session.state.get(PENDING_STATE_KEY) is not None else None
+
+    # ------------------------------------------------------------------ model
+
+    async def _call_model(self, run: _Run) -> str:
+        request = LlmRequest(
+            model=getattr(self.model, "name", None),
+            system_instruction=run.system_prompt,
+            contents=list(run.transcript),
+            config=self.generate_content_config,
+        )
+        response: LlmResponse | None = None
+        for cb in _as_list(self.before_model):
+            result = await call_callback(cb, run.cb_ctx, request)
+            if result is not None:
+                response = _as_response(result)
+                break
+        if response is None:
+            response = await self.model.generate_content(request)
+        for cb in _as_list(self.after_model):
+            result = await call_callback(cb, run.cb_ctx, response)
+            if result is not None:
+                response = _as_response(result)
+        return response.text if response is not None else ""
+
+    # ------------------------------------------------------------------ final result
+
+    async def _final(self, run: _Run, value: Any) -> AsyncIterator[Event]:
+        errors = self._validate_output(value)
+        if errors is not None:
+            if run.schema_retries >= self.output_max_retries:
+                yield self._error_event(
+                    run,
+                    "codeact.output_schema",
+                    f"final result failed schema validation after {self.output_max_retries + 1} attempt(s): {errors}",
+                    clear=self._clear_delta(run.ctx) is not None,
+                )
+                return
+            run.schema_retries += 1
+            self._feed_back(
+                run,
+                "Error during execution:\nfinal_result did not match the required schema: "
+                f"{errors}. Return a conforming final_result.",
+            )
+            return
+        if self._schema_adapter is not None:
+            value = self._schema_adapter.dump_python(self._schema_adapter.validate_python(value), mode="json")
+        delta = self._clear_delta(run.ctx) or {}
+        if self.output_key:
+            delta[self.output_key] = value
+        run.outcome, run.stopped = "final", True
+        yield self._event(run.ctx, run.pending, content=Content.from_text(render_final(value), role="model"),
+                          state_delta=delta)
+
+    def _validate_output(self, value: Any) -> str | None:
+        if self._schema_adapter is not None:
+            try:
+                self._schema_adapter.validate_python(value)
+            except ValidationError as exc:
+                return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
+            return None
+        if self._schema_validator is not None:
+            errs = sorted(self._schema_validator.iter_errors(value), key=lambda e: list(e.path))
+            if errs:
+                return "; ".join(f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in errs)
+        return None
+
+    # ------------------------------------------------------------------ tool calls
+
+    def _needs_confirmation(self, tool: Tool) -> bool:
+        return (
+            self.require_tool_confirmation_for_all
+            or bool(getattr(tool, "requires_confirmation", False))
+            or tool.name in self.require_tool_confirmation
+        )
+
+    def _tool_context(self, run: _Run, call_key: str) -> ToolContext:
+        committed = collections.ChainMap(run.pending.state_delta, run.ctx.session.state)
+        return ToolContext(
+            function_call_id=call_key,
+            agent_name=self.name,
+            invocation_id=run.ctx.invocation_id,
+            session=run.ctx.session,
+            user_content=run.ctx.user_content,
+            committed_state=committed,
+            services=run.ctx.services,
+        )
+
+    async def _execute(self, run: _Run, tool: Tool, args: dict[str, Any], call_key: str) -> tuple[Any, ToolFailure | None, EventActions]:
+        tc = self._tool_context(run, call_key)
+        value, failure, _outcome = await run_tool(
+            tool,
+            args,
+            tc,
+            timeout=self.tool_timeout,
+            retry=self.tool_retry_budgets.get(tool.name, self.default_retry_budget),
+            breaker=run.breaker,
+            before=_as_list(self.before_tool),
+            after=_as_list(self.after_tool),
+            after_full=_as_list(self.after_tool_full),
+            on_error=_as_list(self.on_tool_error),
+        )
+        merge_actions(run.pending, tc.actions)
+        return value, failure, tc.actions
+
+    def _terminal_event(self, run: _Run, actions: EventActions) -> Event:
+        run.outcome, run.stopped = "handed_off", True
+        return self._event(
+            run.ctx,
+            run.pending,
+            actions=EventActions(
+                escalate=actions.escalate,
+                skip_summarization=actions.skip_summarization,
+                transfer_to_agent=actions.transfer_to_agent,
+            ),
+            state_delta=self._clear_delta(run.ctx),
+        )
+
+    def _checkpoint(self, run: _Run, snapshot: bytes, call: PendingToolCall, disposition: Any) -> dict[str, Any]:
+        return CodeActCheckpoint(
+            agent_name=self.name,
+            invocation_id=run.ctx.invocation_id,
+            iteration=run.iteration,
+            system_prompt=run.system_prompt,
+            transcript=run.transcript,
+            turn_stdout=run.turn_stdout,
+            snapshot=snapshot,
+            call=call,
+            disposition=disposition,
+            tool_roster=run.roster,
+        ).to_state()
+
+    async def _handle_call(self, run: _Run, step: Call) -> AsyncIterator[Event]:
+        """Dispatches one tool call; sets ``run.next_step`` or stops the run."""
+        call = step.call
+        tool = run.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(run.roster) if run.roster else "(none)"
+            run.next_step = await run_step(
+                call.resume, ResumeError(f"tool {call.name!r} is not available; available tools: {available}", "LookupError")
+            )
+            return
+        try:
+            args = bind_call_args(tool, call.positional_args, call.keyword_args)
+        except TypeError as exc:
+            run.next_step = await run_step(call.resume, ResumeError(str(exc), "TypeError"))
+            return
+        call_key = f"{run.ctx.invocation_id}:{run.iteration}:{call.call_id}"
+        pending_call = PendingToolCall(call_key=call_key, call_id=call.call_id, tool=tool.name, args=args)
+
+        if self._needs_confirmation(tool):
+            decision = _decision(run.ctx.run_config.tool_confirmation_decisions.get(call_key))
+            if decision is False:
+                run.next_step = await run_step(call.resume, _denied(tool.name))
+                return
+            if decision is None:
+                if not run.supports_suspension:
+                    run.next_step = await run_step(
+                        call.resume,
+                        ResumeError(
+                            f"tool {tool.name!r} requires confirmation, but this runtime cannot pause for a human "
+                            "decision; the call was refused",
+                            "PermissionError",
+                        ),
+                    )
+                    return
+                snapshot = await run_step(call.dump)
+                yield self._confirmation_event(run, snapshot, pending_call)
+                return
+
+        if tool.is_long_running and run.supports_suspension:
+            snapshot = await run_step(call.dump)
+            async for event in self._start_long_running(run, tool, pending_call, snapshot, call):
+                yield event
+            return
+
+        if not run.supports_suspension:
+            value, failure, actions = await self._execute(run, tool, args, call_key)
+            if terminal_signal(actions):
+                yield self._terminal_event(run, actions)
+                return
+            run.next_step = await run_step(call.resume, _outcome(value, failure))
+            return
+
+        snapshot = await run_step(call.dump)
+        yield self._event(run.ctx, run.pending,
+                          state_delta={PENDING_STATE_KEY: self._checkpoint(run, snapshot, pending_call, PendingResult())})
+        value, failure, actions = await self._execute(run, tool, args, call_key)
+        if terminal_signal(actions):
+            yield self._terminal_event(run, actions)
+            return
+        resolved = _resolved(value, failure)
+        yield self._event(run.ctx, run.pending,
+                          state_delta={PENDING_STATE_KEY: self._checkpoint(run, snapshot, pending_call, resolved)})
+        run.next_step = await run_step(call.resume, _outcome(value, failure))
+
+    async def _start_long_running(self, run: _Run, tool: Tool, pending_call: PendingToolCall, snapshot: bytes,
+                                  call: Any = None) -> AsyncIterator[Event]:
+        """Starts a long-running tool and suspends on it; a failure resumes the script in
+        place (when ``call`` is live) or from the snapshot."""
+        value, failure, actions = await self._execute(run, tool, pending_call.args, pending_call.call_key)
+        if terminal_signal(actions):
+            yield self._terminal_event(run, actions)
+            return
+        if failure is not None:
+            if call is not None:
+                run.next_step = await run_step(call.resume, _outcome(None, failure))
+            else:
+                run.next_step = await run_step(self.runtime.resume, snapshot, _outcome(None, failure))
+            return
+        checkpoint = self._checkpoint(run, snapshot, pending_call, AwaitingCompletion(pending_handle=value))
+        run.outcome, run.stopped = "suspended", True
+        yield self._event(
+            run.ctx,
+            run.pending,
+            content=Content(
+                role="model",
+                parts=[Part(function_call=FunctionCall(name=tool.name, args=pending_call.args, id=pending_call.call_key))],
+            ),
+            long_running_tool_ids=[pending_call.call_key],
+            state_delta={PENDING_STATE_KEY: checkpoint},
+        )
+
+    def _confirmation_event(self, run: _Run, snapshot: bytes, pending_call: PendingToolCall) -> Event:
+        checkpoint = self._checkpoint(run, snapshot, pending_call, AwaitingConfirmation())
+        run.outcome, run.stopped = "suspended", True
+        return self._event(
+            run.ctx,
+            run.pending,
+            content=Content.from_text(
+                f"Tool confirmation required for {pending_call.tool!r}. Approve or deny call "
+                f"{pending_call.call_key} to continue.",
+                role="model",
+            ),
+            actions=EventActions(
+                requested_tool_confirmations={
+                    pending_call.call_key: ToolConfirmation(
+                        tool_name=pending_call.tool, function_call_id=pending_call.call_key, args=pending_call.args
+                    )
+                }
+            ),
+            interrupted=True,
+            turn_complete=True,
+            state_delta={PENDING_STATE_KEY: checkpoint},
+        )
+
+    # ------------------------------------------------------------------ resume
+
+    async def _resume(self, run: _Run, raw: Any) -> AsyncIterator[Event]:
+        """Resumes from a pending checkpoint: sets ``run.next_step`` or stops the run."""
+        ctx = run.ctx
+        try:
+            cp = CodeActCheckpoint.from_state(raw)
+        except (ValidationError, ValueError) as exc:
+            yield self._stale(run, f"the pending checkpoint is malformed ({_first_line(exc)})")
+            return
+        if cp.tool_roster != run.roster:
+            yield self._stale(
+                run,
+                f"the tool roster changed since the run paused (was {cp.tool_roster}, now {run.roster}); "
+                "the paused script cannot resume",
+            )
+            return
+        run.system_prompt, run.transcript = cp.system_prompt, list(cp.transcript)
+        run.iteration, run.turn_stdout = cp.iteration, cp.turn_stdout
+        call = cp.call
+        tool = run.tools.get(call.tool)
+        disposition = cp.disposition
+        resolved: Resolved | None = None
+        actions: EventActions | None = None
+
+        if isinstance(disposition, Resolved):
+            resolved = disposition
+        elif isinstance(disposition, PendingResult):
+            resolved, actions = await self._rerun(run, tool, call)
+        elif isinstance(disposition, AwaitingConfirmation):
+            decision = _decision(ctx.run_config.tool_confirmation_decisions.get(call.call_key))
+            if decision is None:
+                yield self._confirmation_event(run, cp.snapshot, call)
+                return
+            if decision is False:
+                denied = _denied(call.tool)
+                resolved = Resolved(error=denied.message, error_type=denied.exc_type)
+            elif tool is not None and tool.is_long_running and run.supports_suspension:
+                async for event in self._start_long_running(run, tool, call, cp.snapshot):
+                    yield event
+                return
+            else:
+                resolved, actions = await self._rerun(run, tool, call)
+        elif isinstance(disposition, AwaitingCompletion):
+            response = _completion_for(ctx.user_content, call)
+            if response is None:
+                run.outcome, run.stopped = "suspended", True
+                yield self._event(
+                    ctx,
+                    run.pending,
+                    content=Content(role="model", parts=[Part(function_call=FunctionCall(
+                        name=call.tool, args=call.args, id=call.call_key))]),
+                    long_running_tool_ids=[call.call_key],
+                    state_delta={PENDING_STATE_KEY: raw},
+                )
+                return
+            resolved = Resolved(value=response)
+
+        assert resolved is not None
+        if actions is not None and terminal_signal(actions):
+            yield self._terminal_event(run, actions)
+            return
+        if not isinstance(disposition, Resolved):
+            yield self._event(ctx, run.pending,
+                              state_delta={PENDING_STATE_KEY: self._checkpoint(run, cp.snapshot, call, resolved)})
+        outcome = ResumeError(resolved.error, resolved.error_type) if resolved.error is not None else ResumeValue(resolved.value)
+        try:
+            run.next_step = await run_step(self.runtime.resume, cp.snapshot, outcome)
+        except SnapshotError as exc:
+            yield self._stale(run, str(exc))
+
+    async def _rerun(self, run: _Run, tool: Tool | None, call: PendingToolCall) -> tuple[Resolved, EventActions | None]:
+        if tool is None:
+            return Resolved(error=f"tool {call.tool!r} is not available", error_type="LookupError"), None
+        value, failure, actions = await self._execute(run, tool, call.args, call.call_key)
+        return _resolved(value, failure), actions
+
+    def _stale(self, run: _Run, reason: str) -> Event:
+        return self._error_event(
+            run,
+            "codeact.stale_checkpoint",
+            f"{reason}. Run again with RunConfig(discard_pending_checkpoint=True), or call "
+            "Runner.discard_pending_checkpoint(), to drop it and start fresh.",
+        )
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _decision(raw: Any) -> bool | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool):
+        return raw
+    if raw in ("approve", "approved", "yes"):
+        return True
+    if raw in ("deny", "denied", "no"):
+        return False
+    raise CodeActError(f"a tool confirmation decision must be True/False or 'approve'/'deny', got {raw!r}")
+
+
+def _denied(tool: str) -> ResumeError:
+    return ResumeError(f"call to {tool!r} was denied by a human reviewer", "PermissionError")
+
+
+def _outcome(value: Any, failure: ToolFailure | None) -> ResumeValue | ResumeError:
+    return ResumeError(failure.message, failure.exc_type) if failure is not None else ResumeValue(value)
+
+
+def _resolved(value: Any, failure: ToolFailure | None) -> Resolved:
+    if failure is not None:
+        return Resolved(error=failure.message, error_type=failure.exc_type)
+    return Resolved(value=value)
+
+
+def _completion_for(content: Content | None, call: PendingToolCall) -> Any | None:
+    """The function response in ``content`` that completes ``call``: one with the call
+    key, else one without a key naming the tool (only one call is ever pending)."""
+    if content is None:
+        return None
+    keyless = None
+    for part in content.parts:
+        fr = part.function_response
+        if fr is None:
+            continue
+        if fr.id == call.call_key:
+            return fr.response if fr.response is not None else {}
+        if fr.id is None and fr.name == call.tool and keyless is None:
+            keyless = fr.response if fr.response is not None else {}
+    return keyless
+
+
+def _as_content(value: Any) -> Content:
+    if isinstance(value, Content):
+        return value
+    return Content.from_text(str(value), role="model")
+
+
+def _as_response(value: Any) -> LlmResponse:
+    if isinstance(value, LlmResponse):
+        return value
+    if isinstance(value, Content):
+        return LlmResponse(content=value)
+    return LlmResponse(content=Content.from_text(str(value), role="model"))
+
+

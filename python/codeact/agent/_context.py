@@ -1,0 +1,147 @@
+"""What a run carries: ``RunConfig``, ``InvocationContext``, ``CallbackContext``, and the
+``BaseAgent`` interface every agent implements."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..sessions._types import Content, Event, EventActions, Session
+from ..tools._context import State
+
+if TYPE_CHECKING:
+    from ..sessions import BaseSessionService
+
+__all__ = ("BaseAgent", "CallbackContext", "InvocationContext", "RunConfig", "ToolConfirmationDecision")
+
+ToolConfirmationDecision = bool | Literal["approve", "deny"]
+"""A human decision on a gated tool call: ``True`` / ``"approve"`` or ``False`` / ``"deny"``."""
+
+
+class RunConfig(BaseModel):
+    """Per-run options.
+
+    Attributes:
+        tool_confirmation_decisions: call key -> decision for calls awaiting confirmation
+            (the key is ``Event.actions.requested_tool_confirmations``' key, also
+            ``ToolConfirmation.function_call_id``).
+        discard_pending_checkpoint: drop a pending checkpoint (for example a stale one)
+            and start fresh from the new message.
+        transfer_targets: agent names (parent, peers) this run may transfer to, set by the
+            runner.
+        parent_agent: which of ``transfer_targets`` is the parent.
+        max_transfers: how many agent hand-offs one ``run_async`` follows.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_confirmation_decisions: dict[str, ToolConfirmationDecision] = Field(default_factory=dict)
+    discard_pending_checkpoint: bool = False
+    transfer_targets: list[str] = Field(default_factory=list)
+    parent_agent: str | None = None
+    max_transfers: int = Field(default=10, ge=0)
+
+
+@dataclass
+class InvocationContext:
+    """One run of one agent on one session.
+
+    Attributes:
+        invocation_id: unique per ``run_async`` call.
+        agent: the agent running.
+        session: the live session; the session service updates its state as events land.
+        session_service: where events are stored.
+        user_content: the message that started the run (None when resuming without one).
+        run_config: per-run options.
+        services: optional services (artifacts, memory, secrets) reachable from tools.
+    """
+
+    invocation_id: str
+    agent: BaseAgent
+    session: Session
+    session_service: BaseSessionService | None
+    user_content: Content | None
+    run_config: RunConfig = field(default_factory=RunConfig)
+    services: Any = None
+
+    @property
+    def app_name(self) -> str:
+        return self.session.app_name
+
+    @property
+    def user_id(self) -> str:
+        return self.session.user_id
+
+
+class CallbackContext:
+    """What agent- and model-level callbacks see: the run's identity and session state.
+    State writes are tracked and ride on the next event."""
+
+    def __init__(self, ctx: InvocationContext, pending: EventActions) -> None:
+        self._ctx = ctx
+        self.actions = pending
+        self.state = State(ctx.session.state, pending.state_delta)
+
+    @property
+    def agent_name(self) -> str:
+        return self._ctx.agent.name
+
+    @property
+    def invocation_id(self) -> str:
+        return self._ctx.invocation_id
+
+    @property
+    def session(self) -> Session:
+        return self._ctx.session
+
+    @property
+    def user_content(self) -> Content | None:
+        return self._ctx.user_content
+
+    @property
+    def run_config(self) -> RunConfig:
+        return self._ctx.run_config
+
+
+class BaseAgent(BaseModel):
+    """The interface every agent implements so the runner can run it and transfer to it.
+
+    Attributes:
+        name: unique within the agent tree; the author of its events.
+        description: what it does (shown to agents that may transfer to it).
+        sub_agents: agents it may hand the conversation to.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    sub_agents: list[BaseAgent] = Field(default_factory=list)
+
+    def run_async(self, ctx: InvocationContext) -> AsyncIterator[Event]:
+        """Runs the agent; yields events, each persisted by the runner before the next
+        step (so a yielded checkpoint is durable before the tool it brackets runs)."""
+        raise NotImplementedError
+
+    def find_agent(self, name: str) -> BaseAgent | None:
+        """This agent or a descendant named ``name``."""
+        if self.name == name:
+            return self
+        for sub in self.sub_agents:
+            found = sub.find_agent(name)
+            if found is not None:
+                return found
+        return None
+
+    def find_parent(self, name: str) -> BaseAgent | None:
+        """The agent whose sub-agent is named ``name``."""
+        for sub in self.sub_agents:
+            if sub.name == name:
+                return self
+            found = sub.find_parent(name)
+            if found is not None:
+                return found
+        return None

@@ -1,0 +1,242 @@
+"""Running one tool call: the robustness pipeline between the script and the tool.
+
+Order (SPEC §4): before-tool callbacks (first non-None result replaces the call), the tool
+with its timeout and retry budget, on-tool-error fallbacks, after-tool callbacks. The
+circuit breaker is checked first and recorded once per call.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic import BaseModel, Field
+from pydantic_core import to_jsonable_python
+
+if TYPE_CHECKING:
+    from ..tools import Tool, ToolContext
+
+__all__ = ("RetryBudget", "ToolFailure", "ToolOutcome", "call_callback", "run_tool")
+
+
+class RetryBudget(BaseModel):
+    """Retries for a failing tool.
+
+    Attributes:
+        max_retries: attempts after the first (so ``max_retries + 1`` in all).
+        delay: seconds slept before each retry.
+        backoff: factor applied to the delay after each retry (1.0 = flat).
+    """
+
+    max_retries: int = Field(default=0, ge=0)
+    delay: float = Field(default=0.0, ge=0)
+    backoff: float = Field(default=1.0, ge=1.0)
+
+
+@dataclass
+class ToolOutcome:
+    """What happened when a tool ran, for ``after_tool_full`` callbacks.
+
+    Attributes:
+        tool_name / args: the call.
+        success: the tool (not a fallback) returned a value.
+        duration: seconds from the first attempt to the last one's end.
+        attempts: how many times the tool ran.
+        timed_out: the last attempt hit ``tool_timeout``.
+        error_message: the last failure's text (None on success).
+        error_category: ``"timeout"``, ``"exception"``, ``"circuit_open"`` or None.
+    """
+
+    tool_name: str
+    args: dict[str, Any]
+    success: bool = False
+    duration: float = 0.0
+    attempts: int = 0
+    timed_out: bool = False
+    error_message: str | None = None
+    error_category: str | None = None
+
+
+@dataclass
+class ToolFailure:
+    """A failure raised into the script: ``exc_type(message)``."""
+
+    message: str
+    exc_type: str = "RuntimeError"
+
+
+@dataclass
+class CircuitBreaker:
+    """Consecutive failures per tool for one invocation; at ``threshold`` the tool is off."""
+
+    threshold: int | None
+    failures: dict[str, int] = field(default_factory=dict)
+
+    def is_open(self, name: str) -> bool:
+        return self.threshold is not None and self.failures.get(name, 0) >= self.threshold
+
+    def record(self, name: str, success: bool) -> None:
+        if self.threshold is None:
+            return
+        self.failures[name] = 0 if success else self.failures.get(name, 0) + 1
+
+
+async def call_callback(cb: Callable[..., Any], *args: Any) -> Any:
+    """Calls a sync or async callback."""
+    result = cb(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _exc_type_name(exc: BaseException) -> str:
+    name = type(exc).__name__
+    builtin = getattr(builtins, name, None)
+    if isinstance(builtin, type) and issubclass(builtin, Exception) and type(exc).__module__ == "builtins":
+        return name
+    for base in type(exc).__mro__[1:]:
+        if base.__module__ == "builtins" and issubclass(base, Exception) and base is not Exception:
+            return base.__name__
+    return "RuntimeError"
+
+
+def plain(value: Any) -> Any:
+    """Tool results as plain data the runtime accepts (pydantic models, dataclasses,
+    dates, sets converted the pydantic way; bytes kept)."""
+    if value is None or isinstance(value, (str, int, float, bool, bytes)):
+        return value
+    if isinstance(value, (list, dict, tuple)) and _is_plain(value, 0):
+        return value
+    return to_jsonable_python(value, bytes_mode="utf8", fallback=repr)
+
+
+def _is_plain(value: Any, depth: int) -> bool:
+    if depth > 64:
+        return False
+    if value is None or isinstance(value, (str, int, float, bool, bytes)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+async def run_tool(
+    tool: Tool,
+    args: dict[str, Any],
+    tool_context: ToolContext,
+    *,
+    timeout: float | None,
+    retry: RetryBudget | None,
+    breaker: CircuitBreaker,
+    before: Sequence[Callable[..., Any]] = (),
+    after: Sequence[Callable[..., Any]] = (),
+    after_full: Sequence[Callable[..., Any]] = (),
+    on_error: Sequence[Callable[..., Any]] = (),
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+) -> tuple[Any, ToolFailure | None, ToolOutcome]:
+    """Runs ``tool`` through the pipeline.
+
+    Returns:
+        ``(value, None, outcome)`` on success (or a fallback value), else
+        ``(None, failure, outcome)``; the failure is raised into the script.
+    """
+    outcome = ToolOutcome(tool_name=tool.name, args=args)
+    if breaker.is_open(tool.name):
+        msg = f"tool {tool.name!r} is temporarily disabled after {breaker.threshold} consecutive failures"
+        outcome.error_message, outcome.error_category = msg, "circuit_open"
+        return None, ToolFailure(msg, "RuntimeError"), outcome
+
+    for cb in before:
+        try:
+            replaced = await call_callback(cb, tool, args, tool_context)
+        except Exception as exc:
+            return None, ToolFailure(f"before_tool callback failed: {exc}", "RuntimeError"), outcome
+        if replaced is not None:
+            outcome.success = True
+            return plain(replaced), None, outcome
+
+    attempts = 1 + (retry.max_retries if retry else 0)
+    delay = retry.delay if retry else 0.0
+    started = time.perf_counter()
+    value: Any = None
+    failure: ToolFailure | None = None
+    for attempt in range(attempts):
+        if attempt:
+            if delay:
+                await sleep(delay)
+            delay *= retry.backoff if retry else 1.0
+        outcome.attempts = attempt + 1
+        try:
+            if timeout is None:
+                value = await tool.run(args, tool_context)
+            else:
+                with anyio.fail_after(timeout):
+                    value = await tool.run(args, tool_context)
+            failure = None
+            outcome.timed_out = False
+            break
+        except TimeoutError:
+            failure = ToolFailure(f"tool {tool.name!r} timed out after {timeout:g} s", "TimeoutError")
+            outcome.timed_out, outcome.error_category = True, "timeout"
+        except Exception as exc:
+            failure = ToolFailure(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+                                  _exc_type_name(exc))
+            outcome.timed_out, outcome.error_category = False, "exception"
+    outcome.duration = time.perf_counter() - started
+    outcome.success = failure is None
+    if failure is not None:
+        outcome.error_message = failure.message
+    else:
+        outcome.error_category = None
+    breaker.record(tool.name, outcome.success)
+
+    if failure is not None:
+        for cb in on_error:
+            try:
+                fallback = await call_callback(cb, tool, args, tool_context, failure.message)
+            except Exception:
+                break
+            if fallback is not None:
+                value, failure = fallback, None
+                break
+
+    for cb in after:
+        try:
+            replaced = await call_callback(cb, tool, args, tool_context, value if failure is None else None)
+        except Exception as exc:
+            return None, ToolFailure(f"after_tool callback failed: {exc}", "RuntimeError"), outcome
+        if replaced is not None:
+            value, failure = replaced, None
+            break
+    if after_full:
+        seen = value if failure is None else {"error": failure.message}
+        for cb in after_full:
+            try:
+                replaced = await call_callback(cb, tool, args, tool_context, seen, outcome)
+            except Exception as exc:
+                return None, ToolFailure(f"after_tool_full callback failed: {exc}", "RuntimeError"), outcome
+            if replaced is not None:
+                value, failure = replaced, None
+                break
+    if failure is not None:
+        return None, failure, outcome
+    return plain(value), None, outcome
+
+
+def merge_actions(target: Any, source: Any) -> None:
+    """Merges a tool's ``EventActions`` data deltas into the pending accumulator."""
+    target.state_delta.update(source.state_delta)
+    target.artifact_delta.update(source.artifact_delta)
+
+
+def terminal_signal(actions: Any) -> bool:
+    return bool(actions.escalate or actions.skip_summarization or actions.transfer_to_agent)
+
+

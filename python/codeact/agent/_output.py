@@ -1,0 +1,139 @@
+"""The script's return contract (the four tagged outputs) and feedback text helpers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = (
+    "Error",
+    "FinalResult",
+    "Observation",
+    "ScriptOutput",
+    "TransferToAgent",
+    "compact_json",
+    "decode_script_output",
+    "render_final",
+    "truncate_middle",
+)
+
+TRUNCATION_MARKER = "\n...[truncated]...\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """``{"type": "observation", "value": v}``: fed back to the model; the loop goes on."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """``{"type": "error", "message": m}``: fed back as an error; the loop goes on."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class FinalResult:
+    """``{"type": "final_result", "value": v}``: the run's answer; the run ends."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TransferToAgent:
+    """``{"type": "transfer_to_agent", "agent_name": n}``: control passes to agent ``n``."""
+
+    agent_name: str
+
+
+ScriptOutput = Observation | Error | FinalResult | TransferToAgent
+
+
+def compact_json(value: Any) -> str:
+    """JSON with compact separators, non-ASCII kept, bytes as text when UTF-8 (else base64)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            import base64
+
+            return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return repr(value)
+
+
+def render_final(value: Any) -> str:
+    """The text of a final answer: strings as they are, anything else as 2-space JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=_json_default)
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """Keeps the first and last ``limit // 2`` characters of ``text`` around a marker when
+    it is longer than ``limit`` characters (code points)."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return text[:half] + TRUNCATION_MARKER + text[len(text) - half :]
+
+
+_KINDS = {"observation": "value", "final_result": "value", "error": "message", "transfer_to_agent": "agent_name"}
+
+
+def decode_script_output(value: Any) -> ScriptOutput:
+    """Reads a script's completion value as one of the four tagged outputs.
+
+    Anything else (not a dict, no or unknown ``type``, a missing or ill-typed field, a
+    script whose last statement is not an expression) becomes an ``Error`` naming the
+    problem, which the agent feeds back like any error.
+    """
+    problem = _problem(value)
+    if problem is not None:
+        return Error(
+            "the script must end with an expression that is a tagged result dict, e.g. "
+            '{"type": "final_result", "value": ...} or {"type": "observation", "value": ...}; '
+            f"got {_preview(value)} ({problem})"
+        )
+    kind = value["type"]
+    if kind == "observation":
+        return Observation(value["value"])
+    if kind == "final_result":
+        return FinalResult(value["value"])
+    if kind == "error":
+        return Error(value["message"])
+    return TransferToAgent(value["agent_name"])
+
+
+def _problem(value: Any) -> str | None:
+    if value is None:
+        return "the last statement is not an expression, so the script returned None"
+    if not isinstance(value, dict):
+        return f"a {type(value).__name__} is not a dict"
+    kind = value.get("type")
+    if kind is None:
+        return "the dict has no 'type' key"
+    if kind not in _KINDS:
+        return f"unknown type {kind!r}; expected one of {', '.join(_KINDS)}"
+    field = _KINDS[kind]
+    if field not in value:
+        return f"a {kind} needs a {field!r} key"
+    if field != "value" and not isinstance(value[field], str):
+        return f"{field!r} must be a string"
+    return None
+
+
+def _preview(value: Any, limit: int = 300) -> str:
+    try:
+        text = compact_json(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,56 @@
+"""The model seam: the ``Llm`` protocol and the ``BaseLlm`` helper class."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol, runtime_checkable
+
+from ._types import LlmRequest, LlmResponse
+
+__all__ = ("BaseLlm", "Llm", "stream_content")
+
+
+@runtime_checkable
+class Llm(Protocol):
+    """What the agent loop needs from a model.
+
+    Implementations must work under both asyncio and trio (use anyio, never asyncio directly).
+    Streaming is optional: ``BaseLlm`` supplies a ``generate_content_stream`` that yields the
+    single complete reply, and ``stream_content(llm, request)`` streams from any ``Llm``.
+    """
+
+    name: str
+
+    async def generate_content(self, request: LlmRequest) -> LlmResponse:
+        """Return the model's reply to ``request``.
+
+        Raises:
+            ModelError: the request failed (timeout, rate limit, malformed reply, ...).
+        """
+        ...
+
+
+class BaseLlm:
+    """Convenience base for ``Llm`` implementations: subclasses define ``generate_content``
+    and inherit a non-incremental ``generate_content_stream``."""
+
+    name: str = "llm"
+
+    async def generate_content(self, request: LlmRequest) -> LlmResponse:
+        raise NotImplementedError
+
+    async def generate_content_stream(self, request: LlmRequest) -> AsyncIterator[LlmResponse]:
+        """Yield the reply to ``request``: chunks with ``partial=True`` (none by default), then
+        the complete reply with ``partial=False``. Raises what ``generate_content`` raises."""
+        yield await self.generate_content(request)
+
+
+async def stream_content(llm: Llm, request: LlmRequest) -> AsyncIterator[LlmResponse]:
+    """Stream from any ``Llm``: its ``generate_content_stream`` when it has one, else one item,
+    the complete reply from ``generate_content``."""
+    stream = getattr(llm, "generate_content_stream", None)
+    if stream is None:
+        yield await llm.generate_content(request)
+        return
+    async for item in stream(request):
+        yield item

@@ -1,0 +1,357 @@
+"""``OpenAIChatModel``: any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, vLLM,
+Ollama, llama.cpp server, ...) through the official ``openai`` SDK (``codeact[openai]``)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import sys
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from codeact.sessions._types import Content, Part
+
+from ._base import BaseLlm
+from ._errors import (
+    ModelError,
+    ModelRateLimitError,
+    ModelRequestsNotAllowedError,
+    ModelResponseError,
+    ModelTimeoutError,
+)
+from ._types import LlmRequest, LlmResponse, Usage
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = ("OpenAIChatModel",)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+NO_API_KEY = "no-api-key"  # sent when no key is configured (local servers ignore the header)
+_ROLES = {"user": "user", "model": "assistant", "assistant": "assistant", "system": "system"}
+_MAX_DETAIL = 500  # characters of a server's error text kept in a ModelError message
+
+
+def _import_openai() -> Any:
+    try:
+        import openai
+    except ImportError as e:  # pragma: no cover - exercised by the test that hides the SDK
+        raise ImportError(
+            "OpenAIChatModel needs the openai SDK, which is not installed: pip install 'codeact[openai]'"
+        ) from e
+    return openai
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _requests_allowed() -> bool:
+    package = sys.modules.get("codeact.models")
+    return bool(getattr(package, "ALLOW_MODEL_REQUESTS", True))
+
+
+def _part_text(part: Part) -> str | None:
+    if part.thought:
+        return None
+    if part.text is not None:
+        return part.text
+    if part.function_call is not None:
+        call = part.function_call
+        return f"[function_call {call.name}] {json.dumps(call.args, default=str)}"
+    if part.function_response is not None:
+        resp = part.function_response
+        return f"[function_response {resp.name}] {json.dumps(resp.response, default=str)}"
+    return None
+
+
+def to_chat_messages(request: LlmRequest) -> list[dict[str, str]]:
+    """Map a request to chat-completions ``messages``: ``system_instruction`` first as a system
+    message, then one message per ``Content`` (role ``"model"`` -> ``"assistant"``), its
+    non-thought parts joined. Contents that render to no text are dropped.
+
+    Raises:
+        ValueError: a content's role is not user / model / assistant / system.
+    """
+    messages: list[dict[str, str]] = []
+    if request.system_instruction:
+        messages.append({"role": "system", "content": request.system_instruction})
+    for content in request.contents:
+        role = _ROLES.get(content.role)
+        if role is None:
+            raise ValueError(f"cannot send a message with role {content.role!r}; expected 'user' or 'model'")
+        texts = [t for t in (_part_text(p) for p in content.parts) if t is not None]
+        if texts:
+            messages.append({"role": role, "content": "".join(texts)})
+    return messages
+
+
+class OpenAIChatModel(BaseLlm):
+    """A model behind an OpenAI-compatible chat-completions endpoint.
+
+    Args:
+        model: model id sent as ``model`` (``LlmRequest.model`` overrides it per request).
+        base_url: endpoint root, e.g. ``"http://localhost:11434/v1"`` (Ollama) or
+            ``"http://127.0.0.1:8000/v1"`` (vLLM). Default: ``$OPENAI_BASE_URL``, else OpenAI.
+        api_key: the key, sent as ``Authorization: Bearer <key>``. Default: read from the
+            environment variable ``api_key_env`` at each request; with neither, the placeholder
+            ``no-api-key`` is sent (local servers ignore it; a 401 then says the key is missing).
+        api_key_env: name of the environment variable holding the key.
+        timeout: seconds allowed for each network step of an attempt (connect, write, each read),
+            as in httpx; a step that takes longer fails the attempt.
+        max_retries: extra attempts after a timeout, a connection failure, HTTP 408/409/429 or
+            5xx, with exponential backoff (0.5 s doubling, up to 8 s) or the server's
+            ``retry-after-ms`` / ``retry-after`` header. 0 disables retries.
+        extra_body: fields merged into every request body (e.g. vLLM's ``{"min_p": 0.05}``).
+
+    Each request opens and closes its own HTTP client, so one instance works from any event
+    loop (asyncio or trio, successive ``anyio.run`` calls). ``async with model:`` keeps one
+    client open for the block, reusing connections.
+
+    Raises:
+        ImportError: the ``openai`` SDK is not installed (``pip install 'codeact[openai]'``).
+        ValueError: ``timeout`` is not positive or ``max_retries`` is negative.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self._openai = _import_openai()
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries!r}")
+        self.name = model
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.api_key_env = api_key_env
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.extra_body: dict[str, Any] = dict(extra_body or {})
+        self._api_key = api_key
+        self._client: openai.AsyncOpenAI | None = None
+        self._depth = 0
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
+
+    # -- client lifecycle -------------------------------------------------------------------
+
+    def _resolve_api_key(self) -> str:
+        if self._api_key is not None:
+            return self._api_key
+        return os.environ.get(self.api_key_env, "")
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        return self._openai.AsyncOpenAI(
+            api_key=self._resolve_api_key() or NO_API_KEY,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
+
+    async def __aenter__(self) -> OpenAIChatModel:
+        if self._client is None:
+            self._client = self._new_client()
+        self._depth += 1
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the client held by ``async with`` (a no-op otherwise)."""
+        client, self._client, self._depth = self._client, None, 0
+        if client is not None:
+            await client.close()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _check_allowed(self) -> None:
+        if _requests_allowed():
+            return
+        host = urlsplit(self.base_url).hostname
+        if not _is_loopback(host):
+            raise ModelRequestsNotAllowedError(
+                f"model request to {host!r} refused: codeact.models.ALLOW_MODEL_REQUESTS is False "
+                "(only loopback hosts are allowed)",
+                model=self.model,
+            )
+
+    def _request_kwargs(self, request: LlmRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": request.model or self.model, "messages": to_chat_messages(request)}
+        extra_body = dict(self.extra_body)
+        config = request.config
+        if config is not None:
+            for key, value in (
+                ("temperature", config.temperature),
+                ("top_p", config.top_p),
+                ("max_tokens", config.max_output_tokens),
+                ("stop", config.stop_sequences),
+                ("seed", config.seed),
+            ):
+                if value is not None:
+                    kwargs[key] = value
+            if config.top_k is not None:
+                extra_body["top_k"] = config.top_k
+            extra_body.update(config.extra)
+        if extra_body:
+            kwargs["extra_body"] = extra_body
+        return kwargs
+
+    async def generate_content(self, request: LlmRequest) -> LlmResponse:
+        """Send ``request`` to ``{base_url}/chat/completions`` and return the first choice.
+
+        Returns:
+            An ``LlmResponse`` whose content has role ``"model"``: the message text, plus a
+            ``thought=True`` part for ``reasoning_content`` / ``reasoning`` when the endpoint
+            returns one; ``usage`` and ``finish_reason`` as reported. A ``content_filter`` finish
+            sets ``error_code``.
+
+        Raises:
+            ModelRequestsNotAllowedError: ``ALLOW_MODEL_REQUESTS`` is False and the host is not loopback.
+            ModelTimeoutError: no reply within ``timeout`` seconds, after ``max_retries`` retries.
+            ModelRateLimitError: HTTP 429 after ``max_retries`` retries.
+            ModelResponseError: a 2xx body that is not a usable chat completion.
+            ModelError: any other failure (HTTP 4xx/5xx with ``status_code``, connection refused).
+            ValueError: a content has an unknown role.
+        """
+        self._check_allowed()
+        kwargs = self._request_kwargs(request)
+        model = kwargs["model"]
+        try:
+            if self._client is not None:
+                raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+            else:
+                async with self._new_client() as client:
+                    raw = await client.chat.completions.with_raw_response.create(**kwargs)
+        except self._openai.OpenAIError as err:
+            raise self._map_error(err, model) from None
+        return self._parse(raw.http_response.content, model)
+
+    # -- errors and parsing -----------------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        key = self._resolve_api_key()
+        if key:
+            text = text.replace(key, "***")
+        return text
+
+    def _map_error(self, err: Exception, model: str) -> ModelError:
+        oa = self._openai
+        where = f"{model!r} at {self.base_url}"
+        tries = f"{self.max_retries} {'retry' if self.max_retries == 1 else 'retries'}"
+        if isinstance(err, oa.APITimeoutError):
+            return ModelTimeoutError(f"model {where}: no reply within {self.timeout:g} s (after {tries})", model=model)
+        if isinstance(err, oa.APIStatusError):
+            status = err.status_code
+            detail = self._redact(_error_detail(err.body, err.response.text))
+            if isinstance(err, oa.RateLimitError):
+                return ModelRateLimitError(
+                    f"model {where}: rate limited (HTTP 429) after {tries}: {detail}", model=model, status_code=status
+                )
+            hint = ""
+            if status == 401 and not self._resolve_api_key():
+                hint = f" (no API key: pass api_key= or set ${self.api_key_env})"
+            return ModelError(f"model {where}: HTTP {status}{hint}: {detail}", model=model, status_code=status)
+        if isinstance(err, oa.APIConnectionError):
+            cause = err.__cause__ or err.__context__
+            reason = f": {type(cause).__name__}" if cause is not None else ""
+            return ModelError(f"model {where}: connection failed after {tries}{reason}", model=model)
+        return ModelError(f"model {where}: {self._redact(str(err))}", model=model)
+
+    def _parse(self, body: bytes, model: str) -> LlmResponse:
+        where = f"model {model!r} at {self.base_url}"
+
+        def bad(what: str) -> ModelResponseError:
+            return ModelResponseError(f"{where}: malformed chat completion: {what}", model=model, status_code=200)
+
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise bad(f"body is not JSON: {self._redact(_snippet(body))}") from None
+        if not isinstance(data, dict):
+            raise bad(f"expected a JSON object, got {type(data).__name__}")
+        if "error" in data and not data.get("choices"):
+            raise bad(f"error reply: {self._redact(_error_detail(data, ''))}")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise bad("no 'choices'")
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            raise bad("the first choice has no 'message'")
+
+        parts: list[Part] = []
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            parts.append(Part(text=reasoning, thought=True))
+        text = message.get("content")
+        if isinstance(text, list):  # some servers return content parts
+            text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+        if isinstance(text, str) and text:
+            parts.append(Part(text=text))
+        elif text is not None and not isinstance(text, str):
+            raise bad(f"'content' is a {type(text).__name__}")
+
+        usage = None
+        raw_usage = data.get("usage")
+        if isinstance(raw_usage, dict):
+            usage = Usage(
+                prompt_tokens=_int_or_none(raw_usage.get("prompt_tokens")),
+                completion_tokens=_int_or_none(raw_usage.get("completion_tokens")),
+            )
+        finish_reason = choice.get("finish_reason")
+        finish_reason = finish_reason if isinstance(finish_reason, str) else None
+        error_code = error_message = None
+        if finish_reason == "content_filter":
+            error_code, error_message = "content_filter", "the endpoint's content filter stopped the reply"
+        return LlmResponse(
+            content=Content(role="model", parts=parts) if parts else None,
+            usage=usage,
+            finish_reason=finish_reason,
+            error_code=error_code,
+            error_message=error_message,
+        )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _snippet(body: bytes | str) -> str:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    text = " ".join(text.split())
+    return repr(text[:_MAX_DETAIL] + ("..." if len(text) > _MAX_DETAIL else ""))
+
+
+def _error_detail(body: Any, fallback: str) -> str:
+    """The server's own error message, from ``{"error": {"message": ...}}`` or similar."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return _snippet(error["message"])
+        if isinstance(error, str):
+            return _snippet(error)
+    return _snippet(fallback) if fallback else "(no details)"

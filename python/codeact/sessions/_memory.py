@@ -1,0 +1,152 @@
+"""``InMemorySessionService``: sessions in process memory, for tests and demos."""
+
+from __future__ import annotations
+
+import time
+from copy import deepcopy
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.lowlevel
+
+from ._service import (
+    BaseSessionService,
+    PreparedAppend,
+    SessionExistsError,
+    SessionNotFoundError,
+    apply_append,
+    check_not_stale,
+    filter_events,
+    json_roundtrip_state,
+    merge_state,
+    next_update_time,
+    prepare_append,
+    resolve_session_id,
+    split_state,
+)
+from ._types import Event, Session
+
+__all__ = ("InMemorySessionService",)
+
+_Key = tuple[str, str, str]
+
+
+@dataclass
+class _StoredSession:
+    state: dict[str, Any]
+    last_update_time: float
+    events: list[str] = field(default_factory=list)  # event JSON, append order
+
+
+class InMemorySessionService(BaseSessionService):
+    """Sessions held in dicts, lost when the process ends.
+
+    Values go in and come out as JSON round trips (what ``SqliteSessionService`` would
+    store), so callers can never mutate stored data and both services behave alike. Each
+    method is atomic with respect to other tasks (no await inside a mutation).
+    """
+
+    def __init__(self) -> None:
+        self._sessions: dict[_Key, _StoredSession] = {}
+        self._app_state: dict[str, dict[str, Any]] = {}
+        self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def _merged(self, app_name: str, user_id: str, stored: _StoredSession) -> dict[str, Any]:
+        return deepcopy(
+            merge_state(self._app_state.get(app_name, {}), self._user_state.get((app_name, user_id), {}), stored.state)
+        )
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        await anyio.lowlevel.checkpoint()
+        sid = resolve_session_id(session_id)
+        key = (app_name, user_id, sid)
+        if key in self._sessions:
+            raise SessionExistsError(f"session {sid!r} already exists for app {app_name!r}, user {user_id!r}")
+        scoped = split_state(json_roundtrip_state(state or {}, "initial state"))
+        now = time.time()
+        stored = _StoredSession(state=scoped.session, last_update_time=now)
+        self._sessions[key] = stored
+        self._app_state.setdefault(app_name, {}).update(scoped.app)
+        self._user_state.setdefault((app_name, user_id), {}).update(scoped.user)
+        return Session(
+            id=sid,
+            app_name=app_name,
+            user_id=user_id,
+            state=self._merged(app_name, user_id, stored),
+            last_update_time=now,
+        )
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        after_timestamp: float | None = None,
+        num_recent_events: int | None = None,
+    ) -> Session | None:
+        await anyio.lowlevel.checkpoint()
+        stored = self._sessions.get((app_name, user_id, session_id))
+        if stored is None:
+            return None
+        events = [Event.model_validate_json(text) for text in stored.events]
+        return Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=self._merged(app_name, user_id, stored),
+            events=filter_events(events, after_timestamp, num_recent_events),
+            last_update_time=stored.last_update_time,
+        )
+
+    async def list_sessions(self, *, app_name: str, user_id: str | None) -> list[Session]:
+        await anyio.lowlevel.checkpoint()
+        return [
+            Session(
+                id=sid,
+                app_name=app,
+                user_id=user,
+                state=self._merged(app, user, stored),
+                last_update_time=stored.last_update_time,
+            )
+            for (app, user, sid), stored in self._sessions.items()
+            if app == app_name and (user_id is None or user == user_id)
+        ]
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        await anyio.lowlevel.checkpoint()
+        self._sessions.pop((app_name, user_id, session_id), None)
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        await anyio.lowlevel.checkpoint()
+        prepared = prepare_append(event)
+        stored = self._sessions.get((session.app_name, session.user_id, session.id))
+        if stored is None:
+            raise SessionNotFoundError(
+                f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
+            )
+        check_not_stale(session, stored.last_update_time)
+        update_time = next_update_time(stored.last_update_time)
+        self._commit(session, stored, prepared, update_time)
+        apply_append(session, prepared, update_time)
+        return prepared.stored
+
+    def _commit(self, session: Session, stored: _StoredSession, prepared: PreparedAppend, update_time: float) -> None:
+        # Serialization happened in prepare_append and the copies are made first; the
+        # mutations below cannot fail, so the event and its delta land together or not at all.
+        d = prepared.delta
+        session_delta, user_delta, app_delta = deepcopy(d.session), deepcopy(d.user), deepcopy(d.app)
+        user_state = self._user_state.setdefault((session.app_name, session.user_id), {})
+        app_state = self._app_state.setdefault(session.app_name, {})
+        stored.events.append(prepared.json)
+        stored.state.update(session_delta)
+        user_state.update(user_delta)
+        app_state.update(app_delta)
+        stored.last_update_time = update_time

@@ -1,0 +1,315 @@
+"""The session service contract (``BaseSessionService``), its exceptions, and the helpers the
+in-memory and SQLite services share.
+
+The contract follows Google ADK's Python ``BaseSessionService``: async methods with keyword-only
+arguments. State keys are scoped by prefix:
+
+- ``app:``  stored once per app, visible in every session of the app;
+- ``user:`` stored once per (app, user), visible in every session of that user;
+- ``temp:`` applied to the live ``Session.state`` during ``append_event`` but never persisted;
+- anything else belongs to the one session.
+
+``get_session`` / ``list_sessions`` return the three persisted scopes merged into
+``Session.state`` with their prefixes kept.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import pydantic_core
+
+from ..exceptions import CodeActError
+from ._types import Event, Session, new_id
+
+__all__ = (
+    "APP_PREFIX",
+    "TEMP_PREFIX",
+    "USER_PREFIX",
+    "BaseSessionService",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "SessionStoreError",
+    "StaleSessionError",
+)
+
+APP_PREFIX = "app:"
+USER_PREFIX = "user:"
+TEMP_PREFIX = "temp:"
+
+
+class SessionStoreError(CodeActError):
+    """The session store failed: the database cannot be opened or written, a value cannot be
+    stored (not JSON-serializable), the service is closed. A storage backend error (for
+    example ``sqlite3.Error``) is chained as ``__cause__``. Root of the session errors."""
+
+
+class SessionNotFoundError(SessionStoreError, LookupError):
+    """The session addressed by (app_name, user_id, session_id) does not exist (for example
+    ``append_event`` on a deleted session)."""
+
+
+class SessionExistsError(SessionStoreError):
+    """``create_session`` was given a ``session_id`` already used by that app and user."""
+
+
+class StaleSessionError(SessionStoreError):
+    """``append_event`` was given a ``Session`` object older than the stored session: another
+    object or process appended to it since this one was loaded. Reload it with
+    ``get_session`` and retry."""
+
+
+class BaseSessionService(ABC):
+    """Stores sessions, their events and their scoped state.
+
+    Every method is async and runs under asyncio and trio. Sessions are addressed by
+    ``(app_name, user_id, session_id)``. Returned ``Session`` objects are copies: mutating
+    them never changes the store (only ``append_event`` writes).
+
+    A service is also a (sync or async) context manager whose exit calls ``close()``.
+    """
+
+    @abstractmethod
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create and store a new session.
+
+        Args:
+            app_name: the app.
+            user_id: the user.
+            state: initial state; ``app:`` / ``user:`` keys go to the app / user scope,
+                ``temp:`` keys are dropped, the rest is session state.
+            session_id: the id to use; a fresh UUID4 hex when ``None`` or blank.
+
+        Returns:
+            The new session (no events) with its state merged from the three scopes.
+
+        Raises:
+            SessionExistsError: ``session_id`` is taken for this app and user.
+            SessionStoreError: the store failed or a state value is not JSON-serializable.
+        """
+
+    @abstractmethod
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        after_timestamp: float | None = None,
+        num_recent_events: int | None = None,
+    ) -> Session | None:
+        """Load a session with its events (in append order) and merged state.
+
+        Args:
+            after_timestamp: keep only events with ``timestamp >= after_timestamp``
+                (seconds since the epoch).
+            num_recent_events: keep only the last N events (after the timestamp filter);
+                ``None`` keeps all, ``0`` none.
+
+        Returns:
+            The session, or ``None`` when it does not exist.
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+
+    @abstractmethod
+    async def list_sessions(self, *, app_name: str, user_id: str | None) -> list[Session]:
+        """The sessions of one user (``user_id=None``: of every user of the app), in creation
+        order, with merged state and *without* events (``events == []``).
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+
+    @abstractmethod
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete a session and its events (app and user state stay). Deleting a session that
+        does not exist is a no-op.
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+
+    @abstractmethod
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Append ``event`` to ``session`` and apply ``event.actions.state_delta``, both in one
+        transaction: either both land or neither does.
+
+        On success ``session`` is updated in place: the stored event is appended to
+        ``session.events``, the delta (``temp:`` keys included) is applied to
+        ``session.state``, and ``session.last_update_time`` is set to the stored update time.
+        Keep using the same ``Session`` object for successive appends; a copy loaded before
+        another append is stale.
+
+        Returns:
+            The event as stored: a copy of ``event`` whose ``state_delta`` lacks ``temp:``
+            keys (``event`` itself is not modified). It is the object appended to
+            ``session.events``.
+
+        Raises:
+            SessionNotFoundError: the session does not exist (anymore).
+            StaleSessionError: the stored session was updated after ``session`` was loaded.
+            SessionStoreError: the store failed or a value is not JSON-serializable; nothing
+                was written and ``session`` is unchanged.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Release resources (idempotent). The base implementation does nothing."""
+
+    def __enter__(self) -> BaseSessionService:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> BaseSessionService:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+# --- helpers shared by the implementations -------------------------------------------------
+
+
+@dataclass
+class ScopedState:
+    """State split by scope; every dict keeps the full (prefixed) keys."""
+
+    app: dict[str, Any] = field(default_factory=dict)
+    user: dict[str, Any] = field(default_factory=dict)
+    session: dict[str, Any] = field(default_factory=dict)
+    temp: dict[str, Any] = field(default_factory=dict)
+
+
+def split_state(state: dict[str, Any]) -> ScopedState:
+    """Split a state dict or delta by key prefix."""
+    out = ScopedState()
+    for key, value in state.items():
+        if key.startswith(APP_PREFIX):
+            out.app[key] = value
+        elif key.startswith(USER_PREFIX):
+            out.user[key] = value
+        elif key.startswith(TEMP_PREFIX):
+            out.temp[key] = value
+        else:
+            out.session[key] = value
+    return out
+
+
+def merge_state(app: dict[str, Any], user: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:
+    """The state a caller sees: session keys, then user and app keys (prefixes kept)."""
+    return {**session, **user, **app}
+
+
+def to_json(value: Any, what: str) -> str:
+    """Serialize a state value or event to JSON text.
+
+    Raises:
+        SessionStoreError: the value is not JSON-serializable.
+    """
+    try:
+        return pydantic_core.to_json(value).decode()
+    except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as e:
+        raise SessionStoreError(f"cannot store {what}: not JSON-serializable ({e})") from e
+
+
+def json_roundtrip_state(state: dict[str, Any], what: str = "state") -> dict[str, Any]:
+    """A deep copy of ``state`` holding exactly what the store would give back.
+
+    Raises:
+        SessionStoreError: a value is not JSON-serializable.
+    """
+    out: dict[str, Any] = pydantic_core.from_json(to_json(state, what))
+    return out
+
+
+def resolve_session_id(session_id: str | None) -> str:
+    """The given id stripped, or a fresh one when ``None`` or blank."""
+    if session_id is not None and session_id.strip():
+        return session_id.strip()
+    return new_id()
+
+
+@dataclass
+class PreparedAppend:
+    """An event ready to store: ``stored`` (the copy without ``temp:`` keys), its JSON text,
+    the persisted delta split by scope, and the ``temp:`` part of the delta."""
+
+    stored: Event
+    json: str
+    delta: ScopedState
+
+
+def prepare_append(event: Event) -> PreparedAppend:
+    """Strip ``temp:`` keys from a copy of ``event`` and serialize it.
+
+    Raises:
+        SessionStoreError: the event (or a state value in it) is not JSON-serializable.
+    """
+    delta = event.actions.state_delta
+    kept = {k: v for k, v in delta.items() if not k.startswith(TEMP_PREFIX)}
+    stripped = event.model_copy(update={"actions": event.actions.model_copy(update={"state_delta": kept})})
+    try:
+        text = stripped.model_dump_json()
+    except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as e:
+        raise SessionStoreError(f"cannot store event {event.id}: not JSON-serializable ({e})") from e
+    stored = Event.model_validate_json(text)
+    scoped = split_state(stored.actions.state_delta)
+    scoped.temp = {k: v for k, v in delta.items() if k.startswith(TEMP_PREFIX)}
+    return PreparedAppend(stored=stored, json=text, delta=scoped)
+
+
+def next_update_time(stored_last_update_time: float) -> float:
+    """The new update time of a session: now, but strictly after the stored one, so a
+    ``Session`` copy loaded before an append is always detected as stale."""
+    return max(time.time(), math.nextafter(stored_last_update_time, math.inf))
+
+
+def check_not_stale(session: Session, stored_last_update_time: float) -> None:
+    """Raises:
+    StaleSessionError: the stored session is newer than ``session``."""
+    if stored_last_update_time > session.last_update_time:
+        raise StaleSessionError(
+            f"session {session.id!r} (app {session.app_name!r}, user {session.user_id!r}) is stale: "
+            f"it was updated in the store at {stored_last_update_time:.6f}, after this Session object "
+            f"was loaded or last appended to ({session.last_update_time:.6f}). Another Session object "
+            "or process appended to it; reload it with get_session() and retry."
+        )
+
+
+def apply_append(session: Session, prepared: PreparedAppend, update_time: float) -> None:
+    """Update the live ``session`` after a successful append."""
+    d = prepared.delta
+    session.state.update(d.session)
+    session.state.update(d.user)
+    session.state.update(d.app)
+    session.state.update(d.temp)
+    session.events.append(prepared.stored)
+    session.last_update_time = update_time
+
+
+def filter_events(events: list[Event], after_timestamp: float | None, num_recent_events: int | None) -> list[Event]:
+    """Apply ``get_session``'s event filters to events in append order."""
+    if after_timestamp is not None:
+        events = [e for e in events if e.timestamp >= after_timestamp]
+    if num_recent_events is not None:
+        events = events[-num_recent_events:] if num_recent_events > 0 else []
+    return events

@@ -1,0 +1,410 @@
+"""``SqliteSessionService``: sessions in a SQLite database file (stdlib ``sqlite3``).
+
+Layout (schema version 1)::
+
+    schema_version(id = 1, version)
+    sessions(app_name, user_id, id, create_time, last_update_time)   -- PK (app_name, user_id, id)
+    events(seq AUTOINCREMENT, app_name, user_id, session_id, id, timestamp, data)  -- data: Event JSON
+    session_state(app_name, user_id, session_id, key, value)          -- value: JSON
+    user_state(app_name, user_id, key, value)
+    app_state(app_name, key, value)
+
+State keys are stored with their prefixes. The database runs in WAL mode with a 5 s busy
+timeout; writes use ``BEGIN IMMEDIATE`` and are retried when the database stays locked, so
+several services and processes can share one file.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import pydantic
+import pydantic_core
+from anyio.lowlevel import RunVar
+
+from ._service import (
+    BaseSessionService,
+    PreparedAppend,
+    ScopedState,
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionStoreError,
+    apply_append,
+    check_not_stale,
+    json_roundtrip_state,
+    merge_state,
+    next_update_time,
+    prepare_append,
+    resolve_session_id,
+    split_state,
+    to_json,
+)
+from ._types import Event, Session
+
+__all__ = ("SCHEMA_VERSION", "SqliteSessionService")
+
+SCHEMA_VERSION = 1
+"""The database layout this version of codeact writes. A newer file is refused."""
+
+_T = TypeVar("_T")
+
+_BUSY_TIMEOUT_MS = 5000
+_MAX_ATTEMPTS = 8  # attempts of one operation while the database stays locked
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    create_time REAL NOT NULL,
+    last_update_time REAL NOT NULL,
+    PRIMARY KEY (app_name, user_id, id)
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    timestamp REAL NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_session ON events (app_name, user_id, session_id, seq);
+CREATE TABLE IF NOT EXISTS session_state (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (app_name, user_id, session_id, key)
+);
+CREATE TABLE IF NOT EXISTS user_state (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (app_name, user_id, key)
+);
+CREATE TABLE IF NOT EXISTS app_state (
+    app_name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (app_name, key)
+);
+"""
+
+
+def _is_locked(e: sqlite3.OperationalError) -> bool:
+    msg = str(e).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def _run_in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
+    """``fn(conn)`` inside ``BEGIN IMMEDIATE`` (write) or ``BEGIN`` (read) ... ``COMMIT``;
+    rolled back when anything raises."""
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the transaction may already be gone (e.g. SQLITE_FULL rolls back itself)
+        raise
+    return result
+
+
+def _read_state(conn: sqlite3.Connection, sql: str, params: Iterable[Any]) -> dict[str, Any]:
+    return {key: pydantic_core.from_json(value) for key, value in conn.execute(sql, tuple(params))}
+
+
+def _write_state(
+    conn: sqlite3.Connection, app_name: str, user_id: str, session_id: str, scoped: ScopedState, what: str
+) -> None:
+    """Upsert the persisted scopes of a state delta (``temp:`` is never written)."""
+    conn.executemany(
+        "INSERT OR REPLACE INTO session_state (app_name, user_id, session_id, key, value) VALUES (?, ?, ?, ?, ?)",
+        [(app_name, user_id, session_id, k, to_json(v, f"{what} key {k!r}")) for k, v in scoped.session.items()],
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO user_state (app_name, user_id, key, value) VALUES (?, ?, ?, ?)",
+        [(app_name, user_id, k, to_json(v, f"{what} key {k!r}")) for k, v in scoped.user.items()],
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO app_state (app_name, key, value) VALUES (?, ?, ?)",
+        [(app_name, k, to_json(v, f"{what} key {k!r}")) for k, v in scoped.app.items()],
+    )
+
+
+class SqliteSessionService(BaseSessionService):
+    """Sessions, events and scoped state in a SQLite database file.
+
+    Args:
+        path: the database file; created (with its tables) on first use. ``":memory:"``
+            gives a private in-memory database.
+
+    The connection is opened lazily on the first call, in a worker thread; every call runs
+    in a worker thread (``anyio.to_thread.run_sync``) on the one connection, serialized by
+    a lock. ``append_event`` writes the event and its state delta in one ``BEGIN
+    IMMEDIATE`` transaction. Several instances and processes may use the same file.
+
+    Use it as a (sync or async) context manager, or call ``close()``.
+
+    Raises (from every method):
+        SessionStoreError: the file cannot be opened, is not a database, has a newer schema
+            version, stays locked past the retries, or the service is closed. The
+            ``sqlite3.Error`` is chained as ``__cause__``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(path)
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._lock = threading.Lock()  # guards the connection, taken in worker threads
+        # serializes append_event within one event loop, so the stale check, the write and
+        # the update of the live Session happen as one step for tasks sharing a Session
+        self._append_lock: RunVar[anyio.Lock] = RunVar(f"codeact.SqliteSessionService[{id(self):x}].append")
+
+    @property
+    def path(self) -> str:
+        """The database file path."""
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"SqliteSessionService({self._path!r})"
+
+    # --- connection ------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            _run_in_transaction(conn, self._init_schema, write=True)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version "
+            "(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
+        )
+        row = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
+        if row is None:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (id, version) VALUES (1, ?)", (SCHEMA_VERSION,))
+        elif row[0] != SCHEMA_VERSION:
+            raise SessionStoreError(
+                f"session database {self._path!r} has schema version {row[0]}; this codeact supports "
+                f"version {SCHEMA_VERSION} only"
+            )
+
+    def _run(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
+        """Run ``fn`` in a transaction, in the calling (worker) thread, retrying while the
+        database is locked. Maps ``sqlite3.Error`` to ``SessionStoreError``."""
+        with self._lock:
+            for attempt in range(1, _MAX_ATTEMPTS + 1):
+                if self._closed:
+                    raise SessionStoreError(f"{self!r} is closed")
+                try:
+                    if self._conn is None:
+                        self._conn = self._connect()
+                    return _run_in_transaction(self._conn, fn, write=write)
+                except sqlite3.OperationalError as e:
+                    if _is_locked(e) and attempt < _MAX_ATTEMPTS:
+                        time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
+                        continue
+                    raise SessionStoreError(f"session database {self._path!r}: {e}") from e
+                except sqlite3.Error as e:
+                    raise SessionStoreError(f"session database {self._path!r}: {e}") from e
+                except pydantic.ValidationError as e:
+                    raise SessionStoreError(f"session database {self._path!r}: unreadable stored event: {e}") from e
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
+        def run() -> _T:
+            return self._run(fn, write=write)
+
+        return await anyio.to_thread.run_sync(run)
+
+    def close(self) -> None:
+        """Close the connection (idempotent; waits for a call in progress). Later calls
+        raise ``SessionStoreError``."""
+        with self._lock:
+            self._closed = True
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                conn.close()
+
+    # --- reads -----------------------------------------------------------------------
+
+    @staticmethod
+    def _merged_state(conn: sqlite3.Connection, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+        app = _read_state(conn, "SELECT key, value FROM app_state WHERE app_name = ?", (app_name,))
+        user = _read_state(
+            conn, "SELECT key, value FROM user_state WHERE app_name = ? AND user_id = ?", (app_name, user_id)
+        )
+        session = _read_state(
+            conn,
+            "SELECT key, value FROM session_state WHERE app_name = ? AND user_id = ? AND session_id = ?",
+            (app_name, user_id, session_id),
+        )
+        return merge_state(app, user, session)
+
+    # --- the service -----------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        sid = resolve_session_id(session_id)
+        scoped = split_state(json_roundtrip_state(state or {}, "initial state"))
+
+        def txn(conn: sqlite3.Connection) -> Session:
+            now = time.time()
+            try:
+                conn.execute(
+                    "INSERT INTO sessions (app_name, user_id, id, create_time, last_update_time) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (app_name, user_id, sid, now, now),
+                )
+            except sqlite3.IntegrityError as e:
+                raise SessionExistsError(
+                    f"session {sid!r} already exists for app {app_name!r}, user {user_id!r}"
+                ) from e
+            _write_state(conn, app_name, user_id, sid, scoped, "initial state")
+            return Session(
+                id=sid,
+                app_name=app_name,
+                user_id=user_id,
+                state=self._merged_state(conn, app_name, user_id, sid),
+                last_update_time=now,
+            )
+
+        return await self._call(txn, write=True)
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        after_timestamp: float | None = None,
+        num_recent_events: int | None = None,
+    ) -> Session | None:
+        def txn(conn: sqlite3.Connection) -> Session | None:
+            row = conn.execute(
+                "SELECT last_update_time FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?",
+                (app_name, user_id, session_id),
+            ).fetchone()
+            if row is None:
+                return None
+            where = "app_name = ? AND user_id = ? AND session_id = ?"
+            params: list[Any] = [app_name, user_id, session_id]
+            if after_timestamp is not None:
+                where += " AND timestamp >= ?"
+                params.append(after_timestamp)
+            if num_recent_events is None:
+                sql = f"SELECT data FROM events WHERE {where} ORDER BY seq"
+            else:
+                sql = (
+                    f"SELECT data FROM (SELECT seq, data FROM events WHERE {where} ORDER BY seq DESC LIMIT ?) "
+                    "ORDER BY seq"
+                )
+                params.append(max(num_recent_events, 0))
+            events = [Event.model_validate_json(data) for (data,) in conn.execute(sql, params)]
+            return Session(
+                id=session_id,
+                app_name=app_name,
+                user_id=user_id,
+                state=self._merged_state(conn, app_name, user_id, session_id),
+                events=events,
+                last_update_time=row[0],
+            )
+
+        return await self._call(txn, write=False)
+
+    async def list_sessions(self, *, app_name: str, user_id: str | None) -> list[Session]:
+        def txn(conn: sqlite3.Connection) -> list[Session]:
+            sql = "SELECT user_id, id, last_update_time FROM sessions WHERE app_name = ?"
+            params: list[Any] = [app_name]
+            if user_id is not None:
+                sql += " AND user_id = ?"
+                params.append(user_id)
+            rows = conn.execute(sql + " ORDER BY rowid", params).fetchall()
+            return [
+                Session(
+                    id=sid,
+                    app_name=app_name,
+                    user_id=user,
+                    state=self._merged_state(conn, app_name, user, sid),
+                    last_update_time=last,
+                )
+                for user, sid, last in rows
+            ]
+
+        return await self._call(txn, write=False)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        def txn(conn: sqlite3.Connection) -> None:
+            key = (app_name, user_id, session_id)
+            conn.execute("DELETE FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
+            conn.execute("DELETE FROM session_state WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
+            conn.execute("DELETE FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key)
+
+        await self._call(txn, write=True)
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        prepared = prepare_append(event)
+        lock = self._append_lock.get(None)
+        if lock is None:
+            lock = anyio.Lock()
+            self._append_lock.set(lock)
+        async with lock:
+            update_time = await self._call(lambda conn: self._append_txn(conn, session, prepared), write=True)
+            # no checkpoint between the commit and here: the live session reflects the store
+            apply_append(session, prepared, update_time)
+        return prepared.stored
+
+    def _append_txn(self, conn: sqlite3.Connection, session: Session, prepared: PreparedAppend) -> float:
+        """Inside ``BEGIN IMMEDIATE``: check, insert the event, write the delta, bump the
+        update time. Returns the new update time."""
+        key = (session.app_name, session.user_id, session.id)
+        row = conn.execute(
+            "SELECT last_update_time FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key
+        ).fetchone()
+        if row is None:
+            raise SessionNotFoundError(
+                f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
+            )
+        check_not_stale(session, row[0])
+        update_time = next_update_time(row[0])
+        conn.execute(
+            "INSERT INTO events (app_name, user_id, session_id, id, timestamp, data) VALUES (?, ?, ?, ?, ?, ?)",
+            (*key, prepared.stored.id, prepared.stored.timestamp, prepared.json),
+        )
+        _write_state(conn, *key, prepared.delta, f"state delta of event {prepared.stored.id}")
+        conn.execute(
+            "UPDATE sessions SET last_update_time = ? WHERE app_name = ? AND user_id = ? AND id = ?",
+            (update_time, *key),
+        )
+        return update_time

@@ -1,0 +1,158 @@
+"""Test doubles: ``ScriptedRuntime`` replays planned steps instead of interpreting code.
+
+Use it to test agent-loop logic (dispatch, checkpoints, recovery) without an
+interpreter; it follows the runtime seam exactly, including suspension.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import CodeRuntimeError, SnapshotError
+from .runtime import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
+from .runtime import default_tool_catalog
+
+if TYPE_CHECKING:
+    from .tools import Tool
+
+__all__ = ("PlannedCall", "PlannedComplete", "PlannedRaise", "ScriptedRuntime")
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """The script calls ``name`` with keyword ``args`` (printing ``stdout`` first)."""
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    stdout: str = ""
+    call_id: int | None = None
+
+
+@dataclass(frozen=True)
+class PlannedComplete:
+    """The script completes with ``value``."""
+
+    value: Any
+    stdout: str = ""
+
+
+@dataclass(frozen=True)
+class PlannedRaise:
+    """The script fails with ``message``."""
+
+    message: str
+    stdout: str = ""
+
+
+Planned = PlannedCall | PlannedComplete | PlannedRaise
+
+
+def _encode(step: Planned) -> dict[str, Any]:
+    if isinstance(step, PlannedCall):
+        return {"k": "call", "name": step.name, "args": step.args, "stdout": step.stdout, "call_id": step.call_id}
+    if isinstance(step, PlannedComplete):
+        return {"k": "complete", "value": step.value, "stdout": step.stdout}
+    return {"k": "raise", "message": step.message, "stdout": step.stdout}
+
+
+def _decode(data: dict[str, Any]) -> Planned:
+    if data["k"] == "call":
+        return PlannedCall(data["name"], data["args"], data["stdout"], data["call_id"])
+    if data["k"] == "complete":
+        return PlannedComplete(data["value"], data["stdout"])
+    return PlannedRaise(data["message"], data["stdout"])
+
+
+class ScriptedPendingCall:
+    def __init__(self, runtime: ScriptedRuntime, rest: list[Planned], step: PlannedCall, call_id: int) -> None:
+        self._runtime = runtime
+        self._rest = rest
+        self._used = False
+        self.name = step.name
+        self.positional_args: tuple[Any, ...] = ()
+        self.keyword_args = dict(step.args)
+        self.call_id = call_id
+
+    def dump(self) -> bytes:
+        if self._used:
+            raise CodeRuntimeError("this PendingCall was already resumed; a PendingCall is single use")
+        if not self._runtime.supports_suspension:
+            raise CodeRuntimeError("this ScriptedRuntime cannot suspend")
+        return json.dumps({"rest": [_encode(s) for s in self._rest], "next_id": self.call_id + 1}).encode()
+
+    def resume(self, outcome: ResumeValue | ResumeError) -> RunStep:
+        if self._used:
+            raise CodeRuntimeError("this PendingCall was already resumed; a PendingCall is single use")
+        self._used = True
+        return self._runtime._advance(self._rest, outcome, self.call_id + 1)
+
+
+class ScriptedRuntime:
+    """Replays planned programs: each ``start`` takes the next program (the script text is
+    recorded in ``scripts`` and otherwise ignored).
+
+    A ``PlannedCall`` followed by more steps pauses there; the resume outcome is recorded in
+    ``outcomes``. A ``ResumeError`` makes the program raise unless the next planned step is
+    a ``PlannedComplete`` or ``PlannedCall`` (the script caught it). An exhausted program
+    completes with None.
+
+    Args:
+        programs: one list of planned steps per expected ``start``.
+        supports_suspension: whether ``dump`` / ``resume`` from bytes work.
+        prompt: the capabilities prompt.
+    """
+
+    def __init__(
+        self,
+        programs: Sequence[Sequence[Planned]],
+        *,
+        supports_suspension: bool = True,
+        prompt: str = "scripted test runtime",
+    ) -> None:
+        self.programs = [list(p) for p in programs]
+        self.supports_suspension = supports_suspension
+        self.prompt = prompt
+        self.scripts: list[str] = []
+        self.outcomes: list[ResumeValue | ResumeError] = []
+        self.starts = 0
+
+    def capabilities(self) -> RuntimeCapabilities:
+        return RuntimeCapabilities(supports_suspension=self.supports_suspension, prompt=self.prompt)
+
+    def render_tools(self, tools: Sequence[Tool]) -> str:
+        return default_tool_catalog(tools)
+
+    def start(self, script: str, script_name: str = "main.py") -> RunStep:
+        self.scripts.append(script)
+        if not self.programs:
+            raise CodeRuntimeError("ScriptedRuntime has no programs left")
+        self.starts += 1
+        return self._advance(self.programs.pop(0), None, 0)
+
+    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+        if not self.supports_suspension:
+            raise CodeRuntimeError("this ScriptedRuntime cannot suspend")
+        try:
+            data = json.loads(snapshot)
+            rest = [_decode(s) for s in data["rest"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SnapshotError(f"snapshot error: not a ScriptedRuntime snapshot ({exc})") from exc
+        return self._advance(rest, outcome, int(data["next_id"]))
+
+    def _advance(self, rest: list[Planned], outcome: ResumeValue | ResumeError | None, next_id: int) -> RunStep:
+        if outcome is not None:
+            self.outcomes.append(outcome)
+            if isinstance(outcome, ResumeError) and not rest:
+                return Raised(f"{outcome.exc_type}: {outcome.message}")
+        if not rest:
+            return Complete(None)
+        step, rest = rest[0], rest[1:]
+        if isinstance(step, PlannedCall):
+            call_id = step.call_id if step.call_id is not None else next_id
+            return Call(ScriptedPendingCall(self, rest, step, call_id), step.stdout)
+        if isinstance(step, PlannedComplete):
+            return Complete(step.value, step.stdout)
+        return Raised(step.message, step.stdout)

@@ -1,0 +1,492 @@
+"""Tools from typed Python callables: ``FunctionTool``, ``LongRunningFunctionTool``, ``tool``.
+
+pydantic builds the argument validator and the JSON schema from the signature; the
+description and the parameter descriptions come from the docstring. The approach follows
+pydantic-ai's function tools (schema from the signature, lax validation, docstring
+descriptions) and Google ADK's ``FunctionTool`` (``tool_context`` injection, long-running
+tools returning a handle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypeVar, overload
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+from typing_extensions import NotRequired, TypedDict
+
+from ..exceptions import CodeActError
+from ._base import Tool
+from ._context import ToolContext
+
+__all__ = ("FunctionTool", "LongRunningFunctionTool", "ToolArgumentError", "tool")
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_typed_dict: Any = TypedDict  # called with a computed name and fields, which type checkers refuse
+
+_MAX_REPORTED_ERRORS = 10
+
+
+class ToolArgumentError(TypeError, CodeActError):
+    """A tool call's arguments failed validation against the tool's signature.
+
+    A ``TypeError`` (what Python raises for a bad call), so a script can catch it as one.
+    The message is short and meant for the model: the tool name, then each error as
+    ``arg: message`` (nested locations as ``user.name`` or ``tags[0]``), separated by ``"; "``::
+
+        tool 'add' got invalid arguments: a: Input should be a valid integer; b: missing required argument
+
+    Attributes:
+        tool_name: the tool called.
+        errors: ``(location, message)`` pairs, location ``""`` for the arguments as a whole.
+    """
+
+    def __init__(self, tool_name: str, errors: list[tuple[str, str]]) -> None:
+        self.tool_name = tool_name
+        self.errors = errors
+        shown = [f"{loc}: {msg}" if loc else msg for loc, msg in errors[:_MAX_REPORTED_ERRORS]]
+        if len(errors) > _MAX_REPORTED_ERRORS:
+            shown.append(f"... and {len(errors) - _MAX_REPORTED_ERRORS} more")
+        super().__init__(f"tool {tool_name!r} got invalid arguments: {'; '.join(shown)}")
+
+
+# --------------------------------------------------------------------------- docstrings
+
+_GOOGLE_PARAM_SECTIONS = frozenset(
+    {"args", "arguments", "params", "parameters", "keyword args", "keyword arguments", "other parameters"}
+)
+_GOOGLE_HEADER = re.compile(r"^(\s*)([A-Za-z][A-Za-z ]*?)\s*:\s*$")
+_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:(.*)$")
+_NUMPY_PARAM_SECTIONS = frozenset({"parameters", "other parameters", "keyword arguments"})
+_NUMPY_UNDERLINE = re.compile(r"^\s*-{3,}\s*$")
+_SPHINX_FIELD = re.compile(r"^(\s*):(\w+)(?:\s+([^:]*?))?\s*:(.*)$")
+_SPHINX_PARAM_FIELDS = frozenset({"param", "parameter", "arg", "argument", "key", "keyword"})
+_SPHINX_TYPE_FIELDS = frozenset({"type", "kwtype"})
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _is_numpy_header(lines: list[str], i: int) -> bool:
+    return bool(lines[i].strip()) and i + 1 < len(lines) and bool(_NUMPY_UNDERLINE.match(lines[i + 1]))
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Splits a docstring into a description and per-parameter descriptions.
+
+    A small parser for the three common styles, instead of a dependency (griffe,
+    docstring_parser): Google (``Args:`` / ``Arguments:`` / ``Parameters:`` sections with
+    ``name (type): text`` entries), Sphinx (``:param [type] name: text``, ``:type name:``) and
+    NumPy (a ``Parameters`` header underlined with dashes, ``name : type`` entries). Continuation
+    lines are joined with single spaces.
+
+    Args:
+        doc: the docstring (indented as written, or already cleaned), or None.
+
+    Returns:
+        ``(description, params)``: the description is the cleaned docstring with the parameter
+        sections (and Sphinx ``:type:`` fields) removed, everything else kept verbatim (a
+        ``Returns:`` or ``Raises:`` section tells a script what it gets back); ``params`` maps
+        parameter names, without leading ``*``, to their text.
+    """
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    out: list[str] = []
+    params: dict[str, str] = {}
+    n = len(lines)
+    i = 0
+    while i < n:
+        line = lines[i]
+        header = _GOOGLE_HEADER.match(line)
+        if header and header.group(2).lower() in _GOOGLE_PARAM_SECTIONS and not _is_numpy_header(lines, i):
+            base = len(header.group(1))
+            entry_indent: int | None = None
+            current: str | None = None
+            i += 1
+            while i < n:
+                text = lines[i]
+                if not text.strip():
+                    i += 1
+                    continue
+                ind = _indent(text)
+                if ind <= base:
+                    break
+                if entry_indent is None:
+                    entry_indent = ind
+                entry = _GOOGLE_ENTRY.match(text.strip()) if ind <= entry_indent else None
+                if entry:
+                    current = entry.group(1)
+                    params[current] = entry.group(2).strip()
+                elif current is not None:
+                    params[current] = f"{params[current]} {text.strip()}".strip()
+                i += 1
+            continue
+        if line.strip().lower() in _NUMPY_PARAM_SECTIONS and _is_numpy_header(lines, i):
+            base = _indent(line)
+            names: list[str] = []
+            i += 2
+            while i < n and not _is_numpy_header(lines, i):
+                text = lines[i]
+                if text.strip():
+                    if _indent(text) <= base:
+                        names = [s.strip().lstrip("*") for s in text.split(":", 1)[0].split(",") if s.strip()]
+                        for name in names:
+                            params[name] = ""
+                    else:
+                        for name in names:
+                            params[name] = f"{params[name]} {text.strip()}".strip()
+                i += 1
+            continue
+        field = _SPHINX_FIELD.match(line)
+        if field and (field.group(2) in _SPHINX_PARAM_FIELDS or field.group(2) in _SPHINX_TYPE_FIELDS):
+            base = len(field.group(1))
+            target = (field.group(3) or "").split()
+            name = target[-1].lstrip("*") if target else ""
+            text_parts = [field.group(4).strip()]
+            i += 1
+            while i < n and lines[i].strip() and _indent(lines[i]) > base:
+                text_parts.append(lines[i].strip())
+                i += 1
+            if field.group(2) in _SPHINX_PARAM_FIELDS and name:
+                params[name] = " ".join(p for p in text_parts if p)
+            continue
+        out.append(line)
+        i += 1
+    description = re.sub(r"\n{3,}", "\n\n", "\n".join(s.rstrip() for s in out)).strip()
+    return description, params
+
+
+# --------------------------------------------------------------------------- schema
+
+
+class _ToolJsonSchema(GenerateJsonSchema):
+    """pydantic's JSON schema without per-field titles (the property name says it)."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def _is_tool_context(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, ToolContext)
+
+
+def _plain_name(func: Callable[..., Any]) -> str:
+    target: Any = func
+    while isinstance(target, functools.partial):
+        target = target.func
+    name = getattr(target, "__name__", None)
+    return name if isinstance(name, str) else type(target).__name__
+
+
+def _docstring(func: Callable[..., Any]) -> str | None:
+    target: Any = func
+    while isinstance(target, functools.partial):
+        target = target.func
+    return inspect.getdoc(target)
+
+
+# --------------------------------------------------------------------------- results
+
+_PLAIN_SCALARS = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _plain_key(key: Any) -> Any:
+    if type(key) is str:
+        return key
+    return next(iter(to_jsonable_python({key: None})))
+
+
+def _to_plain(value: Any) -> Any:
+    """``value`` as plain data: None, bool, int, float, str, bytes, list and dict with str keys.
+
+    Containers are walked here so bytes stay bytes (the runtime takes them, JSON conversion is
+    the agent's job); everything else goes through ``pydantic_core.to_jsonable_python``.
+    """
+    t = type(value)
+    if t in _PLAIN_SCALARS:
+        return value
+    if t is dict:
+        return {_plain_key(k): _to_plain(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [_to_plain(v) for v in value]
+    if isinstance(value, BaseModel):
+        return _to_plain(value.model_dump())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return _to_plain(value.value)
+    if isinstance(value, str):  # subclasses of the plain types
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, Mapping):
+        return {_plain_key(k): _to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_to_plain(v) for v in value]
+    return to_jsonable_python(value)
+
+
+# --------------------------------------------------------------------------- tools
+
+
+class FunctionTool(Tool):
+    """A ``Tool`` made from a typed Python callable, sync or async.
+
+    The parameters' JSON schema and the argument validator are built once, by pydantic, from
+    the signature (pydantic-ai's function tools): each parameter becomes a property with its
+    type, its default (then not required) and its description from the docstring's ``Args:``
+    section (Google, Sphinx ``:param x:`` or NumPy style; a ``Field(description=...)`` in an
+    ``Annotated`` hint wins). ``required`` lists parameters in declaration order and extra
+    arguments are refused (``additionalProperties: false``). A parameter without annotation
+    takes any value.
+
+    A parameter annotated ``ToolContext`` (any name), or named ``tool_context`` (Google ADK's
+    convention), receives the per-call context and is not in the schema.
+
+    Args:
+        func: the callable; plain and async functions, bound methods, ``functools.partial``
+            objects and callable instances all work. ``*args`` / ``**kwargs`` are refused.
+        name: the tool name; defaults to ``func.__name__``.
+        description: the description for the model; defaults to the docstring without its
+            parameter section (summary, body, ``Returns:`` and ``Raises:`` kept).
+        requires_confirmation: a human must approve each call.
+        run_in_thread: run a sync ``func`` in a worker thread (``anyio.to_thread.run_sync``)
+            instead of inline on the event loop thread. Inline is fastest and right for quick
+            functions; use a thread for blocking I/O or long computations. Ignored for async
+            functions.
+
+    Raises:
+        TypeError: ``func`` is not callable, takes ``*args`` or ``**kwargs``, has two
+            context parameters, has a type hint that cannot be resolved, or has a parameter
+            type pydantic cannot validate.
+
+    Attributes:
+        func: the wrapped callable.
+        run_in_thread: as given.
+        context_parameter: the name of the injected ``ToolContext`` parameter, or None.
+    """
+
+    _long_running = False
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        requires_confirmation: bool = False,
+        run_in_thread: bool = False,
+    ) -> None:
+        if not callable(func):
+            raise TypeError(f"FunctionTool needs a callable, got {type(func).__name__}")
+        tool_name = name if name is not None else _plain_name(func)
+        try:
+            signature = inspect.signature(func, eval_str=True)
+        except NameError as e:
+            raise TypeError(
+                f"tool {tool_name!r}: cannot resolve the type hints of {func!r}: {e} "
+                "(define the names the hints use at module level)"
+            ) from e
+        doc_description, param_docs = _parse_docstring(_docstring(func))
+
+        fields: dict[str, Any] = {}
+        context_parameter: str | None = None
+        positional_only: list[str] = []
+        for param in signature.parameters.values():
+            if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                star = "*" if param.kind is inspect.Parameter.VAR_POSITIONAL else "**"
+                raise TypeError(
+                    f"tool {tool_name!r}: {star}{param.name} is not supported; a tool's arguments are "
+                    "passed by name (call_tool(name, {...})), so declare each parameter explicitly"
+                )
+            annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
+            if param.name == "tool_context" or _is_tool_context(annotation):
+                if context_parameter is not None:
+                    raise TypeError(
+                        f"tool {tool_name!r}: two ToolContext parameters ({context_parameter!r}, {param.name!r})"
+                    )
+                context_parameter = param.name
+                if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                    positional_only.append(param.name)
+                continue
+            if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                positional_only.append(param.name)
+            field_kwargs: dict[str, Any] = {}
+            doc = param_docs.get(param.name)
+            if doc and FieldInfo.from_annotation(annotation).description is None:
+                field_kwargs["description"] = doc
+            if param.default is not inspect.Parameter.empty:
+                field_kwargs["default"] = param.default
+                fields[param.name] = NotRequired[Annotated[annotation, Field(**field_kwargs)]]
+            elif field_kwargs:
+                fields[param.name] = Annotated[annotation, Field(**field_kwargs)]
+            else:
+                fields[param.name] = annotation
+
+        arguments = _typed_dict(re.sub(r"\W", "_", f"{tool_name}_arguments"), fields)
+        arguments.__pydantic_config__ = ConfigDict(extra="forbid")
+        try:
+            adapter: TypeAdapter[dict[str, Any]] = TypeAdapter(arguments)
+            schema = adapter.json_schema(schema_generator=_ToolJsonSchema)
+        except PydanticUserError as e:  # PydanticSchemaGenerationError, PydanticInvalidForJsonSchema, ...
+            raise TypeError(f"tool {tool_name!r}: cannot build a validator for its parameters: {e}") from e
+        schema.pop("title", None)
+        parameters: dict[str, Any] = {"type": "object", "properties": schema.pop("properties", {})}
+        if "required" in schema:
+            parameters["required"] = schema.pop("required")
+        schema.pop("type", None)
+        parameters["additionalProperties"] = schema.pop("additionalProperties", False)
+        parameters.update(schema)  # $defs
+
+        super().__init__(
+            tool_name,
+            description if description is not None else doc_description,
+            parameters,
+            is_long_running=self._long_running,
+            requires_confirmation=requires_confirmation,
+        )
+        self.func = func
+        self.run_in_thread = run_in_thread
+        self.context_parameter = context_parameter
+        self._positional_only = tuple(positional_only)
+        self._validate = adapter.validator.validate_python
+        self._field_names = tuple(fields)
+        self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+            getattr(func, "__call__", None)  # noqa: B004 - an instance with an async __call__
+        )
+
+    async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Validates ``args``, calls the function and returns its result as plain data.
+
+        Validation is pydantic's lax mode (``"3"`` is accepted for an ``int``, a dict for a
+        pydantic model parameter), as in pydantic-ai.
+
+        Args:
+            args: the call's arguments by name (None counts as no arguments).
+            tool_context: the per-call context, passed to the context parameter if any.
+
+        Returns:
+            The function's result (awaited if it is awaitable) as plain data: None, bool, int,
+            float, str, bytes (kept as bytes), lists and dicts with str keys. Pydantic models
+            and dataclasses become dicts, tuples and sets lists, and other values go through
+            ``pydantic_core.to_jsonable_python`` (datetimes become ISO 8601 strings, enums
+            their values, UUIDs and Decimals strings).
+
+        Raises:
+            ToolArgumentError: ``args`` do not match the signature (wrong type, missing,
+                unknown argument).
+            TypeError: the result cannot be converted to plain data.
+            Exception: whatever the function raises, unchanged.
+        """
+        try:
+            values = self._validate(args if args is not None else {})
+        except ValidationError as e:
+            raise ToolArgumentError(self.name, self._describe_errors(e)) from e
+        if self.context_parameter is not None:
+            values[self.context_parameter] = tool_context
+        func = self.func
+        positional = [values.pop(n) for n in self._positional_only] if self._positional_only else ()
+        if self._is_async:
+            result = await func(*positional, **values)
+        elif self.run_in_thread:
+            result = await anyio.to_thread.run_sync(functools.partial(func, *positional, **values))
+        else:
+            result = func(*positional, **values)
+        if inspect.isawaitable(result):
+            result = await result
+        try:
+            return _to_plain(result)
+        except PydanticSerializationError as e:
+            raise TypeError(f"tool {self.name!r} returned a value that is not plain data: {e}") from e
+
+    def _describe_errors(self, error: ValidationError) -> list[tuple[str, str]]:
+        described: list[tuple[str, str]] = []
+        for item in error.errors(include_url=False, include_context=False, include_input=False):
+            loc = ""
+            for part in item["loc"]:
+                loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+            kind = item["type"]
+            if kind == "missing" and len(item["loc"]) == 1:
+                message = "missing required argument"
+            elif kind == "extra_forbidden" and len(item["loc"]) == 1:
+                message = f"unexpected argument (parameters: {', '.join(self._field_names) or 'none'})"
+            else:
+                message = item["msg"]
+            described.append((loc, message))
+        return described
+
+
+class LongRunningFunctionTool(FunctionTool):
+    """A ``FunctionTool`` whose result arrives later (``is_long_running=True``; Google ADK's
+    ``LongRunningFunctionTool``).
+
+    The function starts the work and returns a handle, for example
+    ``{"status": "pending", "task_id": "..."}``; the run suspends after the call and resumes
+    when the caller sends the real result as a function response. Runtimes that cannot
+    suspend run it inline and hand the handle to the script. Arguments, schema and errors are
+    as for ``FunctionTool``.
+    """
+
+    _long_running = True
+
+
+@overload
+def tool(func: _F, /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_confirmation: bool = False,
+    run_in_thread: bool = False,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_confirmation: bool = False,
+    run_in_thread: bool = False,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Makes a ``FunctionTool``, as ``@tool``, ``@tool(name="x")`` or ``tool(func)``.
+
+    The decorated name becomes the ``FunctionTool`` (the function stays reachable as
+    ``.func``). Keyword arguments are ``FunctionTool``'s.
+
+    Returns:
+        A ``FunctionTool`` when given ``func``, else a decorator that makes one.
+
+    Raises:
+        TypeError: as ``FunctionTool``.
+    """
+
+    def make(f: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(
+            f,
+            name=name,
+            description=description,
+            requires_confirmation=requires_confirmation,
+            run_in_thread=run_in_thread,
+        )
+
+    return make(func) if func is not None else make

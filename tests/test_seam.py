@@ -1,0 +1,223 @@
+"""The runtime seam: step and outcome types, capabilities, tool catalog, argument binding,
+and the package's public surface (SPEC §2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import pytest
+
+import codeact
+from codeact import (
+    Call,
+    CodeActError,
+    CodeRuntime,
+    CodeRuntimeError,
+    Complete,
+    CPythonRuntime,
+    MontyRuntime,
+    PendingCall,
+    Raised,
+    ResumeError,
+    ResumeValue,
+    RuntimeCapabilities,
+    SnapshotError,
+    Tool,
+    ValueConversionError,
+    bind_call_args,
+    default_tool_catalog,
+)
+
+# ------------------------------------------------------------------ types
+
+
+def test_runtime_capabilities_default_to_no_suspension_and_empty_prompt():
+    caps = RuntimeCapabilities()
+    assert caps.supports_suspension is False
+    assert caps.prompt == ""
+
+
+def test_runtime_capabilities_carry_prompt_and_flag_and_are_frozen():
+    caps = RuntimeCapabilities(supports_suspension=True, prompt="scripted test runtime")
+    assert caps.supports_suspension is True
+    assert caps.prompt == "scripted test runtime"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        caps.prompt = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("cls, payload", [(Complete, 1), (Raised, "boom")])
+def test_steps_default_to_empty_stdout_and_carry_it_when_given(cls, payload):
+    assert cls(payload).stdout == ""
+    step = cls(payload, stdout="hi")
+    assert step.stdout == "hi"
+    assert step == cls(payload, "hi")
+
+
+def test_complete_value_and_raised_message_fields():
+    assert Complete(value={"a": [1]}).value == {"a": [1]}
+    assert Raised(message="Traceback ...").message == "Traceback ..."
+
+
+def test_call_carries_its_pending_call_and_stdout(monty):
+    step = monty.start('print("x")\ncall_tool("t")', "agent")
+    assert isinstance(step, Call)
+    assert isinstance(step.call, PendingCall)
+    assert step.stdout == "x\n"
+
+
+def test_resume_outcomes():
+    assert ResumeValue(3).value == 3
+    err = ResumeError("boom")
+    assert err.message == "boom"
+    assert err.exc_type == "RuntimeError"
+    assert ResumeError("boom", "ValueError").exc_type == "ValueError"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        err.message = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("runtime", [MontyRuntime, CPythonRuntime])
+def test_runtimes_satisfy_the_protocol(runtime):
+    assert isinstance(runtime(), CodeRuntime)
+
+
+def test_monty_claims_suspension_and_cpython_does_not():
+    assert MontyRuntime().capabilities().supports_suspension is True
+    assert CPythonRuntime().capabilities().supports_suspension is False
+
+
+def test_exception_tree():
+    assert issubclass(CodeRuntimeError, CodeActError)
+    assert issubclass(SnapshotError, CodeRuntimeError)
+    assert issubclass(ValueConversionError, CodeRuntimeError)
+    # Never the builtin RuntimeError: a script's RuntimeError must not look like a host failure.
+    assert not issubclass(CodeRuntimeError, RuntimeError)
+
+
+# ------------------------------------------------------------------ default_tool_catalog
+
+
+class BuiltinTool(Tool):
+    is_builtin = True
+
+
+def test_catalog_is_empty_without_tools():
+    assert default_tool_catalog([]) == ""
+
+
+def test_catalog_omits_builtin_tools():
+    assert default_tool_catalog([BuiltinTool("web_search", "Search the web.")]) == ""
+    text = default_tool_catalog([BuiltinTool("web_search", "Search."), Tool("add", "Add numbers.")])
+    assert "web_search" not in text
+    assert "add" in text
+
+
+def test_catalog_lists_name_and_description():
+    text = default_tool_catalog([Tool("add", "Adds two\n   numbers."), Tool("echo", "Echoes.")])
+    assert text.startswith("Available tools:")
+    assert "add" in text and "Adds two numbers." in text
+    assert "echo" in text and "Echoes." in text
+
+
+def test_catalog_annotates_long_running_tools_only():
+    text = default_tool_catalog([Tool("slow", "Slow.", is_long_running=True), Tool("fast", "Fast.")])
+    (slow_line,) = [line for line in text.splitlines() if "slow" in line]
+    (fast_line,) = [line for line in text.splitlines() if "fast" in line]
+    assert "[long-running]" in slow_line
+    assert "[long-running]" not in fast_line
+
+
+def test_catalog_shows_parameters():
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    assert '"query"' in default_tool_catalog([Tool("search", "Search.", schema)])
+
+
+# ------------------------------------------------------------------ bind_call_args
+
+
+def schema(required=(), properties=(), additional=None):
+    s = {"type": "object", "properties": {p: {} for p in properties}, "required": list(required)}
+    if additional is not None:
+        s["additionalProperties"] = additional
+    return s
+
+
+def test_bind_positionals_to_required_names_in_order():
+    tool = Tool("t", parameters=schema(required=["a", "b"], properties=["b", "a"]))
+    assert bind_call_args(tool, [1, 2], {}) == {"a": 1, "b": 2}
+
+
+def test_bind_positionals_to_required_then_other_properties():
+    tool = Tool("t", parameters=schema(required=["b"], properties=["a", "b", "c"]))
+    assert bind_call_args(tool, [1, 2, 3], {}) == {"b": 1, "a": 2, "c": 3}
+
+
+def test_bind_schemaless_tool_uses_arg_i_and_keeps_keywords():
+    assert bind_call_args(Tool("echo"), [1], {"label": "x"}) == {"arg0": 1, "label": "x"}
+    assert bind_call_args(Tool("echo"), [1, 2], {}) == {"arg0": 1, "arg1": 2}
+
+
+def test_bind_keywords_only_is_exact_and_always_a_dict():
+    tool = Tool("t", parameters=schema(required=["a"], properties=["a"]))
+    assert bind_call_args(tool, [], {"a": 1}) == {"a": 1}
+    assert bind_call_args(tool, (), {}) == {}
+
+
+def test_bind_mixes_positionals_and_keywords():
+    tool = Tool("t", parameters=schema(required=["a", "b"], properties=["a", "b"]))
+    assert bind_call_args(tool, [1], {"b": 2}) == {"a": 1, "b": 2}
+
+
+def test_bind_refuses_too_many_positionals():
+    tool = Tool("t", parameters=schema(required=["a"], properties=["a"]))
+    with pytest.raises(TypeError, match="positional"):
+        bind_call_args(tool, [1, 2], {})
+
+
+def test_bind_refuses_a_parameter_given_twice():
+    tool = Tool("t", parameters=schema(required=["a", "b"], properties=["a", "b"]))
+    with pytest.raises(TypeError, match="'a'"):
+        bind_call_args(tool, [1], {"a": 2})
+
+
+def test_bind_refuses_unknown_names_when_schema_forbids_extras():
+    tool = Tool("t", parameters=schema(required=["a"], properties=["a"], additional=False))
+    with pytest.raises(TypeError, match="'zzz'"):
+        bind_call_args(tool, [], {"a": 1, "zzz": 2})
+
+
+def test_bind_accepts_unknown_names_when_schema_allows_extras():
+    tool = Tool("t", parameters=schema(required=["a"], properties=["a"]))
+    assert bind_call_args(tool, [], {"a": 1, "zzz": 2}) == {"a": 1, "zzz": 2}
+
+
+# ------------------------------------------------------------------ the package surface
+
+
+def test_all_is_a_tuple_without_duplicates_and_every_name_resolves():
+    assert isinstance(codeact.__all__, tuple)
+    assert len(set(codeact.__all__)) == len(codeact.__all__)
+    for name in codeact.__all__:
+        assert getattr(codeact, name) is not None, name
+
+
+def test_package_exports_exactly_all():
+    public = {
+        n
+        for n in dir(codeact)
+        if not n.startswith("_") and not isinstance(getattr(codeact, n), types.ModuleType)
+    }
+    assert public == set(codeact.__all__)
+
+
+def test_star_import_gives_all():
+    ns: dict[str, object] = {}
+    exec("from codeact import *", ns)
+    assert {n for n in ns if n != "__builtins__"} == set(codeact.__all__)
+
+
+def test_tool_requires_a_name():
+    with pytest.raises(ValueError):
+        Tool("")
+    t = Tool("fetch-cart", "d", {"type": "object"}, is_long_running=True)
+    assert (t.name, t.description, t.parameters, t.is_long_running) == ("fetch-cart", "d", {"type": "object"}, True)

@@ -1,0 +1,282 @@
+"""Snapshot bytes: cross-process resume, and every kind of bad bytes giving SnapshotError
+with the process alive (SPEC §3 "Snapshots")."""
+
+from __future__ import annotations
+
+import random
+import re
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import expect_call, expect_complete, run_child, start
+
+from codeact import (
+    MONTY_VERSION,
+    CodeRuntimeError,
+    MontyRuntime,
+    ResumeValue,
+    SnapshotError,
+    _monty,
+)
+
+KEY = b"k" * 32
+OTHER_KEY = b"j" * 32
+SCRIPT = """
+data = {"seen": [1, "two", 3.5], "big": 2**100}
+print("before")
+r = call_tool("double", {"x": 21})
+print("after", r)
+{"r": r, "data": data}
+"""
+
+
+@pytest.fixture
+def snapshot(monty) -> bytes:
+    return expect_call(start(monty, SCRIPT)).call.dump()
+
+
+def test_snapshot_resumes_in_a_fresh_process(snapshot, tmp_path):
+    path = tmp_path / "snap.bin"
+    path.write_bytes(snapshot)
+    child = run_child(
+        f"""
+        import json, pathlib
+        from codeact import MontyRuntime, ResumeValue
+        step = MontyRuntime().resume(pathlib.Path({str(path)!r}).read_bytes(), ResumeValue(42))
+        print(json.dumps({{"kind": type(step).__name__, "value": step.value, "stdout": step.stdout}}))
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == (
+        '{"kind": "Complete", "value": {"r": 42, "data": {"seen": [1, "two", 3.5], "big": '
+        + str(2**100)
+        + '}}, "stdout": "after 42\\n"}'
+    )
+
+
+def test_snapshot_dumped_in_a_child_resumes_here(tmp_path):
+    path = tmp_path / "snap.bin"
+    child = run_child(
+        f"""
+        import pathlib
+        from codeact import MontyRuntime
+        step = MontyRuntime().start('x = call_tool("t", {{"a": 1}})\\n[x, x]', "agent")
+        pathlib.Path({str(path)!r}).write_bytes(step.call.dump())
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    assert expect_complete(MontyRuntime().resume(path.read_bytes(), ResumeValue("v"))).value == ["v", "v"]
+
+
+def test_a_snapshot_can_be_resumed_more_than_once(snapshot):
+    assert expect_complete(MontyRuntime().resume(snapshot, ResumeValue(1))).value["r"] == 1
+    assert expect_complete(MontyRuntime().resume(snapshot, ResumeValue(2))).value["r"] == 2
+
+
+def test_a_resumed_snapshot_can_pause_and_dump_again():
+    rt = MontyRuntime()
+    first = expect_call(start(rt, 'a = call_tool("one")\nb = call_tool("two", {"a": a})\n[a, b]')).call.dump()
+    second = expect_call(rt.resume(first, ResumeValue(1)))
+    assert second.call.name == "two" and second.call.keyword_args == {"a": 1}
+    assert expect_complete(MontyRuntime().resume(second.call.dump(), ResumeValue(2))).value == [1, 2]
+
+
+def test_inspect_reads_the_pending_call(snapshot, monty):
+    name, positional, keyword, call_id = monty.inspect(snapshot)
+    assert (name, positional, keyword) == ("double", (), {"x": 21})
+    assert isinstance(call_id, int)
+
+
+def test_inspect_matches_the_live_call(monty):
+    call = expect_call(start(monty, 'call_tool("a")\ncall_tool("fetch-cart", {"user_id": "u", "n": [1, 2]})')).call
+    call = expect_call(call.resume(ResumeValue(None))).call
+    assert monty.inspect(call.dump()) == (call.name, call.positional_args, call.keyword_args, call.call_id)
+
+
+def test_inspect_refuses_bad_bytes(monty):
+    with pytest.raises(SnapshotError):
+        monty.inspect(b"hello")
+
+
+# ------------------------------------------------------------------ bad bytes
+
+
+def assert_refused(rt: MontyRuntime, data: bytes, *words: str) -> None:
+    with pytest.raises(SnapshotError) as info:
+        rt.resume(data, ResumeValue(1))
+    assert isinstance(info.value, CodeRuntimeError)
+    message = str(info.value)
+    assert message.startswith("snapshot error: ")
+    for word in words:
+        assert word in message, message
+    # The process lives on and the runtime still works.
+    assert expect_complete(start(rt, "1 + 1")).value == 2
+
+
+@pytest.mark.parametrize("tenth", range(10))
+def test_truncated_snapshots_are_refused(snapshot, monty, tenth):
+    assert_refused(monty, snapshot[: len(snapshot) * tenth // 10])
+
+
+def test_a_snapshot_missing_its_last_byte_is_refused(snapshot, monty):
+    assert_refused(monty, snapshot[:-1], "truncated")
+
+
+def test_trailing_bytes_are_refused(snapshot, monty):
+    assert_refused(monty, snapshot + b"\x00", "trailing")
+
+
+@pytest.mark.parametrize("where", [0, 4, 6, 7, 13, 20, 0.25, 0.5, 0.75, -33, -1])
+def test_a_flipped_byte_is_refused(snapshot, monty, where):
+    offset = where if isinstance(where, int) else int(len(snapshot) * where)
+    altered = bytearray(snapshot)
+    altered[offset] ^= 0x01
+    assert_refused(monty, bytes(altered))
+
+
+def test_an_altered_payload_is_caught_by_the_integrity_check(snapshot, monty):
+    altered = bytearray(snapshot)
+    altered[len(snapshot) // 2] ^= 0xFF
+    assert_refused(monty, bytes(altered), "integrity")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"hello", b"CAMS", random.Random(7).randbytes(300), random.Random(8).randbytes(50_000)],
+    ids=["empty", "hello", "magic-only", "random-300", "random-50k"],
+)
+def test_foreign_bytes_are_refused(monty, data):
+    assert_refused(monty, data)
+
+
+def test_another_monty_version_is_refused(snapshot, monty):
+    assert snapshot[7:13] == MONTY_VERSION.encode()
+    other = snapshot[:7] + b"9.9.99" + snapshot[13:]
+    assert_refused(monty, other, "Monty 9.9.99")
+
+
+def test_another_format_version_is_refused(snapshot, monty):
+    other = snapshot[:4] + struct.pack("<H", _monty.SNAPSHOT_FORMAT_VERSION + 1) + snapshot[6:]
+    assert_refused(monty, other, "format version")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a huge payload length in the header overflows `pos + n` in snapshot::open and panics "
+    "(pyo3 PanicException, a BaseException) instead of SnapshotError",
+)
+@pytest.mark.parametrize("length", [2**64 - 1, 2**64 - 10])
+def test_an_absurd_payload_length_is_refused(snapshot, monty, length):
+    header = 4 + 2 + 1 + len(MONTY_VERSION) + 1
+    altered = snapshot[:header] + struct.pack("<Q", length) + snapshot[header + 8 :]
+    try:
+        monty.resume(altered, ResumeValue(1))
+    except SnapshotError:
+        return
+    except BaseException as exc:  # PanicException derives from BaseException
+        pytest.fail(f"{type(exc).__name__}: {exc}")
+    pytest.fail("accepted")
+
+
+@pytest.mark.parametrize("length", [2**63, 2**40, 2**32])
+def test_a_large_payload_length_is_refused(snapshot, monty, length):
+    header = 4 + 2 + 1 + len(MONTY_VERSION) + 1
+    altered = snapshot[:header] + struct.pack("<Q", length) + snapshot[header + 8 :]
+    assert_refused(monty, altered, "truncated")
+
+
+# ------------------------------------------------------------------ signed snapshots
+
+
+@pytest.fixture
+def signed() -> bytes:
+    return expect_call(start(MontyRuntime(snapshot_key=KEY), SCRIPT)).call.dump()
+
+
+def test_a_signed_snapshot_resumes_with_its_key(signed):
+    assert expect_complete(MontyRuntime(snapshot_key=KEY).resume(signed, ResumeValue(5))).value["r"] == 5
+
+
+def test_a_signed_snapshot_without_the_key_is_refused(signed):
+    assert_refused(MontyRuntime(), signed, "snapshot_key")
+
+
+def test_a_signed_snapshot_with_another_key_is_refused(signed):
+    assert_refused(MontyRuntime(snapshot_key=OTHER_KEY), signed, "integrity")
+
+
+def test_an_unsigned_snapshot_on_a_keyed_runtime_is_refused(snapshot):
+    assert_refused(MontyRuntime(snapshot_key=KEY), snapshot, "unsigned")
+
+
+def test_a_signed_snapshot_with_its_flag_cleared_is_refused(signed):
+    flag = 4 + 2 + 1 + len(MONTY_VERSION)
+    altered = bytearray(signed)
+    altered[flag] = 0
+    assert_refused(MontyRuntime(), bytes(altered))
+    assert_refused(MontyRuntime(snapshot_key=KEY), bytes(altered))
+
+
+@pytest.mark.parametrize("key", [b"short", "a-str-key-of-enough-length"])
+def test_weak_or_non_bytes_keys_are_rejected(key):
+    with pytest.raises(ValueError):
+        MontyRuntime(snapshot_key=key)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ forged bytes (digest recomputed)
+
+
+FUZZ = """
+import hashlib, random, struct
+from codeact import MontyRuntime, ResumeValue, SnapshotError, CodeRuntimeError
+rt = MontyRuntime()
+step = rt.start('data = [1, "two", {{"k": 3.0}}]\\nr = call_tool("double", {{"x": 21}})\\n[r, data]', "agent")
+b = step.call.dump()
+head = 4 + 2 + 1 + len(b[7:7 + b[6]]) + 1
+plen = struct.unpack("<Q", b[head:head + 8])[0]
+payload = b[head + 8:head + 8 + plen]
+rng = random.Random({seed})
+for i in range({count}):
+    p = bytearray(payload)
+    for _ in range(rng.randint(1, 3)):
+        p[rng.randrange(len(p))] = rng.randrange(256)
+    body = b[:head] + struct.pack("<Q", len(p)) + bytes(p)
+    try:
+        rt.resume(body + hashlib.sha256(body).digest(), ResumeValue(1))
+    except CodeRuntimeError:
+        pass
+print("survived")
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: an unsigned snapshot whose payload was altered and whose SHA-256 was recomputed "
+    "(forged, not corrupted) can make Monty panic inside a destructor during unwinding: the host aborts",
+)
+def test_forged_unsigned_snapshots_never_crash_the_host():
+    child = run_child(FUZZ.format(seed=2, count=300), timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.strip() == "survived"
+
+
+# ------------------------------------------------------------------ version pin
+
+
+def test_monty_version_matches_cargo_lock():
+    lock = Path(__file__).resolve().parent.parent / "Cargo.lock"
+    if not lock.exists():
+        pytest.skip("Cargo.lock not present")
+    match = re.search(r'\[\[package\]\]\nname = "monty"\nversion = "([^"]+)"', lock.read_text())
+    assert match, "no monty package in Cargo.lock"
+    assert match.group(1) == MONTY_VERSION == _monty.MONTY_VERSION
+
+
+def test_the_snapshot_carries_the_monty_version(snapshot):
+    assert snapshot[:4] == b"CAMS"
+    assert snapshot[6] == len(MONTY_VERSION)
+    assert snapshot[7 : 7 + len(MONTY_VERSION)] == MONTY_VERSION.encode()
+
+
