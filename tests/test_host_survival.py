@@ -72,7 +72,7 @@ CHILD = """
 import json, sys, threading
 from codeact import Call, MontyRuntime, Raised, ResourceLimits, ResumeValue
 
-script, unlimited, in_thread, endless = json.loads(sys.argv[1])
+script, unlimited, in_thread, endless = json.loads(sys.stdin.read())
 limits = ResourceLimits.unlimited() if unlimited else ResourceLimits()
 if endless:
     limits = limits.model_copy(update={"max_duration": 0.5})
@@ -121,7 +121,8 @@ def params():
 def test_the_host_survives(script, unlimited, in_thread, outcome):
     endless = script.startswith("while True")
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps([script, unlimited, in_thread, endless])],
+        [sys.executable, "-c", CHILD],
+        input=json.dumps([script, unlimited, in_thread, endless]),
         capture_output=True,
         text=True,
         timeout=60,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import expect_call, expect_complete, expect_raised, last_line, start
 
 from codeact import (
     Call,
@@ -20,6 +19,7 @@ from codeact import (
     ValueConversionError,
     _monty,
 )
+from conftest import expect_call, expect_complete, expect_raised, last_line, start
 
 ALREADY_RESUMED = "this PendingCall was already resumed; a PendingCall is single use"
 
@@ -188,19 +188,27 @@ REFUSED = [
     pytest.param("call_tool()", "TypeError", ["tool name", "call_tool("], id="no-name"),
     pytest.param("call_tool(5)", "TypeError", ["tool name", "call_tool("], id="non-str-name"),
     pytest.param("call_tool({'user_id': 'u'})", "TypeError", ["tool name"], id="dict-first"),
-    pytest.param('call_tool("fetch_cart", user_id="u-42")', "TypeError", ["keyword", 'call_tool("fetch_cart", {'],
-                 id="keywords"),
-    pytest.param('call_tool("fetch_cart", {}, {})', "TypeError", ["two arguments", 'call_tool("fetch_cart", {'],
-                 id="three-positionals"),
-    pytest.param('call_tool("fetch_cart", "u-42")', "TypeError", ["dict", "str", 'call_tool("fetch_cart", {'],
-                 id="non-dict"),
+    pytest.param(
+        'call_tool("fetch_cart", user_id="u-42")', "TypeError", ["keyword", 'call_tool("fetch_cart", {'], id="keywords"
+    ),
+    pytest.param(
+        'call_tool("fetch_cart", {}, {})',
+        "TypeError",
+        ["two arguments", 'call_tool("fetch_cart", {'],
+        id="three-positionals",
+    ),
+    pytest.param(
+        'call_tool("fetch_cart", "u-42")', "TypeError", ["dict", "str", 'call_tool("fetch_cart", {'], id="non-dict"
+    ),
     pytest.param('call_tool("fetch_cart", ["u-42"])', "TypeError", ["dict", "list"], id="list-arg"),
     pytest.param('call_tool("fetch_cart", {1: "u-42"})', "TypeError", ["must be strings", "int"], id="int-key"),
     pytest.param('call_tool("fetch_cart", {"ids": {1, 2}})', "TypeError", ["set", "'ids'"], id="set-value"),
-    pytest.param('def f():\n    return 1\ncall_tool("fetch_cart", {"cb": f})', "TypeError", ["'cb'"],
-                 id="function-value"),
-    pytest.param('call_tool("fetch_cart", {"p": [1, {"q": {3}}]})', "TypeError", ["set", "'p'[1]['q']"],
-                 id="nested-set-value"),
+    pytest.param(
+        'def f():\n    return 1\ncall_tool("fetch_cart", {"cb": f})', "TypeError", ["'cb'"], id="function-value"
+    ),
+    pytest.param(
+        'call_tool("fetch_cart", {"p": [1, {"q": {3}}]})', "TypeError", ["set", "'p'[1]['q']"], id="nested-set-value"
+    ),
 ]
 
 

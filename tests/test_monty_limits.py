@@ -9,9 +9,9 @@ import time
 
 import pydantic
 import pytest
-from conftest import expect_call, expect_complete, expect_raised, last_line, start
 
 from codeact import MontyRuntime, ResourceLimits, ResumeValue, _monty
+from conftest import expect_call, expect_complete, expect_raised, last_line, start
 
 MiB = 1024 * 1024
 LOOP = "x = 0\nfor i in range({n}):\n    x += i\nx"
@@ -125,9 +125,11 @@ def test_unlimited_recursion_reaches_past_the_default_and_stops_at_the_ceiling()
 def test_limits_apply_per_advance_not_per_script():
     """Four advances of ~0.12 s each: 0.48 s in total against a 0.25 s cap."""
     rt = MontyRuntime(ResourceLimits(max_duration=0.25))
-    script = "from datetime import datetime\n" + "".join(
-        f"t0 = datetime.now()\n{BUSY.format(s=0.12)}call_tool('tick', {{'i': {i}}})\n" for i in range(3)
-    ) + f"t0 = datetime.now()\n{BUSY.format(s=0.12)}'done'"
+    script = (
+        "from datetime import datetime\n"
+        + "".join(f"t0 = datetime.now()\n{BUSY.format(s=0.12)}call_tool('tick', {{'i': {i}}})\n" for i in range(3))
+        + f"t0 = datetime.now()\n{BUSY.format(s=0.12)}'done'"
+    )
     step = start(rt, script)
     t0 = time.perf_counter()
     for i in range(3):

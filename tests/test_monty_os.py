@@ -8,9 +8,9 @@ import os
 import re
 
 import pytest
-from conftest import expect_complete, expect_raised, last_line, start
 
-from codeact import Mount, MontyRuntime, PathAccess, Tool
+from codeact import MontyRuntime, Mount, PathAccess, Tool
+from conftest import expect_complete, expect_raised, last_line, start
 
 # ------------------------------------------------------------------ environment
 
@@ -60,7 +60,9 @@ def test_environ_values_must_be_strings():
 
 def test_enabled_clock_returns_the_host_date(monty):
     before = dt.date.today()
-    value = expect_complete(start(monty, "from datetime import date\nd = date.today()\n[type(d).__name__, str(d)]")).value
+    value = expect_complete(
+        start(monty, "from datetime import date\nd = date.today()\n[type(d).__name__, str(d)]")
+    ).value
     after = dt.date.today()
     assert value[0] == "date"
     assert value[1] in {before.isoformat(), after.isoformat()}
@@ -87,7 +89,9 @@ def test_disabled_clock_refuses_date_calls(call):
     raised = expect_raised(start(rt, f"from datetime import date, datetime\n{call}"))
     assert last_line(raised.message).startswith("OSError")
     assert "clock" in last_line(raised.message)
-    caught = f"from datetime import date, datetime\ntry:\n    {call}\n    r = 'no'\nexcept OSError:\n    r = 'caught'\nr"
+    caught = (
+        f"from datetime import date, datetime\ntry:\n    {call}\n    r = 'no'\nexcept OSError:\n    r = 'caught'\nr"
+    )
     assert expect_complete(start(rt, caught)).value == "caught"
 
 
@@ -184,7 +188,9 @@ def test_dotdot_traversal_out_of_a_mount_is_refused(data_dir, make):
 
 
 def test_dotdot_write_out_of_a_read_write_mount_is_refused(data_dir):
-    raised = expect_raised(start(rw(data_dir), 'from pathlib import Path\nPath("/data/../escaped.txt").write_text("x")'))
+    raised = expect_raised(
+        start(rw(data_dir), 'from pathlib import Path\nPath("/data/../escaped.txt").write_text("x")')
+    )
     assert last_line(raised.message).startswith("PermissionError")
     assert not (data_dir.parent / "escaped.txt").exists()
 
@@ -207,16 +213,18 @@ def test_symlink_inside_the_mount_pointing_outside_is_refused(data_dir, make):
 
 def test_symlink_escape_write_is_refused(data_dir):
     os.symlink(data_dir.parent, data_dir / "linkdir")
-    raised = expect_raised(start(rw(data_dir), 'from pathlib import Path\nPath("/data/linkdir/evil.txt").write_text("x")'))
+    raised = expect_raised(
+        start(rw(data_dir), 'from pathlib import Path\nPath("/data/linkdir/evil.txt").write_text("x")')
+    )
     assert last_line(raised.message).startswith("PermissionError")
     assert not (data_dir.parent / "evil.txt").exists()
 
 
 def test_symlink_staying_inside_the_mount_is_followed(data_dir):
     os.symlink(data_dir / "note.txt", data_dir / "inner.txt")
-    assert expect_complete(start(ro(data_dir), 'from pathlib import Path\nPath("/data/inner.txt").read_text()')).value == (
-        "hello from host"
-    )
+    assert expect_complete(
+        start(ro(data_dir), 'from pathlib import Path\nPath("/data/inner.txt").read_text()')
+    ).value == ("hello from host")
 
 
 def test_paths_outside_every_mount_stay_refused_with_mounts(data_dir):
@@ -363,7 +371,9 @@ SEARCH = Tool(
     },
 )
 FETCH_CART = Tool(
-    "fetch-cart", "Fetch a cart.", {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}
+    "fetch-cart",
+    "Fetch a cart.",
+    {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]},
 )
 PING = Tool("ping", "Ping.")
 CLASSIFY = Tool(
@@ -459,7 +469,10 @@ PATH_PROBES = {
     ),
     "unlink()": 'Path("/w/a.txt").unlink()\nnot Path("/w/a.txt").exists()',
     "rmdir()": 'Path("/w/g").mkdir()\nPath("/w/g").rmdir()\nnot Path("/w/g").exists()',
-    "rename(target)": 'Path("/w/a.txt").rename(Path("/w/i.txt"))\nPath("/w/i.txt").read_text() == "abc" and not Path("/w/a.txt").exists()',
+    "rename(target)": (
+        'Path("/w/a.txt").rename(Path("/w/i.txt"))\n'
+        'Path("/w/i.txt").read_text() == "abc" and not Path("/w/a.txt").exists()'
+    ),
     'open("w")': 'f = Path("/w/j.txt").open("w")\nf.write("zz")\nf.close()\nPath("/w/j.txt").read_text() == "zz"',
     'open("a")': 'f = Path("/w/a.txt").open("a")\nf.write("d")\nf.close()\nPath("/w/a.txt").read_text() == "abcd"',
     "the / operator": 'str(Path("/w") / "a.txt") == "/w/a.txt" and (Path("/w") / "a.txt").read_text() == "abc"',

@@ -203,9 +203,7 @@ def test_all_is_a_tuple_without_duplicates_and_every_name_resolves():
 
 def test_package_exports_exactly_all():
     public = {
-        n
-        for n in dir(codeact)
-        if not n.startswith("_") and not isinstance(getattr(codeact, n), types.ModuleType)
+        n for n in dir(codeact) if not n.startswith("_") and not isinstance(getattr(codeact, n), types.ModuleType)
     }
     assert public == set(codeact.__all__)
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import codeact.sessions
 import pytest
+
+import codeact.sessions
 from codeact.exceptions import CodeActError
 from codeact.sessions import (
     BaseSessionService,

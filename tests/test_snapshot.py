@@ -6,11 +6,9 @@ from __future__ import annotations
 import random
 import re
 import struct
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import expect_call, expect_complete, run_child, start
 
 from codeact import (
     MONTY_VERSION,
@@ -20,6 +18,7 @@ from codeact import (
     SnapshotError,
     _monty,
 )
+from conftest import expect_call, expect_complete, run_child, start
 
 KEY = b"k" * 32
 OTHER_KEY = b"j" * 32
@@ -278,5 +277,3 @@ def test_the_snapshot_carries_the_monty_version(snapshot):
     assert snapshot[:4] == b"CAMS"
     assert snapshot[6] == len(MONTY_VERSION)
     assert snapshot[7 : 7 + len(MONTY_VERSION)] == MONTY_VERSION.encode()
-
-

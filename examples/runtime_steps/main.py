@@ -24,8 +24,13 @@ print(f"{len(cart['items'])} lines, subtotal {subtotal:.2f}, tax rate {rate}")
                                     "total": round(subtotal * (1 + rate), 2)}}
 """
 
-CARTS = {"u-42": [{"sku": "tea", "price": 4.5, "qty": 4}, {"sku": "mug", "price": 12.0, "qty": 2},
-                  {"sku": "kettle", "price": 90.0, "qty": 1}]}
+CARTS = {
+    "u-42": [
+        {"sku": "tea", "price": 4.5, "qty": 4},
+        {"sku": "mug", "price": 12.0, "qty": 2},
+        {"sku": "kettle", "price": 90.0, "qty": 1},
+    ]
+}
 RATES = {"CA": 0.0725, "NY": 0.04}
 
 

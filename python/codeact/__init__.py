@@ -2,18 +2,43 @@
 
 Each turn the model writes one script; tools are reached through
 ``call_tool("name", {"arg": value})``; the runtime advances the script to its next stop
-(a tool call, completion, or an error) and can snapshot a paused script as bytes.
+(a tool call, completion, or an error) and can snapshot a paused script as bytes, so a run
+can suspend for a human decision or a long-running tool and resume in another process.
 """
 
 from ._monty import MONTY_VERSION
-from .exceptions import CodeActError, CodeRuntimeError, SnapshotError, ValueConversionError
+from .agent import (
+    PENDING_STATE_KEY,
+    BaseAgent,
+    CallbackContext,
+    CodeActAgent,
+    CodeActCheckpoint,
+    InvocationContext,
+    RetryBudget,
+    RunConfig,
+    ToolOutcome,
+    extract_code,
+)
+from .exceptions import (
+    CodeActError,
+    CodeRuntimeError,
+    MissingStateError,
+    ModelError,
+    SessionNotFoundError,
+    SessionStoreError,
+    SnapshotError,
+    ToolArgumentError,
+    ValueConversionError,
+)
+from .models import GenerateContentConfig, Llm, LlmRequest, LlmResponse, OpenAIChatModel, ScriptedModel
+from .runner import Runner
 from .runtime import (
     Call,
     CodeRuntime,
     Complete,
     CPythonRuntime,
-    Mount,
     MontyRuntime,
+    Mount,
     PathAccess,
     PendingCall,
     Raised,
@@ -25,31 +50,82 @@ from .runtime import (
     bind_call_args,
     default_tool_catalog,
 )
-from .tools import Tool
+from .sessions import (
+    BaseSessionService,
+    Content,
+    Event,
+    EventActions,
+    FunctionCall,
+    FunctionResponse,
+    InMemorySessionService,
+    Part,
+    Session,
+    SqliteSessionService,
+    ToolConfirmation,
+)
+from .tools import FunctionTool, LongRunningFunctionTool, State, Tool, ToolContext, tool
 
 __version__ = "0.1.0"
 
 __all__ = (
     "MONTY_VERSION",
+    "PENDING_STATE_KEY",
+    "BaseAgent",
+    "BaseSessionService",
     "CPythonRuntime",
     "Call",
+    "CallbackContext",
+    "CodeActAgent",
+    "CodeActCheckpoint",
     "CodeActError",
     "CodeRuntime",
     "CodeRuntimeError",
     "Complete",
+    "Content",
+    "Event",
+    "EventActions",
+    "FunctionCall",
+    "FunctionResponse",
+    "FunctionTool",
+    "GenerateContentConfig",
+    "InMemorySessionService",
+    "InvocationContext",
+    "Llm",
+    "LlmRequest",
+    "LlmResponse",
+    "LongRunningFunctionTool",
+    "MissingStateError",
+    "ModelError",
     "Mount",
     "MontyRuntime",
+    "OpenAIChatModel",
+    "Part",
     "PathAccess",
     "PendingCall",
     "Raised",
     "ResourceLimits",
     "ResumeError",
     "ResumeValue",
+    "RetryBudget",
+    "RunConfig",
     "RunStep",
+    "Runner",
     "RuntimeCapabilities",
+    "ScriptedModel",
+    "Session",
+    "SessionNotFoundError",
+    "SessionStoreError",
     "SnapshotError",
+    "SqliteSessionService",
+    "State",
     "Tool",
+    "ToolArgumentError",
+    "ToolConfirmation",
+    "ToolContext",
+    "ToolOutcome",
     "ValueConversionError",
     "bind_call_args",
     "default_tool_catalog",
+    "extract_code",
+    "tool",
 )

@@ -7,7 +7,27 @@ are fed back to the model. The classes here are for host failures, which abort a
 
 from __future__ import annotations
 
-__all__ = ("CodeActError", "CodeRuntimeError", "SnapshotError", "ValueConversionError")
+__all__ = (
+    "CodeActError",
+    "CodeRuntimeError",
+    "MissingStateError",
+    "ModelError",
+    "ModelRateLimitError",
+    "ModelRequestsNotAllowedError",
+    "ModelResponseError",
+    "ModelTimeoutError",
+    "ScriptExhaustedError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "SessionStoreError",
+    "SnapshotError",
+    "StaleSessionError",
+    "ToolArgumentError",
+    "ValueConversionError",
+)
+
+_MAX_REPORTED_ERRORS = 10
+"""How many argument errors a ``ToolArgumentError`` message lists."""
 
 
 class CodeActError(Exception):
@@ -28,3 +48,86 @@ class SnapshotError(CodeRuntimeError):
 class ValueConversionError(CodeRuntimeError):
     """A host value that cannot cross into a script. Only None, bool, int, float, str, bytes,
     list, tuple and dict cross; the message names the offending type and where it sits."""
+
+
+class ModelError(CodeActError):
+    """A model request failed. ``model`` is the model id asked for; ``status_code`` is the HTTP
+    status of the failing reply, or ``None`` when there was no HTTP reply (timeout, connection
+    failure, refused by the guard)."""
+
+    def __init__(self, message: str, *, model: str | None = None, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+        self.status_code = status_code
+
+
+class ModelTimeoutError(ModelError):
+    """No reply within the configured timeout, after all retries."""
+
+
+class ModelRateLimitError(ModelError):
+    """The endpoint kept answering HTTP 429 (rate limit or quota) after all retries."""
+
+
+class ModelResponseError(ModelError):
+    """The endpoint answered, but not with a usable chat completion: a body that is not JSON,
+    no ``choices``, a choice without a message, or an ``error`` object in a 2xx reply."""
+
+
+class ModelRequestsNotAllowedError(ModelError):
+    """A request to a non-loopback host while ``codeact.models.ALLOW_MODEL_REQUESTS`` is False."""
+
+
+class ScriptExhaustedError(CodeActError):
+    """A ``ScriptedModel`` was asked for more replies than it was given."""
+
+
+class SessionStoreError(CodeActError):
+    """The session store failed: the database cannot be opened or written, a value cannot be
+    stored (not JSON-serializable), the service is closed. A storage backend error (for
+    example ``sqlite3.Error``) is chained as ``__cause__``. Root of the session errors."""
+
+
+class SessionNotFoundError(SessionStoreError, LookupError):
+    """The session addressed by (app_name, user_id, session_id) does not exist (for example
+    ``append_event`` on a deleted session)."""
+
+
+class SessionExistsError(SessionStoreError):
+    """``create_session`` was given a ``session_id`` already used by that app and user."""
+
+
+class StaleSessionError(SessionStoreError):
+    """``append_event`` was given a ``Session`` object older than the stored session: another
+    object or process appended to it since this one was loaded. Reload it with
+    ``get_session`` and retry."""
+
+
+class ToolArgumentError(TypeError, CodeActError):
+    """A tool call's arguments failed validation against the tool's signature.
+
+    A ``TypeError`` (what Python raises for a bad call), so a script can catch it as one.
+    The message is short and meant for the model: the tool name, then each error as
+    ``arg: message`` (nested locations as ``user.name`` or ``tags[0]``), separated by ``"; "``::
+
+        tool 'add' got invalid arguments: a: Input should be a valid integer; b: missing required argument
+
+    Attributes:
+        tool_name: the tool called.
+        errors: ``(location, message)`` pairs, location ``""`` for the arguments as a whole.
+    """
+
+    def __init__(self, tool_name: str, errors: list[tuple[str, str]]) -> None:
+        self.tool_name = tool_name
+        self.errors = errors
+        shown = [f"{loc}: {msg}" if loc else msg for loc, msg in errors[:_MAX_REPORTED_ERRORS]]
+        if len(errors) > _MAX_REPORTED_ERRORS:
+            shown.append(f"... and {len(errors) - _MAX_REPORTED_ERRORS} more")
+        super().__init__(f"tool {tool_name!r} got invalid arguments: {'; '.join(shown)}")
+
+
+class MissingStateError(CodeActError, KeyError):
+    """An instruction names a state key ``{key}`` that the session does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -131,8 +131,12 @@ class Runner:
                     if target is None
                     else f"more than {run_config.max_transfers} transfers in one run"
                 )
-                error = Event(invocation_id=invocation_id, author=agent.name, error_code="codeact.transfer",
-                              error_message=f"cannot transfer: {reason}")
+                error = Event(
+                    invocation_id=invocation_id,
+                    author=agent.name,
+                    error_code="codeact.transfer",
+                    error_message=f"cannot transfer: {reason}",
+                )
                 await self.session_service.append_event(session, error)
                 yield error
                 return
@@ -167,7 +171,8 @@ class Runner:
         if session.state.get(PENDING_STATE_KEY) is None:
             return False
         owner = self._agent_for(session)
-        event = Event(invocation_id=new_id(), author=owner.name,
-                      actions=EventActions(state_delta={PENDING_STATE_KEY: None}))
+        event = Event(
+            invocation_id=new_id(), author=owner.name, actions=EventActions(state_delta={PENDING_STATE_KEY: None})
+        )
         await self.session_service.append_event(session, event)
         return True

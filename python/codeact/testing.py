@@ -12,8 +12,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import CodeRuntimeError, SnapshotError
-from .runtime import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
-from .runtime import default_tool_catalog
+from .runtime import (
+    Call,
+    Complete,
+    Raised,
+    ResumeError,
+    ResumeValue,
+    RunStep,
+    RuntimeCapabilities,
+    default_tool_catalog,
+)
 
 if TYPE_CHECKING:
     from .tools import Tool

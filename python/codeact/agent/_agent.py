@@ -4,7 +4,6 @@ checkpoints and events (SPEC §4–5)."""
 from __future__ import annotations
 
 import collections
-
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -29,8 +28,16 @@ from ._checkpoint import (
 from ._context import BaseAgent, CallbackContext, InvocationContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool, terminal_signal
 from ._extract import NO_CODE_FEEDBACK, extract_code
-from ._output import Error, FinalResult, Observation, TransferToAgent, compact_json, decode_script_output, render_final
-from ._output import truncate_middle
+from ._output import (
+    Error,
+    FinalResult,
+    Observation,
+    TransferToAgent,
+    compact_json,
+    decode_script_output,
+    render_final,
+    truncate_middle,
+)
 from ._prompt import assemble_system_prompt, inject_state, transfer_section
 from ._stepper import run_step
 
@@ -133,7 +140,9 @@ class CodeActAgent(BaseAgent):
         shorthands = {k: getattr(self, k) for k in ("temperature", "top_p", "top_k", "max_output_tokens")}
         if any(v is not None for v in shorthands.values()):
             base = self.generate_content_config or GenerateContentConfig()
-            self.generate_content_config = base.model_copy(update={k: v for k, v in shorthands.items() if v is not None})
+            self.generate_content_config = base.model_copy(
+                update={k: v for k, v in shorthands.items() if v is not None}
+            )
         self._tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in self.tools]
         seen: set[str] = set()
         for sub in self.sub_agents:
@@ -283,7 +292,8 @@ class CodeActAgent(BaseAgent):
                         run,
                         "codeact.max_iterations",
                         f"max iterations ({self.max_iterations}) exceeded without a final result",
-                        clear=PENDING_STATE_KEY in ctx.session.state and ctx.session.state[PENDING_STATE_KEY] is not None,
+                        clear=PENDING_STATE_KEY in ctx.session.state
+                        and ctx.session.state[PENDING_STATE_KEY] is not None,
                     )
                     return
                 reply = await self._call_model(run)
@@ -308,7 +318,9 @@ class CodeActAgent(BaseAgent):
                     step = run.next_step
                     continue
                 if isinstance(step, Raised):
-                    self._feed_back(run, "Error during execution:\n" + truncate_middle(step.message, self.max_error_chars))
+                    self._feed_back(
+                        run, "Error during execution:\n" + truncate_middle(step.message, self.max_error_chars)
+                    )
                     break
                 assert isinstance(step, Complete)
                 output = decode_script_output(step.value)
@@ -316,7 +328,9 @@ class CodeActAgent(BaseAgent):
                     self._feed_back(run, "Observation:\n" + compact_json(output.value))
                     break
                 if isinstance(output, Error):
-                    self._feed_back(run, "Error during execution:\n" + truncate_middle(output.message, self.max_error_chars))
+                    self._feed_back(
+                        run, "Error during execution:\n" + truncate_middle(output.message, self.max_error_chars)
+                    )
                     break
                 if isinstance(output, TransferToAgent):
                     targets = self.transfer_targets(ctx)
@@ -402,8 +416,9 @@ class CodeActAgent(BaseAgent):
         if self.output_key:
             delta[self.output_key] = value
         run.outcome, run.stopped = "final", True
-        yield self._event(run.ctx, run.pending, content=Content.from_text(render_final(value), role="model"),
-                          state_delta=delta)
+        yield self._event(
+            run.ctx, run.pending, content=Content.from_text(render_final(value), role="model"), state_delta=delta
+        )
 
     def _validate_output(self, value: Any) -> str | None:
         if self._schema_adapter is not None:
@@ -439,7 +454,9 @@ class CodeActAgent(BaseAgent):
             services=run.ctx.services,
         )
 
-    async def _execute(self, run: _Run, tool: Tool, args: dict[str, Any], call_key: str) -> tuple[Any, ToolFailure | None, EventActions]:
+    async def _execute(
+        self, run: _Run, tool: Tool, args: dict[str, Any], call_key: str
+    ) -> tuple[Any, ToolFailure | None, EventActions]:
         tc = self._tool_context(run, call_key)
         value, failure, _outcome = await run_tool(
             tool,
@@ -490,7 +507,8 @@ class CodeActAgent(BaseAgent):
         if tool is None:
             available = ", ".join(run.roster) if run.roster else "(none)"
             run.next_step = await run_step(
-                call.resume, ResumeError(f"tool {call.name!r} is not available; available tools: {available}", "LookupError")
+                call.resume,
+                ResumeError(f"tool {call.name!r} is not available; available tools: {available}", "LookupError"),
             )
             return
         try:
@@ -536,19 +554,26 @@ class CodeActAgent(BaseAgent):
             return
 
         snapshot = await run_step(call.dump)
-        yield self._event(run.ctx, run.pending,
-                          state_delta={PENDING_STATE_KEY: self._checkpoint(run, snapshot, pending_call, PendingResult())})
+        yield self._event(
+            run.ctx,
+            run.pending,
+            state_delta={PENDING_STATE_KEY: self._checkpoint(run, snapshot, pending_call, PendingResult())},
+        )
         value, failure, actions = await self._execute(run, tool, args, call_key)
         if terminal_signal(actions):
             yield self._terminal_event(run, actions)
             return
         resolved = _resolved(value, failure)
-        yield self._event(run.ctx, run.pending,
-                          state_delta={PENDING_STATE_KEY: self._checkpoint(run, snapshot, pending_call, resolved)})
+        yield self._event(
+            run.ctx,
+            run.pending,
+            state_delta={PENDING_STATE_KEY: self._checkpoint(run, snapshot, pending_call, resolved)},
+        )
         run.next_step = await run_step(call.resume, _outcome(value, failure))
 
-    async def _start_long_running(self, run: _Run, tool: Tool, pending_call: PendingToolCall, snapshot: bytes,
-                                  call: Any = None) -> AsyncIterator[Event]:
+    async def _start_long_running(
+        self, run: _Run, tool: Tool, pending_call: PendingToolCall, snapshot: bytes, call: Any = None
+    ) -> AsyncIterator[Event]:
         """Starts a long-running tool and suspends on it; a failure resumes the script in
         place (when ``call`` is live) or from the snapshot."""
         value, failure, actions = await self._execute(run, tool, pending_call.args, pending_call.call_key)
@@ -568,7 +593,9 @@ class CodeActAgent(BaseAgent):
             run.pending,
             content=Content(
                 role="model",
-                parts=[Part(function_call=FunctionCall(name=tool.name, args=pending_call.args, id=pending_call.call_key))],
+                parts=[
+                    Part(function_call=FunctionCall(name=tool.name, args=pending_call.args, id=pending_call.call_key))
+                ],
             ),
             long_running_tool_ids=[pending_call.call_key],
             state_delta={PENDING_STATE_KEY: checkpoint},
@@ -647,8 +674,10 @@ class CodeActAgent(BaseAgent):
                 yield self._event(
                     ctx,
                     run.pending,
-                    content=Content(role="model", parts=[Part(function_call=FunctionCall(
-                        name=call.tool, args=call.args, id=call.call_key))]),
+                    content=Content(
+                        role="model",
+                        parts=[Part(function_call=FunctionCall(name=call.tool, args=call.args, id=call.call_key))],
+                    ),
                     long_running_tool_ids=[call.call_key],
                     state_delta={PENDING_STATE_KEY: raw},
                 )
@@ -660,9 +689,14 @@ class CodeActAgent(BaseAgent):
             yield self._terminal_event(run, actions)
             return
         if not isinstance(disposition, Resolved):
-            yield self._event(ctx, run.pending,
-                              state_delta={PENDING_STATE_KEY: self._checkpoint(run, cp.snapshot, call, resolved)})
-        outcome = ResumeError(resolved.error, resolved.error_type) if resolved.error is not None else ResumeValue(resolved.value)
+            yield self._event(
+                ctx, run.pending, state_delta={PENDING_STATE_KEY: self._checkpoint(run, cp.snapshot, call, resolved)}
+            )
+        outcome = (
+            ResumeError(resolved.error, resolved.error_type)
+            if resolved.error is not None
+            else ResumeValue(resolved.value)
+        )
         try:
             run.next_step = await run_step(self.runtime.resume, cp.snapshot, outcome)
         except SnapshotError as exc:
@@ -745,5 +779,3 @@ def _as_response(value: Any) -> LlmResponse:
     if isinstance(value, Content):
         return LlmResponse(content=value)
     return LlmResponse(content=Content.from_text(str(value), role="model"))
-
-

@@ -186,8 +186,9 @@ async def run_tool(
             failure = ToolFailure(f"tool {tool.name!r} timed out after {timeout:g} s", "TimeoutError")
             outcome.timed_out, outcome.error_category = True, "timeout"
         except Exception as exc:
-            failure = ToolFailure(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
-                                  _exc_type_name(exc))
+            failure = ToolFailure(
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, _exc_type_name(exc)
+            )
             outcome.timed_out, outcome.error_category = False, "exception"
     outcome.duration = time.perf_counter() - started
     outcome.success = failure is None
@@ -238,5 +239,3 @@ def merge_actions(target: Any, source: Any) -> None:
 
 def terminal_signal(actions: Any) -> bool:
     return bool(actions.escalate or actions.skip_summarization or actions.transfer_to_agent)
-
-

@@ -9,7 +9,7 @@ __all__ = ("NO_CODE_FEEDBACK", "extract_code")
 
 NO_CODE_FEEDBACK = (
     "Your reply contained no Python code to run. Reply with exactly one fenced block:\n"
-    "```python\n# your code\n{\"type\": \"final_result\", \"value\": ...}\n```"
+    '```python\n# your code\n{"type": "final_result", "value": ...}\n```'
 )
 
 _THINK = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|\Z)", re.S | re.I)
@@ -17,8 +17,31 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.#-]*)[^\n]*\n(.*?)(?:^[ \t
 _TAG = re.compile(r"<(execute_ipython|execute|code|python)>\s*(.*?)\s*(?:</\1>|\Z)", re.S | re.I)
 _CODE_MARKER = re.compile(r"(?:^|\n)\s*Code:\s*\n(.*?)(?:<end_code>|\Z)", re.S)
 _PYTHON_TAGS = {"python", "py", "python3", "py3", "ipython", "pycon", ""}
-_NOT_PYTHON = {"sh", "bash", "shell", "zsh", "console", "sql", "json", "yaml", "yml", "toml", "text", "txt",
-               "javascript", "js", "ts", "typescript", "html", "xml", "csv", "diff", "output", "markdown", "md"}
+_NOT_PYTHON = {
+    "sh",
+    "bash",
+    "shell",
+    "zsh",
+    "console",
+    "sql",
+    "json",
+    "yaml",
+    "yml",
+    "toml",
+    "text",
+    "txt",
+    "javascript",
+    "js",
+    "ts",
+    "typescript",
+    "html",
+    "xml",
+    "csv",
+    "diff",
+    "output",
+    "markdown",
+    "md",
+}
 
 
 def _parses(code: str) -> bool:

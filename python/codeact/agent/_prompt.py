@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..exceptions import CodeActError
+from ..exceptions import MissingStateError
 
 __all__ = ("CODEACT_SYSTEM_PROMPT", "MissingStateError", "assemble_system_prompt", "inject_state", "transfer_section")
 
@@ -24,15 +24,6 @@ End the script with an expression that is a dict tagged with "type"; it is the s
 If the script raises, you see the error and the printed output, and can fix it in the next \
 turn. Use final_result only when the task is really done."""
 """The base CodeAct contract, always part of the system prompt."""
-
-
-
-
-class MissingStateError(CodeActError, KeyError):
-    """An instruction names a state key ``{key}`` that the session does not have."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_:.]*)(\?)?\}")
@@ -52,7 +43,7 @@ def inject_state(template: str, state: Mapping[str, Any], artifacts: Mapping[str
     def replace(match: re.Match[str]) -> str:
         name, optional = match.group(1), match.group(2) == "?"
         if name.startswith("artifact."):
-            art = name[len("artifact."):]
+            art = name[len("artifact.") :]
             if artifacts is not None and art in artifacts:
                 return artifacts[art]
             if optional:

@@ -1,5 +1,6 @@
 """The runtime seam and the runtimes behind it (SPEC §2–3)."""
 
+from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
 from ._seam import (
     Call,
     CodeRuntime,
@@ -13,9 +14,8 @@ from ._seam import (
     bind_call_args,
     default_tool_catalog,
 )
-from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
 from .cpython import CPythonRuntime
-from .monty import Mount, MontyRuntime, PathAccess, ResourceLimits
+from .monty import MontyRuntime, Mount, PathAccess, ResourceLimits
 
 __all__ = (
     "CPythonRuntime",

@@ -223,5 +223,3 @@ def default_tool_catalog(tools: Sequence[Tool]) -> str:
         if t.parameters:
             lines.append(f"  parameters: {json.dumps(t.parameters, ensure_ascii=False, separators=(',', ':'))}")
     return "\n".join(lines)
-
-

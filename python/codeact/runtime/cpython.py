@@ -110,8 +110,9 @@ class CPythonRuntime:
             ast.fix_missing_locations(tree)
         code = compile(tree, script_name, "exec")
         channel = _Channel()
-        thread = threading.Thread(target=self._run, args=(code, channel, script_name), daemon=True,
-                                  name="codeact-cpython-script")
+        thread = threading.Thread(
+            target=self._run, args=(code, channel, script_name), daemon=True, name="codeact-cpython-script"
+        )
         thread.start()
         return channel.to_host.get()
 

@@ -82,13 +82,46 @@ class Mount(BaseModel):
     access: PathAccess = PathAccess.READ_ONLY
 
 
-_PATH_READ = ("exists()", "is_file()", "is_dir()", "is_symlink()", "read_text()", "read_bytes()", "stat()",
-              "iterdir()", "resolve()", "absolute()", 'open("r")')
-_PATH_WRITE = ("write_text(s)", "write_bytes(b)", "append_text(s)", "append_bytes(b)",
-               "mkdir(parents=False, exist_ok=False)", "unlink()", "rmdir()", "rename(target)",
-               'open("w")', 'open("a")')
-_PATH_PURE = ("the / operator", "joinpath(...)", "is_absolute()", "with_name()", "with_stem()", "with_suffix()",
-              "as_posix()", ".name", ".parent", ".stem", ".suffix", ".suffixes", ".parts")
+_PATH_READ = (
+    "exists()",
+    "is_file()",
+    "is_dir()",
+    "is_symlink()",
+    "read_text()",
+    "read_bytes()",
+    "stat()",
+    "iterdir()",
+    "resolve()",
+    "absolute()",
+    'open("r")',
+)
+_PATH_WRITE = (
+    "write_text(s)",
+    "write_bytes(b)",
+    "append_text(s)",
+    "append_bytes(b)",
+    "mkdir(parents=False, exist_ok=False)",
+    "unlink()",
+    "rmdir()",
+    "rename(target)",
+    'open("w")',
+    'open("a")',
+)
+_PATH_PURE = (
+    "the / operator",
+    "joinpath(...)",
+    "is_absolute()",
+    "with_name()",
+    "with_stem()",
+    "with_suffix()",
+    "as_posix()",
+    ".name",
+    ".parent",
+    ".stem",
+    ".suffix",
+    ".suffixes",
+    ".parts",
+)
 
 _CALL_CONTRACT = (
     "There is no top-level `return`: the script's result is the value of its LAST EXPRESSION.\n"
@@ -106,8 +139,18 @@ _FUNCTIONS_CONTRACT = (
 
 def _placeholder(prop: Any) -> str:
     kind = prop.get("type") if isinstance(prop, Mapping) else None
-    return {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list",
-            "object": "dict"}.get(kind, "Any") if isinstance(kind, str) else "Any"
+    return (
+        {
+            "string": "str",
+            "integer": "int",
+            "number": "float",
+            "boolean": "bool",
+            "array": "list",
+            "object": "dict",
+        }.get(kind, "Any")
+        if isinstance(kind, str)
+        else "Any"
+    )
 
 
 def _ordered_params(schema: Mapping[str, Any] | None) -> list[tuple[str, Any, bool]]:
@@ -268,8 +311,9 @@ class MontyRuntime:
             lines.append("  - pure path operations: " + ", ".join(f"`{x}`" for x in _PATH_PURE))
             lines.append("  Any other Path method raises AttributeError. `os.path` is not available.")
         else:
-            lines.append("- Filesystem: no paths are accessible; any `pathlib.Path` read or write raises "
-                         "PermissionError.")
+            lines.append(
+                "- Filesystem: no paths are accessible; any `pathlib.Path` read or write raises PermissionError."
+            )
         if self.environ:
             names = ", ".join(f"`{k}`" for k in sorted(self.environ))
             lines.append(

@@ -24,7 +24,7 @@ from typing import Any
 
 import pydantic_core
 
-from ..exceptions import CodeActError
+from ..exceptions import SessionExistsError, SessionNotFoundError, SessionStoreError, StaleSessionError
 from ._types import Event, Session, new_id
 
 __all__ = (
@@ -41,27 +41,6 @@ __all__ = (
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"
 TEMP_PREFIX = "temp:"
-
-
-class SessionStoreError(CodeActError):
-    """The session store failed: the database cannot be opened or written, a value cannot be
-    stored (not JSON-serializable), the service is closed. A storage backend error (for
-    example ``sqlite3.Error``) is chained as ``__cause__``. Root of the session errors."""
-
-
-class SessionNotFoundError(SessionStoreError, LookupError):
-    """The session addressed by (app_name, user_id, session_id) does not exist (for example
-    ``append_event`` on a deleted session)."""
-
-
-class SessionExistsError(SessionStoreError):
-    """``create_session`` was given a ``session_id`` already used by that app and user."""
-
-
-class StaleSessionError(SessionStoreError):
-    """``append_event`` was given a ``Session`` object older than the stored session: another
-    object or process appended to it since this one was loaded. Reload it with
-    ``get_session`` and retry."""
 
 
 class BaseSessionService(ABC):
@@ -284,8 +263,11 @@ def next_update_time(stored_last_update_time: float) -> float:
 
 
 def check_not_stale(session: Session, stored_last_update_time: float) -> None:
-    """Raises:
-    StaleSessionError: the stored session is newer than ``session``."""
+    """Compare the stored update time (seconds since the epoch) with the live object's.
+
+    Raises:
+        StaleSessionError: the stored session is newer than ``session``.
+    """
     if stored_last_update_time > session.last_update_time:
         raise StaleSessionError(
             f"session {session.id!r} (app {session.app_name!r}, user {session.user_id!r}) is stale: "

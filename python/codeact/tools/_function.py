@@ -24,7 +24,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 from typing_extensions import NotRequired, TypedDict
 
-from ..exceptions import CodeActError
+from ..exceptions import ToolArgumentError
 from ._base import Tool
 from ._context import ToolContext
 
@@ -32,31 +32,6 @@ __all__ = ("FunctionTool", "LongRunningFunctionTool", "ToolArgumentError", "tool
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _typed_dict: Any = TypedDict  # called with a computed name and fields, which type checkers refuse
-
-_MAX_REPORTED_ERRORS = 10
-
-
-class ToolArgumentError(TypeError, CodeActError):
-    """A tool call's arguments failed validation against the tool's signature.
-
-    A ``TypeError`` (what Python raises for a bad call), so a script can catch it as one.
-    The message is short and meant for the model: the tool name, then each error as
-    ``arg: message`` (nested locations as ``user.name`` or ``tags[0]``), separated by ``"; "``::
-
-        tool 'add' got invalid arguments: a: Input should be a valid integer; b: missing required argument
-
-    Attributes:
-        tool_name: the tool called.
-        errors: ``(location, message)`` pairs, location ``""`` for the arguments as a whole.
-    """
-
-    def __init__(self, tool_name: str, errors: list[tuple[str, str]]) -> None:
-        self.tool_name = tool_name
-        self.errors = errors
-        shown = [f"{loc}: {msg}" if loc else msg for loc, msg in errors[:_MAX_REPORTED_ERRORS]]
-        if len(errors) > _MAX_REPORTED_ERRORS:
-            shown.append(f"... and {len(errors) - _MAX_REPORTED_ERRORS} more")
-        super().__init__(f"tool {tool_name!r} got invalid arguments: {'; '.join(shown)}")
 
 
 # --------------------------------------------------------------------------- docstrings

@@ -1,0 +1,276 @@
+"""An analyst agent on MontyRuntime over Fisher's Iris data, with a human in the loop.
+
+The data folder is mounted read-only at ``/data``. The (scripted) model writes one script
+per turn: the first fails (it imports ``csv``, which the sandbox does not have), the next
+fixes it and composes two tools per species, the last sends a report through a tool that
+needs a human's confirmation. The run then suspends: the paused script is checkpointed in a
+SQLite file and the program exits. Run it again with ``--approve`` (or ``--deny``) and the
+script resumes from that checkpoint — earlier tools are not run again — and prints the
+final result.
+
+Run::
+
+    python examples/codeact_monty_agent/main.py            # phase 1: runs, suspends
+    python examples/codeact_monty_agent/main.py --approve  # phase 2: resumes, finishes
+
+Options: ``--db PATH`` (default ``./codeact_demo.db``), ``--reset``, and
+``--model openai:<name> --base-url URL`` to use a real OpenAI-compatible model instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from codeact import (
+    PENDING_STATE_KEY,
+    CodeActAgent,
+    Event,
+    LlmRequest,
+    MontyRuntime,
+    Mount,
+    OpenAIChatModel,
+    RunConfig,
+    Runner,
+    ScriptedModel,
+    SqliteSessionService,
+    Tool,
+    ToolContext,
+    extract_code,
+    tool,
+)
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+APP, USER, SESSION = "iris-analyst", "analyst", "demo"
+QUESTION = "How do the three iris species differ in petal length? Send a short report to lab@example.org."
+
+SPECIES_NOTES = {
+    "setosa": {"common_name": "bristle-pointed iris", "region": "Arctic and subarctic North America, Asia"},
+    "versicolor": {"common_name": "harlequin blue flag", "region": "eastern North America"},
+    "virginica": {"common_name": "Virginia iris", "region": "eastern United States"},
+}
+
+
+def describe(values: list[float]) -> dict[str, float]:
+    """Summary statistics of a list of numbers.
+
+    Args:
+        values: the numbers.
+
+    Returns:
+        {"count", "mean", "sd", "min", "max"} (sd is the sample standard deviation).
+    """
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return {"count": n, "mean": round(mean, 3), "sd": round(sd, 3), "min": min(values), "max": max(values)}
+
+
+def species_info(species: str) -> dict[str, str]:
+    """Background on an iris species.
+
+    Args:
+        species: "setosa", "versicolor" or "virginica".
+    """
+    if species not in SPECIES_NOTES:
+        raise KeyError(f"unknown species {species!r}")
+    return {"species": species, **SPECIES_NOTES[species]}
+
+
+def make_send_report(outbox: Path) -> Tool:
+    @tool(requires_confirmation=True)
+    def send_report(to: str, subject: str, body: str, tool_context: ToolContext) -> dict[str, Any]:
+        """Sends a report by email (needs a human's approval).
+
+        Args:
+            to: the recipient's address.
+            subject: the subject line.
+            body: the text of the report.
+        """
+        outbox.mkdir(parents=True, exist_ok=True)
+        message_id = f"msg-{tool_context.function_call_id.split(':')[-1]}"
+        (outbox / f"{message_id}.txt").write_text(f"To: {to}\nSubject: {subject}\n\n{body}\n")
+        return {"sent": True, "id": message_id, "to": to}
+
+    return send_report
+
+
+# ------------------------------------------------------------------ the scripted model
+
+FAILING_SCRIPT = """\
+import csv
+rows = list(csv.DictReader(open("/data/iris.csv")))
+{"type": "observation", "value": len(rows)}"""
+
+ANALYSIS_SCRIPT = """\
+from pathlib import Path
+lines = Path("/data/iris.csv").read_text().strip().splitlines()
+header = lines[0].split(",")
+petal = {}
+for line in lines[1:]:
+    row = dict(zip(header, line.split(",")))
+    petal.setdefault(row["species"], []).append(float(row["petal_length"]))
+summary = {}
+for species in sorted(petal):
+    stats = call_tool("describe", {"values": petal[species]})
+    info = call_tool("species_info", {"species": species})
+    summary[species] = {"common_name": info["common_name"], "petal_length": stats}
+print(f"read {len(lines) - 1} rows, {len(summary)} species")
+{"type": "observation", "value": summary}"""
+
+REPORT_SCRIPT = """\
+summary = {summary}
+lines = []
+for species, s in summary.items():
+    p = s["petal_length"]
+    lines.append(f"{{species}} ({{s['common_name']}}): mean {{p['mean']}} cm, sd {{p['sd']}}, range {{p['min']}}-{{p['max']}}")
+body = "Petal length by species (Fisher's Iris data, n=150):\\n" + "\\n".join(lines)
+try:
+    receipt = call_tool("send_report", {{"to": "lab@example.org", "subject": "Iris petal lengths", "body": body}})
+    status = f"sent as {{receipt['id']}}"
+except PermissionError as exc:
+    status = f"not sent: {{exc}}"
+{{"type": "final_result", "value": {{"report": lines, "status": status}}}}"""
+
+
+def scripted_reply(request: LlmRequest) -> str:
+    """Plays the model: looks at the last feedback and writes the next script."""
+    feedback = [c.text for c in request.contents if c.role == "user"]
+    if not any(t.startswith(("Error during execution", "Observation:")) for t in feedback):
+        return f"I'll load the CSV and count the rows first.\n```python\n{FAILING_SCRIPT}\n```"
+    observations = [t for t in feedback if t.startswith("Observation:")]
+    if not observations:
+        return (
+            "The sandbox has no csv module; I'll parse the file by hand and summarise each species.\n"
+            f"```python\n{ANALYSIS_SCRIPT}\n```"
+        )
+    summary = json.loads(observations[-1].split("\n", 1)[1])
+    return f"Now I'll write and send the report.\n```python\n{REPORT_SCRIPT.format(summary=repr(summary))}\n```"
+
+
+# ------------------------------------------------------------------ printing
+
+
+def show_feedback(callback_context: Any, request: LlmRequest) -> None:
+    """Prints what the loop fed back to the model after the previous script."""
+    tail = []
+    for content in reversed(request.contents):
+        if content.role != "user" or not content.text.startswith(("Error during", "Observation:", "Output")):
+            break
+        tail.append(content.text)
+    for text in reversed(tail):
+        first, _, rest = text.partition("\n")
+        body = rest if len(rest) < 400 else rest[:200] + " ... " + rest[-150:]
+        print(f"  fed back: {first}\n    " + body.replace("\n", "\n    "))
+
+
+def show_script(callback_context: Any, response: Any) -> None:
+    script = extract_code(response.text)
+    print("\n--- model script ---")
+    print(script if script is not None else response.text)
+    print("--------------------")
+
+
+def show_tool(tool_obj: Tool, args: dict[str, Any], tool_context: ToolContext) -> None:
+    shown = {k: (f"<{len(v)} values>" if isinstance(v, list) else v) for k, v in args.items()}
+    print(f"  tool  {tool_obj.name}({json.dumps(shown)[:100]})")
+
+
+def show_event(event: Event) -> None:
+    pending = event.actions.state_delta.get(PENDING_STATE_KEY, "absent")
+    if event.error_code:
+        print(f"EVENT error {event.error_code}: {event.error_message}")
+    elif event.actions.requested_tool_confirmations:
+        ((key, conf),) = event.actions.requested_tool_confirmations.items()
+        print(f"EVENT suspended: {conf.tool_name} needs approval (call {key}); checkpoint stored")
+    elif isinstance(pending, dict):
+        kind = pending["disposition"]["kind"]
+        label = {"pending_result": "write-ahead", "resolved": "after"}.get(kind, kind)
+        print(f"EVENT checkpoint ({label}) for {pending['call']['tool']}")
+    elif event.content is not None:
+        print(f"EVENT final answer from {event.author}:\n{event.text}")
+    else:
+        print(f"EVENT {event.author}: state {sorted(event.actions.state_delta)}")
+
+
+# ------------------------------------------------------------------ main
+
+
+def build_agent(args: argparse.Namespace) -> CodeActAgent:
+    if args.model:
+        provider, _, name = args.model.partition(":")
+        if provider != "openai" or not name:
+            raise SystemExit("--model must look like openai:<model-name>")
+        model: Any = OpenAIChatModel(name, base_url=args.base_url)
+    else:
+        model = ScriptedModel(scripted_reply)
+    return CodeActAgent(
+        name="iris_analyst",
+        model=model,
+        runtime=MontyRuntime(mounts=[Mount(virtual_path="/data", host_path=DATA_DIR)]),
+        instruction="You analyse the Iris dataset mounted at /data/iris.csv (columns: sepal_length, "
+        "sepal_width, petal_length, petal_width, species).",
+        tools=[describe, species_info, make_send_report(Path(args.outbox))],
+        before_model=show_feedback,
+        after_model=show_script,
+        before_tool=show_tool,
+        max_iterations=8,
+    )
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    with SqliteSessionService(args.db) as sessions:
+        if args.reset:
+            await sessions.delete_session(app_name=APP, user_id=USER, session_id=SESSION)
+        session = await sessions.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+        runner = Runner(app_name=APP, agent=build_agent(args), session_service=sessions)
+        pending = session.state.get(PENDING_STATE_KEY) if session else None
+        if session is None:
+            await sessions.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+            print(f"USER  {QUESTION}")
+            message: str | None = QUESTION
+            run_config = RunConfig()
+        elif pending:
+            if not (args.approve or args.deny):
+                key = pending["call"]["call_key"]
+                print(f"A run is waiting for approval of {pending['call']['tool']} (call {key}).")
+                print("Run again with --approve or --deny.")
+                return 2
+            key = pending["call"]["call_key"]
+            print(f"HUMAN {'approves' if args.approve else 'denies'} call {key}; resuming from the checkpoint")
+            message, run_config = None, RunConfig(tool_confirmation_decisions={key: bool(args.approve)})
+        else:
+            print("This demo session has finished. Run with --reset to start over.")
+            return 0
+        async for event in runner.run_async(
+            user_id=USER, session_id=SESSION, new_message=message, run_config=run_config
+        ):
+            show_event(event)
+            if event.actions.requested_tool_confirmations:
+                print(f"\nThe run is paused; its checkpoint is in {args.db}.")
+                print(f"Resume it with: python {sys.argv[0]} --approve   (or --deny)")
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    decision = parser.add_mutually_exclusive_group()
+    decision.add_argument("--approve", action="store_true", help="approve the pending report and resume")
+    decision.add_argument("--deny", action="store_true", help="deny the pending report and resume")
+    parser.add_argument("--db", default="codeact_demo.db", help="SQLite file for sessions (default: %(default)s)")
+    parser.add_argument("--outbox", default="outbox", help="folder where sent reports land (default: %(default)s)")
+    parser.add_argument("--reset", action="store_true", help="start a fresh demo session")
+    parser.add_argument("--model", help="openai:<model-name> to use a real model instead of the scripted one")
+    parser.add_argument("--base-url", help="base URL of the OpenAI-compatible endpoint")
+    args = parser.parse_args()
+    raise SystemExit(anyio.run(main_async, args))
+
+
+if __name__ == "__main__":
+    main()
