@@ -129,7 +129,8 @@ summary = {summary}
 lines = []
 for species, s in summary.items():
     p = s["petal_length"]
-    lines.append(f"{{species}} ({{s['common_name']}}): mean {{p['mean']}} cm, sd {{p['sd']}}, range {{p['min']}}-{{p['max']}}")
+    spread = f"sd {{p['sd']}}, range {{p['min']}}-{{p['max']}}"
+    lines.append(f"{{species}} ({{s['common_name']}}): mean {{p['mean']}} cm, {{spread}}")
 body = "Petal length by species (Fisher's Iris data, n=150):\\n" + "\\n".join(lines)
 try:
     receipt = call_tool("send_report", {{"to": "lab@example.org", "subject": "Iris petal lengths", "body": body}})
