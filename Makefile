@@ -1,23 +1,22 @@
 # The one developer interface. CI (.ci/run) calls the same targets.
 SHELL := /bin/bash
 PYTHON ?= python3
-VENV ?= $(HOME)/.cache/codeact/devenv
+VENV ?= $(HOME)/.cache/codeact/venv
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/codeact/target
 BIN := $(VENV)/bin
+DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 
-.PHONY: install build wheel format lint test test-rust benchmark benchmark-quick demo example all clean
+.PHONY: install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "maturin>=1.7,<2"
 
-install: $(BIN)/python  ## editable install with test tools into $(VENV)
-	$(BIN)/pip install -q -e ".[test,openai]" --config-settings=build-args="--release" || \
-	  (cd . && $(BIN)/maturin develop --release -E test,openai)
+install: build  ## editable install with the test tools into $(VENV) (for development)
 
-build: $(BIN)/python  ## build the extension in place (release)
-	$(BIN)/maturin develop --release -E test,openai
+build: $(BIN)/python  ## build the extension and install the package editable into $(VENV) (release mode)
+	VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --release -E test,openai
 
 wheel: $(BIN)/python  ## build the release wheel into dist/
 	rm -f dist/codeact-*.whl
@@ -38,19 +37,28 @@ lint:
 test-rust:
 	cargo test --workspace --release
 
-test: wheel  ## build the release wheel once, install it, run the whole test suite against it
+install-wheel: wheel  ## install the freshly built wheel (with test extras) into $(VENV)
 	$(BIN)/pip install -q --force-reinstall --no-deps dist/codeact-*.whl
 	$(BIN)/pip install -q "$$(ls dist/codeact-*.whl)[test,openai]"
+
+test: install-wheel  ## build the release wheel once, install it, run the whole test suite against it
 	$(BIN)/python -m pytest -q tests
 
-example: build  ## the runtime example: one script composing two tools
+demo: install-wheel  ## the offline demo agent, both phases: it suspends for approval, then resumes
+	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py
+	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py --approve
+
+example: install-wheel  ## the runtime example: one script composing two tools, step by step
 	$(BIN)/python examples/runtime_steps/main.py
 
-benchmark: build
+benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/runtime.py
+	$(BIN)/python benchmarks/agent.py
 
-benchmark-quick: build
+benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	$(BIN)/python benchmarks/runtime.py --quick
+	$(BIN)/python benchmarks/agent.py --quick
 
 all: lint test
 

@@ -29,7 +29,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-import codeact  # noqa: E402
 from _workloads import (  # noqa: E402
     CPU,
     DUMP_LOAD,
@@ -43,6 +42,8 @@ from _workloads import (  # noqa: E402
     per_run_ms,
     settings,
 )
+
+import codeact  # noqa: E402
 from codeact import ResumeValue  # noqa: E402
 from codeact.runtime import Call, Complete  # noqa: E402
 

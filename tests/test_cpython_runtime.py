@@ -136,11 +136,6 @@ def test_call_tool_misuse_uncaught_is_raised(cpy, call):
     assert "call_tool" in last_line(raised.message)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the refusal renders as 'codeact.runtime.cpython._CallToolMisuse: ...' instead of 'TypeError: ...' "
-    "(an internal class name shown to the model; MontyRuntime says TypeError)",
-)
 @pytest.mark.parametrize("call", MISUSE)
 def test_call_tool_misuse_is_shown_as_type_error(cpy, call):
     assert last_line(expect_raised(cpy.start(call, "agent")).message).startswith("TypeError: ")

@@ -10,11 +10,12 @@ import threading
 from typing import Annotated, Any, Literal, Optional
 
 import pytest
+from pydantic import BaseModel, Field
+
 from codeact.exceptions import CodeActError
 from codeact.sessions._types import Session
 from codeact.tools import FunctionTool, LongRunningFunctionTool, Tool, ToolArgumentError, ToolContext, tool
 from codeact.tools._function import _parse_docstring
-from pydantic import BaseModel, Field
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-import codeact.models
 import pytest
+
+import codeact.models
 from codeact.exceptions import CodeActError
 from codeact.models import (
     BaseLlm,

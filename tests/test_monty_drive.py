@@ -142,11 +142,6 @@ def test_unknown_resume_error_type_falls_back_to_runtime_error(monty):
     assert last_line(raised.message) == "RuntimeError: boom"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ResumeError(exc_type='KeyboardInterrupt') raises a BaseException that `except Exception` "
-    "cannot catch (CPythonRuntime falls back to RuntimeError for non-Exception types)",
-)
 def test_resume_error_with_a_non_exception_type_is_still_catchable(monty):
     script = """
     try:
@@ -401,15 +396,11 @@ def test_non_plain_results_are_raised_naming_type_and_path(monty, expr, type_wor
     assert path in line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a function/class/module result is reported as 'a repr' instead of naming its type",
-)
 @pytest.mark.parametrize(
     "expr, type_word",
     [
         pytest.param("def f():\n    return 1\nf", "function", id="function"),
-        pytest.param("class A:\n    pass\nA", "type", id="class"),
+        pytest.param("class A:\n    pass\nA", "class", id="class"),
         pytest.param("import json\njson", "module", id="module"),
     ],
 )

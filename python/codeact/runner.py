@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -116,11 +117,12 @@ class Runner:
                 services=self.services,
             )
             transfer_to: str | None = None
-            async for event in agent.run_async(ctx):
-                await self.session_service.append_event(session, event)
-                yield event
-                if event.actions.transfer_to_agent:
-                    transfer_to = event.actions.transfer_to_agent
+            async with aclosing(agent.run_async(ctx)) as events:
+                async for event in events:
+                    await self.session_service.append_event(session, event)
+                    yield event
+                    if event.actions.transfer_to_agent:
+                        transfer_to = event.actions.transfer_to_agent
             if transfer_to is None:
                 return
             target = self.agent.find_agent(transfer_to)

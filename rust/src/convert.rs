@@ -44,8 +44,10 @@ impl ConvertError {
             format!("{} nests deeper than {MAX_DEPTH} levels", self.path)
         } else {
             format!(
-                "{} is a {}, which cannot cross the boundary (allowed: None, bool, int, float, str, bytes, list, tuple, dict)",
-                self.path, self.type_name
+                "{} is {} {}, which cannot cross the boundary (allowed: None, bool, int, float, str, bytes, list, tuple, dict)",
+                self.path,
+                article(&self.type_name),
+                self.type_name
             )
         }
     }
@@ -70,9 +72,38 @@ pub fn monty_to_py(
     to_py(py, value, root, &mut steps).map(Bound::unbind)
 }
 
+/// A readable type name; values Monty only hands out as a repr (functions, classes,
+/// modules) are named from that repr.
+fn monty_type_label(value: &MontyObject) -> String {
+    match value {
+        MontyObject::Repr(text) | MontyObject::Cycle(_, text) => {
+            let kind = text
+                .trim_start_matches('<')
+                .split([' ', '\'', '>'])
+                .next()
+                .unwrap_or("");
+            match kind {
+                "function" | "class" | "module" | "method" | "bound" => format!("{kind} ({text})"),
+                "built-in" => format!("builtin function ({text})"),
+                _ => format!("object ({text})"),
+            }
+        }
+        MontyObject::Function { name, .. } => format!("function ({name})"),
+        other => other.type_name().to_string(),
+    }
+}
+
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
 fn unsupported_monty(value: &MontyObject, root: &str, steps: &[Step]) -> ConvertError {
     ConvertError {
-        type_name: value.type_name().to_string(),
+        type_name: monty_type_label(value),
         path: render_path(root, steps),
         too_deep: false,
     }

@@ -32,6 +32,11 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The recursion limit scripts really get: the configured one, at most the ceiling.
+    pub fn recursion_depth(&self) -> usize {
+        self.max_recursion_depth.min(RECURSION_CEILING)
+    }
+
     fn tracker(&self) -> LimitedTracker {
         LimitedTracker::new(ResourceLimits {
             max_duration: self.max_duration,
@@ -73,7 +78,7 @@ pub struct ToolRequest {
 
 /// Where an advance stopped.
 pub enum Stop {
-    Call(Paused, ToolRequest),
+    Call(Box<Paused>, ToolRequest),
     Complete(MontyObject),
     Raised(String),
 }
@@ -146,7 +151,11 @@ pub fn resume(cfg: &EngineConfig, paused: Paused, outcome: Outcome) -> Result<Ad
         let result = match outcome {
             Outcome::Value(v) => ExtFunctionResult::Return(v),
             Outcome::Error { exc_type, message } => {
-                let kind = ExcType::from_str(&exc_type).unwrap_or(ExcType::RuntimeError);
+                // Only Exception subclasses: a script must be able to catch a tool failure.
+                let kind = ExcType::from_str(&exc_type)
+                    .ok()
+                    .filter(|k| k.is_subclass_of(ExcType::Exception))
+                    .unwrap_or(ExcType::RuntimeError);
                 ExtFunctionResult::Error(MontyException::new(kind, Some(message)))
             }
         };
@@ -165,7 +174,13 @@ pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, 
     let progress = RunProgress::FunctionCall(paused.0);
     let bytes = progress
         .dump()
-        .map(|payload| snapshot::seal(&payload, cfg.snapshot_key.as_deref()))
+        .map(|payload| {
+            snapshot::seal(
+                &payload,
+                cfg.snapshot_key.as_deref(),
+                cfg.limits.recursion_depth() as u32,
+            )
+        })
         .map_err(|e| HostError::Snapshot(format!("cannot serialize the paused script: {e}")));
     let call = progress
         .into_function_call()
@@ -173,9 +188,17 @@ pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, 
     (bytes, Paused(call))
 }
 
+/// Checks a snapshot's envelope; returns the recursion limit it runs under, so the
+/// caller can size the stack before decoding it.
+pub fn snapshot_depth(cfg: &EngineConfig, bytes: &[u8]) -> Result<usize, HostError> {
+    Ok(snapshot::open(bytes, cfg.snapshot_key.as_deref())?
+        .recursion_depth
+        .min(RECURSION_CEILING))
+}
+
 /// Restores a paused call from sealed snapshot bytes.
 pub fn load(cfg: &EngineConfig, bytes: &[u8]) -> Result<(Paused, ToolRequest), HostError> {
-    let payload = snapshot::open(bytes, cfg.snapshot_key.as_deref())?;
+    let payload = snapshot::open(bytes, cfg.snapshot_key.as_deref())?.payload;
     guarded("load", || {
         let progress = RunProgress::<LimitedTracker>::load(payload)
             .map_err(|e| HostError::Snapshot(format!("cannot decode the paused script: {e}")))?;
@@ -334,7 +357,7 @@ fn drive(
                 });
             }
             RunProgress::FunctionCall(call) => match classify(cfg.tool_style, &call) {
-                Ok(req) => return Ok(Stop::Call(Paused(call), req)),
+                Ok(req) => return Ok(Stop::Call(Box::new(Paused(call)), req)),
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },
             RunProgress::OsCall(call) => {

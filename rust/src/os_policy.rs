@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use chrono::{Datelike, FixedOffset, Local, TimeZone, Timelike};
-use monty_fs::{MountCallOutcome, MountMode, MountTable};
+use monty_fs::{MountCallOutcome, MountError, MountMode, MountTable};
 use monty_types::{
     DictPairs, ExcType, ExtFunctionResult, MontyDate, MontyDateTime, MontyException, MontyObject,
     MontyTimeZone, OsFunctionCall,
@@ -165,8 +165,14 @@ impl OsPolicy {
                 let Some(table) = table else {
                     return no_handler(other);
                 };
+                let existence_check = other.is_existence_check();
                 match table.handle_os_call(other) {
                     MountCallOutcome::Handled(Ok(v)) => ExtFunctionResult::Return(v),
+                    // A path that escapes its mount (e.g. through a symlink) does not exist
+                    // for existence checks, as for any path outside every mount.
+                    MountCallOutcome::Handled(Err(
+                        MountError::PathEscape { .. } | MountError::NoMountPoint(_),
+                    )) if existence_check => ExtFunctionResult::Return(MontyObject::Bool(false)),
                     MountCallOutcome::Handled(Err(e)) => {
                         ExtFunctionResult::Error(e.into_exception())
                     }

@@ -113,7 +113,7 @@ fn build_step(py: Python<'_>, cfg: &Arc<EngineConfig>, advance: Advance) -> PyRe
                 positional: PyTuple::new(py, positional)?.unbind(),
                 keyword: keyword.unbind(),
                 call_id: req.call_id,
-                paused: Mutex::new(Some(paused)),
+                paused: Mutex::new(Some(*paused)),
             };
             let pending = Py::new(py, pending)?;
             types.call.call1(py, (pending, stdout))
@@ -202,8 +202,9 @@ impl MontyEngine {
     ) -> PyResult<Py<PyAny>> {
         let outcome = outcome_from_py(py, outcome)?;
         let cfg = Arc::clone(&self.cfg);
-        // A snapshot carries its own limits: size the stack for the ceiling.
-        let advance = run_interpreter(py, engine::RECURSION_CEILING, move || {
+        // A snapshot carries its own limits: size the stack for the depth it records.
+        let depth = engine::snapshot_depth(&self.cfg, &snapshot)?;
+        let advance = run_interpreter(py, depth, move || {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
             engine::resume(&cfg, paused, outcome)
         })?;
@@ -243,8 +244,10 @@ impl MontyEngine {
     }
 }
 
-/// Stack for serializing a paused heap, in bytes.
-const STACK_FOR_DUMP: usize = 8 * 1024 * 1024;
+/// Stack a dump needs left on the thread, in bytes (the heap serializes flat), and the
+/// size of the segment used when less is left.
+const DUMP_RED_ZONE: usize = 1024 * 1024;
+const DUMP_STACK: usize = 4 * 1024 * 1024;
 
 const ALREADY_RESUMED: &str = "this PendingCall was already resumed; a PendingCall is single use";
 
@@ -290,9 +293,7 @@ impl MontyPendingCall {
         let cfg = Arc::clone(&self.cfg);
         let paused = self.take()?;
         let (bytes, paused) = py.detach(move || {
-            stacker::maybe_grow(STACK_FOR_DUMP, STACK_FOR_DUMP, || {
-                engine::dump(&cfg, paused)
-            })
+            stacker::maybe_grow(DUMP_RED_ZONE, DUMP_STACK, || engine::dump(&cfg, paused))
         });
         *self.paused.lock().expect("pending call lock") = Some(paused);
         Ok(PyBytes::new(py, &bytes?))

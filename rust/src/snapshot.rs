@@ -8,6 +8,7 @@
 //! | 2 | envelope format version ([`FORMAT_VERSION`]) |
 //! | 1 + n | length and text of the Monty version that wrote the payload |
 //! | 1 | flags (bit 0: the tag is an HMAC under the host's `snapshot_key`) |
+//! | 4 | the recursion limit the paused script runs under (sizes the host stack on load) |
 //! | 8 | payload length |
 //! | payload | Monty's dump of the paused call |
 //! | 32 | tag: SHA-256 of everything before it, or HMAC-SHA256 when signed |
@@ -41,13 +42,14 @@ fn tag(key: Option<&[u8]>, data: &[u8]) -> [u8; TAG_LEN] {
 }
 
 /// Wraps Monty's payload in the envelope; signs it when `key` is given.
-pub fn seal(payload: &[u8], key: Option<&[u8]>) -> Vec<u8> {
+pub fn seal(payload: &[u8], key: Option<&[u8]>, recursion_depth: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 64);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.push(MONTY_VERSION.len() as u8);
     out.extend_from_slice(MONTY_VERSION.as_bytes());
     out.push(if key.is_some() { FLAG_SIGNED } else { 0 });
+    out.extend_from_slice(&recursion_depth.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     out.extend_from_slice(payload);
     let t = tag(key, &out);
@@ -55,22 +57,31 @@ pub fn seal(payload: &[u8], key: Option<&[u8]>) -> Vec<u8> {
     out
 }
 
+/// A checked envelope: the payload and the recursion limit it was written with.
+pub struct Opened<'a> {
+    pub payload: &'a [u8],
+    pub recursion_depth: usize,
+}
+
 /// Checks the envelope and returns the payload slice.
-pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostError> {
+pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<Opened<'a>, HostError> {
     let bad = |msg: String| Err(HostError::Snapshot(msg));
     if bytes.len() < 4 || &bytes[..4] != MAGIC {
         return bad("these bytes are not a codeact snapshot (bad magic)".to_string());
     }
     let mut pos = 4;
     let take = |pos: &mut usize, n: usize| -> Result<&'a [u8], HostError> {
-        if bytes.len() < *pos + n {
-            return Err(HostError::Snapshot(format!(
-                "snapshot is truncated ({} bytes)",
-                bytes.len()
-            )));
-        }
-        let s = &bytes[*pos..*pos + n];
-        *pos += n;
+        let end = match pos.checked_add(n) {
+            Some(end) if end <= bytes.len() => end,
+            _ => {
+                return Err(HostError::Snapshot(format!(
+                    "snapshot is truncated ({} bytes)",
+                    bytes.len()
+                )));
+            }
+        };
+        let s = &bytes[*pos..end];
+        *pos = end;
         Ok(s)
     };
     let version = u16::from_le_bytes(take(&mut pos, 2)?.try_into().expect("2 bytes"));
@@ -88,6 +99,7 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostErr
         ));
     }
     let flags = take(&mut pos, 1)?[0];
+    let depth = u32::from_le_bytes(take(&mut pos, 4)?.try_into().expect("4 bytes"));
     let plen = u64::from_le_bytes(take(&mut pos, 8)?.try_into().expect("8 bytes"));
     let plen = usize::try_from(plen)
         .map_err(|_| HostError::Snapshot("snapshot payload length overflows".into()))?;
@@ -125,5 +137,8 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostErr
             "integrity check failed: the bytes were altered".into()
         });
     }
-    Ok(payload)
+    Ok(Opened {
+        payload,
+        recursion_depth: depth as usize,
+    })
 }

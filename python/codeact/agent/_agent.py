@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -179,8 +180,9 @@ class CodeActAgent(BaseAgent):
             breaker=CircuitBreaker(self.circuit_breaker_threshold),
             cb_ctx=cb_ctx,
         )
-        async for event in self._loop(run):
-            yield event
+        async with aclosing(self._loop(run)) as _events:
+            async for event in _events:
+                yield event
         if run.outcome == "final":
             for cb in _as_list(self.after_agent):
                 content = await call_callback(cb, cb_ctx)
@@ -275,8 +277,9 @@ class CodeActAgent(BaseAgent):
             raw = None
         step: RunStep | None = None
         if raw is not None:
-            async for event in self._resume(run, raw):
-                yield event
+            async with aclosing(self._resume(run, raw)) as _events:
+                async for event in _events:
+                    yield event
             if run.stopped:
                 return
             step = run.next_step
@@ -310,8 +313,9 @@ class CodeActAgent(BaseAgent):
                 run.turn_stdout += step.stdout
                 if isinstance(step, Call):
                     run.next_step = None
-                    async for event in self._handle_call(run, step):
-                        yield event
+                    async with aclosing(self._handle_call(run, step)) as _events:
+                        async for event in _events:
+                            yield event
                     if run.stopped:
                         return
                     assert run.next_step is not None
@@ -349,8 +353,9 @@ class CodeActAgent(BaseAgent):
                     )
                     break
                 assert isinstance(output, FinalResult)
-                async for event in self._final(run, output.value):
-                    yield event
+                async with aclosing(self._final(run, output.value)) as _events:
+                    async for event in _events:
+                        yield event
                 if run.stopped:
                     return
                 break
@@ -541,8 +546,9 @@ class CodeActAgent(BaseAgent):
 
         if tool.is_long_running and run.supports_suspension:
             snapshot = await run_step(call.dump)
-            async for event in self._start_long_running(run, tool, pending_call, snapshot, call):
-                yield event
+            async with aclosing(self._start_long_running(run, tool, pending_call, snapshot, call)) as _events:
+                async for event in _events:
+                    yield event
             return
 
         if not run.supports_suspension:
@@ -662,8 +668,9 @@ class CodeActAgent(BaseAgent):
                 denied = _denied(call.tool)
                 resolved = Resolved(error=denied.message, error_type=denied.exc_type)
             elif tool is not None and tool.is_long_running and run.supports_suspension:
-                async for event in self._start_long_running(run, tool, call, cp.snapshot):
-                    yield event
+                async with aclosing(self._start_long_running(run, tool, call, cp.snapshot)) as _events:
+                    async for event in _events:
+                        yield event
                 return
             else:
                 resolved, actions = await self._rerun(run, tool, call)

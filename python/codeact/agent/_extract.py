@@ -13,7 +13,9 @@ NO_CODE_FEEDBACK = (
 )
 
 _THINK = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|\Z)", re.S | re.I)
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.#-]*)[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*$|\Z)", re.S | re.M)
+_FENCE = re.compile(
+    r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.#-]*)[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*(?:<end_code>)?[ \t]*$|\Z)", re.S | re.M
+)
 _TAG = re.compile(r"<(execute_ipython|execute|code|python)>\s*(.*?)\s*(?:</\1>|\Z)", re.S | re.I)
 _CODE_MARKER = re.compile(r"(?:^|\n)\s*Code:\s*\n(.*?)(?:<end_code>|\Z)", re.S)
 _PYTHON_TAGS = {"python", "py", "python3", "py3", "ipython", "pycon", ""}

@@ -61,7 +61,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "class inheritance (including custom exception classes)",
         False,
         "class E(Exception):\n    pass\nTrue",
-        "a plain class without a base, or raise a builtin exception such as ValueError('...')",
+        "write a plain class without a base, or raise a builtin exception such as ValueError('...')",
     ),
     SubsetEntry(
         "decorators (@property, @staticmethod, your own)",
@@ -69,11 +69,11 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "def d(f):\n    return f\n@d\ndef g():\n    return 1\ng() == 1",
         "call the wrapper explicitly: g = d(g)",
     ),
-    SubsetEntry("match statements", False, "match 1:\n    case 1:\n        r = True\nr", "if/elif chains"),
+    SubsetEntry("match statements", False, "match 1:\n    case 1:\n        r = True\nr", "use if/elif chains"),
     SubsetEntry("generators and yield", False, "def g():\n    yield 1\nlist(g()) == [1]", "build and return a list"),
-    SubsetEntry("the del statement", False, "x = 1\ndel x\nTrue", "rebind the name (x = None) or use dict.pop"),
-    SubsetEntry("str.format()", False, "'{}'.format(1) == '1'", "an f-string: f'{value}'"),
-    SubsetEntry("%-formatting of strings", False, "'%d' % 1 == '1'", "an f-string: f'{value:d}'"),
+    SubsetEntry("the del statement", False, "x = 1\ndel x\nTrue", "rebind the name (x = None), or use dict.pop(key)"),
+    SubsetEntry("str.format()", False, "'{}'.format(1) == '1'", "use an f-string: f'{value}'"),
+    SubsetEntry("%-formatting of strings", False, "'%d' % 1 == '1'", "use an f-string: f'{value:d}'"),
     SubsetEntry("the dict | merge operator", False, "({'a': 1} | {'b': 2}) == {'a': 1, 'b': 2}", "{**a, **b}"),
     SubsetEntry("eval, exec, globals, input, __import__", False, "eval('1') == 1", "write the code directly"),
     SubsetEntry(
@@ -104,5 +104,5 @@ def render_language_section() -> str:
         "- Importable standard library: " + ", ".join(STDLIB_MODULES) + ". No other module can be imported.",
         "- Not available (write the alternative instead):",
     ]
-    lines += [f"  - {e.construct}: use {e.instead}" for e in SUBSET if not e.supported]
+    lines += [f"  - {e.construct}. Instead: {e.instead}." for e in SUBSET if not e.supported]
     return "\n".join(lines)

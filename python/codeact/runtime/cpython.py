@@ -33,10 +33,6 @@ _PROMPT = (
 )
 
 
-class _CallToolMisuse(TypeError):
-    pass
-
-
 class _Channel:
     """Hands control back and forth between the script thread and the host."""
 
@@ -120,16 +116,16 @@ class CPythonRuntime:
     def _run(code: Any, channel: _Channel, script_name: str) -> None:
         def call_tool(*args: Any, **kwargs: Any) -> Any:
             if kwargs:
-                raise _CallToolMisuse("call_tool takes the tool's arguments in one dict, not as keyword arguments")
+                raise TypeError("call_tool takes the tool's arguments in one dict, not as keyword arguments")
             if not args or not isinstance(args[0], str):
-                raise _CallToolMisuse("call_tool needs the tool name as its first argument, a string")
+                raise TypeError("call_tool needs the tool name as its first argument, a string")
             if len(args) > 2:
-                raise _CallToolMisuse("call_tool takes exactly two arguments, the tool name and one dict")
+                raise TypeError("call_tool takes exactly two arguments, the tool name and one dict")
             arguments = args[1] if len(args) == 2 else {}
             if not isinstance(arguments, dict):
-                raise _CallToolMisuse("call_tool's second argument must be a dict of the tool's arguments")
+                raise TypeError("call_tool's second argument must be a dict of the tool's arguments")
             if any(not isinstance(k, str) for k in arguments):
-                raise _CallToolMisuse("call_tool argument names must be strings")
+                raise TypeError("call_tool argument names must be strings")
             channel.call_id += 1
             pending = CPythonPendingCall(channel, args[0], dict(arguments), channel.call_id)
             channel.to_host.put(Call(pending, channel.take_stdout()))

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use monty::{FunctionCall, MontyRun, RunProgress};
 use monty_types::{
-    CompileOptions, ExtFunctionResult, LimitedTracker, MontyObject, NameLookupResult,
-    PrintWriter, ResourceLimits,
+    CompileOptions, ExtFunctionResult, LimitedTracker, MontyObject, NameLookupResult, PrintWriter,
+    ResourceLimits,
 };
 
 const MIB: usize = 1024 * 1024;
@@ -18,7 +18,8 @@ const PRINT_CAP: usize = 10 * MIB;
 
 /// The scripts; `benchmarks/workloads.py` holds the same text for the Python side.
 const START_COMPLETE: &str = "1 + 1";
-const ROUND_TRIP: &str = "total = 0\nfor i in range(1000):\n    total += call_tool(\"inc\", {\"x\": i})\ntotal\n";
+const ROUND_TRIP: &str =
+    "total = 0\nfor i in range(1000):\n    total += call_tool(\"inc\", {\"x\": i})\ntotal\n";
 const ROUND_TRIP_CALLS: u32 = 1000;
 const ROUND_TRIP_RESULT: i64 = 500_500;
 const DUMP_LOAD: &str = "x = 1\ncall_tool(\"f\", {\"x\": x})\n";
@@ -59,13 +60,22 @@ fn tracker() -> LimitedTracker {
 }
 
 fn compile(code: &str) -> MontyRun {
-    MontyRun::new(code.to_string(), "main.py", vec![], CompileOptions::default())
-        .unwrap_or_else(|e| panic!("compile failed: {e}"))
+    MontyRun::new(
+        code.to_string(),
+        "main.py",
+        vec![],
+        CompileOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("compile failed: {e}"))
 }
 
 /// What the host tool returns for `call_tool("inc", {"x": i})`: `i + 1`.
 fn tool_result(call: &FunctionCall<LimitedTracker>) -> MontyObject {
-    assert_eq!(call.function_name, "call_tool", "unexpected call {}", call.function_name);
+    assert_eq!(
+        call.function_name, "call_tool",
+        "unexpected call {}",
+        call.function_name
+    );
     let x = match call.args.get(1) {
         Some(MontyObject::Dict(pairs)) => pairs
             .into_iter()
@@ -176,9 +186,13 @@ fn main() {
 
     // start -> complete of `1 + 1` (parse + compile + run).
     assert_eq!(int(&run(START_COMPLETE).0), 2);
-    num(&mut fields, "start_complete_us", per_op_us(repeats, batch, || {
-        black_box(run(black_box(START_COMPLETE)));
-    }));
+    num(
+        &mut fields,
+        "start_complete_us",
+        per_op_us(repeats, batch, || {
+            black_box(run(black_box(START_COMPLETE)));
+        }),
+    );
 
     // Tool round trip: one script, 1000 calls; per call.
     let (v, calls) = run(ROUND_TRIP);
@@ -186,7 +200,11 @@ fn main() {
     let total_us = per_op_us(repeats, if quick { 3 } else { 20 }, || {
         black_box(run(black_box(ROUND_TRIP)));
     });
-    num(&mut fields, "round_trip_us", total_us / f64::from(ROUND_TRIP_CALLS));
+    num(
+        &mut fields,
+        "round_trip_us",
+        total_us / f64::from(ROUND_TRIP_CALLS),
+    );
 
     // Dump and load of a small paused state.
     let mut call = Some(paused());
@@ -238,7 +256,10 @@ fn main() {
     }
 
     // Two threads each running a CPU-bound script vs one thread running it once.
-    for (name, code, _) in CPU.iter().filter(|(n, _, _)| matches!(*n, "sum_loop" | "fib25")) {
+    for (name, code, _) in CPU
+        .iter()
+        .filter(|(n, _, _)| matches!(*n, "sum_loop" | "fib25"))
+    {
         let wall = |threads: usize| -> f64 {
             let barrier = std::sync::Barrier::new(threads + 1);
             std::thread::scope(|s| {

@@ -1,0 +1,204 @@
+"""Shared helpers for the agent-loop tests (not a conftest: import explicitly)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from codeact import (
+    PENDING_STATE_KEY,
+    BaseSessionService,
+    CodeActAgent,
+    CodeActCheckpoint,
+    Content,
+    Event,
+    InMemorySessionService,
+    RunConfig,
+    Runner,
+    ScriptedModel,
+    Session,
+    Tool,
+    ToolContext,
+)
+from codeact.agent import InvocationContext, PendingToolCall
+from codeact.testing import PlannedCall, ScriptedRuntime
+
+APP = "app"
+USER = "u"
+SESSION = "s"
+
+
+def fence(code: str, lang: str = "python") -> str:
+    """A model reply with some prose and one fenced block."""
+    return f"Here is my script.\n```{lang}\n{code.strip()}\n```\nDone."
+
+
+def final_reply(value: Any) -> str:
+    """A fenced script ending with a final_result of ``value`` (a Python literal)."""
+    return fence(f'{{"type": "final_result", "value": {value!r}}}')
+
+
+def any_code_model() -> ScriptedModel:
+    """A model that always replies with some code (for ScriptedRuntime runs, where the
+    script text is ignored). ``len(model.requests)`` counts model calls."""
+    return ScriptedModel(lambda request: fence("pass"))
+
+
+def scripted_agent(
+    programs: Sequence[Sequence[Any]],
+    *,
+    tools: Sequence[Any] = (),
+    suspension: bool = True,
+    model: ScriptedModel | None = None,
+    name: str = "coder",
+    **kwargs: Any,
+) -> tuple[CodeActAgent, ScriptedRuntime, ScriptedModel]:
+    runtime = ScriptedRuntime(programs, supports_suspension=suspension)
+    model = model if model is not None else any_code_model()
+    agent = CodeActAgent(name=name, model=model, runtime=runtime, tools=list(tools), **kwargs)
+    return agent, runtime, model
+
+
+async def run(
+    agent: CodeActAgent,
+    *,
+    service: BaseSessionService | None = None,
+    message: str | Content | None = "go",
+    run_config: RunConfig | None = None,
+    state: dict[str, Any] | None = None,
+    session_id: str = SESSION,
+) -> tuple[list[Event], Session, BaseSessionService]:
+    """One invocation through a ``Runner``; creates the session (with ``state``) if needed.
+
+    Returns the events, the session as stored afterwards, and the service."""
+    service = service if service is not None else InMemorySessionService()
+    existing = await service.get_session(app_name=APP, user_id=USER, session_id=session_id)
+    if existing is None:
+        await service.create_session(app_name=APP, user_id=USER, session_id=session_id, state=state)
+    runner = Runner(app_name=APP, agent=agent, session_service=service)
+    events = [
+        e
+        async for e in runner.run_async(user_id=USER, session_id=session_id, new_message=message, run_config=run_config)
+    ]
+    session = await service.get_session(app_name=APP, user_id=USER, session_id=session_id)
+    assert session is not None
+    return events, session, service
+
+
+async def run_direct(
+    agent: CodeActAgent,
+    *,
+    message: str | None = "go",
+    run_config: RunConfig | None = None,
+    state: dict[str, Any] | None = None,
+    invocation_id: str = "inv",
+    history: Sequence[Event] = (),
+) -> list[Event]:
+    """Runs ``agent.run_async`` on a hand-built context (no runner, nothing persisted), with
+    a known invocation id."""
+    session = Session(id=SESSION, app_name=APP, user_id=USER, state=dict(state or {}), events=list(history))
+    ctx = InvocationContext(
+        invocation_id=invocation_id,
+        agent=agent,
+        session=session,
+        session_service=None,
+        user_content=Content.from_text(message) if message is not None else None,
+        run_config=run_config or RunConfig(),
+    )
+    return [e async for e in agent.run_async(ctx)]
+
+
+def pending_of(event: Event) -> Any:
+    """The ``codeact_pending`` value an event writes (KeyError when it writes none)."""
+    return event.actions.state_delta[PENDING_STATE_KEY]
+
+
+def checkpoints(events: Sequence[Event]) -> list[CodeActCheckpoint]:
+    """The checkpoints written by ``events``, in order."""
+    return [
+        CodeActCheckpoint.from_state(e.actions.state_delta[PENDING_STATE_KEY])
+        for e in events
+        if e.actions.state_delta.get(PENDING_STATE_KEY) is not None
+    ]
+
+
+def kinds(events: Sequence[Event]) -> list[str]:
+    return [c.disposition.kind for c in checkpoints(events)]
+
+
+def final_event(events: Sequence[Event]) -> Event:
+    last = events[-1]
+    assert last.error_code is None, (last.error_code, last.error_message)
+    return last
+
+
+def scripted_snapshot(first: PlannedCall, *rest: Any) -> tuple[bytes, int]:
+    """Snapshot bytes of a ScriptedRuntime program paused at ``first``, and its call id."""
+    rt = ScriptedRuntime([[first, *rest]])
+    step = rt.start("x")
+    return step.call.dump(), step.call.call_id  # type: ignore[union-attr]
+
+
+def craft_checkpoint(
+    *,
+    snapshot: bytes,
+    tool: str,
+    args: dict[str, Any] | None = None,
+    disposition: Any,
+    roster: list[str],
+    call_key: str = "old:1:0",
+    call_id: int = 0,
+    agent_name: str = "coder",
+    iteration: int = 1,
+    transcript: list[Content] | None = None,
+    turn_stdout: str = "",
+) -> dict[str, Any]:
+    return CodeActCheckpoint(
+        agent_name=agent_name,
+        invocation_id=call_key.split(":")[0],
+        iteration=iteration,
+        system_prompt="SYSTEM",
+        transcript=transcript if transcript is not None else [Content.from_text("earlier question")],
+        turn_stdout=turn_stdout,
+        snapshot=snapshot,
+        call=PendingToolCall(call_key=call_key, call_id=call_id, tool=tool, args=args or {}),
+        disposition=disposition,
+        tool_roster=roster,
+    ).to_state()
+
+
+def texts(contents: Sequence[Content]) -> list[str]:
+    return [c.text for c in contents]
+
+
+class FakeTool(Tool):
+    """A schema-less tool recording its calls. ``fn(args, tool_context)`` (sync or async)
+    computes the result when given, else ``result`` is returned."""
+
+    def __init__(
+        self,
+        name: str,
+        result: Any = None,
+        *,
+        fn: Callable[..., Any] | None = None,
+        is_long_running: bool = False,
+        requires_confirmation: bool = False,
+    ) -> None:
+        super().__init__(
+            name, f"the {name} tool", None, is_long_running=is_long_running, requires_confirmation=requires_confirmation
+        )
+        self.result = result
+        self.fn = fn
+        self.calls: list[dict[str, Any]] = []
+        self.contexts: list[ToolContext] = []
+
+    async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        self.calls.append(dict(args))
+        self.contexts.append(tool_context)
+        if self.fn is not None:
+            out = self.fn(args, tool_context)
+            if inspect.isawaitable(out):
+                out = await out
+            return out
+        return self.result
