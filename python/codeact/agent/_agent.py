@@ -540,12 +540,12 @@ class CodeActAgent(BaseAgent):
                         ),
                     )
                     return
-                snapshot = await run_step(call.dump)
+                snapshot = call.dump()
                 yield self._confirmation_event(run, snapshot, pending_call)
                 return
 
         if tool.is_long_running and run.supports_suspension:
-            snapshot = await run_step(call.dump)
+            snapshot = call.dump()
             async with aclosing(self._start_long_running(run, tool, pending_call, snapshot, call)) as _events:
                 async for event in _events:
                     yield event
@@ -559,7 +559,7 @@ class CodeActAgent(BaseAgent):
             run.next_step = await run_step(call.resume, _outcome(value, failure))
             return
 
-        snapshot = await run_step(call.dump)
+        snapshot = call.dump()
         yield self._event(
             run.ctx,
             run.pending,

@@ -3,19 +3,29 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..services._access import ServiceAccess
 from ..sessions._types import Content, Event, EventActions, Session
 from ..tools._context import State
 
 if TYPE_CHECKING:
+    from ..services import BaseArtifactService, BaseMemoryService, SecretsProvider
     from ..sessions import BaseSessionService
 
-__all__ = ("BaseAgent", "CallbackContext", "InvocationContext", "RunConfig", "ToolConfirmationDecision")
+__all__ = (
+    "BaseAgent",
+    "CallbackContext",
+    "InvocationContext",
+    "ReadonlyContext",
+    "RunConfig",
+    "ToolConfirmationDecision",
+)
 
 ToolConfirmationDecision = bool | Literal["approve", "deny"]
 """A human decision on a gated tool call: ``True`` / ``"approve"`` or ``False`` / ``"deny"``."""
@@ -56,7 +66,8 @@ class InvocationContext:
         session_service: where events are stored.
         user_content: the message that started the run (None when resuming without one).
         run_config: per-run options.
-        services: optional services (artifacts, memory, secrets) reachable from tools.
+        artifact_service / memory_service / secrets: the runner's services, reachable
+            from tools (``ToolContext``) and callbacks (``CallbackContext``) alike.
     """
 
     invocation_id: str
@@ -65,7 +76,9 @@ class InvocationContext:
     session_service: BaseSessionService | None
     user_content: Content | None
     run_config: RunConfig = field(default_factory=RunConfig)
-    services: Any = None
+    artifact_service: BaseArtifactService | None = None
+    memory_service: BaseMemoryService | None = None
+    secrets: SecretsProvider | None = None
 
     @property
     def app_name(self) -> str:
@@ -76,14 +89,19 @@ class InvocationContext:
         return self.session.user_id
 
 
-class CallbackContext:
-    """What agent- and model-level callbacks see: the run's identity and session state.
-    State writes are tracked and ride on the next event."""
+class ReadonlyContext:
+    """What instruction providers and guardrails see: the run's identity, the user's
+    message and session state, read only."""
 
-    def __init__(self, ctx: InvocationContext, pending: EventActions) -> None:
+    def __init__(self, ctx: InvocationContext, pending: EventActions | None = None) -> None:
         self._ctx = ctx
-        self.actions = pending
-        self.state = State(ctx.session.state, pending.state_delta)
+        delta = pending.state_delta if pending is not None else {}
+        self._state_view = State(ctx.session.state, delta)
+
+    @property
+    def state(self) -> Mapping[str, Any]:
+        """Session state (with this run's pending changes), read only."""
+        return MappingProxyType(self._state_view.to_dict())
 
     @property
     def agent_name(self) -> str:
@@ -92,6 +110,14 @@ class CallbackContext:
     @property
     def invocation_id(self) -> str:
         return self._ctx.invocation_id
+
+    @property
+    def app_name(self) -> str:
+        return self._ctx.session.app_name
+
+    @property
+    def user_id(self) -> str:
+        return self._ctx.session.user_id
 
     @property
     def session(self) -> Session:
@@ -104,6 +130,26 @@ class CallbackContext:
     @property
     def run_config(self) -> RunConfig:
         return self._ctx.run_config
+
+
+class CallbackContext(ReadonlyContext, ServiceAccess):
+    """What agent- and model-level callbacks and plugins see: the run's identity and
+    session state. State writes are tracked and ride on the next event; services are
+    reached with the same accessors as ``ToolContext`` (``save_artifact``,
+    ``load_artifact``, ``list_artifacts``, ``search_memory``, ``get_secret``)."""
+
+    def __init__(self, ctx: InvocationContext, pending: EventActions) -> None:
+        super().__init__(ctx, pending)
+        self.actions = pending
+        self._state = State(ctx.session.state, pending.state_delta)
+        self.artifact_service = ctx.artifact_service
+        self.memory_service = ctx.memory_service
+        self.secrets = ctx.secrets
+
+    @property  # type: ignore[override]
+    def state(self) -> State:
+        """Session state; writes are recorded in ``actions.state_delta``."""
+        return self._state
 
 
 class BaseAgent(BaseModel):
@@ -125,6 +171,12 @@ class BaseAgent(BaseModel):
         """Runs the agent; yields events, each persisted by the runner before the next
         step (so a yielded checkpoint is durable before the tool it brackets runs)."""
         raise NotImplementedError
+
+    async def on_user_message(self, ctx: InvocationContext, content: Content) -> Content | Event:
+        """Called by the runner before the user's message is stored: returns the message to
+        store and run with (possibly rewritten), or an event ending the run (the message is
+        then not stored). The default keeps it as it is."""
+        return content
 
     def find_agent(self, name: str) -> BaseAgent | None:
         """This agent or a descendant named ``name``."""

@@ -177,7 +177,13 @@ class MontyRuntime:
             ``"functions"`` (tools are bare functions; calls bound by ``bind_call_args``).
         max_stdout: bytes of output kept per advance (default 10 MiB), then a marker.
         snapshot_key: when given, snapshots are signed with HMAC-SHA256 under this key and
-            only snapshots signed with it load.
+            only snapshots signed with it load. Needed whenever snapshot bytes are stored
+            where someone else can write them (docs/security.md).
+        isolation: ``"in_process"`` (default: scripts run on a thread of this process) or
+            ``"process"``: the same API served by a shared pool of worker processes
+            (``CODEACT_PROCESS_WORKERS``, default the CPU count), so an interpreter crash
+            kills a worker and raises ``CodeRuntimeError`` instead of ending the host.
+            Costs an IPC round trip and a snapshot dump per stop (docs/security.md).
 
     Raises:
         ValueError: an invalid mount (relative, ``..``, ``/``, duplicate, missing host folder)
@@ -195,6 +201,7 @@ class MontyRuntime:
         *,
         max_stdout: int = DEFAULT_MAX_STDOUT,
         snapshot_key: bytes | None = None,
+        isolation: Literal["in_process", "process"] = "in_process",
     ) -> None:
         self.limits = limits if limits is not None else ResourceLimits()
         self.mounts: tuple[Mount, ...] = tuple(mounts)
@@ -209,7 +216,10 @@ class MontyRuntime:
             raise ValueError("max_stdout must be a positive number of bytes")
         if snapshot_key is not None and (not isinstance(snapshot_key, bytes) or len(snapshot_key) < 16):
             raise ValueError("snapshot_key must be bytes, at least 16 of them")
-        self._engine = _monty.MontyEngine(
+        if isolation not in ("in_process", "process"):
+            raise ValueError(f"isolation must be 'in_process' or 'process', got {isolation!r}")
+        self.isolation = isolation
+        engine_config: dict[str, Any] = dict(
             max_duration=self.limits.max_duration,
             max_memory=self.limits.max_memory,
             max_recursion_depth=self.limits.max_recursion_depth,
@@ -220,6 +230,12 @@ class MontyRuntime:
             max_stdout=max_stdout,
             snapshot_key=snapshot_key,
         )
+        # Built in both modes: it validates the configuration here, in the host.
+        self._engine: Any = _monty.MontyEngine(**engine_config)
+        if isolation == "process":
+            from ._process import ProcessEngine
+
+            self._engine = ProcessEngine(**engine_config)
         self._capabilities = RuntimeCapabilities(supports_suspension=True, prompt=self._build_prompt())
 
     # -- the seam -------------------------------------------------------------------------

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio.lowlevel
+import anyio
+import pydantic_core
 
 from ._service import (
     BaseSessionService,
@@ -25,6 +25,12 @@ from ._service import (
     split_state,
 )
 from ._types import Event, Session
+
+
+def deepcopy(value: Any) -> Any:
+    """A deep copy of JSON-compatible data (everything the store holds), made by a JSON
+    round trip in pydantic-core: several times faster than ``copy.deepcopy``."""
+    return pydantic_core.from_json(pydantic_core.to_json(value))
 
 __all__ = ("InMemorySessionService",)
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from ..services._access import ServiceAccess
 from ..sessions._types import Content, EventActions
 
 if TYPE_CHECKING:
+    from ..services import BaseArtifactService, BaseMemoryService, SecretsProvider
     from ..sessions._types import Session
 
 __all__ = ("State", "ToolContext")
@@ -64,7 +66,7 @@ class State(MutableMapping[str, Any]):
         return {**self._value, **self._delta}
 
 
-class ToolContext:
+class ToolContext(ServiceAccess):
     """What a tool sees of the live run, one fresh instance per call.
 
     Attributes:
@@ -75,6 +77,11 @@ class ToolContext:
         state: session state; writes are tracked into ``actions.state_delta``.
         actions: side effects to carry on the next event; a tool may set
             ``escalate``, ``skip_summarization`` or ``transfer_to_agent`` to end the run.
+        artifact_service / memory_service / secrets: the runner's services, also reached
+            through ``save_artifact`` / ``load_artifact`` / ``list_artifacts``,
+            ``search_memory`` and ``get_secret`` (the same accessors as ``CallbackContext``).
+        tool_outcome: in after-tool callbacks, the ``ToolOutcome`` of the call (attempts,
+            duration, timed out, error category); None before the tool ran.
     """
 
     def __init__(
@@ -86,7 +93,9 @@ class ToolContext:
         session: Session,
         user_content: Content | None,
         committed_state: MutableMapping[str, Any],
-        services: Any = None,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
+        secrets: SecretsProvider | None = None,
     ) -> None:
         self.function_call_id = function_call_id
         self.agent_name = agent_name
@@ -95,7 +104,10 @@ class ToolContext:
         self.user_content = user_content
         self.actions = EventActions()
         self.state = State(committed_state, self.actions.state_delta)
-        self.services = services
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
+        self.secrets = secrets
+        self.tool_outcome: Any = None
 
     @property
     def app_name(self) -> str:

@@ -1,0 +1,501 @@
+"""``MontyRuntime(isolation="process")``: the same API, run in a pool of worker processes.
+
+In-process, the host is protected by limits checked before allocating, depth guards and a
+stack sized for the recursion limit (``docs/security.md``). What remains (an interpreter
+bug that aborts, a forged unsigned snapshot that panics while unwinding) would take the
+host down; here it takes down one worker instead, and the call raises
+``CodeRuntimeError``.
+
+Design:
+- One pool per host process, shared by every process-isolated runtime; a worker serves any
+  configuration (the configuration travels with each request and the worker caches one
+  engine per configuration). Workers start lazily, up to ``pool_size()`` of them
+  (``CODEACT_PROCESS_WORKERS`` or the CPU count, at least 2).
+- Workers are plain ``python -m codeact.runtime._process`` children (never ``fork`` of
+  the host, never a re-import of the host's ``__main__``). Requests and replies are
+  length-prefixed ``marshal`` frames over the child's stdin / a private copy of its
+  stdout: plain data only, never ``pickle``, so a compromised worker cannot make the
+  host run code by what it sends back.
+- A worker is stateless between requests: a paused script comes back as snapshot bytes
+  (dumped in the worker at every stop), and the host-side ``PendingCall`` resumes from
+  them on any worker. The cost is one dump per tool call, reported by the benchmark.
+- A worker that dies (signal, abort, exit) or does not answer within
+  ``max_duration + HANG_GRACE`` seconds is killed and replaced; the request raises
+  ``CodeRuntimeError`` naming what happened.
+"""
+
+from __future__ import annotations
+
+import atexit
+import marshal
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
+from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep
+
+__all__ = ("HANG_GRACE", "ProcessEngine", "ProcessPendingCall", "pool_size", "shutdown_pool")
+
+HANG_GRACE = 30.0
+"""Seconds a worker may take beyond the script's ``max_duration`` before it is killed as hung
+(loading and dumping large snapshots, OS calls)."""
+
+MAX_VALUE_DEPTH = 200
+"""Mirrors the native ``MAX_VALUE_DEPTH``: deepest nesting that may cross the boundary."""
+
+ALREADY_RESUMED = "this PendingCall was already resumed; a PendingCall is single use"
+
+_HEADER = struct.Struct("<Q")
+_ERRORS: dict[str, type[Exception]] = {
+    "SnapshotError": SnapshotError,
+    "ValueConversionError": ValueConversionError,
+    "CodeRuntimeError": CodeRuntimeError,
+    "ValueError": ValueError,
+    "TypeError": TypeError,
+}
+
+Config = tuple[Any, ...]
+"""(max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock,
+tool_style, max_stdout, snapshot_key), exactly the native engine's arguments."""
+
+_CONFIG_FIELDS = (
+    "max_duration",
+    "max_memory",
+    "max_recursion_depth",
+    "mounts",
+    "environ",
+    "system_clock",
+    "tool_style",
+    "max_stdout",
+    "snapshot_key",
+)
+
+
+def pool_size() -> int:
+    """Worker processes the pool grows to: ``CODEACT_PROCESS_WORKERS`` or the CPU count (at
+    least 2)."""
+    env = os.environ.get("CODEACT_PROCESS_WORKERS")
+    if env:
+        return max(1, int(env))
+    return max(2, os.cpu_count() or 2)
+
+
+# ------------------------------------------------------------------ framing
+
+
+def _write_frame(fd: int, obj: Any) -> None:
+    data = marshal.dumps(obj)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
+    """Reads ``n`` bytes; ``None`` at EOF. Raises ``TimeoutError`` past ``deadline``."""
+    chunks: list[bytes] = []
+    left = n
+    while left:
+        if deadline is not None:
+            wait = deadline - _now()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(fd: int, deadline: float | None = None) -> Any:
+    head = _read_exact(fd, _HEADER.size, deadline)
+    if head is None:
+        raise EOFError
+    (size,) = _HEADER.unpack(head)
+    body = _read_exact(fd, size, deadline)
+    if body is None:
+        raise EOFError
+    return marshal.loads(body)
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
+
+
+# ------------------------------------------------------------------ host side: values
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
+
+
+def _conversion_error(root: str, path: list[str], type_name: str | None) -> ValueConversionError:
+    where = root + "".join(path)
+    if type_name is None:
+        detail = f"{where} nests deeper than {MAX_VALUE_DEPTH} levels"
+    else:
+        detail = (
+            f"{where} is {_article(type_name)} {type_name}, which cannot cross the boundary "
+            "(allowed: None, bool, int, float, str, bytes, list, tuple, dict)"
+        )
+    return ValueConversionError(f"cannot resume the script with this value: {detail}")
+
+
+def _plain(value: Any, root: str, path: list[str]) -> Any:
+    """A copy of ``value`` with exact plain types (subclasses reduced to their base, as the
+    native conversion does), so it marshals; the native error text otherwise."""
+    if len(path) > MAX_VALUE_DEPTH:
+        raise _conversion_error(root, path, None)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _conversion_error(root, path, "str with lone surrogates") from None
+        return str(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, (list, tuple)):
+        out = []
+        for i, item in enumerate(value):
+            path.append(f"[{i}]")
+            out.append(_plain(item, root, path))
+            path.pop()
+        return out if isinstance(value, list) else tuple(out)
+    if isinstance(value, dict):
+        result = {}
+        for k, v in value.items():
+            try:
+                label = repr(k)
+            except Exception:
+                label = "?"
+            path.append(f"[{label}]")
+            key = _plain(k, root, path)
+            if isinstance(key, (list, dict)):
+                raise _conversion_error(root, path, type(k).__name__)
+            result[key] = _plain(v, root, path)
+            path.pop()
+        return result
+    raise _conversion_error(root, path, type(value).__name__)
+
+
+def _encode_outcome(outcome: Any) -> tuple[Any, ...]:
+    if isinstance(outcome, ResumeValue):
+        return ("value", _plain(outcome.value, "value", []))
+    if isinstance(outcome, ResumeError):
+        if not isinstance(outcome.message, str) or not isinstance(outcome.exc_type, str):
+            raise TypeError("ResumeError message and exc_type must be str")
+        return ("error", outcome.exc_type, outcome.message)
+    raise TypeError(
+        f"resume() takes ResumeValue(value) or ResumeError(message), got {type(outcome).__name__}"
+    )
+
+
+# ------------------------------------------------------------------ host side: pool
+
+
+class _Worker:
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env.setdefault("PYTHONFAULTHANDLER", "1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "codeact.runtime._process"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            env=env,
+            close_fds=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.wfd = self.proc.stdin.fileno()
+        self.rfd = self.proc.stdout.fileno()
+
+    def request(self, msg: tuple[Any, ...], timeout: float | None) -> Any:
+        deadline = None if timeout is None else _now() + timeout
+        try:
+            _write_frame(self.wfd, msg)
+            return _read_frame(self.rfd, deadline)
+        except TimeoutError:
+            self.kill()
+            raise CodeRuntimeError(
+                f"interpreter error: the worker process did not answer within {timeout:.0f} s and was killed"
+            ) from None
+        except (EOFError, BrokenPipeError, OSError, ValueError) as exc:
+            code = self.kill()
+            raise CodeRuntimeError(f"interpreter error: the worker process died ({_describe_exit(code)})") from exc
+
+    def kill(self) -> int | None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+        return code
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self.spawned = 0
+        self.crashes = 0
+
+    def run(self, msg: tuple[Any, ...], timeout: float | None) -> Any:
+        worker = self._checkout()
+        ok = False
+        try:
+            reply = worker.request(msg, timeout)
+            ok = True
+            return reply
+        except CodeRuntimeError:
+            with self._lock:
+                self.crashes += 1
+            raise
+        finally:
+            self._checkin(worker, ok and worker.alive())
+
+    def _checkout(self) -> _Worker:
+        with self._lock:
+            while True:
+                if self._idle:
+                    return self._idle.pop()
+                if self._count < pool_size():
+                    self._count += 1
+                    break
+                self._lock.wait()
+        try:
+            worker = _Worker()
+        except BaseException:
+            with self._lock:
+                self._count -= 1
+                self._lock.notify()
+            raise
+        with self._lock:
+            self.spawned += 1
+        return worker
+
+    def _checkin(self, worker: _Worker, healthy: bool) -> None:
+        if not healthy:
+            worker.kill()
+        with self._lock:
+            if healthy:
+                self._idle.append(worker)
+            else:
+                self._count -= 1
+            self._lock.notify()
+
+    def shutdown(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+        for w in idle:
+            try:
+                if w.proc.stdin is not None:
+                    w.proc.stdin.close()
+            except OSError:
+                pass
+            w.kill()
+
+
+_POOL = _Pool()
+atexit.register(_POOL.shutdown)
+
+
+def shutdown_pool() -> None:
+    """Stops the idle worker processes (they restart on the next request)."""
+    _POOL.shutdown()
+
+
+def pool_stats() -> dict[str, int]:
+    """Workers spawned and worker failures (crashes, hangs) since the host started."""
+    return {"spawned": _POOL.spawned, "crashes": _POOL.crashes}
+
+
+class ProcessPendingCall:
+    """A script paused at a tool call in a worker, held here as snapshot bytes; single use."""
+
+    __slots__ = ("_engine", "_snapshot", "_used", "call_id", "keyword_args", "name", "positional_args")
+
+    def __init__(
+        self,
+        engine: ProcessEngine,
+        name: str,
+        positional: tuple[Any, ...],
+        keyword: dict[str, Any],
+        call_id: int,
+        snapshot: bytes,
+    ) -> None:
+        self._engine = engine
+        self.name = name
+        self.positional_args = positional
+        self.keyword_args = keyword
+        self.call_id = call_id
+        self._snapshot = snapshot
+        self._used = False
+
+    def dump(self) -> bytes:
+        if self._used:
+            raise CodeRuntimeError(ALREADY_RESUMED)
+        return self._snapshot
+
+    def resume(self, outcome: ResumeValue | ResumeError) -> RunStep:
+        encoded = _encode_outcome(outcome)
+        if self._used:
+            raise CodeRuntimeError(ALREADY_RESUMED)
+        self._used = True
+        return self._engine._advance(("resume", self._engine.config, self._snapshot, encoded))
+
+    def __repr__(self) -> str:
+        return f"ProcessPendingCall(name={self.name!r}, keyword_args={self.keyword_args!r}, call_id={self.call_id})"
+
+
+class ProcessEngine:
+    """The native engine's API (start / resume / inspect), served by the worker pool."""
+
+    def __init__(self, **config: Any) -> None:
+        self.config: Config = tuple(config[k] for k in _CONFIG_FIELDS)
+        duration = config["max_duration"]
+        self.timeout = None if duration is None else float(duration) + HANG_GRACE
+
+    def start(self, script: str, script_name: str) -> RunStep:
+        if not isinstance(script, str) or not isinstance(script_name, str):
+            raise TypeError("start() takes the script and its name as str")
+        return self._advance(("start", self.config, script, script_name))
+
+    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+        encoded = _encode_outcome(outcome)
+        return self._advance(("resume", self.config, bytes(snapshot), encoded))
+
+    def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
+        reply = self._request(("inspect", self.config, bytes(snapshot)))
+        name, positional, keyword, call_id = reply[1]
+        return name, tuple(positional), keyword, call_id
+
+    def _request(self, msg: tuple[Any, ...]) -> Any:
+        reply = _POOL.run(msg, self.timeout)
+        if reply[0] == "exc":
+            raise _ERRORS.get(reply[1], CodeRuntimeError)(reply[2])
+        return reply
+
+    def _advance(self, msg: tuple[Any, ...]) -> RunStep:
+        reply = self._request(msg)
+        kind = reply[0]
+        if kind == "complete":
+            return Complete(reply[1], reply[2])
+        if kind == "raised":
+            return Raised(reply[1], reply[2])
+        _, name, positional, keyword, call_id, snapshot, stdout = reply
+        return Call(ProcessPendingCall(self, name, tuple(positional), keyword, call_id, snapshot), stdout)
+
+
+# ------------------------------------------------------------------ worker side
+
+
+def _serve(rfd: int, wfd: int) -> None:
+    from .. import _monty
+
+    engines: dict[bytes, Any] = {}
+
+    def engine(config: Config) -> Any:
+        key = marshal.dumps(config)
+        found = engines.get(key)
+        if found is None:
+            if len(engines) >= 64:
+                engines.clear()
+            found = engines[key] = _monty.MontyEngine(**dict(zip(_CONFIG_FIELDS, config)))
+        return found
+
+    def step_reply(step: Any) -> tuple[Any, ...]:
+        if isinstance(step, Complete):
+            return ("complete", step.value, step.stdout)
+        if isinstance(step, Raised):
+            return ("raised", step.message, step.stdout)
+        call = step.call
+        return (
+            "call",
+            call.name,
+            tuple(call.positional_args),
+            dict(call.keyword_args),
+            call.call_id,
+            call.dump(),
+            step.stdout,
+        )
+
+    def outcome(encoded: tuple[Any, ...]) -> Any:
+        if encoded[0] == "value":
+            return ResumeValue(encoded[1])
+        return ResumeError(encoded[2], encoded[1])
+
+    handlers: dict[str, Callable[..., tuple[Any, ...]]] = {
+        "start": lambda cfg, script, name: step_reply(engine(cfg).start(script, name)),
+        "resume": lambda cfg, snap, enc: step_reply(engine(cfg).resume(snap, outcome(enc))),
+        "inspect": lambda cfg, snap: ("inspect", tuple(engine(cfg).inspect(snap))),
+    }
+    while True:
+        try:
+            msg = _read_frame(rfd)
+        except EOFError:
+            return
+        try:
+            reply = handlers[msg[0]](*msg[1:])
+        except Exception as exc:
+            name = type(exc).__name__
+            reply = ("exc", name if name in _ERRORS else "CodeRuntimeError", str(exc))
+        _write_frame(wfd, reply)
+
+
+def _main() -> None:
+    # The protocol owns the original stdout; anything else printing to fd 1 goes to stderr.
+    wfd = os.dup(1)
+    os.dup2(2, 1)
+    rfd = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host's Ctrl-C is the host's to handle
+    _serve(rfd, wfd)
+
+
+if __name__ == "__main__":
+    _main()
