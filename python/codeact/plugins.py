@@ -4,17 +4,25 @@ Subclass ``Plugin`` and override the hooks you need; each may be sync or async. 
 listed in ``CodeActAgent(plugins=[...])`` compose in list order, and at every point they
 run **before** the agent's own callbacks.
 
-| Hook | When | Return |
-| --- | --- | --- |
-| ``on_user_message(ctx, content)`` | before the message is stored | ``Content`` rewrites it (next plugin sees the rewrite) |
-| ``before_run(ctx)`` | start of the agent's run, before ``before_agent`` | ``Content``/``str`` short-circuits: yielded as the agent's answer, the model is never called |
-| ``after_run(ctx)`` | end of the run, whatever the outcome | observe only |
-| ``on_event(ctx, event)`` | each event the agent yields, before it is stored | ``Event`` rewrites it |
-| ``before_model(ctx, request)`` | before each model call, before ``before_model`` | ``LlmRequest`` rewrites the request; ``LlmResponse``/``Content``/``str`` short-circuits the model (and the agent's ``before_model``) |
-| ``after_model(ctx, response)`` | after each model call, before ``after_model`` | ``LlmResponse``/``Content``/``str`` rewrites it |
-| ``before_tool(tool, args, tool_context)`` | before each tool call, before ``before_tool`` (``args`` may be mutated in place to rewrite them) | non-None short-circuits: the value is the call's result |
-| ``after_tool(tool, args, tool_context, result)`` | after a successful call (or fallback), before ``after_tool`` | non-None rewrites the result |
-| ``on_tool_error(tool, args, tool_context, error)`` | a call failed, before ``on_tool_error`` | non-None is the fallback result |
+- ``on_user_message(ctx, content)``: before the message is stored; a ``Content`` (or
+  ``str``) rewrites it, and the next plugin sees the rewrite.
+- ``before_run(ctx)``: start of the agent's run, before ``before_agent``; a ``Content`` or
+  ``str`` short-circuits: it is yielded as the agent's answer and the model is never called.
+- ``after_run(ctx)``: end of the run, whatever the outcome; observe only.
+- ``on_event(ctx, event)``: each event the agent yields, before it is stored; an ``Event``
+  rewrites it.
+- ``before_model(ctx, request)``: before each model call, before ``before_model``; an
+  ``LlmRequest`` rewrites the request; an ``LlmResponse`` / ``Content`` / ``str``
+  short-circuits the model (and the agent's ``before_model``).
+- ``after_model(ctx, response)``: after each model call, before ``after_model``; an
+  ``LlmResponse`` / ``Content`` / ``str`` rewrites the reply.
+- ``before_tool(tool, args, tool_context)``: before each tool call, before ``before_tool``
+  (mutate ``args`` in place to rewrite them); non-None short-circuits: the value is the
+  call's result (the tool and the agent's ``before_tool`` do not run).
+- ``on_tool_error(tool, args, tool_context, error)``: a call failed, before
+  ``on_tool_error``; non-None is the fallback result.
+- ``after_tool(tool, args, tool_context, result)``: after a successful call (or fallback),
+  before ``after_tool``; non-None rewrites the result.
 
 ``ctx`` is the ``CallbackContext`` (``on_user_message`` gets a ``ReadonlyContext``). An
 exception from a model or run hook aborts the run; from a tool hook it is raised into the

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from typing import Any
 
 import anyio
 
 from .agent._checkpoint import PENDING_STATE_KEY
 from .agent._context import BaseAgent, InvocationContext, RunConfig
+from .services import BaseArtifactService, BaseMemoryService, SecretsProvider
 from .sessions import BaseSessionService, InMemorySessionService, SessionNotFoundError
 from .sessions._types import Content, Event, EventActions, Session, new_id
 
@@ -27,8 +27,18 @@ class Runner:
         app_name: the application; scopes ``app:`` state.
         agent: the root agent.
         session_service: where sessions live (default: a new ``InMemorySessionService``).
-        services: optional services object handed to tools (``ToolContext.services``).
+        artifact_service: where artifacts live (``save_artifact`` / ``load_artifact`` from
+            tools and callbacks, ``{artifact.name}`` in instructions).
+        memory_service: what ``search_memory`` searches.
+        secrets: a ``SecretsProvider`` or a plain name -> value mapping, read by tools with
+            ``get_secret``; never logged, never in a prompt, redacted from model-facing text.
         auto_create_session: create a missing session instead of raising.
+
+    Before the user's message is stored, the agent to run gets it through
+    ``BaseAgent.on_user_message`` (``CodeActAgent``: plugins, then input guardrails), which
+    may rewrite it or end the run. An event carrying ``transfer_to_agent`` hands the turn to
+    that agent (found anywhere in the tree under ``agent``; any ``BaseAgent``); its
+    ``RunConfig.transfer_targets`` then lists its parent and peers.
     """
 
     def __init__(
@@ -37,13 +47,17 @@ class Runner:
         app_name: str,
         agent: BaseAgent,
         session_service: BaseSessionService | None = None,
-        services: Any = None,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
+        secrets: SecretsProvider | Mapping[str, str] | None = None,
         auto_create_session: bool = False,
     ) -> None:
         self.app_name = app_name
         self.agent = agent
         self.session_service = session_service if session_service is not None else InMemorySessionService()
-        self.services = services
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
+        self.secrets = secrets if secrets is None or isinstance(secrets, SecretsProvider) else SecretsProvider(secrets)
         self.auto_create_session = auto_create_session
 
     async def _session(self, user_id: str, session_id: str) -> Session:
@@ -101,21 +115,21 @@ class Runner:
         session = await self._session(user_id, session_id)
         invocation_id = new_id()
         content = Content.from_text(new_message) if isinstance(new_message, str) else new_message
+        agent = self._agent_for(session)
         if content is not None:
+            checked = await agent.on_user_message(
+                self._context(invocation_id, agent, session, content, run_config), content
+            )
+            if isinstance(checked, Event):
+                await self.session_service.append_event(session, checked)
+                yield checked
+                return
+            content = checked
             user_event = Event(invocation_id=invocation_id, author="user", content=content)
             await self.session_service.append_event(session, user_event)
-        agent = self._agent_for(session)
         transfers = 0
         while True:
-            ctx = InvocationContext(
-                invocation_id=invocation_id,
-                agent=agent,
-                session=session,
-                session_service=self.session_service,
-                user_content=content,
-                run_config=self._transfer_config(agent, run_config),
-                services=self.services,
-            )
+            ctx = self._context(invocation_id, agent, session, content, run_config)
             transfer_to: str | None = None
             async with aclosing(agent.run_async(ctx)) as events:
                 async for event in events:
@@ -143,6 +157,21 @@ class Runner:
                 yield error
                 return
             agent = target
+
+    def _context(
+        self, invocation_id: str, agent: BaseAgent, session: Session, content: Content | None, run_config: RunConfig
+    ) -> InvocationContext:
+        return InvocationContext(
+            invocation_id=invocation_id,
+            agent=agent,
+            session=session,
+            session_service=self.session_service,
+            user_content=content,
+            run_config=self._transfer_config(agent, run_config),
+            artifact_service=self.artifact_service,
+            memory_service=self.memory_service,
+            secrets=self.secrets,
+        )
 
     def run(
         self,

@@ -4,18 +4,23 @@ checkpoints and events (SPEC §4–5)."""
 from __future__ import annotations
 
 import collections
+import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
-from ..exceptions import CodeActError, SnapshotError
+from ..exceptions import CodeActError, MissingStateError, SnapshotError
+from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, LlmRequest, LlmResponse
 from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, bind_call_args
+from ..services._artifacts import check_filename
 from ..sessions._types import Content, Event, EventActions, FunctionCall, Part, ToolConfirmation
+from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
 from ..tools import FunctionTool, Tool, ToolContext
 from ._checkpoint import (
     PENDING_STATE_KEY,
@@ -26,7 +31,7 @@ from ._checkpoint import (
     PendingToolCall,
     Resolved,
 )
-from ._context import BaseAgent, CallbackContext, InvocationContext
+from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool, terminal_signal
 from ._extract import NO_CODE_FEEDBACK, extract_code
 from ._output import (
@@ -39,7 +44,7 @@ from ._output import (
     render_final,
     truncate_middle,
 )
-from ._prompt import assemble_system_prompt, inject_state, transfer_section
+from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
 from ._stepper import run_step
 
 __all__ = ("DEFAULT_MAX_ERROR_CHARS", "DEFAULT_MAX_ITERATIONS", "CodeActAgent")
@@ -70,6 +75,7 @@ class _Run:
     supports_suspension: bool
     breaker: CircuitBreaker
     cb_ctx: CallbackContext
+    plugins: list[Any] = field(default_factory=list)
     system_prompt: str = ""
     transcript: list[Content] = field(default_factory=list)
     iteration: int = 0
@@ -104,6 +110,7 @@ class CodeActAgent(BaseAgent):
     max_output_tokens: int | None = None
     include_contents: Literal["default", "none"] = "default"
     tools: list[Any] = Field(default_factory=list)
+    toolsets: list[Any] = Field(default_factory=list)
     tool_timeout: float | None = Field(default=300.0, gt=0)
     default_retry_budget: RetryBudget | None = None
     tool_retry_budgets: dict[str, RetryBudget] = Field(default_factory=dict)
@@ -124,6 +131,12 @@ class CodeActAgent(BaseAgent):
     before_tool: Callbacks = None
     after_tool: Callbacks = None
     after_tool_full: Callbacks = None
+    input_guardrails: list[Any] = Field(default_factory=list)
+    output_guardrails: list[Any] = Field(default_factory=list)
+    plugins: list[Any] = Field(default_factory=list)
+    skills: Any = None
+    skill_policy: SkillPolicy = Field(default_factory=SkillPolicy)
+    skill_budget: int = Field(default=DEFAULT_SKILL_BUDGET, ge=0)
     max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1)
     max_error_chars: int = Field(default=DEFAULT_MAX_ERROR_CHARS, ge=16)
 
@@ -131,6 +144,9 @@ class CodeActAgent(BaseAgent):
     _schema: dict[str, Any] | None = PrivateAttr(default=None)
     _schema_adapter: TypeAdapter[Any] | None = PrivateAttr(default=None)
     _schema_validator: Any = PrivateAttr(default=None)
+    _skill_index: SkillIndex | None = PrivateAttr(default=None)
+    _input_adapter: TypeAdapter[Any] | None = PrivateAttr(default=None)
+    _input_validator: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check(self) -> CodeActAgent:
@@ -159,6 +175,19 @@ class CodeActAgent(BaseAgent):
             else:
                 self._schema_adapter = TypeAdapter(self.output_schema)
                 self._schema = self._schema_adapter.json_schema()
+        if self.input_schema is not None:
+            if isinstance(self.input_schema, dict):
+                cls = jsonschema.validators.validator_for(self.input_schema)
+                cls.check_schema(self.input_schema)
+                self._input_validator = cls(self.input_schema)
+            else:
+                self._input_adapter = TypeAdapter(self.input_schema)
+        if isinstance(self.skills, SkillIndex):
+            self._skill_index = self.skills
+        elif isinstance(self.skills, (str, Path)):
+            self._skill_index = SkillIndex.from_dir(self.skills)
+        elif self.skills is not None:
+            self._skill_index = SkillIndex(s if isinstance(s, Skill) else Skill.model_validate(s) for s in self.skills)
         return self
 
     # ------------------------------------------------------------------ entry point
@@ -166,6 +195,24 @@ class CodeActAgent(BaseAgent):
     async def run_async(self, ctx: InvocationContext) -> AsyncIterator[Event]:  # type: ignore[override]
         pending = EventActions()
         cb_ctx = CallbackContext(ctx, pending)
+        async with aclosing(self._run(ctx, pending, cb_ctx)) as events:
+            async for event in events:
+                for plugin in self.plugins:
+                    rewritten = await call_callback(plugin.on_event, cb_ctx, event)
+                    if rewritten is not None:
+                        event = rewritten
+                yield event
+        for plugin in self.plugins:
+            await call_callback(plugin.after_run, cb_ctx)
+
+    async def _run(
+        self, ctx: InvocationContext, pending: EventActions, cb_ctx: CallbackContext
+    ) -> AsyncIterator[Event]:
+        for plugin in self.plugins:
+            content = await call_callback(plugin.before_run, cb_ctx)
+            if content is not None:
+                yield self._event(ctx, pending, content=_as_content(content))
+                return
         for cb in _as_list(self.before_agent):
             content = await call_callback(cb, cb_ctx)
             if content is not None:
@@ -179,6 +226,7 @@ class CodeActAgent(BaseAgent):
             supports_suspension=bool(self.runtime.capabilities().supports_suspension),
             breaker=CircuitBreaker(self.circuit_breaker_threshold),
             cb_ctx=cb_ctx,
+            plugins=list(self.plugins),
         )
         async with aclosing(self._loop(run)) as _events:
             async for event in _events:
@@ -189,6 +237,26 @@ class CodeActAgent(BaseAgent):
                 if content is not None:
                     yield self._event(ctx, pending, content=_as_content(content))
                     return
+
+    async def on_user_message(self, ctx: InvocationContext, content: Content) -> Content | Event:
+        """Plugins' ``on_user_message`` hooks (in order, each may rewrite), then the input
+        guardrails. A block returns the event ending the run (the message is not stored)."""
+        ro = ReadonlyContext(ctx)
+        for plugin in self.plugins:
+            rewritten = await call_callback(plugin.on_user_message, ro, content)
+            if rewritten is not None:
+                content = _as_content(rewritten).model_copy(update={"role": content.role})
+        if not self.input_guardrails:
+            return content
+        verdict = await run_guardrails(self.input_guardrails, content, ro)
+        if verdict.blocked:
+            return Event(
+                invocation_id=ctx.invocation_id,
+                author=self.name,
+                error_code="codeact.input_guardrail",
+                error_message=f"input guardrails blocked the message: {verdict.reason}",
+            )
+        return verdict.content
 
     # ------------------------------------------------------------------ events
 
@@ -212,8 +280,27 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ setup
 
-    def _resolve_tools(self, ctx: InvocationContext) -> list[Tool]:
-        return list(self._tools)
+    async def _resolve_tools(self, run: _Run) -> list[Tool]:
+        """Static tools, then each toolset's tools for this run.
+
+        Raises:
+            ValueError: two tools share a name (the message names both sources).
+        """
+        tools = list(self._tools)
+        if not self.toolsets:
+            return tools
+        source = {t.name: "static tools" for t in tools}
+        ro = ReadonlyContext(run.ctx, run.pending)
+        for toolset in self.toolsets:
+            for t in await toolset.resolve(ro):
+                if t.name in source:
+                    raise ValueError(
+                        f"duplicate tool name {t.name!r}: conflict between {source[t.name]} "
+                        f"and toolset {toolset.name!r}"
+                    )
+                source[t.name] = f"toolset {toolset.name!r}"
+                tools.append(t)
+        return tools
 
     def transfer_targets(self, ctx: InvocationContext) -> list[str]:
         """Agent names this run may transfer to: sub-agents, then the runner's targets
@@ -230,15 +317,56 @@ class CodeActAgent(BaseAgent):
         return targets
 
     async def _instruction(self, source: str | Callable[..., Any], run: _Run) -> str:
+        """A provider's text (not template-expanded), or the string with ``{key}`` /
+        ``{artifact.name}`` injected."""
         if callable(source):
-            text = await call_callback(source, run.cb_ctx)
+            text = await call_callback(source, ReadonlyContext(run.ctx, run.pending))
             return text or ""
-        return inject_state(source, run.ctx.session.state) if source else ""
+        if not source:
+            return ""
+        state = {**run.ctx.session.state, **run.pending.state_delta}
+        return inject_state(source, state, await self._template_artifacts(source, run))
+
+    async def _template_artifacts(self, template: str, run: _Run) -> dict[str, str]:
+        """The text of each artifact a template names (``{artifact.name}``)."""
+        out: dict[str, str] = {}
+        for m in _PLACEHOLDER.finditer(template):
+            name, optional = m.group(1), m.group(2) == "?"
+            if not name.startswith("artifact."):
+                continue
+            filename = name[len("artifact.") :]
+            try:
+                check_filename(filename)
+            except ValueError as exc:
+                raise MissingStateError(str(exc)) from None
+            service = run.ctx.artifact_service
+            if service is None:
+                if optional:
+                    continue
+                raise MissingStateError(
+                    f"the instruction uses {{artifact.{filename}}} but there is no artifact service "
+                    "(pass Runner(artifact_service=...))"
+                )
+            s = run.ctx.session
+            art = await service.load_artifact(
+                app_name=s.app_name, user_id=s.user_id, session_id=s.id, filename=filename
+            )
+            if art is not None:
+                out[filename] = art.text or ""
+        return out
+
+    def _skill_block(self, run: _Run) -> str:
+        if self._skill_index is None or run.ctx.user_content is None:
+            return ""
+        query = "\n".join(p.text for p in run.ctx.user_content.parts if p.text and not p.thought)
+        matches = self._skill_index.select(query, self.skill_policy)
+        return "\n\n".join(m.skill.render(self.skill_budget) for m in matches)
 
     async def _system_prompt(self, run: _Run, tools: Sequence[Tool]) -> str:
         global_instruction = await self._instruction(self.global_instruction, run)
         instruction = await self._instruction(self.instruction, run)
         return assemble_system_prompt(
+            skill_block=self._skill_block(run),
             global_instruction=global_instruction,
             instruction=instruction,
             runtime_prompt=self.runtime.capabilities().prompt,
@@ -254,6 +382,8 @@ class CodeActAgent(BaseAgent):
         for ev in ctx.session.events:
             if ev.content is None or ev.error_code or ev.actions.state_delta.get(PENDING_STATE_KEY):
                 continue
+            if ev.author == "user" and ev.invocation_id == ctx.invocation_id:
+                continue
             text = ev.content.text
             if not text:
                 continue
@@ -267,7 +397,11 @@ class CodeActAgent(BaseAgent):
 
     async def _loop(self, run: _Run) -> AsyncIterator[Event]:
         ctx = run.ctx
-        tools = self._resolve_tools(ctx)
+        try:
+            tools = await self._resolve_tools(run)
+        except ValueError as exc:
+            yield self._error_event(run, "codeact.toolset", str(exc))
+            return
         run.tools = {t.name: t for t in tools}
         run.roster = sorted(run.tools)
 
@@ -275,6 +409,11 @@ class CodeActAgent(BaseAgent):
         if raw is not None and ctx.run_config.discard_pending_checkpoint:
             yield self._event(ctx, run.pending, state_delta={PENDING_STATE_KEY: None})
             raw = None
+        if raw is None:
+            problem = self._check_input(ctx.user_content)
+            if problem is not None:
+                yield self._error_event(run, "codeact.input_schema", problem)
+                return
         step: RunStep | None = None
         if raw is not None:
             async with aclosing(self._resume(run, raw)) as _events:
@@ -362,12 +501,40 @@ class CodeActAgent(BaseAgent):
             step = None
 
     def _feed_back(self, run: _Run, message: str) -> None:
-        run.transcript.append(Content.from_text(message, role="user"))
+        """Appends model-facing feedback (secret values redacted) to the transcript."""
+        redact = run.ctx.secrets.redact if run.ctx.secrets is not None else (lambda text: text)
+        run.transcript.append(Content.from_text(redact(message), role="user"))
         if run.turn_stdout:
             run.transcript.append(
-                Content.from_text("Output (stdout):\n" + truncate_middle(run.turn_stdout, self.max_error_chars))
+                Content.from_text(redact("Output (stdout):\n" + truncate_middle(run.turn_stdout, self.max_error_chars)))
             )
         run.turn_stdout = ""
+
+    def _check_input(self, content: Content | None) -> str | None:
+        """Why the user's message does not match ``input_schema``, or None."""
+        if self.input_schema is None or content is None or not content.text:
+            return None
+        text = content.text
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            if self._input_adapter is not None or (
+                isinstance(self.input_schema, dict) and self.input_schema.get("type") not in (None, "string")
+            ):
+                return f"the user message must be JSON matching the input schema of agent {self.name!r} ({exc})"
+            data = text
+        if self._input_adapter is not None:
+            try:
+                self._input_adapter.validate_python(data)
+            except ValidationError as exc:
+                errs = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
+                return f"the user message does not match the input schema of agent {self.name!r}: {errs}"
+            return None
+        errors = sorted(self._input_validator.iter_errors(data), key=lambda e: list(e.path))
+        if errors:
+            errs = "; ".join(f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in errors)
+            return f"the user message does not match the input schema of agent {self.name!r}: {errs}"
+        return None
 
     def _clear_delta(self, ctx: InvocationContext) -> dict[str, Any] | None:
         return {PENDING_STATE_KEY: None} if ctx.session.state.get(PENDING_STATE_KEY) is not None else None
@@ -382,13 +549,24 @@ class CodeActAgent(BaseAgent):
             config=self.generate_content_config,
         )
         response: LlmResponse | None = None
-        for cb in _as_list(self.before_model):
+        for plugin in run.plugins:
+            result = await call_callback(plugin.before_model, run.cb_ctx, request)
+            if isinstance(result, LlmRequest):
+                request = result
+            elif result is not None:
+                response = _as_response(result)
+                break
+        for cb in _as_list(self.before_model) if response is None else ():
             result = await call_callback(cb, run.cb_ctx, request)
             if result is not None:
                 response = _as_response(result)
                 break
         if response is None:
             response = await self.model.generate_content(request)
+        for plugin in run.plugins:
+            result = await call_callback(plugin.after_model, run.cb_ctx, response)
+            if result is not None:
+                response = _as_response(result)
         for cb in _as_list(self.after_model):
             result = await call_callback(cb, run.cb_ctx, response)
             if result is not None:
@@ -418,12 +596,25 @@ class CodeActAgent(BaseAgent):
         if self._schema_adapter is not None:
             value = self._schema_adapter.dump_python(self._schema_adapter.validate_python(value), mode="json")
         delta = self._clear_delta(run.ctx) or {}
+        rendered = render_final(value)
+        content = Content.from_text(rendered, role="model")
+        if self.output_guardrails:
+            verdict = await run_guardrails(self.output_guardrails, content, ReadonlyContext(run.ctx, run.pending))
+            if verdict.blocked:
+                yield self._error_event(
+                    run,
+                    "codeact.output_guardrail",
+                    f"output guardrails blocked the final answer: {verdict.reason}",
+                    clear=bool(delta),
+                )
+                return
+            content = verdict.content
+            if content.text != rendered:
+                value = content.text
         if self.output_key:
             delta[self.output_key] = value
         run.outcome, run.stopped = "final", True
-        yield self._event(
-            run.ctx, run.pending, content=Content.from_text(render_final(value), role="model"), state_delta=delta
-        )
+        yield self._event(run.ctx, run.pending, content=content, state_delta=delta)
 
     def _validate_output(self, value: Any) -> str | None:
         if self._schema_adapter is not None:
@@ -456,7 +647,9 @@ class CodeActAgent(BaseAgent):
             session=run.ctx.session,
             user_content=run.ctx.user_content,
             committed_state=committed,
-            services=run.ctx.services,
+            artifact_service=run.ctx.artifact_service,
+            memory_service=run.ctx.memory_service,
+            secrets=run.ctx.secrets,
         )
 
     async def _execute(
@@ -474,6 +667,7 @@ class CodeActAgent(BaseAgent):
             after=_as_list(self.after_tool),
             after_full=_as_list(self.after_tool_full),
             on_error=_as_list(self.on_tool_error),
+            plugins=run.plugins,
         )
         merge_actions(run.pending, tc.actions)
         return value, failure, tc.actions

@@ -1,8 +1,10 @@
 """Running one tool call: the robustness pipeline between the script and the tool.
 
-Order (SPEC §4): before-tool callbacks (first non-None result replaces the call), the tool
-with its timeout and retry budget, on-tool-error fallbacks, after-tool callbacks. The
-circuit breaker is checked first and recorded once per call.
+Order (SPEC §4): circuit breaker; plugins' ``before_tool`` then before-tool callbacks (first
+non-None result replaces the call); the tool with its timeout and retry budget (the breaker
+records the outcome once per call); plugins' ``on_tool_error`` then on-tool-error fallbacks;
+plugins' ``after_tool`` (a pipeline, on a value only); after-tool callbacks; after-tool-full
+callbacks, which see the ``ToolOutcome`` (also as ``tool_context.tool_outcome``).
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ async def run_tool(
     after: Sequence[Callable[..., Any]] = (),
     after_full: Sequence[Callable[..., Any]] = (),
     on_error: Sequence[Callable[..., Any]] = (),
+    plugins: Sequence[Any] = (),
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> tuple[Any, ToolFailure | None, ToolOutcome]:
     """Runs ``tool`` through the pipeline.
@@ -153,6 +156,14 @@ async def run_tool(
         outcome.error_message, outcome.error_category = msg, "circuit_open"
         return None, ToolFailure(msg, "RuntimeError"), outcome
 
+    for plugin in plugins:
+        try:
+            replaced = await call_callback(plugin.before_tool, tool, args, tool_context)
+        except Exception as exc:
+            return None, ToolFailure(f"plugin {plugin.name} before_tool failed: {exc}", "RuntimeError"), outcome
+        if replaced is not None:
+            outcome.success = True
+            return plain(replaced), None, outcome
     for cb in before:
         try:
             replaced = await call_callback(cb, tool, args, tool_context)
@@ -199,6 +210,15 @@ async def run_tool(
     breaker.record(tool.name, outcome.success)
 
     if failure is not None:
+        for plugin in plugins:
+            try:
+                fallback = await call_callback(plugin.on_tool_error, tool, args, tool_context, failure.message)
+            except Exception:
+                break
+            if fallback is not None:
+                value, failure = fallback, None
+                break
+    if failure is not None:
         for cb in on_error:
             try:
                 fallback = await call_callback(cb, tool, args, tool_context, failure.message)
@@ -208,6 +228,15 @@ async def run_tool(
                 value, failure = fallback, None
                 break
 
+    tool_context.tool_outcome = outcome
+    if failure is None:
+        for plugin in plugins:
+            try:
+                replaced = await call_callback(plugin.after_tool, tool, args, tool_context, value)
+            except Exception as exc:
+                return None, ToolFailure(f"plugin {plugin.name} after_tool failed: {exc}", "RuntimeError"), outcome
+            if replaced is not None:
+                value = replaced
     for cb in after:
         try:
             replaced = await call_callback(cb, tool, args, tool_context, value if failure is None else None)
