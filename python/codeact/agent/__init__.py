@@ -10,7 +10,8 @@ from ._checkpoint import (
     PendingToolCall,
     Resolved,
 )
-from ._context import BaseAgent, CallbackContext, InvocationContext, RunConfig
+from ._agent_tool import AgentTool
+from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext, RunConfig
 from ._dispatch import RetryBudget, ToolOutcome
 from ._extract import NO_CODE_FEEDBACK, extract_code
 from ._output import decode_script_output, render_final, truncate_middle
@@ -22,6 +23,7 @@ __all__ = (
     "DEFAULT_MAX_ITERATIONS",
     "NO_CODE_FEEDBACK",
     "PENDING_STATE_KEY",
+    "AgentTool",
     "AwaitingCompletion",
     "AwaitingConfirmation",
     "BaseAgent",
@@ -32,6 +34,7 @@ __all__ = (
     "MissingStateError",
     "PendingResult",
     "PendingToolCall",
+    "ReadonlyContext",
     "Resolved",
     "RetryBudget",
     "RunConfig",
