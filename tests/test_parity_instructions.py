@@ -1,5 +1,6 @@
 """Instructions: strings and providers (sync or async, read-only context), {key}, {key?},
 scoped keys and {artifact.name} injection, with a clear error for a missing key."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,7 +24,9 @@ from codeact.services import InMemoryArtifactService  # noqa: E402
 async def test_templates_inject_state_scopes_and_artifacts(service) -> None:
     artifacts = InMemoryArtifactService()
     await artifacts.save_artifact(app_name=APP, user_id="u", session_id="s", filename="policy.txt", artifact="v1")
-    await artifacts.save_artifact(app_name=APP, user_id="u", session_id="s", filename="policy.txt", artifact="NO REFUNDS")
+    await artifacts.save_artifact(
+        app_name=APP, user_id="u", session_id="s", filename="policy.txt", artifact="NO REFUNDS"
+    )
     model = ScriptedModel([final("ok")])
     agent = CodeActAgent(
         name="coder",

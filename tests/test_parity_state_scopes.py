@@ -78,7 +78,9 @@ async def test_scoped_state_is_visible_in_the_right_sessions_only(service) -> No
 async def test_missing_required_scoped_key_is_a_clear_error(service) -> None:
     from codeact import MissingStateError
 
-    agent = CodeActAgent(name="coder", model=ScriptedModel([final("x")]), runtime=MontyRuntime(), instruction="{user:x}")
+    agent = CodeActAgent(
+        name="coder", model=ScriptedModel([final("x")]), runtime=MontyRuntime(), instruction="{user:x}"
+    )
     runner = Runner(app_name=APP, agent=agent, session_service=service)
     with pytest.raises(MissingStateError, match="user:x"):
         await ask(runner)

@@ -1,6 +1,7 @@
 """Transfer across three agents: sub_agents, runner-supplied parent and peers, the
 disallow flags, the prompt listing exactly the allowed names, an unknown name fed back, and
 the runner handing the turn to a CodeActAgent or any other BaseAgent."""
+
 from __future__ import annotations
 
 import pytest
@@ -44,9 +45,7 @@ async def test_transfer_across_three_agents_with_disallow_flags(service) -> None
     billing = CodeActAgent(
         name="billing", model=billing_model, runtime=MontyRuntime(), disallow_transfer_to_parent=True
     )
-    support = CodeActAgent(
-        name="support", model=support_model, runtime=MontyRuntime(), disallow_transfer_to_peers=True
-    )
+    support = CodeActAgent(name="support", model=support_model, runtime=MontyRuntime(), disallow_transfer_to_peers=True)
     root_model = ScriptedModel([transfer("nobody"), transfer("billing"), final("root done")])
     root = CodeActAgent(name="root", model=root_model, runtime=MontyRuntime(), sub_agents=[billing, support])
     runner = Runner(app_name=APP, agent=root, session_service=service)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import aclosing
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -80,21 +81,23 @@ class AgentTool(Tool):
         output: Any = None
         has_output = False
         output_key = getattr(self.agent, "output_key", None)
-        async for event in runner.run_async(user_id=session.user_id, session_id=session.id, new_message=message):
-            if event.error_code:
-                raise RuntimeError(f"agent {self.agent.name!r} failed: {event.error_message}")
-            for key, value in event.actions.state_delta.items():
-                if key != PENDING_STATE_KEY:
-                    tool_context.state[key] = value
-            if event.long_running_tool_ids or event.actions.requested_tool_confirmations:
-                raise RuntimeError(
-                    f"agent {self.agent.name!r} paused (a confirmation or a long-running tool); "
-                    "an agent called as a tool must finish within the call"
-                )
-            if output_key and output_key in event.actions.state_delta:
-                output, has_output = event.actions.state_delta[output_key], True
-            if event.content is not None and event.author != "user" and event.content.text:
-                last_text = event.content.text
+        events = runner.run_async(user_id=session.user_id, session_id=session.id, new_message=message)
+        async with aclosing(events):
+            async for event in events:
+                if event.error_code:
+                    raise RuntimeError(f"agent {self.agent.name!r} failed: {event.error_message}")
+                for key, value in event.actions.state_delta.items():
+                    if key != PENDING_STATE_KEY:
+                        tool_context.state[key] = value
+                if event.long_running_tool_ids or event.actions.requested_tool_confirmations:
+                    raise RuntimeError(
+                        f"agent {self.agent.name!r} paused (a confirmation or a long-running tool); "
+                        "an agent called as a tool must finish within the call"
+                    )
+                if output_key and output_key in event.actions.state_delta:
+                    output, has_output = event.actions.state_delta[output_key], True
+                if event.content is not None and event.author != "user" and event.content.text:
+                    last_text = event.content.text
         if self.skip_summarization:
             tool_context.actions.skip_summarization = True
         if has_output:

@@ -1,0 +1,81 @@
+"""AgentTool: an agent called from a script like a tool; its state changes are
+forwarded to the caller's session."""
+
+from __future__ import annotations
+
+import pytest
+from parity_helpers import APP, ask, final, py, service
+
+from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
+
+pytestmark = pytest.mark.anyio
+__all__ = ("service",)
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+from codeact.agent import AgentTool  # noqa: E402
+from codeact.tools import ToolContext  # noqa: E402
+
+
+def lookup(city: str, tool_context: ToolContext) -> dict:
+    """Looks up the weather of a city."""
+    tool_context.state["user:last_city"] = city
+    return {"city": city, "temp": 21}
+
+
+async def test_agent_tool_returns_the_answer_and_forwards_state(service) -> None:
+    helper_model = ScriptedModel(
+        [py('w = call_tool("lookup", {"city": "Oslo"})\n{"type": "final_result", "value": w}')]
+    )
+    helper = CodeActAgent(
+        name="weather",
+        description="Weather expert",
+        model=helper_model,
+        runtime=MontyRuntime(),
+        tools=[lookup],
+        output_key="forecast",
+    )
+    main_model = ScriptedModel(
+        [py('r = call_tool("weather", {"request": "Oslo?"})\n{"type": "final_result", "value": r["temp"]}')]
+    )
+    main = CodeActAgent(name="main", model=main_model, runtime=MontyRuntime(), tools=[AgentTool(helper)])
+    runner = Runner(app_name=APP, agent=main, session_service=service)
+    events = await ask(runner, "weather in Oslo", state={"tone": "dry"})
+    assert events[-1].text == "21"
+    assert "tone" not in helper_model.requests[0].contents[-1].text
+    assert helper_model.requests[0].contents[-1].text == "Oslo?"
+    s = await service.get_session(app_name=APP, user_id="u", session_id="s")
+    assert s.state["forecast"] == {"city": "Oslo", "temp": 21}
+    assert s.state["user:last_city"] == "Oslo"
+    assert "codeact_pending" not in s.state or s.state["codeact_pending"] is None
+    assert 'call_tool("weather", {"request": <str>})' in main_model.requests[0].system_instruction
+
+
+async def test_agent_tool_failure_is_raised_into_the_script(service) -> None:
+    failing = CodeActAgent(
+        name="broken",
+        model=ScriptedModel([py('{"type": "observation", "value": 1}')]),
+        runtime=MontyRuntime(),
+        max_iterations=1,
+    )
+    main_model = ScriptedModel(
+        [
+            py(
+                """
+                try:
+                    call_tool("broken", {"request": "x"})
+                    r = "no error"
+                except RuntimeError as e:
+                    r = str(e)
+                {"type": "final_result", "value": r}
+                """
+            )
+        ]
+    )
+    main = CodeActAgent(name="main", model=main_model, runtime=MontyRuntime(), tools=[AgentTool(failing)])
+    events = await ask(Runner(app_name=APP, agent=main, session_service=service))
+    assert "agent 'broken' failed: max iterations (1) exceeded" in events[-1].text
