@@ -1,5 +1,6 @@
 """Plugins: hooks around the user message, run start/end, each event, model calls and
 tool calls; observe, rewrite, short-circuit; before the agent's own callbacks; in order."""
+
 from __future__ import annotations
 
 import pytest
@@ -118,7 +119,11 @@ async def test_plugins_short_circuit_model_and_tool_and_rewrite_events(service) 
 
     model = ScriptedModel([])
     agent = CodeActAgent(
-        name="c", model=model, runtime=MontyRuntime(), tools=[t], plugins=[Cache()],
+        name="c",
+        model=model,
+        runtime=MontyRuntime(),
+        tools=[t],
+        plugins=[Cache()],
         before_model=lambda ctx, req: calls.append("cb"),
     )
     events = await ask(Runner(app_name=APP, agent=agent, session_service=service))
