@@ -203,9 +203,7 @@ def _encode_outcome(outcome: Any) -> tuple[Any, ...]:
         if not isinstance(outcome.message, str) or not isinstance(outcome.exc_type, str):
             raise TypeError("ResumeError message and exc_type must be str")
         return ("error", outcome.exc_type, outcome.message)
-    raise TypeError(
-        f"resume() takes ResumeValue(value) or ResumeError(message), got {type(outcome).__name__}"
-    )
+    raise TypeError(f"resume() takes ResumeValue(value) or ResumeError(message), got {type(outcome).__name__}")
 
 
 # ------------------------------------------------------------------ host side: pool
@@ -280,6 +278,7 @@ class _Pool:
         self._count = 0
         self.spawned = 0
         self.crashes = 0
+        self._pids: set[int] = set()
 
     def run(self, msg: tuple[Any, ...], timeout: float | None) -> Any:
         worker = self._checkout()
@@ -294,6 +293,12 @@ class _Pool:
             raise
         finally:
             self._checkin(worker, ok and worker.alive())
+
+    def _busy_pids(self) -> list[int]:
+        """Process ids of the workers serving a request now (for tests)."""
+        with self._lock:
+            idle = {w.proc.pid for w in self._idle}
+            return [pid for pid in self._pids if pid not in idle]
 
     def _checkout(self) -> _Worker:
         with self._lock:
@@ -313,12 +318,15 @@ class _Pool:
             raise
         with self._lock:
             self.spawned += 1
+            self._pids.add(worker.proc.pid)
         return worker
 
     def _checkin(self, worker: _Worker, healthy: bool) -> None:
         if not healthy:
             worker.kill()
         with self._lock:
+            if not healthy:
+                self._pids.discard(worker.proc.pid)
             if healthy:
                 self._idle.append(worker)
             else:
@@ -443,7 +451,7 @@ def _serve(rfd: int, wfd: int) -> None:
         if found is None:
             if len(engines) >= 64:
                 engines.clear()
-            found = engines[key] = _monty.MontyEngine(**dict(zip(_CONFIG_FIELDS, config)))
+            found = engines[key] = _monty.MontyEngine(**dict(zip(_CONFIG_FIELDS, config, strict=True)))
         return found
 
     def step_reply(step: Any) -> tuple[Any, ...]:
