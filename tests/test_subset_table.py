@@ -12,7 +12,7 @@ from conftest import start
 
 @pytest.fixture(scope="module")
 def rt() -> MontyRuntime:
-    return MontyRuntime()
+    return MontyRuntime(rewrite_scripts=False, check_scripts=False)  # the raw interpreter
 
 
 @pytest.mark.parametrize("entry", [e for e in SUBSET if e.supported], ids=lambda e: e.construct)

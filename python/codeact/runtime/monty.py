@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import enum
 import json
+import keyword
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,12 +20,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import _monty
 from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
+from ._check import check_script_safely, format_findings
 from ._subset import render_language_section
 
 if TYPE_CHECKING:
     from ..tools import Tool
 
-__all__ = ("DEFAULT_MAX_STDOUT", "MiB", "Mount", "MontyRuntime", "PathAccess", "ResourceLimits")
+__all__ = (
+    "DEFAULT_MAX_STDOUT",
+    "FINAL_ANSWER",
+    "MiB",
+    "Mount",
+    "MontyRuntime",
+    "PathAccess",
+    "ResourceLimits",
+    "final_answer_step",
+)
 
 _monty.register_seam_types(Call, Complete, Raised, ResumeValue, ResumeError)
 
@@ -133,7 +145,9 @@ _CALL_CONTRACT = (
 _FUNCTIONS_CONTRACT = (
     "There is no top-level `return`: the script's result is the value of its LAST EXPRESSION.\n"
     "Each tool is a Python function you call directly with positional or keyword arguments, synchronously, "
-    "without `await`. A failed tool raises an exception you can catch with try/except."
+    "without `await`. A failed tool raises an exception you can catch with try/except. "
+    "`final_answer(value)` ends the script with `value` as the final result (the same as ending with "
+    '`{"type": "final_result", "value": value}`).'
 )
 
 
@@ -202,6 +216,8 @@ class MontyRuntime:
         max_stdout: int = DEFAULT_MAX_STDOUT,
         snapshot_key: bytes | None = None,
         isolation: Literal["in_process", "process"] = "in_process",
+        rewrite_scripts: bool = True,
+        check_scripts: bool = True,
     ) -> None:
         self.limits = limits if limits is not None else ResourceLimits()
         self.mounts: tuple[Mount, ...] = tuple(mounts)
@@ -211,7 +227,11 @@ class MontyRuntime:
                 raise ValueError("environ must map str to str")
         self.system_clock = bool(system_clock)
         self.prompt_extra = prompt_extra
+        if tool_style not in ("call_tool", "functions"):
+            raise ValueError(f"tool_style must be 'call_tool' or 'functions', not {tool_style!r}")
         self.tool_style = tool_style
+        self.rewrite_scripts = bool(rewrite_scripts)
+        self.check_scripts = bool(check_scripts)
         if max_stdout <= 0:
             raise ValueError("max_stdout must be a positive number of bytes")
         if snapshot_key is not None and (not isinstance(snapshot_key, bytes) or len(snapshot_key) < 16):
@@ -243,10 +263,21 @@ class MontyRuntime:
     def start(self, script: str, script_name: str = "main.py") -> RunStep:
         """Compiles and runs ``script`` to its first stop (the GIL is released meanwhile).
 
+        Unless turned off, the script first goes through the static subset check
+        (``rewrite_scripts``, ``check_scripts``): rewrites are applied silently; constructs
+        left that Monty cannot run give a ``Raised`` step without running anything.
+
         Returns:
             ``Call`` (paused at a tool call), ``Complete`` or ``Raised`` (syntax error,
-            uncaught exception, limit hit, refused call form).
+            uncaught exception, limit hit, refused call form, subset check findings).
         """
+        if self.rewrite_scripts or self.check_scripts:
+            checked = check_script_safely(
+                script, rewrite=self.rewrite_scripts, functions_style=self.tool_style == "functions"
+            )
+            if checked.findings and self.check_scripts:
+                return Raised(format_findings(checked.findings))
+            script = checked.script
         return self._engine.start(script, script_name)
 
     def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
@@ -343,13 +374,87 @@ class MontyRuntime:
         return "\n".join(lines)
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+FINAL_ANSWER = "final_answer"
+"""In the functions style, ``final_answer(x)`` ends the script with the final result ``x``
+(a synonym of the last expression ``{"type": "final_result", "value": x}``) unless a tool of
+that name exists."""
+
+
+def final_answer_step(
+    positional: Sequence[Any], keywords: Mapping[str, Any], stdout: str = ""
+) -> Complete | ResumeError:
+    """What a ``final_answer(...)`` call means in the functions style.
+
+    Returns:
+        ``Complete({"type": "final_result", "value": x})`` for ``final_answer(x)`` or
+        ``final_answer(answer=x)``; otherwise a ``ResumeError`` (``TypeError``) to raise into
+        the script, naming the form to write.
+    """
+    if len(positional) == 1 and not keywords:
+        value = positional[0]
+    elif not positional and len(keywords) == 1 and next(iter(keywords)) in ("answer", "value", "result"):
+        value = next(iter(keywords.values()))
+    else:
+        return ResumeError(
+            "final_answer() takes exactly one argument, the final result: final_answer(value)", "TypeError"
+        )
+    return Complete({"type": "final_result", "value": value}, stdout)
+
+
+def _is_identifier(name: str) -> bool:
+    return bool(_IDENTIFIER.match(name)) and not keyword.iskeyword(name)
+
+
 def _render_functions(tools: Sequence[Tool]) -> str:
+    """Each tool as a Python signature with its description as the docstring.
+
+    Tools whose name is not a Python identifier (``fetch-cart``, ``class``) cannot be
+    called bare: they are listed apart, reachable through ``call_tool("name", {...})``, which
+    works in this style too. Parameter names that are not identifiers are omitted from the
+    signature and named in the docstring (pass them with ``call_tool``).
+    """
     blocks = []
+    others = []
     for t in tools:
+        if not _is_identifier(t.name):
+            others.append(t)
+            continue
         params = _ordered_params(t.parameters)
-        sig = ", ".join(f"{n}: {_placeholder(p)}" + ("" if req else " = None") for n, p, req in params)
+        plain = [(n, p, req) for n, p, req in params if _is_identifier(n)]
+        odd = [n for n, _p, _req in params if not _is_identifier(n)]
+        required = [f"{n}: {_placeholder(p)}" for n, p, req in plain if req]
+        optional = [f"{n}: {_placeholder(p)} | None = None" for n, p, req in plain if not req]
+        sig = ", ".join(required + optional)
         desc = (t.description or "").strip() or f"Tool {t.name}."
-        doc = "\n".join("    " + line for line in desc.splitlines())
-        suffix = "\n    (long-running: the run may pause until its result arrives)" if t.is_long_running else ""
-        blocks.append(f'def {t.name}({sig}) -> Any:\n    """\n{doc}{suffix}\n    """')
-    return "\n\n".join(blocks)
+        lines = desc.splitlines()
+        for n, p, _req in plain:
+            pdesc = p.get("description") if isinstance(p, Mapping) else None
+            if pdesc:
+                lines.append(f"{n}: {' '.join(str(pdesc).split())}")
+        if odd:
+            lines.append(
+                "Also takes " + ", ".join(json.dumps(n) for n in odd) + ": pass those with "
+                f'call_tool("{t.name}", {{...}})'
+            )
+        if t.is_long_running:
+            lines.append("(long-running: the run may pause until its result arrives)")
+        doc = "\n".join(("    " + line) if line.strip() else "" for line in lines)
+        blocks.append(f'def {t.name}({sig}) -> Any:\n    """\n{doc}\n    """')
+    text = "\n\n".join(blocks)
+    if others:
+        listing = []
+        for t in others:
+            desc = " ".join((t.description or "").split())
+            params = ", ".join(
+                f"{json.dumps(n, ensure_ascii=False)}: <{_placeholder(p)}{'' if req else ', optional'}>"
+                for n, p, req in _ordered_params(t.parameters)
+            )
+            call = f"call_tool({json.dumps(t.name, ensure_ascii=False)}" + (f", {{{params}}})" if params else ")")
+            listing.append(f"# {desc}\n{call}" if desc else call)
+        text += ("\n\n" if text else "") + (
+            "# These tools have names that are not Python identifiers; call them with call_tool:\n"
+            + "\n\n".join(listing)
+        )
+    return text
