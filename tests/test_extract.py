@@ -29,9 +29,9 @@ def test_indentation_of_the_first_line_is_kept_relative() -> None:
     assert extract_code(reply) == "for i in range(2):\n    print(i)"
 
 
-def test_first_python_block_wins() -> None:
-    reply = "First:\n```python\na = 1\n```\nAlternatively:\n```python\nb = 2\n```"
-    assert extract_code(reply) == "a = 1"
+def test_every_python_block_runs_in_order() -> None:
+    reply = "First:\n```python\na = 1\n```\nThen:\n```python\nb = a + 1\n```"
+    assert extract_code(reply) == "a = 1\n\nb = a + 1"
 
 
 def test_python_block_after_a_bash_block_is_chosen() -> None:

@@ -18,6 +18,7 @@ from ..exceptions import CodeActError, MissingStateError, SnapshotError
 from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, LlmRequest, LlmResponse
 from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, bind_call_args
+from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..services._artifacts import check_filename
 from ..sessions._types import Content, Event, EventActions, FunctionCall, Part, ToolConfirmation
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
@@ -33,7 +34,7 @@ from ._checkpoint import (
 )
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool, terminal_signal
-from ._extract import NO_CODE_FEEDBACK, extract_code
+from ._extract import explain_no_code, extract_code
 from ._output import (
     Error,
     FinalResult,
@@ -442,7 +443,7 @@ class CodeActAgent(BaseAgent):
                 script = extract_code(reply)
                 run.transcript.append(Content.from_text(reply, role="model"))
                 if script is None:
-                    run.transcript.append(Content.from_text(NO_CODE_FEEDBACK, role="user"))
+                    run.transcript.append(Content.from_text(explain_no_code(reply), role="user"))
                     continue
                 run.turn_stdout = ""
                 step = await run_step(self.runtime.start, script, SCRIPT_NAME)
@@ -703,6 +704,11 @@ class CodeActAgent(BaseAgent):
         """Dispatches one tool call; sets ``run.next_step`` or stops the run."""
         call = step.call
         tool = run.tools.get(call.name)
+        if tool is None and call.name == FINAL_ANSWER and getattr(self.runtime, "tool_style", None) == "functions":
+            # functions style: final_answer(x) ends the script with the final result x
+            outcome = final_answer_step(call.positional_args, call.keyword_args)
+            run.next_step = outcome if isinstance(outcome, Complete) else await run_step(call.resume, outcome)
+            return
         if tool is None:
             available = ", ".join(run.roster) if run.roster else "(none)"
             run.next_step = await run_step(

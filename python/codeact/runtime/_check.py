@@ -409,7 +409,9 @@ def _callable_slots(node: ast.Call) -> Iterator[ast.expr]:
 # ------------------------------------------------------------------ the pass
 
 
-def _rewrites(tree: ast.Module, src: _Source, modules: set[str], user_names: set[str]) -> list[tuple[ast.AST, str, str]]:
+def _rewrites(
+    tree: ast.Module, src: _Source, modules: set[str], user_names: set[str]
+) -> list[tuple[ast.AST, str, str]]:
     """(node, key, replacement) for every same-meaning rewrite, outermost first."""
     out: list[tuple[ast.AST, str, str]] = []
     for node in ast.walk(tree):
@@ -453,9 +455,7 @@ def _rewrites(tree: ast.Module, src: _Source, modules: set[str], user_names: set
             if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
                 target = node.targets[0]
                 if not isinstance(target.slice, ast.Slice):
-                    out.append(
-                        (node, "del", f"{ast.unparse(target.value)}.pop({ast.unparse(target.slice)})")
-                    )
+                    out.append((node, "del", f"{ast.unparse(target.value)}.pop({ast.unparse(target.slice)})"))
         elif isinstance(node, ast.ClassDef):
             if (
                 len(node.bases) == 1
@@ -557,7 +557,9 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                 elif name == "property":
                     advice = f"write an ordinary method and call it: obj.{node.name}()"
                 else:
-                    advice = f"define {node.name} without it, then wrap it explicitly: {node.name} = {name}({node.name})"
+                    advice = (
+                        f"define {node.name} without it, then wrap it explicitly: {node.name} = {name}({node.name})"
+                    )
                 findings.append(_finding(src, deco, "decorator", f"the decorator @{name} is not available; {advice}"))
         elif isinstance(node, ast.Match):
             findings.append(_finding(src, node, "match", "match statements are not available; use an if/elif chain"))
@@ -581,9 +583,10 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
             if (
                 isinstance(func, ast.Attribute)
                 and func.attr == "format"
-                and (isinstance(func.value, ast.Constant) or (
-                    isinstance(func.value, ast.Name) and func.value.id not in modules
-                ))
+                and (
+                    isinstance(func.value, ast.Constant)
+                    or (isinstance(func.value, ast.Name) and func.value.id not in modules)
+                )
             ):
                 findings.append(
                     _finding(
@@ -613,9 +616,8 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                 if func.value.id == "re" and len(node.args) >= 2:
                     repl = node.args[1]
                     if isinstance(repl, ast.Lambda) or (
-                        isinstance(repl, ast.Name) and any(
-                            isinstance(d, ast.FunctionDef) and d.name == repl.id for d in ast.walk(tree)
-                        )
+                        isinstance(repl, ast.Name)
+                        and any(isinstance(d, ast.FunctionDef) and d.name == repl.id for d in ast.walk(tree))
                     ):
                         findings.append(_finding(src, node, "re_sub_callable"))
             for slot in _callable_slots(node):
@@ -636,7 +638,9 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                 )
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             if isinstance(node.left, (ast.Dict, ast.DictComp)) or isinstance(node.right, (ast.Dict, ast.DictComp)):
-                findings.append(_finding(src, node, "dict_merge", "the dict | operator is not available; use {**a, **b}"))
+                findings.append(
+                    _finding(src, node, "dict_merge", "the dict | operator is not available; use {**a, **b}")
+                )
         elif isinstance(node, (ast.AsyncWith, ast.AsyncFor)):
             kind = "async with" if isinstance(node, ast.AsyncWith) else "async for"
             findings.append(_finding(src, node, "syntax", f"`{kind}` is not available; use a plain with/for"))
@@ -644,11 +648,7 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
             findings.append(_finding(src, node, "syntax", "complex literals are not available; use floats"))
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute):
             value = node.value
-            if (
-                isinstance(value.value, ast.Name)
-                and value.value.id not in modules
-                and value.attr in _METHOD_NAMES
-            ):
+            if isinstance(value.value, ast.Name) and value.value.id not in modules and value.attr in _METHOD_NAMES:
                 findings.append(_bound(src, value))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
@@ -737,7 +737,6 @@ def _check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
     return CheckResult(script, tuple(applied), tuple(findings))
 
 
-
 # ------------------------------------------------------------------ a stack the parser cannot overflow
 
 _STACK_BYTES = 64 * 1024 * 1024
@@ -751,7 +750,7 @@ def _serve() -> None:
         script, rewrite, functions_style, reply = _jobs.get()
         try:
             reply.put(check_script(script, rewrite=rewrite, functions_style=functions_style))
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+        except BaseException as exc:
             reply.put(exc)
 
 

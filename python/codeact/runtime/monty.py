@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import _monty
-from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
 from ._check import check_script_safely, format_findings
+from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
 from ._subset import render_language_section
 
 if TYPE_CHECKING:
