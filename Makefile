@@ -6,7 +6,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/codeact/target
 BIN := $(VENV)/bin
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 
-.PHONY: install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example all clean
+.PHONY: install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,17 @@ benchmark: install-wheel  ## the benchmarks, full length
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	$(BIN)/python benchmarks/runtime.py --quick
 	$(BIN)/python benchmarks/agent.py --quick
+
+FUZZ_SECONDS ?= 600
+FUZZ_EXAMPLES ?= 20000
+fuzz: install-wheel  ## bounded fuzzing campaign: hypothesis properties at FUZZ_EXAMPLES each, then atheris for FUZZ_SECONDS
+	CODEACT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz_native.py
+	mkdir -p $(HOME)/.cache/codeact/fuzz-corpus && cp -n fuzz/corpus/* $(HOME)/.cache/codeact/fuzz-corpus/
+	$(BIN)/python fuzz/atheris_harness.py $(HOME)/.cache/codeact/fuzz-corpus -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 -artifact_prefix=$(HOME)/.cache/codeact/
+
+LOAD_SESSIONS ?= 1000
+load: install-wheel  ## full-size load and isolation run: LOAD_SESSIONS concurrent sessions, figures printed
+	CODEACT_LOAD_SESSIONS=$(LOAD_SESSIONS) $(BIN)/python -m pytest -q -s tests/test_load.py
 
 all: lint test
 
