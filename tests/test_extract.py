@@ -103,3 +103,118 @@ def test_empty_fenced_block_is_not_code() -> None:
 def test_smolagents_code_block_closed_by_end_code() -> None:
     reply = "Thought: compute it.\nCode:\n```py\nx = 1\n```<end_code>"
     assert extract_code(reply) == "x = 1"
+
+
+# ------------------------------------------------------------------ more styles of our own
+
+from codeact.agent import NO_CODE_FEEDBACK  # noqa: E402
+from codeact.agent._extract import explain_no_code  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        # <think> closed, code after it
+        ("<think>\nI should add.\n</think>\n```python\nx = 1 + 1\n```", "x = 1 + 1"),
+        # <think> never closed, smolagents action after it
+        ("<think>\nplan: ```python\nbad = 1\n```\nThought: go.\nCode:\n```py\ngood = 2\n```<end_code>", "good = 2"),
+        # Thought: / Code: with <end_code> and no fence
+        ("Thought: sum them.\nCode:\ntotal = sum([1, 2])\nprint(total)<end_code>", "total = sum([1, 2])\nprint(total)"),
+        # <code> tags
+        ("Here it is: <code>\nprint('hi')\n</code> done", "print('hi')"),
+        # <execute_ipython> cut by a stop sequence (no closing tag)
+        ("Let me check:\n<execute_ipython>\nprint(1)\n", "print(1)"),
+        # a tag wrapping a fence
+        ("<execute>\n```python\nx = 3\n```\n</execute>", "x = 3"),
+        # one-line fence body
+        ("```python\nprint(42)\n```", "print(42)"),
+        # unterminated fence with prose before
+        ("Running:\n```py\nfor i in range(2):\n    print(i)", "for i in range(2):\n    print(i)"),
+        # an opener after prose on the same line (AutoGen "script  ```")
+        ("script  ```\nprint('x')\n```", "print('x')"),
+        # console artefacts are not fences
+        ("``` [STEP 2]:\nThought: t\nCode:\n```py\ny = 1\n```<end_code>", "y = 1"),
+        # a bash block is skipped, the Python ones join in order
+        ("```bash\npip install x\n```\n```python\na = 1\n```\n```\nprint(a)\n```", "a = 1\n\nprint(a)"),
+    ],
+)
+def test_styles_of_our_own(reply: str, code: str) -> None:
+    assert extract_code(reply) == code
+
+
+@pytest.mark.parametrize(
+    ("reply", "needle"),
+    [
+        ("```bash\nls -la\n```", "shell command"),
+        ("```sh\npip install pandas\n```", "shell command"),
+        ("<execute_bash>\necho hi\n", "shell command"),
+        ("<execute_ipython>\n%pip install x\n</execute_ipython>", "shell command"),
+        ("```\npip install requests\n```", "shell command"),
+        ("```sql\nSELECT 1;\n```", "SQL query"),
+        ("```json\n{\"a\": 1}\n```", "json"),
+        ("<think>```python\nx = 1\n```</think>Nothing else.", "inside <think>"),
+    ],
+)
+def test_no_code_feedback_says_why(reply: str, needle: str) -> None:
+    assert extract_code(reply) is None
+    message = explain_no_code(reply)
+    assert needle in message
+    assert "```python" in message  # names the expected form
+
+
+def test_plain_prose_gets_the_generic_feedback() -> None:
+    assert explain_no_code("TERMINATE") == NO_CODE_FEEDBACK
+    assert explain_no_code("The answer is 42.") == NO_CODE_FEEDBACK
+
+
+def test_a_bare_block_that_does_not_parse_is_returned_when_nothing_else_is() -> None:
+    # the syntax error is then fed back, which tells the model more than "no code"
+    assert extract_code("```\nprint('a'\n```") == "print('a'"
+
+
+# ------------------------------------------------------------------ the shared corpus
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+
+def _shared() -> Path | None:
+    for candidate in (Path(__file__).parents[2] / "shared", Path("/work/shared")):
+        if (candidate / "corpus" / "replies.jsonl").exists():
+            return candidate
+    return None
+
+
+SHARED = _shared()
+REPLIES = (
+    [json.loads(line) for line in (SHARED / "corpus" / "replies.jsonl").read_text().splitlines() if line.strip()]
+    if SHARED
+    else []
+)
+
+
+@pytest.mark.skipif(SHARED is None, reason="../shared (the shared corpus) is not present")
+@pytest.mark.parametrize("item", REPLIES, ids=lambda r: r["id"])
+def test_every_shared_reply_matches_what_its_framework_ran(item: dict) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tools"))
+    from gen_docs import compare
+
+    got = extract_code(item["reply"])
+    _chosen, verdict = compare(item)
+    assert "DIFFERENT" not in verdict
+    if got is None:
+        assert explain_no_code(item["reply"])
+    if "no-code" in (item.get("styles") or []):
+        assert got is None
+
+
+@pytest.mark.skipif(SHARED is None, reason="../shared (the shared corpus) is not present")
+def test_docs_extraction_table_is_up_to_date() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tools"))
+    from gen_docs import ROOT, extraction_md
+
+    assert (ROOT / "docs" / "extraction.md").read_text() == extraction_md(SHARED), "run python tools/gen_docs.py"
