@@ -49,8 +49,7 @@ async def ask(
     if await svc.get_session(app_name=runner.app_name, user_id=user, session_id=session) is None:
         await svc.create_session(app_name=runner.app_name, user_id=user, session_id=session, state=state)
     return [
-        e
-        async for e in runner.run_async(user_id=user, session_id=session, new_message=message, run_config=run_config)
+        e async for e in runner.run_async(user_id=user, session_id=session, new_message=message, run_config=run_config)
     ]
 
 

@@ -4,9 +4,9 @@ forwarded to the caller's session."""
 from __future__ import annotations
 
 import pytest
-from parity_helpers import APP, ask, final, py, service
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
+from parity_helpers import APP, ask, py, service
 
 pytestmark = pytest.mark.anyio
 __all__ = ("service",)

@@ -4,9 +4,9 @@ tool calls; observe, rewrite, short-circuit; before the agent's own callbacks; i
 from __future__ import annotations
 
 import pytest
-from parity_helpers import APP, ask, final, py, service
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
+from parity_helpers import APP, ask, py, service
 
 pytestmark = pytest.mark.anyio
 __all__ = ("service",)

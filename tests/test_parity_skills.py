@@ -4,9 +4,9 @@ selected by the documented policy, injected first within the character budget.""
 from __future__ import annotations
 
 import pytest
-from parity_helpers import APP, ask, final, py, service
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
+from parity_helpers import APP, ask, final, service
 
 pytestmark = pytest.mark.anyio
 __all__ = ("service",)

@@ -7,7 +7,6 @@ import pytest
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
 from codeact.tools import ToolContext
-
 from parity_helpers import APP, ask, final, py, service, stored_state
 
 pytestmark = pytest.mark.anyio

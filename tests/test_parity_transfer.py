@@ -5,9 +5,9 @@ the runner handing the turn to a CodeActAgent or any other BaseAgent."""
 from __future__ import annotations
 
 import pytest
-from parity_helpers import APP, ask, final, py, service
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
+from parity_helpers import APP, ask, final, py, service
 
 pytestmark = pytest.mark.anyio
 __all__ = ("service",)

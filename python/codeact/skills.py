@@ -151,7 +151,11 @@ def parse_skill(text: str, *, default_name: str = "", path: Path | None = None) 
     description = meta.get("description", "")
     return Skill(
         name=name,
-        description=description if isinstance(description, str) else " ".join(map(str, description)),
+        description=description
+        if isinstance(description, str)
+        else " ".join(str(d) for d in description)
+        if isinstance(description, list)
+        else "",
         tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
         body=body,
         path=path,

@@ -1,6 +1,7 @@
 """The CodeAct agent loop: prompt, extraction, dispatch, checkpoints and events."""
 
 from ._agent import DEFAULT_MAX_ERROR_CHARS, DEFAULT_MAX_ITERATIONS, CodeActAgent
+from ._agent_tool import AgentTool
 from ._checkpoint import (
     PENDING_STATE_KEY,
     AwaitingCompletion,
@@ -10,7 +11,6 @@ from ._checkpoint import (
     PendingToolCall,
     Resolved,
 )
-from ._agent_tool import AgentTool
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext, RunConfig
 from ._dispatch import RetryBudget, ToolOutcome
 from ._extract import NO_CODE_FEEDBACK, extract_code

@@ -146,7 +146,7 @@ class CallbackContext(ReadonlyContext, ServiceAccess):
         self.memory_service = ctx.memory_service
         self.secrets = ctx.secrets
 
-    @property  # type: ignore[override]
+    @property
     def state(self) -> State:
         """Session state; writes are recorded in ``actions.state_delta``."""
         return self._state

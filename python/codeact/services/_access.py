@@ -21,11 +21,13 @@ class ServiceNotConfiguredError(RuntimeError):
 class ServiceAccess:
     """Mixin: needs ``session``, ``actions`` and the three service attributes."""
 
-    session: Session
     actions: EventActions
     artifact_service: BaseArtifactService | None
     memory_service: BaseMemoryService | None
     secrets: SecretsProvider | None
+
+    def _session(self) -> Session:
+        return self.session  # type: ignore[attr-defined]
 
     def _artifacts(self) -> BaseArtifactService:
         if self.artifact_service is None:
@@ -35,7 +37,7 @@ class ServiceAccess:
     async def save_artifact(self, filename: str, artifact: Artifact | str | bytes) -> int:
         """Saves a new version of ``filename`` and records it in ``actions.artifact_delta``
         (it rides on the next event). Returns the version number."""
-        s = self.session
+        s = self._session()
         version = await self._artifacts().save_artifact(
             app_name=s.app_name, user_id=s.user_id, session_id=s.id, filename=filename, artifact=artifact
         )
@@ -44,21 +46,21 @@ class ServiceAccess:
 
     async def load_artifact(self, filename: str, version: int | None = None) -> Artifact | None:
         """A version of ``filename`` (default: the latest), or None."""
-        s = self.session
+        s = self._session()
         return await self._artifacts().load_artifact(
             app_name=s.app_name, user_id=s.user_id, session_id=s.id, filename=filename, version=version
         )
 
     async def list_artifacts(self) -> list[str]:
         """The artifact names visible from this session."""
-        s = self.session
+        s = self._session()
         return await self._artifacts().list_artifact_keys(app_name=s.app_name, user_id=s.user_id, session_id=s.id)
 
     async def search_memory(self, query: str) -> list[MemoryEntry]:
         """This user's memories matching ``query``, best first."""
         if self.memory_service is None:
             raise ServiceNotConfiguredError("no memory service: pass Runner(memory_service=...)")
-        s = self.session
+        s = self._session()
         return await self.memory_service.search_memory(app_name=s.app_name, user_id=s.user_id, query=query)
 
     def get_secret(self, name: str) -> str:
