@@ -1,0 +1,163 @@
+"""Crash recovery: an agent in a child process against ``SqliteSessionService`` is killed
+with SIGKILL at every checkpoint boundary of every tool call in turn, then restarted.
+
+Boundaries (SPEC §5), per inline tool call:
+- ``before_write_ahead``: the write-ahead checkpoint is about to be stored;
+- ``after_write_ahead``: it is stored, the tool has not run;
+- ``after_effect``: the tool's side effect happened, the after checkpoint is not stored;
+- ``after_after``: the after checkpoint is stored.
+
+After each kill the harness restarts the agent (resuming a pending checkpoint, or running
+the message again when none is pending) until it finishes, then checks: every event stored
+before the kill is still there; each tool's side effect happened exactly once, except the
+call killed in the at-least-once window (``after_effect``), which may run twice, and never
+a call whose after checkpoint was stored; the final result equals an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+BOUNDARIES = ("before_write_ahead", "after_write_ahead", "after_effect", "after_after")
+CALLS = ("a", "b", "c")  # a and b in the first script, c in the second
+
+CHILD = textwrap.dedent(
+    '''
+    import json, os, signal, sys
+    from pathlib import Path
+    from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSessionService, PENDING_STATE_KEY
+
+    db, ledger, kill = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    boundary, _, target = kill.partition(":")
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def charge(item: str) -> str:
+        """Charges one item (the side effect: a line in the ledger)."""
+        with ledger.open("a") as f:
+            f.write(item + "\\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if boundary == "after_effect" and item == target:
+            die()
+        return f"charged {item}"
+
+    TURN1 = 'r1 = call_tool("charge", {"item": "a"})\\nr2 = call_tool("charge", {"item": "b"})\\n{"type": "observation", "value": [r1, r2, "TURN1-DONE"]}'
+    TURN2 = 'r3 = call_tool("charge", {"item": "c"})\\n{"type": "final_result", "value": "done: " + r3}'
+
+    def reply(request):
+        code = TURN2 if "TURN1-DONE" in repr(request) else TURN1
+        return "```python\\n" + code + "\\n```"
+
+    class KillingSqlite(SqliteSessionService):
+        async def append_event(self, session, event):
+            pending = (event.actions.state_delta or {}).get(PENDING_STATE_KEY)
+            kind = item = None
+            if isinstance(pending, dict):
+                kind = pending["disposition"]["kind"]
+                item = pending["call"]["args"].get("item")
+            if item == target and kind == "pending_result" and boundary == "before_write_ahead":
+                die()
+            stored = await super().append_event(session, event)
+            if item == target and kind == "pending_result" and boundary == "after_write_ahead":
+                die()
+            if item == target and kind == "resolved" and boundary == "after_after":
+                die()
+            return stored
+
+    with KillingSqlite(db) as service:
+        import asyncio
+        async def main():
+            s = await service.get_session(app_name="app", user_id="u", session_id="s")
+            message = "go"
+            if s is None:
+                await service.create_session(app_name="app", user_id="u", session_id="s")
+            elif s.state.get(PENDING_STATE_KEY) is not None:
+                message = None  # resume the pending checkpoint
+            agent = CodeActAgent(name="coder", model=ScriptedModel(reply), runtime=MontyRuntime(), tools=[charge])
+            runner = Runner(app_name="app", agent=agent, session_service=service)
+            async for e in runner.run_async(user_id="u", session_id="s", new_message=message):
+                pass
+            s = await service.get_session(app_name="app", user_id="u", session_id="s")
+            print(json.dumps({"final": s.events[-1].text if s.events else None,
+                              "pending": s.state.get(PENDING_STATE_KEY) is not None}))
+        asyncio.run(main())
+    '''
+)
+
+
+def run_child(tmp: Path, kill: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp / "s.db"), str(tmp / "ledger"), kill],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def stored_events(db: Path) -> list[str]:
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
+        table = next(t for t in tables if "event" in t)
+        cols = [r[1] for r in con.execute(f"pragma table_info({table})")]
+        key = "id" if "id" in cols else cols[0]
+        return [str(r[0]) for r in con.execute(f"select {key} from {table}")]
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("clean")
+    child = run_child(tmp, "none:")
+    assert child.returncode == 0, child.stderr[-3000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert (tmp / "ledger").read_text().split() == list(CALLS)
+    return result
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+def test_kill_at_every_checkpoint_boundary(tmp_path, uninterrupted, boundary, call):
+    first = run_child(tmp_path, f"{boundary}:{call}")
+    assert first.returncode == -signal.SIGKILL, f"the child was not killed at {boundary}:{call}\n{first.stderr[-3000:]}"
+    before = stored_events(tmp_path / "s.db")
+    ledger_at_kill = (tmp_path / "ledger").read_text().split() if (tmp_path / "ledger").exists() else []
+
+    restarts = 0
+    while True:
+        again = run_child(tmp_path, "none:")
+        restarts += 1
+        assert again.returncode == 0, again.stderr[-3000:]
+        state = json.loads(again.stdout.strip().splitlines()[-1])
+        if not state["pending"] or restarts >= 3:
+            break
+    assert state == uninterrupted, f"final result differs after a kill at {boundary}:{call}"
+
+    after = stored_events(tmp_path / "s.db")
+    assert set(before) <= set(after), "events stored before the kill were lost"
+    assert after[: len(before)] == before, "events stored before the kill were reordered"
+
+    ledger = (tmp_path / "ledger").read_text().split()
+    runs = {c: ledger.count(c) for c in CALLS}
+    for c in CALLS:
+        if c == call and boundary == "after_effect":
+            # At-least-once window: the side effect happened, the after checkpoint was not stored.
+            assert runs[c] == 2, (boundary, call, ledger)
+        else:
+            assert runs[c] == 1, f"{c} ran {runs[c]} times after a kill at {boundary}:{call}: {ledger}"
+    # Never re-run once the after checkpoint is stored:
+    for c in ledger_at_kill:
+        if not (c == call and boundary == "after_effect"):
+            assert runs[c] == 1
