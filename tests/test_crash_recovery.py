@@ -50,7 +50,8 @@ CHILD = textwrap.dedent(
             die()
         return f"charged {item}"
 
-    TURN1 = 'r1 = call_tool("charge", {"item": "a"})\\nr2 = call_tool("charge", {"item": "b"})\\n{"type": "observation", "value": [r1, r2, "TURN1-DONE"]}'
+    TURN1 = ('r1 = call_tool("charge", {"item": "a"})\\nr2 = call_tool("charge", {"item": "b"})\\n'
+             '{"type": "observation", "value": [r1, r2, "TURN1-DONE"]}')
     TURN2 = 'r3 = call_tool("charge", {"item": "c"})\\n{"type": "final_result", "value": "done: " + r3}'
 
     def reply(request):
