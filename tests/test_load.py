@@ -1,0 +1,200 @@
+"""Load and isolation: many concurrent sessions in one event loop, each a multi-turn agent
+on its own ``MontyRuntime`` (its own mount) with tools and a suspension for confirmation,
+stored in one SQLite file; then several processes writing to one SQLite file at once.
+
+``CODEACT_LOAD_SESSIONS`` sets the number of sessions (CI: 100; ``make load``: 1,000). The
+figures (wall time, peak RSS) are printed and written to ``CODEACT_LOAD_REPORT`` if set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import resource
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from codeact import (
+    CodeActAgent,
+    MontyRuntime,
+    Mount,
+    PathAccess,
+    RunConfig,
+    Runner,
+    ScriptedModel,
+    SqliteSessionService,
+    ToolContext,
+)
+
+SESSIONS = int(os.environ.get("CODEACT_LOAD_SESSIONS", "100"))
+REPORT = os.environ.get("CODEACT_LOAD_REPORT")
+
+TURN1 = """
+from pathlib import Path
+print("hello from {sid}")
+Path("/work/note.txt").write_text("{sid}")
+r = call_tool("lookup", {{"sid": "{sid}"}})
+{{"type": "observation", "value": r}}
+"""
+TURN2 = """
+from pathlib import Path
+note = Path("/work/note.txt").read_text()
+print("turn two of {sid}")
+approved = call_tool("approve", {{"sid": "{sid}"}})
+files = sorted([p.name for p in Path("/work").iterdir()])
+{{"type": "final_result", "value": {{"sid": "{sid}", "note": note, "approved": approved, "files": files}}}}
+"""
+
+
+def lookup(sid: str, tool_context: ToolContext) -> str:
+    """Looks a session up (and records it in session state)."""
+    tool_context.state["owner"] = sid
+    return f"OBS-{sid}"
+
+
+def approve(sid: str) -> str:
+    """Approves (needs a human decision)."""
+    return f"approved-{sid}"
+
+
+def make_agent(sid: str, folder: Path) -> CodeActAgent:
+    def reply(request: object) -> str:
+        code = TURN2 if f"OBS-{sid}" in repr(request) else TURN1
+        return "```python\n" + code.format(sid=sid).strip() + "\n```"
+
+    runtime = MontyRuntime(mounts=[Mount(virtual_path="/work", host_path=folder, access=PathAccess.READ_WRITE)])
+    return CodeActAgent(
+        name="coder",
+        model=ScriptedModel(reply),
+        runtime=runtime,
+        tools=[lookup, approve],
+        require_tool_confirmation=["approve"],
+    )
+
+
+async def one_session(service: SqliteSessionService, root: Path, i: int) -> dict:
+    sid = f"sess-{i:05d}"
+    folder = root / sid
+    folder.mkdir()
+    agent = make_agent(sid, folder)
+    await service.create_session(app_name="load", user_id="u", session_id=sid)
+    runner = Runner(app_name="load", agent=agent, session_service=service)
+    first = [e async for e in runner.run_async(user_id="u", session_id=sid, new_message=f"go {sid}")]
+    keys = [k for e in first for k in e.actions.requested_tool_confirmations]
+    assert len(keys) == 1, (sid, [e.text for e in first])
+    rc = RunConfig(tool_confirmation_decisions={keys[0]: True})
+    second = [e async for e in runner.run_async(user_id="u", session_id=sid, new_message=None, run_config=rc)]
+    return {"sid": sid, "final": second[-1].text, "suspended": True}
+
+
+class PeakRss:
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = False
+
+    async def sample(self) -> None:
+        try:
+            import psutil
+        except ImportError:  # pragma: no cover
+            return
+        proc = psutil.Process()
+        while not self._stop:
+            self.peak = max(self.peak, proc.memory_info().rss)
+            await asyncio.sleep(0.05)
+
+
+async def load(root: Path) -> dict:
+    rss = PeakRss()
+    sampler = asyncio.ensure_future(rss.sample())
+    t0 = time.perf_counter()
+    with SqliteSessionService(root / "sessions.db") as service:
+        results = await asyncio.gather(*(one_session(service, root, i) for i in range(SESSIONS)))
+        wall = time.perf_counter() - t0
+        sessions = [await service.get_session(app_name="load", user_id="u", session_id=r["sid"]) for r in results]
+    rss._stop = True
+    await sampler
+    return {"results": results, "sessions": sessions, "wall": wall, "peak_rss": rss.peak}
+
+
+def test_concurrent_sessions_complete_and_stay_isolated(tmp_path: Path) -> None:
+    out = asyncio.run(load(tmp_path))
+    sid_pattern = re.compile(r"sess-\d{5}")
+    for r, session in zip(out["results"], out["sessions"], strict=True):
+        sid = r["sid"]
+        final = json.loads(r["final"]) if r["final"].startswith("{") else r["final"]
+        assert final == {"sid": sid, "note": sid, "approved": f"approved-{sid}", "files": ["note.txt"]}, final
+        assert session.state.get("owner") == sid
+        assert session.state.get("codeact_pending") is None
+        # No other session's id anywhere in this session's events (stdout, checkpoints, tool results).
+        dumped = json.dumps([e.model_dump(mode="json") for e in session.events])
+        assert set(sid_pattern.findall(dumped)) == {sid}
+        assert f"hello from {sid}" in dumped
+        assert (tmp_path / sid / "note.txt").read_text() == sid
+    con = sqlite3.connect(tmp_path / "sessions.db")
+    assert con.execute("pragma integrity_check").fetchone()[0] == "ok"
+    con.close()
+    figures = {
+        "sessions": SESSIONS,
+        "wall_seconds": round(out["wall"], 2),
+        "sessions_per_second": round(SESSIONS / out["wall"], 1),
+        "peak_rss_mib": round(
+            max(out["peak_rss"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20, 1
+        ),
+        "events": sum(len(s.events) for s in out["sessions"]),
+    }
+    print("\nLOAD", json.dumps(figures))
+    if REPORT:
+        Path(REPORT).write_text(json.dumps(figures))
+
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from codeact import Event, Content, SqliteSessionService
+    db, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    async def main():
+        with SqliteSessionService(db) as service:
+            for i in range(n):
+                s = await service.create_session(app_name="w", user_id=who, session_id=f"{who}-{i}")
+                for j in range(3):
+                    e = Event(invocation_id=f"inv-{i}", author="user", content=Content.from_text(f"{who} {i} {j}"))
+                    s = await service.append_event(s, e) and await service.get_session(
+                        app_name="w", user_id=who, session_id=f"{who}-{i}")
+    asyncio.run(main())
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("writers", [4])
+def test_concurrent_writer_processes_do_not_corrupt_one_sqlite_file(tmp_path: Path, writers: int) -> None:
+    db = tmp_path / "shared.db"
+    n = max(10, SESSIONS // 4)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(db), f"w{k}", str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(writers)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        assert out.strip() == "ok"
+    con = sqlite3.connect(db)
+    assert con.execute("pragma integrity_check").fetchone()[0] == "ok"
+    tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
+    counts = {t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in tables}
+    con.close()
+    assert any(c == writers * n * 3 for c in counts.values()), counts  # every event of every writer
+    assert any(c == writers * n for c in counts.values()), counts  # every session
