@@ -151,7 +151,7 @@ def test_styles_of_our_own(reply: str, code: str) -> None:
         ("<execute_ipython>\n%pip install x\n</execute_ipython>", "shell command"),
         ("```\npip install requests\n```", "shell command"),
         ("```sql\nSELECT 1;\n```", "SQL query"),
-        ("```json\n{\"a\": 1}\n```", "json"),
+        ('```json\n{"a": 1}\n```', "json"),
         ("<think>```python\nx = 1\n```</think>Nothing else.", "inside <think>"),
     ],
 )

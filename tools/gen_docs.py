@@ -1,7 +1,7 @@
 """Generates docs/extraction.md and docs/subset.md from the code and the shared corpus.
 
-    python tools/gen_docs.py            # writes both files
-    python tools/gen_docs.py --check    # exits 1 when a file is out of date
+python tools/gen_docs.py            # writes both files
+python tools/gen_docs.py --check    # exits 1 when a file is out of date
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,7 +167,7 @@ def run_monty(rt: MontyRuntime, item: CorpusItem) -> tuple[Any, ...]:
 
 # ------------------------------------------------------------------ CPython side
 
-_HARNESS = r'''
+_HARNESS = r"""
 import ast, contextlib, datetime as _dt, io, json, signal, socket, sys
 
 STUB = sys.argv[1]
@@ -249,8 +249,8 @@ def run(script, tools):
 
 for line in sys.stdin:
     job = json.loads(line)
-    print(json.dumps(run(job["script"], job["tools"])), file=sys.__stderr__ if False else sys.stdout, flush=True)
-'''
+    print(json.dumps(run(job["script"], job["tools"])), flush=True)
+"""
 
 
 def run_cpython(items: Sequence[CorpusItem], python: str = sys.executable) -> dict[str, tuple[Any, ...]]:
@@ -307,7 +307,7 @@ def _kind(item: CorpusItem, monty: tuple[Any, ...], cpython: tuple[Any, ...] | N
         return f"stdlib module not in Monty ({root or '?'})"
     if cpython is not None and cpython[0] == "error" and "network" in str(cpython[-1]):
         return "network"
-    if exc == "NotImplementedError" and "syntax parser" in message or "not supported" in message:
+    if (exc == "NotImplementedError" and "syntax parser" in message) or "not supported" in message:
         short = re.sub(r".*(?:does not yet support|not supported)\s*", "", message.strip().splitlines()[-1])
         return f"unsupported syntax: {short[:60]}"
     last = message.strip().splitlines()[-1] if message.strip() else exc
@@ -362,17 +362,22 @@ def run_corpus(path: str | Path, *, rewrite: bool = True, cpython: dict[str, tup
                 flagged,
             )
         )
-    total, clean = Figures(), Figures()
+    total, clean, third = Figures(), Figures(), Figures()
     kinds: dict[str, list[str]] = defaultdict(list)
     for r in results:
         total.add(r)
-        if not r.third_party:
-            clean.add(r)
+        (third if r.third_party else clean).add(r)
         if not r.same:
             kinds[("[third-party] " if r.third_party else "") + (r.kind or "not run on CPython")].append(r.id)
     return {
         **total.__dict__,
         "no_third_party": clean.__dict__,
+        "third_party": third.__dict__,
+        "needs_network": sorted(
+            r.id
+            for r in results
+            if r.cpython is not None and r.cpython[0] == "error" and "network" in str(r.cpython[-1])
+        ),
         "skipped_on_cpython": sum(1 for r in results if r.same is None),
         "flagged_by_check": sum(1 for r in results if r.flagged),
         "failure_kinds": {k: {"count": len(v), "examples": v[:3]} for k, v in sorted(kinds.items())},
@@ -392,11 +397,25 @@ def _table(with_rw: dict, without_rw: dict) -> str:
         for key in ("items", "parsed", "ran", "same_as_cpython", "ran_same_as_cpython"):
             a, b = get(with_rw), get(without_rw)
             rows.append(f"| {scope}: {key} | {pct(a[key], a['items'])} | {pct(b[key], b['items'])} |")
-    rows.append(f"| skipped on CPython (shell / pip) | {with_rw['skipped_on_cpython']} | "
-                f"{without_rw['skipped_on_cpython']} |")
+    rows.append(
+        f"| skipped on CPython (shell / pip) | {with_rw['skipped_on_cpython']} | {without_rw['skipped_on_cpython']} |"
+    )
+    rows.append(
+        f"| third-party items / ran | {with_rw['third_party']['items']} / {with_rw['third_party']['ran']} | "
+        f"{without_rw['third_party']['items']} / {without_rw['third_party']['ran']} |"
+    )
+    rows.append(
+        f"| need the network (fail on CPython for it) | {len(with_rw['needs_network'])} | "
+        f"{len(without_rw['needs_network'])} |"
+    )
     rows.append(f"| flagged by the static check | {with_rw['flagged_by_check']} | {without_rw['flagged_by_check']} |")
-    rows += ["", "Failure kinds (with rewrites; not the same as CPython):", "", "| kind | count | examples |",
-             "| --- | --- | --- |"]
+    rows += [
+        "",
+        "Failure kinds (with rewrites; not the same as CPython):",
+        "",
+        "| kind | count | examples |",
+        "| --- | --- | --- |",
+    ]
     for kind, v in sorted(with_rw["failure_kinds"].items(), key=lambda kv: (-kv[1]["count"], kv[0])):
         rows.append(f"| {kind.replace('|', '/')} | {v['count']} | {', '.join(v['examples'])} |")
     return "\n".join(rows)
@@ -413,7 +432,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     without_rw = run_corpus(args.path, rewrite=False, cpython=cpython)
     if args.json:
         keep = {k: v for k, v in with_rw.items() if k != "results"}
-        keep["without_rewrites"] = {k: v for k, v in without_rw.items() if k not in ("results", "failure_kinds")}
+        keep["without_rewrites"] = {
+            k: v for k, v in without_rw.items() if k not in ("results", "failure_kinds", "needs_network")
+        }
         print(json.dumps(keep, indent=2))
     else:
         print(_table(with_rw, without_rw))
