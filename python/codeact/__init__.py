@@ -9,11 +9,13 @@ can suspend for a human decision or a long-running tool and resume in another pr
 from ._monty import MONTY_VERSION
 from .agent import (
     PENDING_STATE_KEY,
+    AgentTool,
     BaseAgent,
     CallbackContext,
     CodeActAgent,
     CodeActCheckpoint,
     InvocationContext,
+    ReadonlyContext,
     RetryBudget,
     RunConfig,
     ToolOutcome,
@@ -30,7 +32,9 @@ from .exceptions import (
     ToolArgumentError,
     ValueConversionError,
 )
+from .guardrails import GuardrailResult
 from .models import GenerateContentConfig, Llm, LlmRequest, LlmResponse, OpenAIChatModel, ScriptedModel
+from .plugins import Plugin
 from .runner import Runner
 from .runtime import (
     Call,
@@ -50,6 +54,17 @@ from .runtime import (
     bind_call_args,
     default_tool_catalog,
 )
+from .services import (
+    Artifact,
+    BaseArtifactService,
+    BaseMemoryService,
+    FileArtifactService,
+    InMemoryArtifactService,
+    InMemoryMemoryService,
+    MemoryEntry,
+    SecretNotFoundError,
+    SecretsProvider,
+)
 from .sessions import (
     BaseSessionService,
     Content,
@@ -63,14 +78,20 @@ from .sessions import (
     SqliteSessionService,
     ToolConfirmation,
 )
+from .skills import Skill, SkillIndex, SkillPolicy
 from .tools import FunctionTool, LongRunningFunctionTool, State, Tool, ToolContext, tool
+from .toolsets import FunctionToolset, Toolset
 
 __version__ = "0.1.0"
 
 __all__ = (
     "MONTY_VERSION",
     "PENDING_STATE_KEY",
+    "AgentTool",
+    "Artifact",
     "BaseAgent",
+    "BaseArtifactService",
+    "BaseMemoryService",
     "BaseSessionService",
     "CPythonRuntime",
     "Call",
@@ -84,25 +105,33 @@ __all__ = (
     "Content",
     "Event",
     "EventActions",
+    "FileArtifactService",
     "FunctionCall",
     "FunctionResponse",
     "FunctionTool",
+    "FunctionToolset",
     "GenerateContentConfig",
+    "GuardrailResult",
+    "InMemoryArtifactService",
+    "InMemoryMemoryService",
     "InMemorySessionService",
     "InvocationContext",
     "Llm",
     "LlmRequest",
     "LlmResponse",
     "LongRunningFunctionTool",
+    "MemoryEntry",
     "MissingStateError",
     "ModelError",
-    "Mount",
     "MontyRuntime",
+    "Mount",
     "OpenAIChatModel",
     "Part",
     "PathAccess",
     "PendingCall",
+    "Plugin",
     "Raised",
+    "ReadonlyContext",
     "ResourceLimits",
     "ResumeError",
     "ResumeValue",
@@ -112,9 +141,14 @@ __all__ = (
     "Runner",
     "RuntimeCapabilities",
     "ScriptedModel",
+    "SecretNotFoundError",
+    "SecretsProvider",
     "Session",
     "SessionNotFoundError",
     "SessionStoreError",
+    "Skill",
+    "SkillIndex",
+    "SkillPolicy",
     "SnapshotError",
     "SqliteSessionService",
     "State",
@@ -123,6 +157,7 @@ __all__ = (
     "ToolConfirmation",
     "ToolContext",
     "ToolOutcome",
+    "Toolset",
     "ValueConversionError",
     "bind_call_args",
     "default_tool_catalog",

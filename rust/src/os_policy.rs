@@ -236,3 +236,20 @@ fn now_datetime(tz: Option<MontyTimeZone>) -> ExtFunctionResult {
         timezone_name: name,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::validate_virtual_path;
+
+    #[test]
+    fn virtual_paths_are_absolute_and_normalized() {
+        for ok in ["/data", "/a/b", "/data-1/x_y"] {
+            assert!(validate_virtual_path(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "data", "/", "/a/", "/a/../b", "/a/./b", "//a", "/a//b", "/a\0b", "",
+        ] {
+            assert!(validate_virtual_path(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -55,3 +55,27 @@ impl PrintWriterCallback for CappedOutput {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncates_once_on_a_char_boundary_with_a_marker() {
+        let mut out = CappedOutput::new(5);
+        out.stdout_write(Cow::Borrowed("abcé")).unwrap();
+        out.stdout_write(Cow::Borrowed("éxyz")).unwrap();
+        out.stdout_push('\n').unwrap();
+        assert!(out.text.starts_with("abcé"));
+        assert_eq!(out.text.matches("stdout truncated").count(), 1);
+        assert!(!out.text.contains("xyz"));
+    }
+
+    #[test]
+    fn keeps_everything_under_the_cap() {
+        let mut out = CappedOutput::new(100);
+        out.stdout_write(Cow::Borrowed("hello")).unwrap();
+        out.stdout_push('\n').unwrap();
+        assert_eq!(out.text, "hello\n");
+    }
+}

@@ -17,7 +17,7 @@ use crate::convert::{monty_to_py, py_to_monty};
 use crate::engine::{self, Advance, EngineConfig, Limits, Outcome, Paused, Stop, ToolStyle};
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::os_policy::{MountSpec, OsPolicy};
-use crate::stack::run_interpreter;
+use crate::stack::{run_interpreter, with_stack};
 
 struct SeamTypes {
     call: Py<PyType>,
@@ -244,10 +244,8 @@ impl MontyEngine {
     }
 }
 
-/// Stack a dump needs left on the thread, in bytes (the heap serializes flat), and the
-/// size of the segment used when less is left.
-const DUMP_RED_ZONE: usize = 1024 * 1024;
-const DUMP_STACK: usize = 4 * 1024 * 1024;
+/// Stack a dump needs, in bytes (the heap serializes flat; this is headroom).
+const DUMP_STACK: usize = 2 * 1024 * 1024;
 
 const ALREADY_RESUMED: &str = "this PendingCall was already resumed; a PendingCall is single use";
 
@@ -292,9 +290,8 @@ impl MontyPendingCall {
     fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let cfg = Arc::clone(&self.cfg);
         let paused = self.take()?;
-        let (bytes, paused) = py.detach(move || {
-            stacker::maybe_grow(DUMP_RED_ZONE, DUMP_STACK, || engine::dump(&cfg, paused))
-        });
+        let (bytes, paused) =
+            py.detach(move || with_stack(DUMP_STACK, || engine::dump(&cfg, paused)));
         *self.paused.lock().expect("pending call lock") = Some(paused);
         Ok(PyBytes::new(py, &bytes?))
     }

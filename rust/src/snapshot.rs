@@ -142,3 +142,70 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<Opened<'a>, HostE
         recursion_depth: depth as usize,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sealed(key: Option<&[u8]>) -> Vec<u8> {
+        seal(b"payload bytes", key, 1000)
+    }
+
+    #[test]
+    fn round_trip_unsigned_and_signed() {
+        let bytes = sealed(None);
+        let opened = open(&bytes, None).map_err(|_| ()).expect("opens");
+        assert_eq!(opened.payload, b"payload bytes");
+        assert_eq!(opened.recursion_depth, 1000);
+        let key = b"0123456789abcdef";
+        assert_eq!(
+            open(&sealed(Some(key)), Some(key))
+                .map_err(|_| ())
+                .expect("opens")
+                .payload,
+            b"payload bytes"
+        );
+    }
+
+    fn refusal(bytes: &[u8], key: Option<&[u8]>) -> String {
+        match open(bytes, key) {
+            Ok(_) => panic!("accepted"),
+            Err(HostError::Snapshot(msg)) => msg,
+            Err(other) => panic!("wrong error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_refused() {
+        let bytes = sealed(None);
+        for cut in 0..bytes.len() {
+            refusal(&bytes[..cut], None);
+        }
+    }
+
+    #[test]
+    fn every_flipped_byte_is_refused() {
+        let bytes = sealed(None);
+        for i in 0..bytes.len() {
+            let mut altered = bytes.clone();
+            altered[i] ^= 0x40;
+            refusal(&altered, None);
+        }
+    }
+
+    #[test]
+    fn keys_must_match() {
+        let key = b"0123456789abcdef";
+        assert!(refusal(&sealed(Some(key)), None).contains("signed"));
+        assert!(refusal(&sealed(None), Some(key)).contains("unsigned"));
+        assert!(refusal(&sealed(Some(key)), Some(b"another key 1234")).contains("integrity"));
+    }
+
+    #[test]
+    fn huge_lengths_do_not_overflow() {
+        let mut bytes = sealed(None);
+        let at = 4 + 2 + 1 + MONTY_VERSION.len() + 1 + 4;
+        bytes[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(refusal(&bytes, None).contains("truncated"));
+    }
+}

@@ -5,10 +5,12 @@
 //!
 //! Monty guards recursion (Python frames and nested data alike) with the script's
 //! recursion limit, but each guarded level still costs host stack. Python threads may
-//! have small stacks (musl: 128 KiB), so before entering Monty we make sure the
-//! current thread has room for the deepest recursion the limit allows; when it does not,
-//! the advance runs on a fresh stack segment of that size (`stacker`). The check is a
-//! few nanoseconds; the segment is only allocated when needed.
+//! have small stacks (musl: 128 KiB), so before entering Monty we make sure the current
+//! thread has room for the deepest recursion the limit allows. When it does not, the
+//! advance runs on a separate stack segment of that size. On Unix the segment is kept
+//! per thread and reused, so only a thread's first short-of-stack advance pays for the
+//! mapping (measured: about 20 µs for 4 MiB, 35 µs for 22 MiB); elsewhere `stacker`
+//! maps a fresh segment each time. The check itself costs a few nanoseconds.
 
 use pyo3::prelude::*;
 
@@ -25,6 +27,22 @@ pub fn stack_needed(depth: usize) -> usize {
     STACK_BASE + depth.saturating_mul(STACK_PER_LEVEL)
 }
 
+/// Runs `f` with at least `needed` bytes of stack: on the current stack when it has
+/// room, else on a (cached, on Unix) separate segment.
+pub fn with_stack<R>(needed: usize, f: impl FnOnce() -> R) -> R {
+    if stacker::remaining_stack().is_some_and(|left| left >= needed) {
+        return f();
+    }
+    #[cfg(unix)]
+    {
+        segment::run_on_segment(needed, f)
+    }
+    #[cfg(not(unix))]
+    {
+        stacker::grow(needed, f)
+    }
+}
+
 /// Runs `f` (an advance of the interpreter) with the GIL released and at least
 /// `stack_needed(depth)` bytes of stack.
 pub fn run_interpreter<T, F>(py: Python<'_>, depth: usize, f: F) -> PyResult<T>
@@ -33,6 +51,95 @@ where
     T: Send,
 {
     let needed = stack_needed(depth);
-    py.detach(move || stacker::maybe_grow(needed, needed, f))
+    py.detach(move || with_stack(needed, f))
         .map_err(PyErr::from)
+}
+
+#[cfg(unix)]
+mod segment {
+    use std::cell::RefCell;
+    use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+    /// A mapped stack with a guard page below it (stacks grow down on every platform
+    /// Monty wheels target).
+    struct Segment {
+        map: *mut u8,
+        total: usize,
+        page: usize,
+    }
+
+    impl Segment {
+        fn new(size: usize) -> Option<Segment> {
+            // SAFETY: plain anonymous mapping; checked for failure.
+            unsafe {
+                let page = usize::try_from(libc::sysconf(libc::_SC_PAGESIZE))
+                    .ok()
+                    .filter(|p| *p > 0)?;
+                let usable = size.checked_add(page - 1)? / page * page;
+                let total = usable.checked_add(page)?;
+                let map = libc::mmap(
+                    std::ptr::null_mut(),
+                    total,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANON,
+                    -1,
+                    0,
+                );
+                if map == libc::MAP_FAILED {
+                    return None;
+                }
+                let map = map.cast::<u8>();
+                if libc::mprotect(
+                    map.add(page).cast(),
+                    usable,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                ) != 0
+                {
+                    libc::munmap(map.cast(), total);
+                    return None;
+                }
+                Some(Segment { map, total, page })
+            }
+        }
+
+        fn usable(&self) -> usize {
+            self.total - self.page
+        }
+    }
+
+    impl Drop for Segment {
+        fn drop(&mut self) {
+            // SAFETY: the mapping was created by `new` and is no longer in use.
+            unsafe {
+                libc::munmap(self.map.cast(), self.total);
+            }
+        }
+    }
+
+    thread_local! {
+        static CACHE: RefCell<Option<Segment>> = const { RefCell::new(None) };
+    }
+
+    pub fn run_on_segment<R>(needed: usize, f: impl FnOnce() -> R) -> R {
+        // Take the cached segment out while it runs, so a nested call maps its own.
+        let cached = CACHE
+            .with(|c| c.borrow_mut().take())
+            .filter(|s| s.usable() >= needed);
+        let Some(segment) = cached.or_else(|| Segment::new(needed)) else {
+            return stacker::grow(needed, f);
+        };
+        // SAFETY: the segment is mapped read-write for `usable()` bytes above its guard
+        // page and outlives the call; the callback never unwinds across `on_stack` (panics
+        // are caught and resumed after switching back).
+        let outcome = unsafe {
+            psm::on_stack(segment.map.add(segment.page), segment.usable(), || {
+                catch_unwind(AssertUnwindSafe(f))
+            })
+        };
+        CACHE.with(|c| *c.borrow_mut() = Some(segment));
+        match outcome {
+            Ok(r) => r,
+            Err(panic) => resume_unwind(panic),
+        }
+    }
 }
