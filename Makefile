@@ -55,6 +55,7 @@ example: install-wheel  ## the runtime example: one script composing two tools, 
 benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/runtime.py
 	$(BIN)/python benchmarks/agent.py
+	$(BIN)/python benchmarks/isolation.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	$(BIN)/python benchmarks/runtime.py --quick

@@ -22,6 +22,9 @@ def register_seam_types(
 ) -> None:
     """Registers the pure-Python step and outcome classes the engine builds and reads."""
 
+def remaining_stack() -> int | None:
+    """Bytes of native stack left on the calling thread, or None when unknown."""
+
 @final
 class MontyEngine:
     """Configuration plus start / resume; shared by every script of one ``MontyRuntime``."""

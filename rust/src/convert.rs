@@ -162,7 +162,7 @@ fn to_py<'py>(
             for (k, v) in pairs {
                 steps.push(Step::Key(key_label(k)));
                 let key = match k {
-                    MontyObject::List(_) | MontyObject::Dict(_) | MontyObject::Bytes(_) => {
+                    MontyObject::List(_) | MontyObject::Dict(_) => {
                         return Err(unsupported_monty(k, root, steps));
                     }
                     _ => to_py(py, k, root, steps)?,

@@ -16,6 +16,7 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_api::MontyEngine>()?;
     m.add_class::<py_api::MontyPendingCall>()?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
+    m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;
     m.add("MONTY_VERSION", snapshot::MONTY_VERSION)?;
     m.add("SNAPSHOT_FORMAT_VERSION", snapshot::FORMAT_VERSION)?;
     m.add("MAX_VALUE_DEPTH", convert::MAX_DEPTH)?;

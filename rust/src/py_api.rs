@@ -57,6 +57,12 @@ pub fn register_seam_types(
     Ok(())
 }
 
+/// Bytes of native stack left on the calling thread, or None when unknown.
+#[pyfunction]
+pub fn remaining_stack() -> Option<usize> {
+    stacker::remaining_stack()
+}
+
 fn outcome_from_py(py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Outcome> {
     let types = seam(py)?;
     if outcome.is_instance(types.resume_value.bind(py))? {

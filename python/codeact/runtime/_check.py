@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import _string  # type: ignore[import-not-found]
 import ast
+import functools
 import queue
 import re
 import string
@@ -22,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from .._monty import remaining_stack
 from ._subset import STDLIB_MODULES, SUBSET, SubsetEntry
 
 __all__ = ("CheckResult", "Finding", "Rewrite", "check_script", "check_script_safely", "format_findings")
@@ -168,9 +170,41 @@ def _is_pure(node: ast.AST) -> bool:
     return True
 
 
+_walked: tuple[ast.AST, list[ast.AST], dict[ast.AST, ast.AST]] | None = None
+_walk_lock = threading.Lock()
+
+
+def _walk_once(tree: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
+    """Every node of ``tree`` (``ast.walk`` order) and each node's parent, computed once per
+    tree: the detectors and rewriters all scan the same tree."""
+    global _walked
+    with _walk_lock:
+        cached = _walked
+        if cached is not None and cached[0] is tree:
+            return cached[1], cached[2]
+    nodes: list[ast.AST] = []
+    parents: dict[ast.AST, ast.AST] = {}
+    todo = [tree]
+    i = 0
+    while i < len(todo):
+        node = todo[i]
+        i += 1
+        nodes.append(node)
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+            todo.append(child)
+    with _walk_lock:
+        _walked = (tree, nodes, parents)
+    return nodes, parents
+
+
+def _nodes(tree: ast.AST) -> list[ast.AST]:
+    return _walk_once(tree)[0]
+
+
 def _imported_names(tree: ast.AST) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, ast.Import):
             names |= {(a.asname or a.name.split(".")[0]) for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -180,7 +214,7 @@ def _imported_names(tree: ast.AST) -> set[str]:
 
 def _defined_names(tree: ast.AST) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -191,7 +225,7 @@ def _defined_names(tree: ast.AST) -> set[str]:
 
 
 def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
-    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    return _walk_once(tree)[1]
 
 
 # ------------------------------------------------------------------ rewriters
@@ -414,7 +448,7 @@ def _rewrites(
 ) -> list[tuple[ast.AST, str, str]]:
     """(node, key, replacement) for every same-meaning rewrite, outermost first."""
     out: list[tuple[ast.AST, str, str]] = []
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, ast.Call):
             text = _rewrite_str_format(node)
             if text is not None:
@@ -520,7 +554,7 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
     modules = _imported_names(tree)
     user_names = _defined_names(tree)
     allowed = set(STDLIB_MODULES)
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, ast.ClassDef):
             if node.bases or node.keywords:
                 base = ", ".join(ast.unparse(b) for b in [*node.bases, *node.keywords])
@@ -617,7 +651,7 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                     repl = node.args[1]
                     if isinstance(repl, ast.Lambda) or (
                         isinstance(repl, ast.Name)
-                        and any(isinstance(d, ast.FunctionDef) and d.name == repl.id for d in ast.walk(tree))
+                        and any(isinstance(d, ast.FunctionDef) and d.name == repl.id for d in _nodes(tree))
                     ):
                         findings.append(_finding(src, node, "re_sub_callable"))
             for slot in _callable_slots(node):
@@ -749,19 +783,34 @@ def _serve() -> None:
     while True:
         script, rewrite, functions_style, reply = _jobs.get()
         try:
-            reply.put(check_script(script, rewrite=rewrite, functions_style=functions_style))
+            reply.put(_cached_check(script, rewrite, functions_style))
         except BaseException as exc:
             reply.put(exc)
 
 
+_INLINE_STACK = 6 * 1024 * 1024
+"""Native stack (bytes) the calling thread must have left for the check to run on it: CPython's
+parser stops deep nesting at its own limits (about 6,000 levels) well within this."""
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
+    return check_script(script, rewrite=rewrite, functions_style=functions_style)
+
+
 def check_script_safely(script: str, *, rewrite: bool = True, functions_style: bool = False) -> CheckResult:
-    """``check_script`` on a dedicated thread with a 64 MiB stack.
+    """``check_script`` without risk to the host's stack, memoized by script text.
 
     CPython's parser and AST builder recurse in C: on a small thread stack (a host may run
     the runtime on a 256 KiB thread) a deeply nested script would crash the process before
-    CPython's own limits answer. On this thread those limits answer first (SyntaxError,
-    RecursionError), and the script then goes to Monty unchanged, which reports it.
+    CPython's own limits answer. On a thread with at least ``_INLINE_STACK`` bytes of stack
+    left (a default 8 MiB thread) the check runs in place; on a smaller one it runs on a
+    dedicated thread with a 64 MiB stack, where CPython's limits answer first (SyntaxError,
+    RecursionError) and the script then goes to Monty unchanged, which reports it. Results
+    are cached (512 scripts), so a script started again costs a dictionary lookup.
     """
+    if (remaining_stack() or 0) >= _INLINE_STACK:
+        return _cached_check(script, rewrite, functions_style)
     global _worker
     if _worker is None:
         with _worker_lock:
@@ -775,7 +824,7 @@ def check_script_safely(script: str, *, rewrite: bool = True, functions_style: b
                     threading.stack_size(old)
                 _worker = worker
     reply: queue.SimpleQueue[CheckResult | BaseException] = queue.SimpleQueue()
-    _jobs.put((script, rewrite, functions_style, reply))
+    _jobs.put((script, rewrite, functions_style, reply))  # the worker memoizes too
     result = reply.get()
     if isinstance(result, BaseException):
         raise result

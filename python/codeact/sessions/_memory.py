@@ -32,6 +32,7 @@ def deepcopy(value: Any) -> Any:
     round trip in pydantic-core: several times faster than ``copy.deepcopy``."""
     return pydantic_core.from_json(pydantic_core.to_json(value))
 
+
 __all__ = ("InMemorySessionService",)
 
 _Key = tuple[str, str, str]
