@@ -4,6 +4,18 @@ from typing import Any, final
 
 from .runtime._seam import Call, Complete, Raised, ResumeError, ResumeValue
 
+__all__ = [
+    "MontyEngine",
+    "MontyPendingCall",
+    "StepTicket",
+    "register_seam_types",
+    "remaining_stack",
+    "MONTY_VERSION",
+    "SNAPSHOT_FORMAT_VERSION",
+    "MAX_VALUE_DEPTH",
+    "RECURSION_CEILING",
+]
+
 MONTY_VERSION: str
 """The Monty release embedded in this build."""
 SNAPSHOT_FORMAT_VERSION: int
@@ -45,6 +57,8 @@ class MontyEngine:
     def start(self, script: str, script_name: str) -> Call | Complete | Raised: ...
     def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> Call | Complete | Raised: ...
     def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]: ...
+    def start_async(self, script: str, script_name: str) -> StepTicket: ...
+    def resume_async(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> StepTicket: ...
 
 @final
 class MontyPendingCall:
@@ -60,3 +74,13 @@ class MontyPendingCall:
     def call_id(self) -> int: ...
     def dump(self) -> bytes: ...
     def resume(self, outcome: ResumeValue | ResumeError) -> Call | Complete | Raised: ...
+    def resume_async(self, outcome: ResumeValue | ResumeError) -> StepTicket: ...
+
+@final
+class StepTicket:
+    """An advance running on a native worker thread (no GIL); wait, then take the step once."""
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+    @property
+    def done(self) -> bool: ...
+    def result(self) -> Call | Complete | Raised: ...

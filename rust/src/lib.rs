@@ -8,6 +8,7 @@ mod output;
 mod py_api;
 mod snapshot;
 mod stack;
+mod worker;
 
 use pyo3::prelude::*;
 
@@ -15,6 +16,7 @@ use pyo3::prelude::*;
 fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_api::MontyEngine>()?;
     m.add_class::<py_api::MontyPendingCall>()?;
+    m.add_class::<py_api::StepTicket>()?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;
     m.add("MONTY_VERSION", snapshot::MONTY_VERSION)?;

@@ -17,7 +17,8 @@ use crate::convert::{monty_to_py, py_to_monty};
 use crate::engine::{self, Advance, EngineConfig, Limits, Outcome, Paused, Stop, ToolStyle};
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::os_policy::{MountSpec, OsPolicy};
-use crate::stack::{run_interpreter, with_stack};
+use crate::stack::{run_interpreter, stack_needed, with_stack};
+use crate::worker::{self, Slot};
 
 struct SeamTypes {
     call: Py<PyType>,
@@ -199,6 +200,35 @@ impl MontyEngine {
         build_step(py, &self.cfg, advance)
     }
 
+    /// Like `start`, but runs on a native worker; returns a `StepTicket` to wait on.
+    fn start_async(&self, script: String, script_name: String) -> StepTicket {
+        let cfg = Arc::clone(&self.cfg);
+        let needed = stack_needed(cfg.limits.max_recursion_depth);
+        let slot = worker::submit(move || {
+            with_stack(needed, || engine::start(&cfg, script, &script_name))
+        });
+        StepTicket::new(&self.cfg, slot)
+    }
+
+    /// Like `resume`, but runs on a native worker; returns a `StepTicket` to wait on.
+    fn resume_async(
+        &self,
+        py: Python<'_>,
+        snapshot: Vec<u8>,
+        outcome: &Bound<'_, PyAny>,
+    ) -> PyResult<StepTicket> {
+        let outcome = outcome_from_py(py, outcome)?;
+        let cfg = Arc::clone(&self.cfg);
+        let depth = engine::snapshot_depth(&self.cfg, &snapshot)?;
+        let slot = worker::submit(move || {
+            with_stack(stack_needed(depth), || {
+                let (paused, _req) = engine::load(&cfg, &snapshot)?;
+                engine::resume(&cfg, paused, outcome)
+            })
+        });
+        Ok(StepTicket::new(&self.cfg, slot))
+    }
+
     /// Restores a paused script from `snapshot` bytes and resumes it with `outcome`.
     fn resume(
         &self,
@@ -313,6 +343,17 @@ impl MontyPendingCall {
         build_step(py, &self.cfg, advance)
     }
 
+    /// Like `resume`, but runs on a native worker; returns a `StepTicket` to wait on.
+    fn resume_async(&self, py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<StepTicket> {
+        let outcome = outcome_from_py(py, outcome)?;
+        let paused = self.take()?;
+        let cfg = Arc::clone(&self.cfg);
+        let needed = stack_needed(cfg.limits.max_recursion_depth);
+        let slot =
+            worker::submit(move || with_stack(needed, || engine::resume(&cfg, paused, outcome)));
+        Ok(StepTicket::new(&self.cfg, slot))
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "MontyPendingCall(name={:?}, keyword_args={}, call_id={})",
@@ -330,5 +371,65 @@ impl MontyPendingCall {
             .map_err(|_| CodeRuntimeError::new_err("pending call lock poisoned"))?
             .take()
             .ok_or_else(|| CodeRuntimeError::new_err(ALREADY_RESUMED))
+    }
+}
+
+/// An advance running on a native worker. Wait for it with the GIL released, then take its
+/// step once with `result()`.
+#[pyclass(frozen, module = "codeact._monty")]
+pub struct StepTicket {
+    cfg: Arc<EngineConfig>,
+    slot: Arc<Slot<Result<Advance, HostError>>>,
+}
+
+impl StepTicket {
+    fn new(cfg: &Arc<EngineConfig>, slot: Arc<Slot<Result<Advance, HostError>>>) -> Self {
+        Self {
+            cfg: Arc::clone(cfg),
+            slot,
+        }
+    }
+}
+
+#[pymethods]
+impl StepTicket {
+    /// Waits up to `timeout` seconds (forever when None) with the GIL released; returns
+    /// whether the advance finished.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let timeout = match timeout {
+            None => None,
+            Some(t) if t.is_finite() && t >= 0.0 => Some(Duration::from_secs_f64(t)),
+            Some(t) => {
+                return Err(PyValueError::new_err(format!(
+                    "timeout must be >= 0 seconds, got {t}"
+                )));
+            }
+        };
+        if self.slot.is_done() {
+            return Ok(true);
+        }
+        let slot = Arc::clone(&self.slot);
+        Ok(py.detach(move || slot.wait(timeout)))
+    }
+
+    /// Whether the advance has finished.
+    #[getter]
+    fn done(&self) -> bool {
+        self.slot.is_done()
+    }
+
+    /// The step (`Call`, `Complete` or `Raised`); raises a host error when the advance
+    /// failed, `CodeRuntimeError` before it finished or when taken twice.
+    fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if !self.slot.is_done() {
+            return Err(CodeRuntimeError::new_err(
+                "the step has not finished; wait() for it first",
+            ));
+        }
+        let advance = self.slot.take().ok_or_else(|| {
+            CodeRuntimeError::new_err("this StepTicket's result was already taken")
+        })??;
+        build_step(py, &self.cfg, advance)
     }
 }

@@ -3,8 +3,10 @@ checkpoints and events (SPEC §4–5)."""
 
 from __future__ import annotations
 
+import base64
 import collections
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from ..sessions._types import Content, Event, EventActions, FunctionCall, Part, 
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
 from ..tools import FunctionTool, Tool, ToolContext
 from ._checkpoint import (
+    CHECKPOINT_VERSION,
     PENDING_STATE_KEY,
     AwaitingCompletion,
     AwaitingConfirmation,
@@ -81,6 +84,7 @@ class _Run:
     transcript: list[Content] = field(default_factory=list)
     iteration: int = 0
     turn_stdout: str = ""
+    transcript_json: tuple[int, list[dict[str, Any]]] | None = None
     schema_retries: int = 0
     next_step: RunStep | None = None
     stopped: bool = False
@@ -687,18 +691,29 @@ class CodeActAgent(BaseAgent):
         )
 
     def _checkpoint(self, run: _Run, snapshot: bytes, call: PendingToolCall, disposition: Any) -> dict[str, Any]:
-        return CodeActCheckpoint(
-            agent_name=self.name,
-            invocation_id=run.ctx.invocation_id,
-            iteration=run.iteration,
-            system_prompt=run.system_prompt,
-            transcript=run.transcript,
-            turn_stdout=run.turn_stdout,
-            snapshot=snapshot,
-            call=call,
-            disposition=disposition,
-            tool_roster=run.roster,
-        ).to_state()
+        """The state form of a checkpoint, exactly ``CodeActCheckpoint(...).to_state()``
+        (a test holds them equal), built without revalidating the transcript: it does not
+        change within a turn, so its JSON form is computed once per turn."""
+        cache = run.transcript_json
+        if cache is None or cache[0] != len(run.transcript):
+            cache = run.transcript_json = (
+                len(run.transcript),
+                [c.model_dump(mode="json", exclude_none=True) for c in run.transcript],
+            )
+        return {
+            "version": CHECKPOINT_VERSION,
+            "agent_name": self.name,
+            "invocation_id": run.ctx.invocation_id,
+            "iteration": run.iteration,
+            "system_prompt": run.system_prompt,
+            "turn_stdout": run.turn_stdout,
+            "call": call.model_dump(),
+            "disposition": disposition.model_dump(),
+            "tool_roster": list(run.roster),
+            "created_at": time.time(),
+            "snapshot": base64.b64encode(snapshot).decode("ascii"),
+            "transcript": list(cache[1]),
+        }
 
     async def _handle_call(self, run: _Run, step: Call) -> AsyncIterator[Event]:
         """Dispatches one tool call; sets ``run.next_step`` or stops the run."""

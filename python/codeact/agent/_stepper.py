@@ -28,11 +28,22 @@ _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
 
 
 async def run_step(fn: Callable[..., T], *args: Any) -> T:
-    """Runs ``fn(*args)`` on the step pool and returns its result.
+    """Runs ``fn(*args)`` off the event loop and returns its result.
 
-    Blocks the calling event loop at most ``INLINE_WAIT`` seconds; past that, awaits the
-    result without blocking. Exceptions raised by ``fn`` propagate.
+    When ``fn`` is a method whose object also offers ``<name>_async`` (``MontyRuntime`` and
+    its pending calls do), that native variant runs the advance on a worker thread that never
+    takes the GIL and hands back a ticket; otherwise ``fn`` runs on a Python thread pool.
+    Either way the calling event loop blocks at most ``INLINE_WAIT`` seconds; past that, the
+    result is awaited without blocking. Exceptions raised by ``fn`` propagate.
     """
+    owner = getattr(fn, "__self__", None)
+    native = getattr(owner, f"{getattr(fn, '__name__', '')}_async", None) if owner is not None else None
+    if native is not None:
+        ticket = native(*args)
+        if not ticket.wait(INLINE_WAIT):
+            await anyio.to_thread.run_sync(ticket.wait, None, abandon_on_cancel=True)
+        result: T = ticket.result()
+        return result
     future = _EXECUTOR.submit(fn, *args)
     try:
         return future.result(timeout=INLINE_WAIT)

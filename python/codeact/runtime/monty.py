@@ -177,6 +177,23 @@ def _ordered_params(schema: Mapping[str, Any] | None) -> list[tuple[str, Any, bo
     return out
 
 
+class _Ready:
+    """A ticket whose step is already known (same interface as the native ``StepTicket``)."""
+
+    __slots__ = ("_step",)
+
+    def __init__(self, step: RunStep) -> None:
+        self._step = step
+
+    done = True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True
+
+    def result(self) -> RunStep:
+        return self._step
+
+
 class MontyRuntime:
     """Runs scripts in-process on Monty, with suspension, limits and a sandboxed OS view.
 
@@ -271,14 +288,41 @@ class MontyRuntime:
             ``Call`` (paused at a tool call), ``Complete`` or ``Raised`` (syntax error,
             uncaught exception, limit hit, refused call form, subset check findings).
         """
+        script, findings = self._checked(script)
+        if findings is not None:
+            return Raised(findings)
+        return self._engine.start(script, script_name)
+
+    def _checked(self, script: str) -> tuple[str, str | None]:
+        """The script after the subset check's rewrites, and the findings text (or None)."""
         if self.rewrite_scripts or self.check_scripts:
             checked = check_script_safely(
                 script, rewrite=self.rewrite_scripts, functions_style=self.tool_style == "functions"
             )
             if checked.findings and self.check_scripts:
-                return Raised(format_findings(checked.findings))
-            script = checked.script
-        return self._engine.start(script, script_name)
+                return script, format_findings(checked.findings)
+            return checked.script, None
+        return script, None
+
+    def start_async(self, script: str, script_name: str = "main.py") -> Any:
+        """Like ``start``, but the advance runs on a native worker thread that never takes
+        the GIL; returns a ticket with ``wait(timeout=None) -> bool`` and ``result() ->
+        RunStep``. The agent loop uses it to keep its event loop free. The subset check runs
+        here, on the calling thread."""
+        script, findings = self._checked(script)
+        if findings is not None:
+            return _Ready(Raised(findings))
+        start_async = getattr(self._engine, "start_async", None)
+        if start_async is None:
+            return _Ready(self._engine.start(script, script_name))
+        return start_async(script, script_name)
+
+    def resume_async(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> Any:
+        """Like ``resume``, on a native worker; returns a ticket (see ``start_async``)."""
+        resume_async = getattr(self._engine, "resume_async", None)
+        if resume_async is None:
+            return _Ready(self._engine.resume(snapshot, outcome))
+        return resume_async(snapshot, outcome)
 
     def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
         """Restores a script from ``snapshot`` bytes (possibly from another process) and
