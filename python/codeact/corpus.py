@@ -331,8 +331,42 @@ class Figures:
         self.ran_same_as_cpython += bool(r.same) and r.ran
 
 
-def run_corpus(path: str | Path, *, rewrite: bool = True, cpython: dict[str, tuple[Any, ...]] | None = None) -> dict:
-    """Runs every item and returns the figures (the ``--json`` object) plus per-item results."""
+def _share(count: int, of: int) -> dict[str, Any]:
+    return {"count": count, "of": of, "share": round(count / of, 4) if of else None}
+
+
+def _headline(results: Sequence[ItemResult]) -> dict[str, Any]:
+    """The closing-note figure for the no-third-party items, two ways: over all of them, and over
+    the items that ran on both sides (those skipped on CPython because they shell out or install,
+    and those that need the network, are counted apart and listed)."""
+    clean = [r for r in results if not r.third_party]
+    skipped = sorted(r.id for r in clean if r.same is None)
+    network = sorted(
+        r.id for r in clean if r.cpython is not None and r.cpython[0] == "error" and "network" in str(r.cpython[-1])
+    )
+    apart = set(skipped) | set(network)
+    runnable = [r for r in clean if r.id not in apart]
+    return {
+        "no_third_party_same_as_cpython": _share(sum(bool(r.same) for r in clean), len(clean)),
+        "no_third_party_runnable_same_as_cpython": {
+            **_share(sum(bool(r.same) for r in runnable), len(runnable)),
+            "counted_apart": {"skipped_on_cpython": skipped, "needs_network": network},
+        },
+    }
+
+
+def run_corpus(
+    path: str | Path,
+    *,
+    rewrite: bool = True,
+    cpython: dict[str, tuple[Any, ...]] | None = None,
+    outcomes: dict[str, Sequence[Any]] | None = None,
+) -> dict:
+    """Runs every item and returns the figures (the ``--json`` object) plus per-item results.
+
+    ``outcomes`` (id -> ``["ok", stdout, result]`` / ``["error", stdout, type, message]``) replaces
+    the Monty run with outcomes measured elsewhere (``tools/pydantic_monty_corpus.py``), compared
+    with CPython the same way; an item missing from it counts as an error that did not parse."""
     items = load_items(path)
     if cpython is None:
         cpython = run_cpython(items)
@@ -341,7 +375,12 @@ def run_corpus(path: str | Path, *, rewrite: bool = True, cpython: dict[str, tup
 
     results = []
     for item in items:
-        monty = run_monty(rt, item)
+        if outcomes is None:
+            monty = run_monty(rt, item)
+        else:
+            monty = tuple(outcomes.get(item.id) or ("error", "", "SyntaxError", "no outcome given"))
+            if monty[0] == "error" and len(monty) < 4:
+                monty = (*monty, "")
         parsed = not (
             monty[0] == "error"
             and (monty[2] == "SyntaxError" or (monty[2] == "NotImplementedError" and "parser" in monty[3]))
@@ -379,6 +418,7 @@ def run_corpus(path: str | Path, *, rewrite: bool = True, cpython: dict[str, tup
             if r.cpython is not None and r.cpython[0] == "error" and "network" in str(r.cpython[-1])
         ),
         "skipped_on_cpython": sum(1 for r in results if r.same is None),
+        "headline": _headline(results),
         "flagged_by_check": sum(1 for r in results if r.flagged),
         "failure_kinds": {k: {"count": len(v), "examples": v[:3]} for k, v in sorted(kinds.items())},
         "results": results,
@@ -418,6 +458,39 @@ def _table(with_rw: dict, without_rw: dict) -> str:
     ]
     for kind, v in sorted(with_rw["failure_kinds"].items(), key=lambda kv: (-kv[1]["count"], kv[0])):
         rows.append(f"| {kind.replace('|', '/')} | {v['count']} | {', '.join(v['examples'])} |")
+    h = with_rw["headline"]
+    a, r = h["no_third_party_same_as_cpython"], h["no_third_party_runnable_same_as_cpython"]
+    apart = r["counted_apart"]
+    rows += [
+        "",
+        f"Headline (with rewrites): no third-party, same as CPython: {_pct(a['count'], a['of'])}; "
+        f"over the items that ran on both sides: {_pct(r['count'], r['of'])} (counted apart: skipped on CPython "
+        f"{', '.join(apart['skipped_on_cpython']) or '-'}; "
+        f"need the network {', '.join(apart['needs_network']) or '-'})",
+    ]
+    return "\n".join(rows)
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({100 * n / d:.0f}%)" if d else "0"
+
+
+def _compare_table(ours: dict, theirs: dict, label: str) -> str:
+    """Our figures (without rewrites: the other binding runs the scripts as written) beside
+    another binding's, on the same items and the same CPython outcomes."""
+    rows = [
+        f"| no third-party ({ours['no_third_party']['items']} items) | codeact (in process) | {label} |",
+        "| --- | --- | --- |",
+    ]
+    for key in ("parsed", "ran", "same_as_cpython", "ran_same_as_cpython"):
+        n = ours["no_third_party"]["items"]
+        rows.append(f"| {key} | {_pct(ours['no_third_party'][key], n)} | {_pct(theirs['no_third_party'][key], n)} |")
+    o = ours["headline"]["no_third_party_runnable_same_as_cpython"]
+    t = theirs["headline"]["no_third_party_runnable_same_as_cpython"]
+    rows.append(f"| same_as_cpython, ran on both sides | {_pct(o['count'], o['of'])} | {_pct(t['count'], t['of'])} |")
+    by_id = {r.id: r for r in theirs["results"]}
+    diff = [r.id for r in ours["results"] if not r.third_party and bool(r.same) != bool(by_id[r.id].same)]
+    rows += ["", f"Items where the two differ on same_as_cpython: {', '.join(diff) or 'none'}"]
     return "\n".join(rows)
 
 
@@ -425,19 +498,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m codeact.corpus", description=__doc__.splitlines()[0])
     parser.add_argument("path", help="a scripts.jsonl file")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument(
+        "--compare-json",
+        metavar="FILE",
+        help="outcomes of another binding on the same items (tools/pydantic_monty_corpus.py), compared with "
+        "the same CPython outcomes",
+    )
     args = parser.parse_args(argv)
     items = load_items(args.path)
     cpython = run_cpython(items)
     with_rw = run_corpus(args.path, rewrite=True, cpython=cpython)
     without_rw = run_corpus(args.path, rewrite=False, cpython=cpython)
+    other = label = None
+    if args.compare_json:
+        data = json.loads(Path(args.compare_json).read_text(encoding="utf-8"))
+        label = f"{data.get('binding', 'other')} {data.get('version', '')}".strip()
+        other = run_corpus(args.path, rewrite=False, cpython=cpython, outcomes=data["outcomes"])
+        other["binding"], other["version"], other["os_policy"] = (
+            data.get("binding"),
+            data.get("version"),
+            data.get("os_policy"),
+        )
     if args.json:
         keep = {k: v for k, v in with_rw.items() if k != "results"}
         keep["without_rewrites"] = {
             k: v for k, v in without_rw.items() if k not in ("results", "failure_kinds", "needs_network")
         }
+        if other is not None:
+            keep["compare"] = {k: v for k, v in other.items() if k not in ("results", "flagged_by_check")}
         print(json.dumps(keep, indent=2))
     else:
         print(_table(with_rw, without_rw))
+        if other is not None:
+            print(f"\nThe same items on {label}:\n")
+            print(_compare_table(without_rw, other, label or "other"))
     return 0
 
 

@@ -17,6 +17,7 @@ from ._errors import (
     ModelTimeoutError,
     ScriptExhaustedError,
 )
+from ._llama import LlamaCppModel
 from ._openai import OpenAIChatModel
 from ._scripted import ScriptedModel
 from ._types import GenerateContentConfig, LlmRequest, LlmResponse, Usage
@@ -28,6 +29,7 @@ __all__ = (
     "ALLOW_MODEL_REQUESTS",
     "BaseLlm",
     "GenerateContentConfig",
+    "LlamaCppModel",
     "Llm",
     "LlmRequest",
     "LlmResponse",
