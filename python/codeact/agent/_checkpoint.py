@@ -100,6 +100,8 @@ class CodeActCheckpoint(BaseModel):
         call: the pending call.
         disposition: why it was written and how to resume.
         tool_roster: sorted tool names when it was written; a different roster makes it stale.
+        namespace: with ``persist_namespace``, what carries between scripts (definitions as
+            source, plain variables as values) and how to read the paused script's result.
         created_at: seconds since the epoch.
     """
 
@@ -114,6 +116,7 @@ class CodeActCheckpoint(BaseModel):
     call: PendingToolCall
     disposition: Disposition
     tool_roster: list[str]
+    namespace: dict[str, Any] | None = None
     created_at: float = Field(default_factory=time.time)
 
     def to_state(self) -> dict[str, Any]:

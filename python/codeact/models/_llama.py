@@ -9,6 +9,7 @@ in site-packages). The file is located with ``importlib.util.find_spec``, which 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import threading
 from pathlib import Path
@@ -32,7 +33,7 @@ INSTALL_HINT = "pip install 'codeact[local]'"
 
 def _import_llama_cpp() -> Any:
     try:
-        import llama_cpp
+        llama_cpp = importlib.import_module("llama_cpp")
     except ImportError as e:
         raise ImportError(f"LlamaCppModel needs llama-cpp-python, which is not installed: {INSTALL_HINT}") from e
     return llama_cpp
