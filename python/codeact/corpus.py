@@ -20,7 +20,12 @@ earlier step therefore also fails the later ones, on both sides.
 An outcome is ``("ok", stdout, result)`` or ``("error", stdout, exception type)``; an item is
 the same as CPython when both outcomes are equal (``ran_same_as_cpython`` also asks that both
 ran to the end without an exception). Items importing a package outside the
-standard library are in ``third_party``; ``no_third_party`` is the rest.
+standard library are in ``third_party``; ``no_third_party`` is the rest. ``headline`` gives the
+no-third-party share the same as CPython over all those items and over the ones that ran on both
+sides (items skipped on CPython and items that need the network are counted apart and listed).
+
+``--compare-json FILE`` reads another binding's outcomes for the same items (written by
+``tools/pydantic_monty_corpus.py``) and scores them against the same CPython outcomes.
 """
 
 from __future__ import annotations
