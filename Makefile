@@ -23,13 +23,13 @@ wheel: $(BIN)/python  ## build the release wheel into dist/
 	$(BIN)/maturin build --release --out dist
 
 format:
-	$(BIN)/ruff format python tests examples benchmarks
-	$(BIN)/ruff check --fix python tests examples benchmarks
+	$(BIN)/ruff format python tests examples benchmarks tools fuzz
+	$(BIN)/ruff check --fix python tests examples benchmarks tools fuzz
 	cargo fmt --all
 
 lint:
-	$(BIN)/ruff format --check python tests examples benchmarks
-	$(BIN)/ruff check python tests examples benchmarks
+	$(BIN)/ruff format --check python tests examples benchmarks tools fuzz
+	$(BIN)/ruff check python tests examples benchmarks tools fuzz
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/python -m mypy.stubtest codeact._monty --allowlist .ci/stubtest-allowlist.txt

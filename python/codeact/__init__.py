@@ -19,6 +19,7 @@ from .agent import (
     RetryBudget,
     RunConfig,
     ToolOutcome,
+    explain_no_code,
     extract_code,
 )
 from .exceptions import (
@@ -161,6 +162,7 @@ __all__ = (
     "ValueConversionError",
     "bind_call_args",
     "default_tool_catalog",
+    "explain_no_code",
     "extract_code",
     "tool",
 )

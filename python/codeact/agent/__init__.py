@@ -13,7 +13,7 @@ from ._checkpoint import (
 )
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext, RunConfig
 from ._dispatch import RetryBudget, ToolOutcome
-from ._extract import NO_CODE_FEEDBACK, extract_code
+from ._extract import NO_CODE_FEEDBACK, explain_no_code, extract_code
 from ._output import decode_script_output, render_final, truncate_middle
 from ._prompt import CODEACT_SYSTEM_PROMPT, MissingStateError, inject_state
 
@@ -40,6 +40,7 @@ __all__ = (
     "RunConfig",
     "ToolOutcome",
     "decode_script_output",
+    "explain_no_code",
     "extract_code",
     "inject_state",
     "render_final",
