@@ -267,8 +267,9 @@ async def test_resume_from_pending_result_persists_a_resolved_checkpoint() -> No
     echo = FakeTool("echo", "rerun")
     agent, rt, _ = scripted_agent([], tools=[echo])
     events, _, _ = await run(agent, message=None, state={PENDING_STATE_KEY: echo_checkpoint(PendingResult())})
-    assert kinds(events) == ["resolved"]
-    cp = checkpoints(events)[0]
+    # a claim (write-ahead) before the re-run, then the after checkpoint
+    assert kinds(events) == ["pending_result", "resolved"]
+    cp = checkpoints(events)[1]
     assert cp.disposition == Resolved(value="rerun")
     assert cp.call.call_key == "old:1:0"
     assert events[-1].text == "recovered"
@@ -283,7 +284,7 @@ async def test_escalation_on_resume_ends_the_run_without_resuming() -> None:
     events, session, _ = await run(agent, message=None, state={PENDING_STATE_KEY: echo_checkpoint(PendingResult())})
     assert events[-1].actions.escalate is True
     assert events[-1].actions.state_delta[PENDING_STATE_KEY] is None
-    assert kinds(events) == []
+    assert kinds(events) == ["pending_result"]  # the claim only; no after checkpoint
     assert rt.outcomes == []
     assert all(e.text != "recovered" for e in events)
     assert session.state[PENDING_STATE_KEY] is None
@@ -348,8 +349,8 @@ async def test_confirmation_resume_with_approve(decision) -> None:
     agent, rt, delete, service, cp = await suspended_on_confirmation()
     rc = RunConfig(tool_confirmation_decisions={cp.call.call_key: decision})
     events, session, _ = await run(agent, service=service, message=None, run_config=rc)
-    assert kinds(events) == ["resolved"]
-    assert checkpoints(events)[0].disposition == Resolved(value="deleted")
+    assert kinds(events) == ["pending_result", "resolved"]
+    assert checkpoints(events)[1].disposition == Resolved(value="deleted")
     assert events[-1].text == "done"
     assert delete.calls == [{"path": "/tmp/x"}]
     assert delete.contexts[0].function_call_id == cp.call.call_key
@@ -735,8 +736,8 @@ async def test_suspend_then_resume_in_a_fresh_process(tmp_path: Path, monkeypatc
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["errors"] == [None, None]
-    assert out["kinds"] == ["resolved", None]
+    assert out["errors"] == [None, None, None]
+    assert out["kinds"] == ["pending_result", "resolved", None]
     assert out["texts"][-1] == "cleared 3"
     assert out["prompt"] == ['Observation:\n{"n":3,"status":"deleted"}', "Output (stdout):\nitems: 3\n"]
     lines = log.read_text().splitlines()

@@ -178,9 +178,10 @@ async def test_trace_22_2_confirmation_across_two_invocations(tmp_path: Path, de
             run_config=RunConfig(tool_confirmation_decisions=decisions),
         )
     if decision == "approve":
-        assert kinds(events_b) == ["resolved"]
-        assert checkpoints(events_b)[0].disposition == Resolved(value="deleted /tmp/x")
-        assert [e.text for e in events_b[1:]] == ["deleted /tmp/x", "after-done"]
+        # the approved call is claimed (write-ahead) before it runs, then resolved
+        assert kinds(events_b) == ["pending_result", "resolved"]
+        assert checkpoints(events_b)[1].disposition == Resolved(value="deleted /tmp/x")
+        assert [e.text for e in events_b[2:]] == ["deleted /tmp/x", "after-done"]
         assert deleted == ["/tmp/x"]
         assert session.state[PENDING_STATE_KEY] is None
     elif decision == "deny":
@@ -328,6 +329,6 @@ async def test_trace_max_iterations_clears_a_resumed_checkpoint(tmp_path: Path) 
         events, session, _ = await run(
             agent, service=service, message=None, run_config=RunConfig(tool_confirmation_decisions={key: True})
         )
-    assert kinds(events) == ["resolved"]
+    assert kinds(events) == ["pending_result", "resolved"]
     assert events[-1].error_code == "codeact.max_iterations"
     assert session.state[PENDING_STATE_KEY] is None

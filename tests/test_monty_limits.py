@@ -248,6 +248,12 @@ def test_the_gil_is_released_while_a_script_runs():
         if ratios[-1] < 1.8:
             break
     assert not errors
+    if min(ratios) >= 1.8:
+        # Parallelism cannot be observed when other processes already use the cores: two
+        # independent processes would also take twice as long. Say so instead of failing.
+        load = os.getloadavg()[0]
+        if load > (os.cpu_count() or 1) - 0.5:
+            pytest.skip(f"machine too loaded to measure parallelism (load {load:.2f}): ratios {ratios}")
     assert min(ratios) < 1.8, ratios
 
 

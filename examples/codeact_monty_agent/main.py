@@ -48,6 +48,7 @@ from codeact import (
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 APP, USER, SESSION = "iris-analyst", "analyst", "demo"
+DEFAULT_DB = "codeact_demo.db"
 QUESTION = "How do the three iris species differ in petal length? Send a short report to lab@example.org."
 
 SPECIES_NOTES = {
@@ -232,6 +233,9 @@ async def main_async(args: argparse.Namespace) -> int:
         session = await sessions.get_session(app_name=APP, user_id=USER, session_id=SESSION)
         runner = Runner(app_name=APP, agent=build_agent(args), session_service=sessions)
         pending = session.state.get(PENDING_STATE_KEY) if session else None
+        if session is None and (args.approve or args.deny):
+            print(f"Nothing to approve or deny: no demo session in {args.db}. Run without --approve first.")
+            return 2
         if session is None:
             await sessions.create_session(app_name=APP, user_id=USER, session_id=SESSION)
             print(f"USER  {QUESTION}")
@@ -254,8 +258,9 @@ async def main_async(args: argparse.Namespace) -> int:
         ):
             show_event(event)
             if event.actions.requested_tool_confirmations:
+                db = "" if args.db == DEFAULT_DB else f" --db {args.db}"
                 print(f"\nThe run is paused; its checkpoint is in {args.db}.")
-                print(f"Resume it with: python {sys.argv[0]} --approve   (or --deny)")
+                print(f"Resume it with: python {sys.argv[0]}{db} --approve   (or --deny)")
     return 0
 
 
@@ -264,7 +269,7 @@ def main() -> None:
     decision = parser.add_mutually_exclusive_group()
     decision.add_argument("--approve", action="store_true", help="approve the pending report and resume")
     decision.add_argument("--deny", action="store_true", help="deny the pending report and resume")
-    parser.add_argument("--db", default="codeact_demo.db", help="SQLite file for sessions (default: %(default)s)")
+    parser.add_argument("--db", default=DEFAULT_DB, help="SQLite file for sessions (default: %(default)s)")
     parser.add_argument("--outbox", default="outbox", help="folder where sent reports land (default: %(default)s)")
     parser.add_argument("--reset", action="store_true", help="start a fresh demo session")
     parser.add_argument("--model", help="openai:<model-name> to use a real model instead of the scripted one")

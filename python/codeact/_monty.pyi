@@ -14,6 +14,7 @@ __all__ = [
     "SNAPSHOT_FORMAT_VERSION",
     "MAX_VALUE_DEPTH",
     "RECURSION_CEILING",
+    "MAX_SCRIPT_BYTES",
 ]
 
 MONTY_VERSION: str
@@ -24,6 +25,8 @@ MAX_VALUE_DEPTH: int
 """Deepest container nesting that may cross the boundary, in levels."""
 RECURSION_CEILING: int
 """Highest recursion limit a script may get, in frames, even when unlimited."""
+MAX_SCRIPT_BYTES: int
+"""Longest script accepted, in bytes (longer ones come back as a ``Raised`` step)."""
 
 def register_seam_types(
     call: type[Call],

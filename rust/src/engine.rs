@@ -113,8 +113,26 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, HostError>) -> Result<T,
     }
 }
 
+/// Longest script accepted, in bytes; longer ones are refused as a script mistake.
+pub const MAX_SCRIPT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Host stack a start needs on top of the recursion allowance, per byte of source:
+/// Monty's parser and compiler recurse along long flat chains (`1+1+...`, `a.b.c...`)
+/// that its nesting guard does not count (measured: up to about 33 bytes per source byte).
+pub const STACK_PER_SOURCE_BYTE: usize = 64;
+
 /// Compiles and runs `script` up to its first stop.
 pub fn start(cfg: &EngineConfig, script: String, script_name: &str) -> Result<Advance, HostError> {
+    if script.len() > MAX_SCRIPT_BYTES {
+        return Ok(Advance {
+            stop: Stop::Raised(format!(
+                "SyntaxError: the script is too long: {} bytes (at most {MAX_SCRIPT_BYTES}); \
+                 split the work across turns",
+                script.len()
+            )),
+            stdout: String::new(),
+        });
+    }
     guarded("start", || {
         let mut out = CappedOutput::new(cfg.max_stdout);
         let run = match MontyRun::new(script, script_name, Vec::new(), CompileOptions::default()) {

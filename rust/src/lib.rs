@@ -23,5 +23,6 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SNAPSHOT_FORMAT_VERSION", snapshot::FORMAT_VERSION)?;
     m.add("MAX_VALUE_DEPTH", convert::MAX_DEPTH)?;
     m.add("RECURSION_CEILING", engine::RECURSION_CEILING)?;
+    m.add("MAX_SCRIPT_BYTES", engine::MAX_SCRIPT_BYTES)?;
     Ok(())
 }

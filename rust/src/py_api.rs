@@ -58,6 +58,13 @@ pub fn register_seam_types(
     Ok(())
 }
 
+/// Stack a start needs: the recursion allowance plus room for the parser and compiler to
+/// follow long flat chains in the source.
+fn start_stack(cfg: &EngineConfig, script: &str) -> usize {
+    stack_needed(cfg.limits.max_recursion_depth)
+        + script.len().min(engine::MAX_SCRIPT_BYTES) * engine::STACK_PER_SOURCE_BYTE
+}
+
 /// Bytes of native stack left on the calling thread, or None when unknown.
 #[pyfunction]
 pub fn remaining_stack() -> Option<usize> {
@@ -194,16 +201,17 @@ impl MontyEngine {
     /// Compiles and runs `script` to its first stop; returns a `Call`, `Complete` or `Raised`.
     fn start(&self, py: Python<'_>, script: String, script_name: String) -> PyResult<Py<PyAny>> {
         let cfg = Arc::clone(&self.cfg);
-        let advance = run_interpreter(py, self.cfg.limits.max_recursion_depth, move || {
-            engine::start(&cfg, script, &script_name)
-        })?;
+        let needed = start_stack(&self.cfg, &script);
+        let advance = py
+            .detach(move || with_stack(needed, || engine::start(&cfg, script, &script_name)))
+            .map_err(PyErr::from)?;
         build_step(py, &self.cfg, advance)
     }
 
     /// Like `start`, but runs on a native worker; returns a `StepTicket` to wait on.
     fn start_async(&self, script: String, script_name: String) -> StepTicket {
         let cfg = Arc::clone(&self.cfg);
-        let needed = stack_needed(cfg.limits.max_recursion_depth);
+        let needed = start_stack(&self.cfg, &script);
         let slot = worker::submit(move || {
             with_stack(needed, || engine::start(&cfg, script, &script_name))
         });

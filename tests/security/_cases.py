@@ -287,7 +287,13 @@ RESOURCES = [
         ("complete", sum(range(2000))),
     ),
     Case("huge-source", "x = 1\n" * 200000 + "x", ("complete", 1)),
-    Case("huge-string-literal", "len('" + "a" * (8 * 1024 * 1024) + "')", ("complete", 8 * 1024 * 1024)),
+    # Scripts are capped at MAX_SCRIPT_BYTES (4 MiB): an 8 MiB literal is refused before parsing.
+    Case(
+        "huge-string-literal",
+        "len('" + "a" * (8 * 1024 * 1024) + "')",
+        ("raised", "SyntaxError: the script is too long"),
+    ),
+    Case("large-string-literal", "len('" + "a" * (3 * 1024 * 1024) + "')", ("complete", 3 * 1024 * 1024)),
 ]
 
 PROTOCOL = [

@@ -148,6 +148,7 @@ class CodeActAgent(BaseAgent):
     max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1)
     max_error_chars: int = Field(default=DEFAULT_MAX_ERROR_CHARS, ge=16)
     persist_namespace: bool = False
+    max_observation_chars: int | None = Field(default=20_000, ge=16)
 
     _tools: list[Tool] = PrivateAttr(default_factory=list)
     _schema: dict[str, Any] | None = PrivateAttr(default=None)
@@ -485,7 +486,10 @@ class CodeActAgent(BaseAgent):
                     value = unwrap_result(value, run.prepared, run.namespace)
                 output = decode_script_output(value)
                 if isinstance(output, Observation):
-                    self._feed_back(run, "Observation:\n" + compact_json(output.value))
+                    observation = compact_json(output.value)
+                    if self.max_observation_chars is not None:
+                        observation = truncate_middle(observation, self.max_observation_chars)
+                    self._feed_back(run, "Observation:\n" + observation)
                     break
                 if isinstance(output, Error):
                     self._feed_back(
@@ -897,6 +901,10 @@ class CodeActAgent(BaseAgent):
         if isinstance(disposition, Resolved):
             resolved = disposition
         elif isinstance(disposition, PendingResult):
+            # Claim the call before running it again: the write-ahead checkpoint is stored
+            # first, so a second runner resuming the same session concurrently fails on its
+            # own append (StaleSessionError) instead of running the tool a second time.
+            yield self._claim(run, cp.snapshot, call)
             resolved, actions = await self._rerun(run, tool, call)
         elif isinstance(disposition, AwaitingConfirmation):
             decision = _decision(ctx.run_config.tool_confirmation_decisions.get(call.call_key))
@@ -907,11 +915,13 @@ class CodeActAgent(BaseAgent):
                 denied = _denied(call.tool)
                 resolved = Resolved(error=denied.message, error_type=denied.exc_type)
             elif tool is not None and tool.is_long_running and run.supports_suspension:
+                yield self._claim(run, cp.snapshot, call)
                 async with aclosing(self._start_long_running(run, tool, call, cp.snapshot)) as _events:
                     async for event in _events:
                         yield event
                 return
             else:
+                yield self._claim(run, cp.snapshot, call)
                 resolved, actions = await self._rerun(run, tool, call)
         elif isinstance(disposition, AwaitingCompletion):
             response = _completion_for(ctx.user_content, call)
@@ -947,6 +957,13 @@ class CodeActAgent(BaseAgent):
             run.next_step = await run_step(self.runtime.resume, cp.snapshot, outcome)
         except SnapshotError as exc:
             yield self._stale(run, str(exc))
+
+    def _claim(self, run: _Run, snapshot: bytes, call: PendingToolCall) -> Event:
+        """The write-ahead checkpoint stored before a resumed call's tool runs (approval or
+        recovery): durable proof the call is being run, and the point where a concurrent
+        resume of the same session loses (its append is stale)."""
+        checkpoint = self._checkpoint(run, snapshot, call, PendingResult())
+        return self._event(run.ctx, run.pending, state_delta={PENDING_STATE_KEY: checkpoint})
 
     async def _rerun(self, run: _Run, tool: Tool | None, call: PendingToolCall) -> tuple[Resolved, EventActions | None]:
         if tool is None:

@@ -7,6 +7,7 @@ rendering.
 
 from __future__ import annotations
 
+import concurrent.futures
 import enum
 import json
 import keyword
@@ -194,6 +195,31 @@ class _Ready:
         return self._step
 
 
+class _Deferred:
+    """A ticket over a Python future (same interface as the native ``StepTicket``)."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: concurrent.futures.Future[RunStep]) -> None:
+        self._future = future
+
+    @property
+    def done(self) -> bool:
+        return self._future.done()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        concurrent.futures.wait([self._future], timeout=timeout)
+        return self._future.done()
+
+    def result(self) -> RunStep:
+        return self._future.result()
+
+
+_INLINE_CHECK_BYTES = 16 * 1024
+"""Scripts longer than this are checked (and started) on a helper thread by ``start_async``."""
+_CHECK_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="codeact-check")
+
+
 class MontyRuntime:
     """Runs scripts in-process on Monty, with suspension, limits and a sandboxed OS view.
 
@@ -295,6 +321,8 @@ class MontyRuntime:
 
     def _checked(self, script: str) -> tuple[str, str | None]:
         """The script after the subset check's rewrites, and the findings text (or None)."""
+        if len(script) > _monty.MAX_SCRIPT_BYTES:  # refused by the engine; no point parsing it
+            return script, None
         if self.rewrite_scripts or self.check_scripts:
             checked = check_script_safely(
                 script, rewrite=self.rewrite_scripts, functions_style=self.tool_style == "functions"
@@ -309,6 +337,9 @@ class MontyRuntime:
         the GIL; returns a ticket with ``wait(timeout=None) -> bool`` and ``result() ->
         RunStep``. The agent loop uses it to keep its event loop free. The subset check runs
         here, on the calling thread."""
+        if len(script) > _INLINE_CHECK_BYTES and (self.rewrite_scripts or self.check_scripts):
+            # A long script's check takes milliseconds of CPython parsing: off the caller's thread.
+            return _Deferred(_CHECK_POOL.submit(self.start, script, script_name))
         script, findings = self._checked(script)
         if findings is not None:
             return _Ready(Raised(findings))
