@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agent_helpers import FakeTool, run, run_direct, scripted_agent
-from codeact import PENDING_STATE_KEY, CodeActAgent, MissingStateError, MontyRuntime, RunConfig, ScriptedModel
+from codeact import CodeActAgent, MissingStateError, MontyRuntime, RunConfig, ScriptedModel
 from codeact.agent import CODEACT_SYSTEM_PROMPT, inject_state
 from codeact.testing import PlannedComplete, ScriptedRuntime
 
@@ -139,8 +139,8 @@ async def test_resumed_run_reuses_the_stored_system_prompt() -> None:
         instruction="tier {tier}",
     )
     _events, session, service = await run(agent, state={"tier": "gold"})
-    cp = session.state[PENDING_STATE_KEY]
-    assert "tier gold" in cp["system_prompt"]
+    # the system prompt is stored with the turn record (codeact_turn), once per turn
+    assert "tier gold" in session.state["codeact_turn"]["system_prompt"]
     from codeact import Content, FunctionResponse, Part
 
     msg = Content(role="user", parts=[Part(function_response=FunctionResponse(name="slow", response=1))])

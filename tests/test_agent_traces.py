@@ -22,7 +22,7 @@ from codeact import (
     ToolConfirmation,
     tool,
 )
-from codeact.agent import AwaitingCompletion, AwaitingConfirmation, Resolved
+from codeact.agent import AwaitingCompletion, AwaitingConfirmation, CodeActCheckpoint, Resolved
 
 pytestmark = pytest.mark.anyio
 
@@ -84,13 +84,19 @@ async def test_trace_22_1_two_inline_tools(tmp_path: Path) -> None:
     assert kinds(events) == ["pending_result", "resolved", "pending_result", "resolved"]
     cps = checkpoints(events)
     turn1 = [Content.from_text("What's the total of my cart?"), Content.from_text(CART_REPLY, "model")]
-    assert [(c.role, c.text) for c in cps[0].transcript] == [(c.role, c.text) for c in turn1]
+    # the transcript lives in the turn record, written once per turn with its first checkpoint
+    record = events[0].actions.state_delta["codeact_turn"]
+    assert [(c["role"], c["parts"][0]["text"]) for c in record["transcript"]] == [(c.role, c.text) for c in turn1]
+    assert record["turn"] == cps[0].turn
+    assert all("codeact_turn" not in e.actions.state_delta for e in events[1:4])
+    full = CodeActCheckpoint.from_state(events[0].actions.state_delta["codeact_pending"], record)
+    assert [(c.role, c.text) for c in full.transcript] == [(c.role, c.text) for c in turn1]
     assert (cps[0].call.tool, cps[0].call.args) == ("fetch_cart", {"user_id": "u-42"})
     assert cps[0].turn_stdout == ""
     assert cps[1].disposition == Resolved(value=cart)
     assert (cps[2].call.tool, cps[2].call.args) == ("tax_rate", {"region": "CA"})
     assert cps[2].turn_stdout == "items: 3\n"
-    assert cps[2].transcript == cps[0].transcript
+    assert cps[2].turn == cps[0].turn
     assert cps[3].disposition == Resolved(value=0.0725)
     assert cps[0].call.call_id == 0 and cps[2].call.call_id == 1
     assert {c.iteration for c in cps} == {1}

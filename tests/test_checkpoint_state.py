@@ -32,11 +32,13 @@ def test_hand_built_checkpoint_state_equals_the_model_dump() -> None:
     events = anyio.run(run)
     states = [e.actions.state_delta["codeact_pending"] for e in events if e.actions.state_delta.get("codeact_pending")]
     assert len(states) == 4
+    (record,) = [e.actions.state_delta["codeact_turn"] for e in events if e.actions.state_delta.get("codeact_turn")]
+    skip = {"created_at", "system_prompt", "transcript"}
     for state in states:
-        model = CodeActCheckpoint.from_state(state)
+        model = CodeActCheckpoint.from_state(state, record)
+        assert "You act by writing code" in model.system_prompt
+        assert model.transcript[0].text == "go"
         rebuilt = model.to_state()
-        assert {k: v for k, v in rebuilt.items() if k != "created_at"} == {
-            k: v for k, v in state.items() if k != "created_at"
-        }
+        assert {k: v for k, v in rebuilt.items() if k not in skip} == {k: v for k, v in state.items() if k not in skip}
         assert model.turn_stdout == "before\n"
     assert events[-1].text == "XÉ"

@@ -19,7 +19,9 @@ use crate::errors::HostError;
 /// covers `stack_needed(RECURSION_CEILING)` with room to spare.
 const WORKER_STACK: usize = 64 * 1024 * 1024;
 /// How long a waiter spins before sleeping on the condition variable.
-const SPIN: Duration = Duration::from_micros(30);
+const SPIN: Duration = Duration::from_micros(50);
+/// How long a worker keeps polling for the next job before parking.
+const WORKER_LINGER: Duration = Duration::from_micros(250);
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -46,6 +48,19 @@ fn sender() -> Sender<Job> {
             .spawn(move || {
                 while let Ok(job) = rx.recv() {
                     job();
+                    // An agent resumes the same script again within microseconds of a
+                    // step: stay awake briefly so the next step skips a thread wake-up.
+                    let idle = Instant::now();
+                    while idle.elapsed() < WORKER_LINGER {
+                        match rx.try_recv() {
+                            Ok(next) => {
+                                next();
+                                continue;
+                            }
+                            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+                            Err(crossbeam_channel::TryRecvError::Empty) => std::hint::spin_loop(),
+                        }
+                    }
                 }
             })
             .expect("cannot start a codeact step worker thread");

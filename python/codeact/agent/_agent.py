@@ -28,6 +28,7 @@ from ..tools import FunctionTool, Tool, ToolContext
 from ._checkpoint import (
     CHECKPOINT_VERSION,
     PENDING_STATE_KEY,
+    TURN_STATE_KEY,
     AwaitingCompletion,
     AwaitingConfirmation,
     CodeActCheckpoint,
@@ -86,6 +87,14 @@ class _Run:
     iteration: int = 0
     turn_stdout: str = ""
     transcript_json: tuple[int, list[dict[str, Any]]] | None = None
+    turn_written: str = ""
+
+    @property
+    def turn_id(self) -> str:
+        """Identifies the current turn within the session (invocation and iteration)."""
+        return f"{self.turn_invocation or self.ctx.invocation_id}:{self.iteration}"
+
+    turn_invocation: str = ""
     schema_retries: int = 0
     next_step: RunStep | None = None
     namespace: Namespace = field(default_factory=Namespace)
@@ -285,7 +294,7 @@ class CodeActAgent(BaseAgent):
 
     def _error_event(self, run: _Run, code: str, message: str, *, clear: bool = False) -> Event:
         run.outcome, run.stopped = "error", True
-        delta = {PENDING_STATE_KEY: None} if clear else None
+        delta = {PENDING_STATE_KEY: None, TURN_STATE_KEY: None} if clear else None
         return self._event(run.ctx, run.pending, error_code=code, error_message=message, state_delta=delta)
 
     # ------------------------------------------------------------------ setup
@@ -417,7 +426,7 @@ class CodeActAgent(BaseAgent):
 
         raw = ctx.session.state.get(PENDING_STATE_KEY)
         if raw is not None and ctx.run_config.discard_pending_checkpoint:
-            yield self._event(ctx, run.pending, state_delta={PENDING_STATE_KEY: None})
+            yield self._event(ctx, run.pending, state_delta={PENDING_STATE_KEY: None, TURN_STATE_KEY: None})
             raw = None
         if raw is None:
             problem = self._check_input(ctx.user_content)
@@ -439,6 +448,7 @@ class CodeActAgent(BaseAgent):
         while True:
             if step is None:
                 run.iteration += 1
+                run.turn_invocation = ""
                 if run.iteration > self.max_iterations:
                     yield self._error_event(
                         run,
@@ -558,7 +568,9 @@ class CodeActAgent(BaseAgent):
         return None
 
     def _clear_delta(self, ctx: InvocationContext) -> dict[str, Any] | None:
-        return {PENDING_STATE_KEY: None} if ctx.session.state.get(PENDING_STATE_KEY) is not None else None
+        if ctx.session.state.get(PENDING_STATE_KEY) is None:
+            return None
+        return {PENDING_STATE_KEY: None, TURN_STATE_KEY: None}
 
     # ------------------------------------------------------------------ model
 
@@ -710,27 +722,39 @@ class CodeActAgent(BaseAgent):
         """The state form of a checkpoint, exactly ``CodeActCheckpoint(...).to_state()``
         (a test holds them equal), built without revalidating the transcript: it does not
         change within a turn, so its JSON form is computed once per turn."""
-        cache = run.transcript_json
-        if cache is None or cache[0] != len(run.transcript):
-            cache = run.transcript_json = (
-                len(run.transcript),
-                [c.model_dump(mode="json", exclude_none=True) for c in run.transcript],
-            )
         return {
             "version": CHECKPOINT_VERSION,
             "agent_name": self.name,
             "invocation_id": run.ctx.invocation_id,
             "iteration": run.iteration,
-            "system_prompt": run.system_prompt,
+            "turn": run.turn_id,
             "turn_stdout": run.turn_stdout,
             "call": call.model_dump(),
             "disposition": disposition.model_dump(),
             "tool_roster": list(run.roster),
             "created_at": time.time(),
             "snapshot": base64.b64encode(snapshot).decode("ascii"),
-            "transcript": list(cache[1]),
             "namespace": self._namespace_state(run),
         }
+
+    def _checkpoint_delta(self, run: _Run, snapshot: bytes, call: PendingToolCall, disposition: Any) -> dict[str, Any]:
+        """The state delta of a checkpoint event: the checkpoint, plus the turn record
+        (system prompt and transcript) when this turn's has not been written yet."""
+        delta = {PENDING_STATE_KEY: self._checkpoint(run, snapshot, call, disposition)}
+        if run.turn_written != run.turn_id:
+            cache = run.transcript_json
+            if cache is None or cache[0] != len(run.transcript):
+                cache = run.transcript_json = (
+                    len(run.transcript),
+                    [c.model_dump(mode="json", exclude_none=True) for c in run.transcript],
+                )
+            delta[TURN_STATE_KEY] = {
+                "turn": run.turn_id,
+                "system_prompt": run.system_prompt,
+                "transcript": list(cache[1]),
+            }
+            run.turn_written = run.turn_id
+        return delta
 
     def _namespace_state(self, run: _Run) -> dict[str, Any] | None:
         if not self.persist_namespace:
@@ -803,7 +827,7 @@ class CodeActAgent(BaseAgent):
         yield self._event(
             run.ctx,
             run.pending,
-            state_delta={PENDING_STATE_KEY: self._checkpoint(run, snapshot, pending_call, PendingResult())},
+            state_delta=self._checkpoint_delta(run, snapshot, pending_call, PendingResult()),
         )
         value, failure, actions = await self._execute(run, tool, args, call_key)
         if terminal_signal(actions):
@@ -813,7 +837,7 @@ class CodeActAgent(BaseAgent):
         yield self._event(
             run.ctx,
             run.pending,
-            state_delta={PENDING_STATE_KEY: self._checkpoint(run, snapshot, pending_call, resolved)},
+            state_delta=self._checkpoint_delta(run, snapshot, pending_call, resolved),
         )
         run.next_step = await run_step(call.resume, _outcome(value, failure))
 
@@ -832,7 +856,7 @@ class CodeActAgent(BaseAgent):
             else:
                 run.next_step = await run_step(self.runtime.resume, snapshot, _outcome(None, failure))
             return
-        checkpoint = self._checkpoint(run, snapshot, pending_call, AwaitingCompletion(pending_handle=value))
+        checkpoint = self._checkpoint_delta(run, snapshot, pending_call, AwaitingCompletion(pending_handle=value))
         run.outcome, run.stopped = "suspended", True
         yield self._event(
             run.ctx,
@@ -844,11 +868,11 @@ class CodeActAgent(BaseAgent):
                 ],
             ),
             long_running_tool_ids=[pending_call.call_key],
-            state_delta={PENDING_STATE_KEY: checkpoint},
+            state_delta=checkpoint,
         )
 
     def _confirmation_event(self, run: _Run, snapshot: bytes, pending_call: PendingToolCall) -> Event:
-        checkpoint = self._checkpoint(run, snapshot, pending_call, AwaitingConfirmation())
+        checkpoint = self._checkpoint_delta(run, snapshot, pending_call, AwaitingConfirmation())
         run.outcome, run.stopped = "suspended", True
         return self._event(
             run.ctx,
@@ -867,7 +891,7 @@ class CodeActAgent(BaseAgent):
             ),
             interrupted=True,
             turn_complete=True,
-            state_delta={PENDING_STATE_KEY: checkpoint},
+            state_delta=checkpoint,
         )
 
     # ------------------------------------------------------------------ resume
@@ -876,7 +900,7 @@ class CodeActAgent(BaseAgent):
         """Resumes from a pending checkpoint: sets ``run.next_step`` or stops the run."""
         ctx = run.ctx
         try:
-            cp = CodeActCheckpoint.from_state(raw)
+            cp = CodeActCheckpoint.from_state(raw, ctx.session.state.get(TURN_STATE_KEY))
         except (ValidationError, ValueError) as exc:
             yield self._stale(run, f"the pending checkpoint is malformed ({_first_line(exc)})")
             return
@@ -892,6 +916,9 @@ class CodeActAgent(BaseAgent):
             run.namespace = Namespace.from_state(cp.namespace)
             run.prepared = Prepared.from_state(cp.namespace.get("script"))
         run.iteration, run.turn_stdout = cp.iteration, cp.turn_stdout
+        # The resumed turn keeps its identity (and its stored record) until it ends.
+        run.turn_invocation = cp.invocation_id
+        run.turn_written = run.turn_id if cp.turn else ""
         call = cp.call
         tool = run.tools.get(call.tool)
         disposition = cp.disposition
@@ -945,9 +972,7 @@ class CodeActAgent(BaseAgent):
             yield self._terminal_event(run, actions)
             return
         if not isinstance(disposition, Resolved):
-            yield self._event(
-                ctx, run.pending, state_delta={PENDING_STATE_KEY: self._checkpoint(run, cp.snapshot, call, resolved)}
-            )
+            yield self._event(ctx, run.pending, state_delta=self._checkpoint_delta(run, cp.snapshot, call, resolved))
         outcome = (
             ResumeError(resolved.error, resolved.error_type)
             if resolved.error is not None
@@ -962,8 +987,8 @@ class CodeActAgent(BaseAgent):
         """The write-ahead checkpoint stored before a resumed call's tool runs (approval or
         recovery): durable proof the call is being run, and the point where a concurrent
         resume of the same session loses (its append is stale)."""
-        checkpoint = self._checkpoint(run, snapshot, call, PendingResult())
-        return self._event(run.ctx, run.pending, state_delta={PENDING_STATE_KEY: checkpoint})
+        delta = self._checkpoint_delta(run, snapshot, call, PendingResult())
+        return self._event(run.ctx, run.pending, state_delta=delta)
 
     async def _rerun(self, run: _Run, tool: Tool | None, call: PendingToolCall) -> tuple[Resolved, EventActions | None]:
         if tool is None:

@@ -17,6 +17,7 @@ from ..sessions._types import Content
 
 __all__ = (
     "PENDING_STATE_KEY",
+    "TURN_STATE_KEY",
     "AwaitingCompletion",
     "AwaitingConfirmation",
     "CodeActCheckpoint",
@@ -28,6 +29,11 @@ __all__ = (
 
 PENDING_STATE_KEY = "codeact_pending"
 """The session state key holding the pending checkpoint (null when none)."""
+
+TURN_STATE_KEY = "codeact_turn"
+"""The session state key holding the system prompt and transcript of the turn a checkpoint
+belongs to. They do not change within a turn, so they are written once per turn (with the
+turn's first checkpoint, in the same event) instead of with every checkpoint."""
 
 CHECKPOINT_VERSION = 1
 
@@ -109,8 +115,9 @@ class CodeActCheckpoint(BaseModel):
     agent_name: str
     invocation_id: str
     iteration: int
-    system_prompt: str
-    transcript: list[Content]
+    system_prompt: str = ""
+    transcript: list[Content] = Field(default_factory=list)
+    turn: str = ""
     turn_stdout: str = ""
     snapshot: Annotated[bytes, Field(description="base64")]
     call: PendingToolCall
@@ -127,15 +134,25 @@ class CodeActCheckpoint(BaseModel):
         return data
 
     @classmethod
-    def from_state(cls, data: Any) -> CodeActCheckpoint:
-        """Reads a checkpoint from session state.
+    def from_state(cls, data: Any, turn: Any = ...) -> CodeActCheckpoint:
+        """Reads a checkpoint from session state: ``data`` under ``codeact_pending`` and, when
+        the checkpoint refers to its turn record, ``turn`` under ``codeact_turn``.
+
+        Without ``turn`` the checkpoint is read on its own (its ``system_prompt`` and
+        ``transcript`` then stay empty when they live in the turn record).
 
         Raises:
-            pydantic.ValidationError / ValueError: malformed data.
+            pydantic.ValidationError / ValueError: malformed data, or a turn record that is
+                missing or belongs to another turn.
         """
         if not isinstance(data, dict):
             raise ValueError(f"checkpoint must be a dict, got {type(data).__name__}")
         raw = dict(data)
+        if "transcript" not in raw and raw.get("turn") and turn is not ...:
+            if not isinstance(turn, dict) or turn.get("turn") != raw["turn"]:
+                raise ValueError(f"the record of turn {raw['turn']!r} is missing from session state")
+            raw["system_prompt"] = turn.get("system_prompt", "")
+            raw["transcript"] = turn.get("transcript", [])
         snap = raw.get("snapshot")
         if isinstance(snap, str):
             raw["snapshot"] = base64.b64decode(snap.encode("ascii"), validate=True)
