@@ -54,6 +54,12 @@ def run_child(code: str, timeout: float = 60.0, **kwargs: object) -> subprocess.
     )
 
 
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Every async test (``pytest.mark.anyio``) runs under asyncio and under trio."""
+    return request.param
+
+
 @pytest.fixture
 def monty() -> MontyRuntime:
     return MontyRuntime()

@@ -66,11 +66,6 @@ pytestmark = pytest.mark.anyio
 TESTS = Path(__file__).resolve().parent
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 def final(value: object) -> PlannedComplete:
     return PlannedComplete({"type": "final_result", "value": value})
 

@@ -15,11 +15,6 @@ pytestmark = pytest.mark.anyio
 CONTRACT = "You act by writing code"
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 def done() -> list[list[PlannedComplete]]:
     return [[PlannedComplete({"type": "final_result", "value": "ok"})]]
 

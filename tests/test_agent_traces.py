@@ -27,11 +27,6 @@ from codeact.agent import AwaitingCompletion, AwaitingConfirmation, CodeActCheck
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 async def stored_session(db: Path):
     with SqliteSessionService(db) as service:
         session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)

@@ -26,11 +26,6 @@ from codeact.exceptions import StaleSessionError
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 class LoadTogether(SqliteSessionService):
     """Holds every ``get_session`` until ``parties`` callers have loaded the session."""
 

@@ -23,11 +23,6 @@ for i in range({LOOP}):
 """
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 async def test_event_loop_stays_free_during_a_long_script() -> None:
     model = ScriptedModel([fence(SCRIPT)])
     runtime = MontyRuntime(limits=ResourceLimits(max_duration=60))

@@ -20,11 +20,6 @@ from codeact.tools._function import _parse_docstring
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 def make_context(state: dict[str, Any] | None = None) -> ToolContext:
     return ToolContext(
         function_call_id="k1",

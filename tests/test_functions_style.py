@@ -13,11 +13,6 @@ from codeact.tools import FunctionTool
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 def add(a: int, b: int, scale: int = 1) -> int:
     """Adds two numbers, then scales the sum."""
     return (a + b) * scale

@@ -63,11 +63,6 @@ def _load_demo() -> Any:
 demo = _load_demo()
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 def test_without_the_extra_the_error_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` raise ImportError
     with pytest.raises(ImportError, match=r"pip install 'codeact\[local\]'"):

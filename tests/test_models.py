@@ -39,11 +39,6 @@ from codeact.sessions._types import Content, Part
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 @pytest.fixture(autouse=True)
 def _no_remote_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test here may reach a real model: only the loopback server below is allowed."""

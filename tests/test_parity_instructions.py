@@ -12,11 +12,6 @@ pytestmark = pytest.mark.anyio
 __all__ = ("service",)
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 from codeact import MissingStateError  # noqa: E402
 from codeact.services import InMemoryArtifactService  # noqa: E402
 

@@ -13,11 +13,6 @@ pytestmark = pytest.mark.anyio
 __all__ = ("service",)
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 def remember(tool_context: ToolContext) -> dict:
     """Writes one key per scope."""
     tool_context.state["app:motd"] = "hello all"

@@ -12,11 +12,6 @@ pytestmark = pytest.mark.anyio
 __all__ = ("service",)
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 from codeact.toolsets import FunctionToolset, Toolset  # noqa: E402
 
 

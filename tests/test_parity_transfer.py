@@ -13,11 +13,6 @@ pytestmark = pytest.mark.anyio
 __all__ = ("service",)
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 import re  # noqa: E402
 
 from codeact import BaseAgent, Content, Event  # noqa: E402

@@ -23,11 +23,6 @@ from codeact import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 def fence(code: str) -> str:
     return f"```python\n{code}\n```"
 

@@ -29,11 +29,6 @@ from codeact.testing import PlannedCall, PlannedComplete
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 def final(value: object) -> PlannedComplete:
     return PlannedComplete({"type": "final_result", "value": value})
 

@@ -40,11 +40,6 @@ pytestmark = pytest.mark.anyio
 APP = "app"
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 ServiceFactory = Callable[[], BaseSessionService]
 
 

@@ -206,17 +206,16 @@ pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, 
     (bytes, Paused(call))
 }
 
-/// Checks a snapshot's envelope; returns the recursion limit it runs under, so the
-/// caller can size the stack before decoding it.
-pub fn snapshot_depth(cfg: &EngineConfig, bytes: &[u8]) -> Result<usize, HostError> {
-    Ok(snapshot::open(bytes, cfg.snapshot_key.as_deref())?
-        .recursion_depth
-        .min(RECURSION_CEILING))
+/// The recursion limit a snapshot runs under, read from its envelope header so the caller
+/// can size the stack before loading it. The integrity tag is checked once, by `load`,
+/// before a single payload byte is decoded; a header that does not parse is refused here.
+pub fn snapshot_depth(bytes: &[u8]) -> Result<usize, HostError> {
+    Ok(snapshot::peek_depth(bytes)?.min(RECURSION_CEILING))
 }
 
 /// Restores a paused call from sealed snapshot bytes.
 pub fn load(cfg: &EngineConfig, bytes: &[u8]) -> Result<(Paused, ToolRequest), HostError> {
-    let payload = snapshot::open(bytes, cfg.snapshot_key.as_deref())?.payload;
+    let payload = snapshot::open(bytes, cfg.snapshot_key.as_deref())?;
     guarded("load", || {
         let progress = RunProgress::<LimitedTracker>::load(payload)
             .map_err(|e| HostError::Snapshot(format!("cannot decode the paused script: {e}")))?;

@@ -227,7 +227,7 @@ impl MontyEngine {
     ) -> PyResult<StepTicket> {
         let outcome = outcome_from_py(py, outcome)?;
         let cfg = Arc::clone(&self.cfg);
-        let depth = engine::snapshot_depth(&self.cfg, &snapshot)?;
+        let depth = engine::snapshot_depth(&snapshot)?;
         let slot = worker::submit(move || {
             with_stack(stack_needed(depth), || {
                 let (paused, _req) = engine::load(&cfg, &snapshot)?;
@@ -247,7 +247,7 @@ impl MontyEngine {
         let outcome = outcome_from_py(py, outcome)?;
         let cfg = Arc::clone(&self.cfg);
         // A snapshot carries its own limits: size the stack for the depth it records.
-        let depth = engine::snapshot_depth(&self.cfg, &snapshot)?;
+        let depth = engine::snapshot_depth(&snapshot)?;
         let advance = run_interpreter(py, depth, move || {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
             engine::resume(&cfg, paused, outcome)

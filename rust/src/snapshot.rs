@@ -57,14 +57,22 @@ pub fn seal(payload: &[u8], key: Option<&[u8]>, recursion_depth: u32) -> Vec<u8>
     out
 }
 
-/// A checked envelope: the payload and the recursion limit it was written with.
-pub struct Opened<'a> {
-    pub payload: &'a [u8],
-    pub recursion_depth: usize,
+/// Reads the recursion limit from the envelope header without checking the tag (the
+/// caller sizes the stack with it; `open` verifies everything before decoding).
+pub fn peek_depth(bytes: &[u8]) -> Result<usize, HostError> {
+    let bad = |msg: &str| HostError::Snapshot(msg.to_string());
+    if bytes.len() < 7 || &bytes[..4] != MAGIC {
+        return Err(bad("these bytes are not a codeact snapshot (bad magic)"));
+    }
+    let at = 4 + 2 + 1 + bytes[6] as usize + 1;
+    let depth = bytes
+        .get(at..at + 4)
+        .ok_or_else(|| bad("snapshot is truncated"))?;
+    Ok(u32::from_le_bytes(depth.try_into().expect("4 bytes")) as usize)
 }
 
 /// Checks the envelope and returns the payload slice.
-pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<Opened<'a>, HostError> {
+pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostError> {
     let bad = |msg: String| Err(HostError::Snapshot(msg));
     if bytes.len() < 4 || &bytes[..4] != MAGIC {
         return bad("these bytes are not a codeact snapshot (bad magic)".to_string());
@@ -99,7 +107,7 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<Opened<'a>, HostE
         ));
     }
     let flags = take(&mut pos, 1)?[0];
-    let depth = u32::from_le_bytes(take(&mut pos, 4)?.try_into().expect("4 bytes"));
+    take(&mut pos, 4)?; // the recursion limit: read by `peek_depth`
     let plen = u64::from_le_bytes(take(&mut pos, 8)?.try_into().expect("8 bytes"));
     let plen = usize::try_from(plen)
         .map_err(|_| HostError::Snapshot("snapshot payload length overflows".into()))?;
@@ -137,10 +145,7 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<Opened<'a>, HostE
             "integrity check failed: the bytes were altered".into()
         });
     }
-    Ok(Opened {
-        payload,
-        recursion_depth: depth as usize,
-    })
+    Ok(payload)
 }
 
 #[cfg(test)]
@@ -154,15 +159,15 @@ mod tests {
     #[test]
     fn round_trip_unsigned_and_signed() {
         let bytes = sealed(None);
-        let opened = open(&bytes, None).map_err(|_| ()).expect("opens");
-        assert_eq!(opened.payload, b"payload bytes");
-        assert_eq!(opened.recursion_depth, 1000);
+        assert_eq!(
+            open(&bytes, None).map_err(|_| ()).expect("opens"),
+            b"payload bytes"
+        );
         let key = b"0123456789abcdef";
         assert_eq!(
             open(&sealed(Some(key)), Some(key))
                 .map_err(|_| ())
-                .expect("opens")
-                .payload,
+                .expect("opens"),
             b"payload bytes"
         );
     }
@@ -199,6 +204,16 @@ mod tests {
         assert!(refusal(&sealed(Some(key)), None).contains("signed"));
         assert!(refusal(&sealed(None), Some(key)).contains("unsigned"));
         assert!(refusal(&sealed(Some(key)), Some(b"another key 1234")).contains("integrity"));
+    }
+
+    #[test]
+    fn the_depth_is_read_from_the_header() {
+        assert_eq!(
+            peek_depth(&sealed(None)).map_err(|_| ()).expect("reads"),
+            1000
+        );
+        assert!(peek_depth(b"CAMS").is_err());
+        assert!(peek_depth(b"nope and more").is_err());
     }
 
     #[test]

@@ -88,19 +88,18 @@ class _Run:
     turn_stdout: str = ""
     transcript_json: tuple[int, list[dict[str, Any]]] | None = None
     turn_written: str = ""
-
-    @property
-    def turn_id(self) -> str:
-        """Identifies the current turn within the session (invocation and iteration)."""
-        return f"{self.turn_invocation or self.ctx.invocation_id}:{self.iteration}"
-
-    turn_invocation: str = ""
+    turn_invocation: str = ""  # set while a resumed turn runs: the invocation that started it
     schema_retries: int = 0
     next_step: RunStep | None = None
     namespace: Namespace = field(default_factory=Namespace)
     prepared: Prepared | None = None
     stopped: bool = False
     outcome: str = ""  # "final" | "suspended" | "handed_off" | "error"
+
+    @property
+    def turn_id(self) -> str:
+        """Identifies the current turn within the session (invocation and iteration)."""
+        return f"{self.turn_invocation or self.ctx.invocation_id}:{self.iteration}"
 
 
 class CodeActAgent(BaseAgent):
