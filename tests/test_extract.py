@@ -172,6 +172,138 @@ def test_a_bare_block_that_does_not_parse_is_returned_when_nothing_else_is() -> 
     assert extract_code("```\nprint('a'\n```") == "print('a'"
 
 
+# ------------------------------------------------------------------ issue 12: kinds of fault
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ("```python\r\nx = 1\r\n```\r\nThat sets x.", "x = 1"),
+        ("Here:\r\n```python\r\nx = 1\r\ny = 2\r\n```\r\nDone, x is 1.\r\n", "x = 1\ny = 2"),
+        ("```python\nx = 1\n```\r\nThen we print it.", "x = 1"),
+        ("<execute>\r\nx = 1\r\n</execute>\r\nok", "x = 1"),
+        ("Thought: t\r\nCode:\r\nx = 1\r\n<end_code>\r\n", "x = 1"),
+        ("```python\rx = 1\r```\rprose", "x = 1"),  # old Mac line ends
+    ],
+)
+def test_crlf_line_ends_close_a_block(reply: str, code: str) -> None:
+    assert extract_code(reply) == code
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ("```\n```py\nx = 1\n```", "x = 1"),
+        ("```\n```python\nx = 1\n```\n```", "x = 1"),
+        ("```python\n```python\nx = 1\n```", "x = 1"),
+        ("Here:\n~~~\n```py\nx = 1\n```\n~~~", "x = 1"),
+        ("```\n  ```py  \nfor i in range(2):\n    print(i)\n```", "for i in range(2):\n    print(i)"),
+    ],
+)
+def test_a_doubled_opener_is_markup_not_code(reply: str, code: str) -> None:
+    assert extract_code(reply) == code
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ("<code>\nx = 1\n</code", "x = 1"),
+        ("<code>\nx = 1\n</cod", "x = 1"),
+        ("<execute>\nx = 1\n</execute\nDone.", "x = 1"),
+        ("<execute_ipython>\nprint(1)\n</", "print(1)"),
+        ("```python\nx = 1\n``", "x = 1"),
+        ("```python\nx = 1\n``\nThat is all.", "x = 1"),
+        ("```python\nx = 1\n`", "x = 1"),
+        ("Thought: t\nCode:\n```py\nx = 1\n```<end_code", "x = 1"),
+        ("Thought: t\nCode:\nx = 1\n<end_co", "x = 1"),
+        ("```python\nprint(1)```", "print(1)"),  # the closer glued to the last code line
+        ("```python\nprint(1)```\nDone.", "print(1)"),
+    ],
+)
+def test_a_closer_cut_short_is_not_kept_in_the_script(reply: str, code: str) -> None:
+    assert extract_code(reply) == code
+
+
+def test_a_short_backtick_line_inside_a_string_is_not_a_closer() -> None:
+    code = 's = """\n``\n"""\nprint(s)'
+    assert extract_code(f"```python\n{code}\n```") == code
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ("```python print('hi')```", "print('hi')"),
+        ("Run ```py x = 1``` now.", "x = 1"),
+        ("```print('hi')```", "print('hi')"),
+        ("```python x = call_tool('add', {'a': 1})```", "x = call_tool('add', {'a': 1})"),
+        ('```{"type": "final_result", "value": 42}```', '{"type": "final_result", "value": 42}'),
+    ],
+)
+def test_a_one_line_inline_fence_is_code(reply: str, code: str) -> None:
+    assert extract_code(reply) == code
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Use ``` to open a block and ``` to close it.",
+        "Wrap the name in ```answer``` when you write it.",
+        "```bash ls -la```",
+    ],
+)
+def test_prose_or_other_languages_between_triple_backticks_do_not_run(reply: str) -> None:
+    assert extract_code(reply) is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ("```python\nprint(6*7)\n```\nOutput:\n```\n42\n```", "print(6*7)"),
+        (
+            "```python\nr = 6*7\n{'type': 'final_result', 'value': r}\n```\nExpected output:\n```\n{'a': 1}\n```",
+            "r = 6*7\n{'type': 'final_result', 'value': r}",
+        ),
+        ("```python\nprint([1, 2])\n```\n```\n[1, 2]\n```", "print([1, 2])"),  # unlabelled, only values
+        ("```python\nprint('Hello')\n```\nThis prints:\n```\nHello\n```", "print('Hello')"),
+        ("```python\nprint(x)\n```\n**Output:**\n```\nprint(x) ran\n```", "print(x)"),
+        ("```python\nprint(1)\n```\nResult: ```\n1\n```", "print(1)"),
+        ("```python\nx = 1\n```\nOutput: ```x = 2```", "x = 1"),
+    ],
+)
+def test_program_output_after_the_code_is_not_joined(reply: str, code: str) -> None:
+    assert extract_code(reply) == code
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        # a bare block of real code after a Python block still joins (AutoGen runs it)
+        ("```python\na = 1\n```\n```\nprint(a)\n```", "a = 1\n\nprint(a)"),
+        # a tagged result in a block of its own is code, not output
+        (
+            "```python\nr = 2\n```\n```\n{'type': 'final_result', 'value': r}\n```",
+            "r = 2\n\n{'type': 'final_result', 'value': r}",
+        ),
+        (
+            '```python\nx = 1\n```\n```\n{"type": "observation", "value": 1}\n```',
+            'x = 1\n\n{"type": "observation", "value": 1}',
+        ),
+        # prose introducing code is not an output label
+        ("Here is the code that prints the result:\n```\nprint(1)\n```", "print(1)"),
+        # a labelled ```python block is always code
+        ("```python\nx = 1\n```\nOutput:\n```python\nprint(x)\n```", "x = 1\n\nprint(x)"),
+    ],
+)
+def test_code_after_code_is_still_joined(reply: str, code: str) -> None:
+    assert extract_code(reply) == code
+
+
+def test_output_alone_is_not_a_script() -> None:
+    reply = "Output:\n```\n42\n```"
+    assert extract_code(reply) is None
+    assert explain_no_code(reply) == NO_CODE_FEEDBACK
+
+
 # ------------------------------------------------------------------ the shared corpus
 
 import json  # noqa: E402

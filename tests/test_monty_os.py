@@ -417,7 +417,7 @@ def test_rendering_never_uses_def_and_is_empty_for_no_tools(monty):
         ({"type": "boolean"}, "<bool>"),
         ({"type": "array"}, "<list>"),
         ({"type": "object"}, "<dict>"),
-        ({"type": ["string", "null"]}, "<Any>"),
+        ({"type": ["string", "null"]}, "<str | None>"),
         ({}, "<Any>"),
     ],
 )

@@ -90,6 +90,15 @@ def extraction_md(shared: Path) -> str:
         "| id | styles | chosen | why | against what the framework ran |",
         "| --- | --- | --- | --- | --- |",
     ]
+    verdicts = [compare(r)[1] for r in replies]
+    recorded = [v for v in verdicts if v != "no framework record"]
+    agree = [v for v in recorded if not v.startswith("DIFFERENT")]
+    lines[-2:-2] = [
+        f"{len(replies)} replies; {len(recorded)} carry what their framework ran (`framework_executed_code`",
+        f"or AutoGen's executed blocks), and the rule agrees with {len(agree)} of them (matches, or a",
+        "difference justified in the last column).",
+        "",
+    ]
     for r in replies:
         chosen, verdict = compare(r)
         styles = ", ".join(r.get("styles") or []).replace("|", "/")

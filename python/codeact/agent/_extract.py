@@ -35,12 +35,31 @@ _THINK = re.compile(
 # empty), at the start of a line or after prose on the same line ("script  ```").
 _OPEN = re.compile(r"(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[A-Za-z0-9_+#.-]*)(?P<rest>[^\n`]*)\n")
 _TAGS = ("execute_ipython", "execute", "code", "python")
-_TAG = re.compile(r"<(?P<tag>execute_ipython|execute|code|python)>(?P<body>.*?)(?:</(?P=tag)>|\Z)", re.S | re.I)
+# The closing tag may be missing (a stop sequence cut it) or cut short (``</code`` then a line end).
+_TAG = re.compile(
+    r"<(?P<tag>execute_ipython|execute|code|python)>(?P<body>.*?)(?:</(?P=tag)(?:>|(?=\s|\Z))|\Z)", re.S | re.I
+)
 _OTHER_TAG = re.compile(r"<(execute_bash|execute_browse|bash|sql)>", re.I)
-_CODE_MARKER = re.compile(r"(?:^|\n)[ \t]*Code:[ \t]*\n(.*?)(?:<end_code>|\Z)", re.S)
+_CODE_MARKER = re.compile(r"(?:^|\n)[ \t]*Code:[ \t]*\n(.*?)(?:<end_code>?|\Z)", re.S)
 _PYTHON = {"python", "py", "python3", "py3", "ipython", "pycon", "ipython3", ""}
+# A fence on one line: ```python print('hi')``` (backticks only; the body holds none).
+_INLINE = re.compile(r"(?<!`)(?P<fence>`{3,})(?P<inner>[^`\n]+?)(?P=fence)(?!`)")
+# A fence line at the top of a block body: the second opener of a doubled one.
+_STRAY_OPENER = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[ \t]*[A-Za-z0-9_+#.-]*[ \t]*$")
+_BARE_FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[ \t]*$")
+# The prose line before a fence that labels it as program output.
+_OUTPUT_LABEL = re.compile(
+    r"\b(?:output|outputs|result|results|prints?|printed|stdout|returns?|displays?|shows?)\b[ \t*_]*:[ \t*_]*$", re.I
+)
+_CODE_WORDS = re.compile(r"\b(?:code|script|snippet|function|program that|following)\b", re.I)
 _SHELL = {"sh", "bash", "shell", "zsh", "console", "shell-session", "powershell", "ps1", "cmd", "bat", "fish"}
 _SQL = {"sql", "mysql", "postgresql", "postgres", "sqlite", "plsql", "tsql"}
+_KNOWN_LANGS = (
+    (_PYTHON - {""})
+    | _SHELL
+    | _SQL
+    | {"json", "javascript", "js", "typescript", "ts", "text", "txt", "output", "html", "xml", "yaml", "toml", "csv"}
+)
 _SHELL_WORDS = re.compile(
     r"^\s*(?:\$ |!|%)?(?:pip3?|python3?|conda|apt(?:-get)?|brew|npm|yarn|cd|ls|cat|echo|curl|wget|git|mkdir|rm|cp|mv|"
     r"chmod|export|sudo|source|docker|make|uv)\b",
@@ -52,7 +71,7 @@ _SHELL_WORDS = re.compile(
 class _Block:
     lang: str  # lower-cased language word, "" for a bare fence
     body: str
-    kind: str  # "python", "shell", "sql", "other"
+    kind: str  # "python", "shell", "sql", "other", "unknown", "output" (program output shown after code)
 
 
 def _parses(code: str) -> bool:
@@ -96,11 +115,117 @@ def _is_magic(body: str) -> bool:
     return not _parses(body) and any(line.lstrip().startswith(("!", "%")) for line in body.splitlines() if line.strip())
 
 
+def _closer(text: str, fence: str, start: int) -> tuple[int, int] | None:
+    """(body end, resume position) of the fence opened by ``fence`` whose body starts at
+    ``start``, or None when the block runs to the end of the reply.
+
+    Three shapes end a block: a line holding only a fence at least as long as the opener
+    (optionally followed by ``<end_code>``); a fence glued to the end of a code line
+    (a code line ending in the closing fence); and a closer cut short (a line of one or two of the fence's
+    characters, as a stop sequence leaves it), taken only when it reads as the end of the
+    code: what comes before it parses, or the block cannot parse anyway.
+    """
+    char, size = re.escape(fence[0]), len(fence)
+    full = re.compile(rf"^[ \t]*{char}{{{size},}}[ \t]*(?:<end_code>?)?[ \t]*$", re.M).search(text, start)
+    glued = re.compile(rf"^[^\n]*?[^\s{char}](?P<run>{char}{{{size},}})[ \t]*(?:<end_code>?)?[ \t]*$", re.M).search(
+        text, start
+    )
+    short = re.compile(rf"^[ \t]*{char}{{1,{size - 1}}}[ \t]*(?:<end_code>?)?[ \t]*$", re.M).search(text, start)
+    candidates: list[tuple[int, int]] = []
+    if full is not None:
+        candidates.append((full.start(), full.end()))
+    if glued is not None:
+        candidates.append((glued.start("run"), glued.end()))
+    if short is not None and (not candidates or short.start() < min(c[0] for c in candidates)):
+        before = text[start : short.start()]
+        whole = text[start : min(c[0] for c in candidates)] if candidates else text[start:]
+        if _parses(before) or not _parses(whole):
+            candidates.append((short.start(), short.end()))
+    return min(candidates) if candidates else None
+
+
+def _drop_stray_openers(body: str) -> str:
+    """A doubled opener (a bare fence, then a ```` ```py ```` line) leaves fence lines at the
+    top of the body: they are markup, never code."""
+    lines = body.split("\n")
+    dropped = False
+    while lines and _STRAY_OPENER.match(lines[0]):
+        lines.pop(0)
+        dropped = True
+    while dropped and lines and _BARE_FENCE.match(lines[-1]):  # its closer, inside ours (~~~ around ```)
+        lines.pop()
+    return "\n".join(lines)
+
+
+def _output_label(text: str, opener_start: int) -> bool:
+    """Whether the prose right before a fence (on its line, else the line above) labels what
+    follows as program output: ``Output:``, ``Expected output:``, ``This prints:``."""
+    last = text[:opener_start].rstrip().rsplit("\n", 1)[-1]
+    return bool(_OUTPUT_LABEL.search(last)) and not _CODE_WORDS.search(last)
+
+
+def _is_output_like(body: str) -> bool:
+    """A bare block that holds only values (``42``, ``[1, 2]``, ``True``, ``Hello``): printed
+    output, not a step. A dict with a ``"type"`` key is a tagged result and counts as code."""
+    try:
+        tree = ast.parse(body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    if not tree.body:
+        return False
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Expr) or not _is_value(stmt.value):
+            return False
+        if isinstance(stmt.value, ast.Dict) and any(
+            isinstance(k, ast.Constant) and k.value == "type" for k in stmt.value.keys
+        ):
+            return False
+    return True
+
+
+def _is_value(node: ast.expr) -> bool:
+    if isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return isinstance(node.operand, ast.Constant)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(_is_value(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _is_value(k) for k in node.keys) and all(_is_value(v) for v in node.values)
+    return False
+
+
+def _inline(text: str, pos: int) -> tuple[re.Match[str], _Block] | None:
+    """The next one-line fence (```` ```python print('hi')``` ````) from ``pos``, as a block."""
+    for m in _INLINE.finditer(text, pos):
+        inner = m.group("inner").strip()
+        word, _, after = inner.partition(" ")
+        lang = word.lower()
+        if after.strip() and lang in _KNOWN_LANGS:
+            body = after.strip()
+        elif _looks_like_code(inner):
+            lang, body = "", inner
+        else:
+            continue  # prose between triple backticks ("use ``` to open a block and ``` to close it")
+        return m, _Block(lang, body, _classify(lang, body))
+    return None
+
+
 def _fences(text: str) -> list[_Block]:
     blocks: list[_Block] = []
     pos = 0
+    seen_code = False
     while True:
         m = _OPEN.search(text, pos)
+        inline = _inline(text, pos)
+        if inline is not None and (m is None or inline[0].start() < m.start()):
+            im, block = inline
+            if block.kind == "python" and _output_label(text, im.start()) and block.lang == "":
+                block.kind = "output"
+            blocks.append(block)
+            seen_code = seen_code or block.kind == "python"
+            pos = im.end()
+            continue
         if m is None:
             return blocks
         rest = m.group("rest").strip()
@@ -110,14 +235,30 @@ def _fences(text: str) -> list[_Block]:
             pos = m.end() - 1
             continue
         fence = m.group("fence")
-        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*(?:<end_code>)?[ \t]*$", re.M)
-        c = close.search(text, m.end())
-        body = text[m.end() : c.start()] if c else text[m.end() :]
-        body = body.strip("\n").rstrip()
-        blocks.append(_Block(lang, body, _classify(lang, body)))
-        if c is None:
+        end = _closer(text, fence, m.end())
+        body = text[m.end() : end[0]] if end else text[m.end() :]
+        body = _drop_stray_openers(body.strip("\n")).strip("\n").rstrip()
+        block = _Block(lang, body, _classify(lang, body))
+        if lang == "" and block.kind in ("python", "unknown"):
+            # Program output shown after the code ("Output:" then a bare fence with 42) is
+            # not a step: joining it would change the script's result.
+            if _output_label(text, m.start()) or (seen_code and _is_output_like(body)):
+                block.kind = "output"
+        blocks.append(block)
+        seen_code = seen_code or block.kind == "python"
+        if end is None:
             return blocks
-        pos = c.end()
+        pos = end[1]
+
+
+def _strip_cut_closer(body: str, closer: str) -> str:
+    """``body`` without a trailing prefix of ``closer`` (``</cod``, ``<end_``): what a stop
+    sequence or a length limit leaves of a closing tag at the end of a reply."""
+    tail = body.rstrip()
+    for size in range(len(closer) - 1, 1, -1):
+        if tail.endswith(closer[:size]):
+            return tail[:-size].rstrip()
+    return body
 
 
 def _strip_inner_fence(body: str) -> str:
@@ -127,12 +268,17 @@ def _strip_inner_fence(body: str) -> str:
     return body.strip("`\n ").rstrip()
 
 
+def _normalise(reply: str) -> str:
+    """``\\r\\n`` and lone ``\\r`` line ends as ``\\n``: every rule below reads lines."""
+    return reply.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _analyse(reply: str) -> tuple[str | None, list[_Block], str]:
     """(script, non-Python blocks seen, text outside think blocks)."""
-    text = _THINK.sub("", reply)
+    text = _THINK.sub("", _normalise(reply))
     tags = list(_TAG.finditer(text))
     if tags:
-        bodies = [_strip_inner_fence(t.group("body")) for t in tags]
+        bodies = [_strip_inner_fence(_strip_cut_closer(t.group("body"), f"</{t.group('tag')}>")) for t in tags]
         blocks = [
             _Block(t.group("tag").lower(), b.strip("\n").rstrip(), "python") for t, b in zip(tags, bodies, strict=True)
         ]
@@ -149,7 +295,7 @@ def _analyse(reply: str) -> tuple[str | None, list[_Block], str]:
         return ("\n\n".join(python) if python else None), [b for b in fences if b.kind != "python"], text
     marker = _CODE_MARKER.search(text)
     if marker and marker.group(1).strip():
-        return marker.group(1).strip("\n").rstrip(), [], text
+        return _strip_cut_closer(marker.group(1), "<end_code>").strip("\n").rstrip(), [], text
     other = [
         _Block(f"<{m.group(1).lower()}>", "", "shell" if "bash" in m.group(1).lower() else "other")
         for m in _OTHER_TAG.finditer(text)
@@ -178,6 +324,13 @@ def extract_code(reply: str) -> str | None:
        it parses (or, when nothing else is left, so its syntax error is fed back); fences
        in other languages (``bash``, ``sh``, ``sql``, ``json``, ...), IPython ``!`` / ``%``
        lines and shell-like bare blocks never run.
+    4. Malformed markup is read the way its writer meant it: ``\\r\\n`` line ends count as
+       ``\\n``; a doubled opener (a bare fence, then a ```` ```py ```` line) is one opener; a
+       closer cut short (``</code``, ``<end_co``, a line of two backticks) or glued to the
+       last code line still closes; a one-line fence (```` ```python print('hi')``` ````) is
+       a block. A bare fence that shows program output (after a line such as ``Output:`` or
+       ``This prints:``, or holding only values such as ``42`` after a Python block) is not
+       joined: it would change the script's result.
 
     Returns:
         The script, or None (then ``explain_no_code(reply)`` is the message to feed back).

@@ -7,7 +7,6 @@ runtime supports suspension, from snapshot bytes (``CodeRuntime.resume``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -210,16 +209,9 @@ def default_tool_catalog(tools: Sequence[Tool]) -> str:
 
     Returns:
         ``""`` when there is nothing to list, else ``"Available tools:"`` followed by one
-        entry per tool (name, description, ``[long-running]`` marker, parameters as JSON).
+        entry per tool (name, description, ``[long-running]`` marker, one line per argument
+        with its type, default and description, the return type, parameters as JSON).
     """
-    listed = [t for t in tools if not getattr(t, "is_builtin", False)]
-    if not listed:
-        return ""
-    lines = ["Available tools:"]
-    for t in listed:
-        marker = " [long-running]" if t.is_long_running else ""
-        desc = " ".join((t.description or "").split())
-        lines.append(f"- {t.name}{marker}: {desc}" if desc else f"- {t.name}{marker}")
-        if t.parameters:
-            lines.append(f"  parameters: {json.dumps(t.parameters, ensure_ascii=False, separators=(',', ':'))}")
-    return "\n".join(lines)
+    from ..tools._render import render_catalog
+
+    return render_catalog(tools)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import enum
-import json
 import keyword
 import os
 import re
@@ -376,25 +375,9 @@ class MontyRuntime:
     def render_tools(self, tools: Sequence[Tool]) -> str:
         """Renders each tool as the exact call the script must write, with its description
         collapsed to one comment line. Pure function of ``tools``."""
-        if self.tool_style == "functions":
-            return _render_functions(tools)
-        blocks = []
-        for t in tools:
-            desc = " ".join((t.description or "").split())
-            head = f"# {desc}" if desc else f"# Tool {t.name}."
-            if t.is_long_running:
-                head += " (long-running: the run may pause until its result arrives)"
-            params = _ordered_params(t.parameters)
-            name = json.dumps(t.name, ensure_ascii=False)
-            if not params:
-                blocks.append(f"{head}\ncall_tool({name})")
-                continue
-            fields = ", ".join(
-                f"{json.dumps(n, ensure_ascii=False)}: <{_placeholder(p)}{'' if req else ', optional'}>"
-                for n, p, req in params
-            )
-            blocks.append(f"{head}\ncall_tool({name}, {{{fields}}})")
-        return "\n\n".join(blocks)
+        from ..tools._render import render_call_tool, render_functions
+
+        return render_functions(tools) if self.tool_style == "functions" else render_call_tool(tools)
 
     # -- prompt ---------------------------------------------------------------------------
 
@@ -490,46 +473,6 @@ def _render_functions(tools: Sequence[Tool]) -> str:
     works in this style too. Parameter names that are not identifiers are omitted from the
     signature and named in the docstring (pass them with ``call_tool``).
     """
-    blocks = []
-    others = []
-    for t in tools:
-        if not _is_identifier(t.name):
-            others.append(t)
-            continue
-        params = _ordered_params(t.parameters)
-        plain = [(n, p, req) for n, p, req in params if _is_identifier(n)]
-        odd = [n for n, _p, _req in params if not _is_identifier(n)]
-        required = [f"{n}: {_placeholder(p)}" for n, p, req in plain if req]
-        optional = [f"{n}: {_placeholder(p)} | None = None" for n, p, req in plain if not req]
-        sig = ", ".join(required + optional)
-        desc = (t.description or "").strip() or f"Tool {t.name}."
-        lines = desc.splitlines()
-        for n, p, _req in plain:
-            pdesc = p.get("description") if isinstance(p, Mapping) else None
-            if pdesc:
-                lines.append(f"{n}: {' '.join(str(pdesc).split())}")
-        if odd:
-            lines.append(
-                "Also takes " + ", ".join(json.dumps(n) for n in odd) + ": pass those with "
-                f'call_tool("{t.name}", {{...}})'
-            )
-        if t.is_long_running:
-            lines.append("(long-running: the run may pause until its result arrives)")
-        doc = "\n".join(("    " + line) if line.strip() else "" for line in lines)
-        blocks.append(f'def {t.name}({sig}) -> Any:\n    """\n{doc}\n    """')
-    text = "\n\n".join(blocks)
-    if others:
-        listing = []
-        for t in others:
-            desc = " ".join((t.description or "").split())
-            params = ", ".join(
-                f"{json.dumps(n, ensure_ascii=False)}: <{_placeholder(p)}{'' if req else ', optional'}>"
-                for n, p, req in _ordered_params(t.parameters)
-            )
-            call = f"call_tool({json.dumps(t.name, ensure_ascii=False)}" + (f", {{{params}}})" if params else ")")
-            listing.append(f"# {desc}\n{call}" if desc else call)
-        text += ("\n\n" if text else "") + (
-            "# These tools have names that are not Python identifiers; call them with call_tool:\n"
-            + "\n\n".join(listing)
-        )
-    return text
+    from ..tools._render import render_functions
+
+    return render_functions(tools)

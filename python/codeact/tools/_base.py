@@ -24,6 +24,8 @@ class Tool:
             resumes when the caller sends a function response (runtimes that cannot
             suspend run it inline).
         requires_confirmation: a human must approve each call (human in the loop).
+        returns: a JSON schema of the result, or None when undeclared; tool listings show
+            it as the return type (``FunctionTool`` takes it from the return annotation).
     """
 
     def __init__(
@@ -34,6 +36,7 @@ class Tool:
         *,
         is_long_running: bool = False,
         requires_confirmation: bool = False,
+        returns: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("a tool needs a non-empty string name")
@@ -42,6 +45,7 @@ class Tool:
         self.parameters = parameters
         self.is_long_running = is_long_running
         self.requires_confirmation = requires_confirmation
+        self.returns = returns
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
         """Executes the tool.

@@ -171,6 +171,19 @@ def _docstring(func: Callable[..., Any]) -> str | None:
     return inspect.getdoc(target)
 
 
+def _return_schema(annotation: Any) -> dict[str, Any] | None:
+    """The JSON schema of a return annotation (serialization mode: what the script receives),
+    or None when there is none or pydantic cannot describe it. ``Awaitable[T]`` / a coroutine
+    annotation are not unwrapped: ``async def f() -> T`` is annotated ``T`` already."""
+    if annotation is inspect.Signature.empty or annotation is Any:
+        return None
+    try:
+        schema = TypeAdapter(annotation).json_schema(mode="serialization", schema_generator=_ToolJsonSchema)
+    except (PydanticUserError, TypeError, ValueError):
+        return None
+    return schema or None
+
+
 # --------------------------------------------------------------------------- results
 
 _PLAIN_SCALARS = frozenset({str, int, float, bool, type(None), bytes})
@@ -238,7 +251,8 @@ class FunctionTool(Tool):
             objects and callable instances all work. ``*args`` / ``**kwargs`` are refused.
         name: the tool name; defaults to ``func.__name__``.
         description: the description for the model; defaults to the docstring without its
-            parameter section (summary, body, ``Returns:`` and ``Raises:`` kept).
+            parameter section (summary, body, ``Returns:`` and ``Raises:`` kept). The return
+            annotation becomes ``returns`` (its JSON schema), shown as the return type.
         requires_confirmation: a human must approve each call.
         run_in_thread: run a sync ``func`` in a worker thread (``anyio.to_thread.run_sync``)
             instead of inline on the event loop thread. Inline is fastest and right for quick
@@ -334,6 +348,7 @@ class FunctionTool(Tool):
             parameters,
             is_long_running=self._long_running,
             requires_confirmation=requires_confirmation,
+            returns=_return_schema(signature.return_annotation),
         )
         self.func = func
         self.run_in_thread = run_in_thread
