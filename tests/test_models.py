@@ -429,8 +429,71 @@ async def test_connection_refused() -> None:
     url = s.url
     s.close()
     model = OpenAIChatModel("test-model", base_url=url, api_key="k", max_retries=0)
-    with pytest.raises(ModelError, match=r"connection failed after 0 retries"):
+    with pytest.raises(ModelError, match=r"connection failed after 0 retries") as info:
         await model.generate_content(_request("q"))
+    assert f"is a server listening at {url}?" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [None, "https://api.openai.com/v1", "https://api.groq.com/openai/v1", "https://8.8.8.8/v1"],
+)
+async def test_no_api_key_for_a_hosted_endpoint_fails_before_any_request(
+    base_url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    model = OpenAIChatModel("gpt-x", base_url=base_url, max_retries=3)
+    started = time.monotonic()
+    with pytest.raises(ModelError) as info:
+        await model.generate_content(_request("q"))
+    message = str(info.value)
+    assert not isinstance(info.value, ModelRequestsNotAllowedError)  # checked first: nothing is sent
+    assert "no API key: pass api_key= or set $OPENAI_API_KEY" in message
+    assert "no request was sent" in message and "retries" not in message
+    assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "10.0.0.5", "192.168.1.20", "gpu-box", "llm.local", "vllm.internal"])
+def test_a_local_server_needs_no_key(host: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    OpenAIChatModel("m", base_url=f"http://{host}:8000/v1")._check_api_key("m")  # does not raise
+
+
+async def test_a_local_server_without_a_key_still_gets_the_request(server: ChatServer, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    model = OpenAIChatModel("test-model", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR")
+    assert (await model.generate_content(_request("q"))).text == "hello"
+    assert server.received[0].headers["authorization"] == "Bearer no-api-key"
+
+
+async def test_an_explicit_key_or_env_key_is_never_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    OpenAIChatModel("m")._check_api_key("m")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    OpenAIChatModel("m", api_key="none")._check_api_key("m")
+
+
+@pytest.mark.parametrize(("suffix", "suggested"), [("", ""), ("/", ""), ("/api", "/api")])
+async def test_a_404_from_a_base_url_without_v1_suggests_adding_it(
+    server: ChatServer, suffix: str, suggested: str
+) -> None:
+    root = server.url.removesuffix("/v1")
+    server.replies = [Reply(status=404, body={"detail": "Not Found"})]
+    model = OpenAIChatModel("test-model", base_url=root + suffix, api_key="k", max_retries=0)
+    with pytest.raises(ModelError) as info:
+        await model.generate_content(_request("q"))
+    assert info.value.status_code == 404
+    assert f"try base_url='{root}{suggested}/v1'" in str(info.value)
+    assert server.received[0].path == f"{suggested}/chat/completions"
+
+
+async def test_a_404_under_v1_gives_no_v1_hint(server: ChatServer) -> None:
+    server.replies = [Reply(status=404, body={"error": {"message": "model 'nope' not found"}})]
+    with pytest.raises(ModelError) as info:
+        await _model(server, max_retries=0).generate_content(_request("q"))
+    assert "/v1" not in str(info.value).split("HTTP 404", 1)[1]
+    assert "model 'nope' not found" in str(info.value)
 
 
 async def test_shared_client_with_async_with(server: ChatServer) -> None:

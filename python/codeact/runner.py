@@ -102,7 +102,9 @@ class Runner:
         Args:
             user_id / session_id: the session (see ``auto_create_session``).
             new_message: the user's message (text or ``Content``); it may carry function
-                responses completing a long-running call. None resumes without one.
+                responses completing a long-running call. None resumes without one. The same
+                message sent again after a run that stored nothing after it (a ``ModelError``
+                on the first model call) retries that invocation: it is not stored twice.
             run_config: per-run options (confirmation decisions, discarding a checkpoint).
 
         Raises:
@@ -125,8 +127,14 @@ class Runner:
                 yield checked
                 return
             content = checked
-            user_event = Event(invocation_id=invocation_id, author="user", content=content)
-            await self.session_service.append_event(session, user_event)
+            last = session.events[-1] if session.events else None
+            if last is not None and last.author == "user" and last.content == content:
+                # A retry of an invocation that stored nothing after its message (the model
+                # failed at once): the message is stored once, and the retry continues it.
+                invocation_id = last.invocation_id
+            else:
+                user_event = Event(invocation_id=invocation_id, author="user", content=content)
+                await self.session_service.append_event(session, user_event)
         transfers = 0
         while True:
             ctx = self._context(invocation_id, agent, session, content, run_config)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import sys
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,23 @@ def _is_loopback(host: str | None) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _needs_api_key(host: str | None) -> bool:
+    """Whether a host is a hosted service, which always wants a key: not loopback, not a
+    private or link-local address, not a single-label or ``.local`` / ``.internal`` /
+    ``.lan`` / ``.home.arpa`` name (a server on the local network may need none)."""
+    if not host or _is_loopback(host):
+        return False
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        name = host.lower().rstrip(".")
+        return "." in name and not name.endswith((".local", ".internal", ".lan", ".home.arpa", ".localdomain"))
+    return address.is_global
+
+
+_VERSIONED_PATH = re.compile(r"/v\d+(?:beta\d*|alpha\d*)?(?:/|$)")
 
 
 def _requests_allowed() -> bool:
@@ -103,8 +121,10 @@ class OpenAIChatModel(BaseLlm):
         base_url: endpoint root, e.g. ``"http://localhost:11434/v1"`` (Ollama) or
             ``"http://127.0.0.1:8000/v1"`` (vLLM). Default: ``$OPENAI_BASE_URL``, else OpenAI.
         api_key: the key, sent as ``Authorization: Bearer <key>``. Default: read from the
-            environment variable ``api_key_env`` at each request; with neither, the placeholder
-            ``no-api-key`` is sent (local servers ignore it; a 401 then says the key is missing).
+            environment variable ``api_key_env`` at each request. With neither, a request to a
+            hosted endpoint (not loopback, not the local network) raises ``ModelError`` before
+            anything is sent; a local server gets the placeholder ``no-api-key`` (most ignore it;
+            a 401 then says the key is missing). ``api_key="none"`` sends no real key anywhere.
         api_key_env: name of the environment variable holding the key.
         timeout: seconds allowed for each network step of an attempt (connect, write, each read),
             as in httpx; a step that takes longer fails the attempt.
@@ -199,6 +219,19 @@ class OpenAIChatModel(BaseLlm):
                 model=self.model,
             )
 
+    def _check_api_key(self, model: str) -> None:
+        """A hosted endpoint without a key fails here, before any request, instead of after
+        the retries of a request that cannot succeed."""
+        if self._api_key is not None or self._resolve_api_key():
+            return
+        host = urlsplit(self.base_url).hostname
+        if _needs_api_key(host):
+            raise ModelError(
+                f"model {model!r} at {self.base_url}: no API key: pass api_key= or set ${self.api_key_env} "
+                "(for a server that needs no key, pass api_key='none'); no request was sent",
+                model=model,
+            )
+
     def _request_kwargs(self, request: LlmRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": request.model or self.model, "messages": to_chat_messages(request)}
         extra_body = dict(self.extra_body)
@@ -234,9 +267,12 @@ class OpenAIChatModel(BaseLlm):
             ModelTimeoutError: no reply within ``timeout`` seconds, after ``max_retries`` retries.
             ModelRateLimitError: HTTP 429 after ``max_retries`` retries.
             ModelResponseError: a 2xx body that is not a usable chat completion.
-            ModelError: any other failure (HTTP 4xx/5xx with ``status_code``, connection refused).
+            ModelError: any other failure (HTTP 4xx/5xx with ``status_code``, connection refused);
+                no key for a hosted endpoint (not loopback or local network) fails before any
+                request; an HTTP 404 from a base URL without ``/v1`` suggests adding it.
             ValueError: a content has an unknown role.
         """
+        self._check_api_key(request.model or self.model)
         self._check_allowed()
         kwargs = self._request_kwargs(request)
         model = kwargs["model"]
@@ -274,11 +310,19 @@ class OpenAIChatModel(BaseLlm):
             hint = ""
             if status == 401 and not self._resolve_api_key():
                 hint = f" (no API key: pass api_key= or set ${self.api_key_env})"
+            elif status in (404, 405) and not _VERSIONED_PATH.search(urlsplit(self.base_url).path or "/"):
+                hint = (
+                    f" (the base URL has no version path; OpenAI-compatible servers serve /v1/chat/completions: "
+                    f"try base_url={self.base_url + '/v1'!r})"
+                )
             return ModelError(f"model {where}: HTTP {status}{hint}: {detail}", model=model, status_code=status)
         if isinstance(err, oa.APIConnectionError):
             cause = err.__cause__ or err.__context__
             reason = f": {type(cause).__name__}" if cause is not None else ""
-            return ModelError(f"model {where}: connection failed after {tries}{reason}", model=model)
+            return ModelError(
+                f"model {where}: connection failed after {tries}{reason} (is a server listening at {self.base_url}?)",
+                model=model,
+            )
         return ModelError(f"model {where}: {self._redact(str(err))}", model=model)
 
     def _parse(self, body: bytes, model: str) -> LlmResponse:
