@@ -39,6 +39,7 @@ from ._checkpoint import (
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool, terminal_signal
 from ._extract import explain_no_code, extract_code
+from ._hints import explain_raised, script_hint
 from ._namespace import Namespace, Prepared, prepare_script, shift_traceback, unwrap_result
 from ._output import (
     Error,
@@ -95,6 +96,7 @@ class _Run:
     prepared: Prepared | None = None
     stopped: bool = False
     outcome: str = ""  # "final" | "suspended" | "handed_off" | "error"
+    tools_ran: list[str] = field(default_factory=list)  # tools the current script called, in order
 
     @property
     def turn_id(self) -> str:
@@ -464,6 +466,11 @@ class CodeActAgent(BaseAgent):
                     run.transcript.append(Content.from_text(explain_no_code(reply), role="user"))
                     continue
                 run.turn_stdout = ""
+                run.tools_ran = []
+                hint = script_hint(script, self.runtime, run.roster)
+                if hint is not None:
+                    self._feed_back(run, "Error during execution:\n" + hint)
+                    continue
                 if self.persist_namespace:
                     run.prepared = prepare_script(script, run.namespace)
                     script = run.prepared.script
@@ -485,15 +492,14 @@ class CodeActAgent(BaseAgent):
                 if isinstance(step, Raised):
                     if run.prepared is not None:
                         step = Raised(shift_traceback(step.message, run.prepared), step.stdout)
-                    self._feed_back(
-                        run, "Error during execution:\n" + truncate_middle(step.message, self.max_error_chars)
-                    )
+                    message = explain_raised(step.message, run.transcript, persist_namespace=self.persist_namespace)
+                    self._feed_back(run, "Error during execution:\n" + truncate_middle(message, self.max_error_chars))
                     break
                 assert isinstance(step, Complete)
                 value = step.value
                 if run.prepared is not None:
                     value = unwrap_result(value, run.prepared, run.namespace)
-                output = decode_script_output(value)
+                output = decode_script_output(value, tools_ran=run.tools_ran)
                 if isinstance(output, Observation):
                     observation = compact_json(output.value)
                     if self.max_observation_chars is not None:
@@ -688,6 +694,7 @@ class CodeActAgent(BaseAgent):
         self, run: _Run, tool: Tool, args: dict[str, Any], call_key: str
     ) -> tuple[Any, ToolFailure | None, EventActions]:
         tc = self._tool_context(run, call_key)
+        run.tools_ran.append(tool.name)
         value, failure, _outcome = await run_tool(
             tool,
             args,

@@ -9,7 +9,6 @@ callbacks, which see the ``ToolOutcome`` (also as ``tool_context.tool_outcome``)
 
 from __future__ import annotations
 
-import builtins
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -96,15 +95,39 @@ async def call_callback(cb: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
+SCRIPT_EXCEPTION_TYPES = frozenset(
+    {
+        "ArithmeticError", "AssertionError", "AttributeError", "FileExistsError", "FileNotFoundError",
+        "ImportError", "IndexError", "IsADirectoryError", "KeyError", "LookupError", "MemoryError",
+        "ModuleNotFoundError", "NameError", "NotADirectoryError", "NotImplementedError", "OSError",
+        "OverflowError", "PermissionError", "RecursionError", "RuntimeError", "StopIteration", "TimeoutError",
+        "TypeError", "UnboundLocalError", "UnicodeDecodeError", "UnicodeEncodeError", "ValueError",
+        "ZeroDivisionError",
+    }
+)  # fmt: skip
+"""Builtin exception types every runtime raises into a script as themselves (Monty knows no
+others: ``ConnectionError``, ``BrokenPipeError``, ``InterruptedError`` ... are not in it)."""
+
+
 def _exc_type_name(exc: BaseException) -> str:
-    name = type(exc).__name__
-    builtin = getattr(builtins, name, None)
-    if isinstance(builtin, type) and issubclass(builtin, Exception) and type(exc).__module__ == "builtins":
-        return name
-    for base in type(exc).__mro__[1:]:
-        if base.__module__ == "builtins" and issubclass(base, Exception) and base is not Exception:
-            return base.__name__
+    """The exception type a tool failure is raised into the script as: the nearest builtin
+    class in ``exc``'s MRO that every runtime has (``ConnectionError`` -> ``OSError``, a
+    ``ValueError`` subclass -> ``ValueError``), else ``RuntimeError``."""
+    for cls in type(exc).__mro__:
+        if cls.__module__ == "builtins" and cls.__name__ in SCRIPT_EXCEPTION_TYPES:
+            return cls.__name__
     return "RuntimeError"
+
+
+def failure_message(exc: BaseException, exc_type: str) -> str:
+    """The text of the exception the script sees. The script prints ``<exc_type>: <text>``, so
+    the original class name leads the text only when it differs from ``exc_type``
+    (``OSError: ConnectionError: refused``, never ``TypeError: TypeError: ...``)."""
+    text = str(exc)
+    name = type(exc).__name__
+    if name == exc_type:
+        return text or name
+    return f"{name}: {text}" if text else name
 
 
 def plain(value: Any) -> Any:
@@ -184,23 +207,24 @@ async def run_tool(
                 await sleep(delay)
             delay *= retry.backoff if retry else 1.0
         outcome.attempts = attempt + 1
+        scope: anyio.CancelScope | None = None
         try:
             if timeout is None:
                 value = await tool.run(args, tool_context)
             else:
-                with anyio.fail_after(timeout):
+                with anyio.fail_after(timeout) as scope:
                     value = await tool.run(args, tool_context)
             failure = None
             outcome.timed_out = False
             break
-        except TimeoutError:
-            failure = ToolFailure(f"tool {tool.name!r} timed out after {timeout:g} s", "TimeoutError")
-            outcome.timed_out, outcome.error_category = True, "timeout"
         except Exception as exc:
-            failure = ToolFailure(
-                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, _exc_type_name(exc)
-            )
-            outcome.timed_out, outcome.error_category = False, "exception"
+            if isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
+                failure = ToolFailure(f"tool {tool.name!r} timed out after {timeout:g} s", "TimeoutError")
+                outcome.timed_out, outcome.error_category = True, "timeout"
+            else:  # the tool's own exception, a TimeoutError of its own included
+                exc_type = _exc_type_name(exc)
+                failure = ToolFailure(failure_message(exc, exc_type), exc_type)
+                outcome.timed_out, outcome.error_category = False, "exception"
     outcome.duration = time.perf_counter() - started
     outcome.success = failure is None
     if failure is not None:

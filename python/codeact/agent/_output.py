@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from ._hints import tools_ran_note
 
 __all__ = (
     "Error",
@@ -89,19 +92,20 @@ def truncate_middle(text: str, limit: int) -> str:
 _KINDS = {"observation": "value", "final_result": "value", "error": "message", "transfer_to_agent": "agent_name"}
 
 
-def decode_script_output(value: Any) -> ScriptOutput:
+def decode_script_output(value: Any, *, tools_ran: Sequence[str] = ()) -> ScriptOutput:
     """Reads a script's completion value as one of the four tagged outputs.
 
     Anything else (not a dict, no or unknown ``type``, a missing or ill-typed field, a
     script whose last statement is not an expression) becomes an ``Error`` naming the
-    problem, which the agent feeds back like any error.
+    problem, which the agent feeds back like any error. ``tools_ran`` (the tools the script
+    called, in order) are named in that error: running the script again calls them again.
     """
     problem = _problem(value)
     if problem is not None:
         return Error(
             "the script must end with an expression that is a tagged result dict, e.g. "
             '{"type": "final_result", "value": ...} or {"type": "observation", "value": ...}; '
-            f"got {_preview(value)} ({problem})"
+            f"got {_preview(value)} ({problem})." + tools_ran_note(tools_ran)
         )
     kind = value["type"]
     if kind == "observation":

@@ -118,10 +118,13 @@ class RuntimeCapabilities:
     Attributes:
         supports_suspension: whether ``PendingCall.dump`` and ``CodeRuntime.resume`` work.
         prompt: a description of the language and environment for the model.
+        supports_await: scripts may ``await`` tool calls (``asyncio.gather`` over several);
+            when False the agent refuses ``await call_tool(...)`` before the script runs.
     """
 
     supports_suspension: bool = False
     prompt: str = ""
+    supports_await: bool = False
 
 
 @runtime_checkable
