@@ -59,7 +59,10 @@ class Tool:
 
         Raises:
             Exception: any failure; the agent raises it into the script as a catchable
-                exception (after retries and fallbacks).
+                exception (after retries and fallbacks), as the nearest builtin type every
+                runtime has (``ConnectionError`` becomes ``OSError`` with the text
+                ``"ConnectionError: ..."``; a ``ValueError`` stays a ``ValueError``; a class
+                with no builtin ancestor but ``Exception`` becomes ``RuntimeError``).
         """
         raise NotImplementedError(f"tool {self.name!r} does not implement run()")
 
