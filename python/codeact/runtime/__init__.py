@@ -1,6 +1,7 @@
 """The runtime seam and the runtimes behind it (SPEC §2–3)."""
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
+from ._oneshot import RunResult, ScriptError, ToolCallLimitError
 from ._seam import (
     Call,
     CodeRuntime,
@@ -32,8 +33,11 @@ __all__ = (
     "ResumeError",
     "ResumeValue",
     "RunStep",
+    "RunResult",
     "RuntimeCapabilities",
+    "ScriptError",
     "SnapshotError",
+    "ToolCallLimitError",
     "ValueConversionError",
     "bind_call_args",
     "default_tool_catalog",
