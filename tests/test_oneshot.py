@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -10,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from codeact.exceptions import ValueConversionError
-from codeact.runtime import MontyRuntime, ResourceLimits, RunResult, ScriptError, ToolCallLimitError
+from codeact.runtime import MontyRuntime, ResourceLimits, ResumeError, RunResult, ScriptError, ToolCallLimitError
 
 pytestmark = pytest.mark.anyio
 
@@ -169,3 +170,51 @@ def test_final_answer_in_functions_style_ends_the_script():
     rt = MontyRuntime(tool_style="functions")
     result = rt.run('print("a")\nfinal_answer(add(1, 1))\nprint("never")', tools={"add": add})
     assert (result.value, result.stdout) == (2, "a\n")
+
+
+async def test_a_tool_can_pause_the_script_and_it_resumes_elsewhere(anyio_backend):
+    from codeact.runtime import ScriptSuspended, SuspendScript
+    from codeact.runtime._oneshot import aresume_script
+
+    approved: set[str] = set()
+
+    def pay(amount: int) -> str:
+        if "pay" not in approved:
+            raise SuspendScript({"ask": f"pay {amount}?"})
+        return f"paid {amount}"
+
+    key = b"k" * 32
+    code = 'print("start")\nr = call_tool("pay", {"amount": 5})\nprint(r)\n[r, call_tool("add", {"a": 1, "b": 2})]'
+    with pytest.raises(ScriptSuspended) as info:
+        await MontyRuntime(snapshot_key=key).arun(code, tools={"pay": pay, "add": add})
+    pause = info.value
+    assert (pause.tool, pause.tool_args, pause.payload, pause.stdout) == (
+        "pay",
+        {"amount": 5},
+        {"ask": "pay 5?"},
+        "start\n",
+    )
+    stored = ScriptSuspended.from_dict(json.loads(json.dumps(pause.to_dict())))
+    # paused again: the tool still refuses
+    with pytest.raises(ScriptSuspended):
+        await aresume_script(MontyRuntime(snapshot_key=key), stored, tools={"pay": pay, "add": add})
+    approved.add("pay")
+    result = await aresume_script(MontyRuntime(snapshot_key=key), stored, tools={"pay": pay, "add": add})
+    assert (result.value, result.stdout, result.tool_calls) == (["paid 5", 3], "start\npaid 5\n", 2)
+    # or answered without calling the tool
+    with pytest.raises(ScriptError) as failed:
+        await aresume_script(
+            MontyRuntime(snapshot_key=key), stored, tools={"add": add}, outcome=ResumeError("denied", "PermissionError")
+        )
+    assert "PermissionError: denied" in failed.value.message and failed.value.stdout == "start\n"
+
+
+def test_sync_run_pauses_too():
+    from codeact.runtime import ScriptSuspended, SuspendScript
+
+    def ask() -> None:
+        raise SuspendScript("why")
+
+    with pytest.raises(ScriptSuspended) as info:
+        MontyRuntime().run('call_tool("ask")', tools={"ask": ask})
+    assert info.value.payload == "why" and isinstance(info.value.snapshot, bytes)

@@ -1,7 +1,7 @@
 """The runtime seam and the runtimes behind it (SPEC §2–3)."""
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
-from ._oneshot import RunResult, ScriptError, ToolCallLimitError
+from ._oneshot import RunResult, ScriptError, ScriptSuspended, SuspendScript, ToolCallLimitError
 from ._seam import (
     Call,
     CodeRuntime,
@@ -36,6 +36,8 @@ __all__ = (
     "RunResult",
     "RuntimeCapabilities",
     "ScriptError",
+    "ScriptSuspended",
+    "SuspendScript",
     "SnapshotError",
     "ToolCallLimitError",
     "ValueConversionError",

@@ -16,7 +16,9 @@ can catch it; only the message crosses into the script.
 
 from __future__ import annotations
 
+import base64
 import builtins
+import dataclasses
 import functools
 import inspect
 import logging
@@ -35,7 +37,16 @@ from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep
 if TYPE_CHECKING:
     from .monty import MontyRuntime
 
-__all__ = ("RunResult", "ScriptError", "ToolCallLimitError", "arun_script", "run_script")
+__all__ = (
+    "RunResult",
+    "ScriptError",
+    "ScriptSuspended",
+    "SuspendScript",
+    "ToolCallLimitError",
+    "aresume_script",
+    "arun_script",
+    "run_script",
+)
 
 logger = logging.getLogger("codeact.runtime")
 
@@ -89,6 +100,63 @@ class ScriptError(CodeActError):
 
 class ToolCallLimitError(ScriptError):
     """The script made more tool calls than ``max_tool_calls`` allowed; it was stopped."""
+
+
+class SuspendScript(Exception):
+    """Raised by a tool to pause the script at this call (for example to ask a human first).
+
+    ``run`` / ``arun`` then raise ``ScriptSuspended`` carrying the script's snapshot;
+    ``aresume_script`` continues it later, in this process or another.
+
+    Attributes:
+        payload: anything the caller wants to carry along (JSON data if it must be stored).
+    """
+
+    def __init__(self, payload: Any = None) -> None:
+        super().__init__(payload)
+        self.payload = payload
+
+
+@dataclass(eq=False)
+class ScriptSuspended(CodeActError):
+    """A tool paused the script (it raised ``SuspendScript``); nothing is lost.
+
+    Attributes:
+        snapshot: the paused script (Monty snapshot bytes, signed when the runtime has a
+            ``snapshot_key``).
+        tool: the tool whose call is paused.
+        tool_args: its keyword arguments (the ``call_tool`` dict).
+        positional: its positional arguments (``functions`` style).
+        payload: what the tool passed to ``SuspendScript``.
+        stdout: what the script printed before the pause.
+        tool_calls: tool calls served before the pause (the paused one included).
+    """
+
+    snapshot: bytes
+    tool: str
+    tool_args: dict[str, Any]
+    positional: tuple[Any, ...] = ()
+    payload: Any = None
+    stdout: str = ""
+    tool_calls: int = 0
+
+    def __str__(self) -> str:
+        return f"the script is paused at a call to {self.tool!r}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (snapshot as base64), for storing the pause."""
+        data = dataclasses.asdict(self)
+        data["snapshot"] = base64.b64encode(self.snapshot).decode("ascii")
+        data["positional"] = list(self.positional)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScriptSuspended:
+        """The inverse of ``to_dict``."""
+        fields = dict(data)
+        fields["snapshot"] = base64.b64decode(fields["snapshot"])
+        fields["positional"] = tuple(fields.get("positional", ()))
+        return cls(**fields)
 
 
 def _exc_type_name(exc: BaseException) -> str:
@@ -204,6 +272,17 @@ class _Drive:
             return None, ResumeError(f"unknown tool {name!r} (available: {known})", "NameError")
         return fn, None
 
+    def suspended(self, call: Any, pause: SuspendScript) -> ScriptSuspended:
+        return ScriptSuspended(
+            snapshot=call.dump(),
+            tool=call.name,
+            tool_args=dict(call.keyword_args),
+            positional=tuple(call.positional_args),
+            payload=pause.payload,
+            stdout="".join(self.stdout),
+            tool_calls=self.tool_calls,
+        )
+
     def failed(self, name: str, exc: BaseException) -> ResumeError:
         logger.warning("tool %r raised %s", name, type(exc).__name__, exc_info=exc)
         self.last_error = exc
@@ -250,6 +329,8 @@ def run_script(
                 if inspect.isawaitable(value):
                     value = anyio.run(_awaited, value)
                 outcome = ResumeValue(_plain(value))
+            except SuspendScript as pause:
+                raise drive.suspended(step.call, pause) from None
             except Exception as exc:
                 outcome = drive.failed(step.call.name, exc)
         step = step.call.resume(outcome)
@@ -271,6 +352,48 @@ async def _advance(ticket: Any) -> RunStep:
     return step
 
 
+async def _serve(
+    drive: _Drive,
+    fn: Callable[..., Any],
+    name: str,
+    positional: tuple[Any, ...],
+    keywords: dict[str, Any],
+    sync_in_thread: bool,
+) -> ResumeValue | ResumeError:
+    """Calls one tool and turns its result or exception into the outcome the script gets."""
+    try:
+        if _is_async(fn) or not sync_in_thread:
+            value = fn(*positional, **keywords)
+        else:
+            value = await anyio.to_thread.run_sync(functools.partial(fn, *positional, **keywords))
+        if inspect.isawaitable(value):
+            value = await value
+        return ResumeValue(_plain(value))
+    except SuspendScript:
+        raise
+    except Exception as exc:
+        return drive.failed(name, exc)
+
+
+async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool) -> RunResult:
+    while isinstance(step, Call):
+        fn, outcome = drive.lookup(step)
+        if isinstance(outcome, RunResult):
+            return outcome
+        call = step.call
+        if fn is not None:
+            try:
+                outcome = await _serve(drive, fn, call.name, call.positional_args, call.keyword_args, sync_in_thread)
+            except SuspendScript as pause:
+                raise drive.suspended(call, pause) from None
+        resume_async = getattr(call, "resume_async", None)
+        if resume_async is not None:
+            step = await _advance(resume_async(outcome))
+        else:
+            step = await anyio.to_thread.run_sync(call.resume, outcome)
+    return drive.finish(step)
+
+
 async def arun_script(
     runtime: MontyRuntime,
     code: str,
@@ -283,30 +406,51 @@ async def arun_script(
 ) -> RunResult:
     """Async twin of ``run_script`` (asyncio or trio): interpreter advances run on native
     worker threads, so the event loop stays free. See ``MontyRuntime.arun``."""
-    tools = dict(tools or {})
-    drive = _Drive(runtime, tools, dict(inputs or {}), script_name, max_tool_calls)
+    drive = _Drive(runtime, dict(tools or {}), dict(inputs or {}), script_name, max_tool_calls)
     step = await _advance(runtime.start_async(drive.code(code), script_name))
-    while isinstance(step, Call):
-        fn, outcome = drive.lookup(step)
-        if isinstance(outcome, RunResult):
-            return outcome
-        call = step.call
-        if fn is not None:
-            try:
-                if _is_async(fn) or not sync_tools_in_thread:
-                    value = fn(*call.positional_args, **call.keyword_args)
-                else:
-                    value = await anyio.to_thread.run_sync(
-                        functools.partial(fn, *call.positional_args, **call.keyword_args)
-                    )
-                if inspect.isawaitable(value):
-                    value = await value
-                outcome = ResumeValue(_plain(value))
-            except Exception as exc:
-                outcome = drive.failed(call.name, exc)
-        resume_async = getattr(call, "resume_async", None)
-        if resume_async is not None:
-            step = await _advance(resume_async(outcome))
+    return await _drive_async(drive, step, sync_tools_in_thread)
+
+
+async def aresume_script(
+    runtime: MontyRuntime,
+    suspended: ScriptSuspended,
+    *,
+    tools: Mapping[str, Callable[..., Any]] | None = None,
+    outcome: ResumeValue | ResumeError | None = None,
+    script_name: str = "main.py",
+    max_tool_calls: int | None = DEFAULT_MAX_TOOL_CALLS,
+    sync_tools_in_thread: bool = True,
+) -> RunResult:
+    """Continues a script that a tool paused (``ScriptSuspended``), possibly in another process.
+
+    Args:
+        runtime: a runtime configured like the one that paused it (same ``snapshot_key``).
+        suspended: the exception ``arun`` raised, or one rebuilt with ``ScriptSuspended.from_dict``.
+        tools: the tools; the paused call is made again with them (the tool now decides
+            differently, e.g. because a human approved), unless ``outcome`` is given.
+        outcome: answer the paused call with this instead of calling the tool.
+
+    Returns / raises: as ``arun``; the returned ``stdout`` includes what was printed before
+    the pause, and ``tool_calls`` counts the calls before it too.
+    """
+    drive = _Drive(runtime, dict(tools or {}), {}, script_name, max_tool_calls)
+    drive.stdout.append(suspended.stdout)
+    drive.tool_calls = suspended.tool_calls
+    if outcome is None:
+        fn = drive.tools.get(suspended.tool)
+        if fn is None:
+            outcome = ResumeError(f"unknown tool {suspended.tool!r}", "NameError")
         else:
-            step = await anyio.to_thread.run_sync(call.resume, outcome)
-    return drive.finish(step)
+            try:
+                outcome = await _serve(
+                    drive,
+                    fn,
+                    suspended.tool,
+                    tuple(suspended.positional),
+                    dict(suspended.tool_args),
+                    sync_tools_in_thread,
+                )
+            except SuspendScript as pause:
+                raise dataclasses.replace(suspended, payload=pause.payload) from None
+    step = await _advance(runtime.resume_async(suspended.snapshot, outcome))
+    return await _drive_async(drive, step, sync_tools_in_thread)
