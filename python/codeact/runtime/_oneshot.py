@@ -337,6 +337,10 @@ def run_script(
     return drive.finish(step)
 
 
+def _boxed(fn: Callable[..., Any], positional: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[Any]:
+    return (fn(*positional, **keywords),)
+
+
 def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
@@ -365,7 +369,8 @@ async def _serve(
         if _is_async(fn) or not sync_in_thread:
             value = fn(*positional, **keywords)
         else:
-            value = await anyio.to_thread.run_sync(functools.partial(fn, *positional, **keywords))
+            # boxed: a sync callable may return an awaitable, which trio refuses from a thread
+            (value,) = await anyio.to_thread.run_sync(functools.partial(_boxed, fn, positional, keywords))
         if inspect.isawaitable(value):
             value = await value
         return ResumeValue(_plain(value))
