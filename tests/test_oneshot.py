@@ -79,10 +79,10 @@ def test_tool_exception_is_catchable_with_its_type(caplog):
         raise ValueError(f"no: {reason}")
 
     code = 'try:\n    call_tool("boom", {"reason": "x"})\nexcept ValueError as e:\n    r = "caught " + str(e)\nr'
-    with caplog.at_level(logging.WARNING, logger="codeact.runtime"):
+    with caplog.at_level(logging.WARNING, logger="codeact.tools"):
         result = MontyRuntime().run(code, tools={"boom": boom})
     assert result.value == "caught no: x"
-    [record] = [r for r in caplog.records if r.name == "codeact.runtime"]
+    [record] = [r for r in caplog.records if r.name == "codeact.tools"]
     assert record.exc_info is not None and record.exc_info[0] is ValueError
     assert "'boom'" in record.getMessage()
 

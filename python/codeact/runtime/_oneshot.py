@@ -9,7 +9,7 @@ Tool calls are served here, between interpreter steps (never from inside the
 interpreter): a script's ``call_tool("name", {"a": 1})`` (``call_tool`` style) or
 ``name(1, b=2)`` (``functions`` style) calls ``tools["name"](**args)`` /
 ``tools["name"](1, b=2)`` on the host. An exception raised by a tool is logged on the
-``codeact.runtime`` logger with its traceback and raised into the script as the same
+``codeact.tools`` logger with its traceback and raised into the script as the same
 builtin type with the same message (other types become ``RuntimeError``), so the script
 can catch it; only the message crosses into the script.
 """
@@ -21,7 +21,6 @@ import builtins
 import dataclasses
 import functools
 import inspect
-import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ import anyio.to_thread
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..exceptions import CodeActError
+from ..logs import log_tool_exception
 from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ __all__ = (
     "run_script",
 )
 
-logger = logging.getLogger("codeact.runtime")
 
 INPUTS_TOOL = "__codeact_inputs__"
 """Reserved tool name the input prelude calls to fetch ``inputs``."""
@@ -284,7 +283,7 @@ class _Drive:
         )
 
     def failed(self, name: str, exc: BaseException) -> ResumeError:
-        logger.warning("tool %r raised %s", name, type(exc).__name__, exc_info=exc)
+        log_tool_exception(name, exc)
         self.last_error = exc
         return ResumeError(str(exc), _exc_type_name(exc))
 
