@@ -58,10 +58,12 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/runtime.py
 	$(BIN)/python benchmarks/agent.py
 	$(BIN)/python benchmarks/isolation.py
+	$(BIN)/python benchmarks/integrations.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	$(BIN)/python benchmarks/runtime.py --quick
 	$(BIN)/python benchmarks/agent.py --quick
+	$(BIN)/python benchmarks/integrations.py --quick
 
 FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000
@@ -77,7 +79,7 @@ load: install-wheel  ## full-size load and isolation run: LOAD_SESSIONS concurre
 docs: install-wheel  ## the documentation site (mkdocs-material + mkdocstrings), built strictly into site/
 	$(BIN)/pip install -q "$$(ls dist/codeact-*.whl)[docs]"
 	$(BIN)/python docs/plots.py
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 all: lint test
 

@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import inspect
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,9 @@ _INPUTS_VAR = "__codeact_inputs"
 _INLINE_WAIT = 0.002
 """Seconds an async run blocks its event loop waiting for a short advance before it
 hands the wait to a worker thread."""
+
+INLINE_STEP_SECONDS = 0.005
+"""With ``inline_steps``, resumes run on the calling thread while each takes under this."""
 
 DEFAULT_MAX_TOOL_CALLS = 10_000
 """Tool calls one ``run`` serves before it stops the script with ``ToolCallLimitError``."""
@@ -379,7 +383,8 @@ async def _serve(
         return drive.failed(name, exc)
 
 
-async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool) -> RunResult:
+async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool, inline_steps: bool = False) -> RunResult:
+    inline = inline_steps
     while isinstance(step, Call):
         fn, outcome = drive.lookup(step)
         if isinstance(outcome, RunResult):
@@ -391,7 +396,12 @@ async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool) -> Ru
             except SuspendScript as pause:
                 raise drive.suspended(call, pause) from None
         resume_async = getattr(call, "resume_async", None)
-        if resume_async is not None:
+        if inline:
+            started = time.perf_counter()
+            step = call.resume(outcome)
+            # one slow advance and the rest of the run goes back to the worker threads
+            inline = time.perf_counter() - started < INLINE_STEP_SECONDS
+        elif resume_async is not None:
             step = await _advance(resume_async(outcome))
         else:
             step = await anyio.to_thread.run_sync(call.resume, outcome)
@@ -407,12 +417,20 @@ async def arun_script(
     script_name: str = "main.py",
     max_tool_calls: int | None = DEFAULT_MAX_TOOL_CALLS,
     sync_tools_in_thread: bool = True,
+    inline_steps: bool = False,
 ) -> RunResult:
     """Async twin of ``run_script`` (asyncio or trio): interpreter advances run on native
-    worker threads, so the event loop stays free. See ``MontyRuntime.arun``."""
+    worker threads, so the event loop stays free. See ``MontyRuntime.arun``.
+
+    ``inline_steps=True`` trades some of that for speed: after the first advance, each resume
+    after a tool call runs on the calling thread (no thread hand-off, which costs tens to
+    hundreds of microseconds on a busy machine) for as long as every such advance takes under
+    ``INLINE_STEP_SECONDS``; the first slower one sends the rest of the run back to the worker
+    threads. So the event loop is held at most for one advance longer than that bound (and at
+    most ``max_duration`` seconds), right after a tool call."""
     drive = _Drive(runtime, dict(tools or {}), dict(inputs or {}), script_name, max_tool_calls)
     step = await _advance(runtime.start_async(drive.code(code), script_name))
-    return await _drive_async(drive, step, sync_tools_in_thread)
+    return await _drive_async(drive, step, sync_tools_in_thread, inline_steps)
 
 
 async def aresume_script(
@@ -424,6 +442,7 @@ async def aresume_script(
     script_name: str = "main.py",
     max_tool_calls: int | None = DEFAULT_MAX_TOOL_CALLS,
     sync_tools_in_thread: bool = True,
+    inline_steps: bool = False,
 ) -> RunResult:
     """Continues a script that a tool paused (``ScriptSuspended``), possibly in another process.
 
@@ -457,4 +476,4 @@ async def aresume_script(
             except SuspendScript as pause:
                 raise dataclasses.replace(suspended, payload=pause.payload) from None
     step = await _advance(runtime.resume_async(suspended.snapshot, outcome))
-    return await _drive_async(drive, step, sync_tools_in_thread)
+    return await _drive_async(drive, step, sync_tools_in_thread, inline_steps)

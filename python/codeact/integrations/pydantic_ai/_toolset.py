@@ -53,6 +53,10 @@ class CodeActToolset(WrapperToolset[Any]):
         max_retries: how often the model may send a failing script again (each failure is
             fed back with its traceback through ``ModelRetry``).
         max_tool_calls: tool calls one script may make.
+        inline_steps: resume the script on the event loop's thread after each tool call while
+            those advances stay under 5 ms (see ``arun_script``): no thread hand-off per call;
+            the loop is held for at most one longer advance. False keeps every advance on the
+            native worker threads.
 
     The tool returns ``{"value": <last expression>, "stdout": <printed text>}``.
     """
@@ -62,6 +66,7 @@ class CodeActToolset(WrapperToolset[Any]):
     tool_name: str = "run_code"
     max_retries: int = 3
     max_tool_calls: int | None = 1000
+    inline_steps: bool = True
     _pauses: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict, repr=False)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
@@ -90,10 +95,16 @@ class CodeActToolset(WrapperToolset[Any]):
         tools = {n: self._bind(n, t, ctx, approved_call) for n, t in inner.items()}
         try:
             if pause is not None:
-                result = await aresume_script(self.runtime, pause, tools=tools, max_tool_calls=self.max_tool_calls)
+                result = await aresume_script(
+                    self.runtime, pause, tools=tools, max_tool_calls=self.max_tool_calls, inline_steps=self.inline_steps
+                )
             else:
                 result = await arun_script(
-                    self.runtime, tool_args["code"], tools=tools, max_tool_calls=self.max_tool_calls
+                    self.runtime,
+                    tool_args["code"],
+                    tools=tools,
+                    max_tool_calls=self.max_tool_calls,
+                    inline_steps=self.inline_steps,
                 )
         except ScriptSuspended as paused:
             data = paused.to_dict()
@@ -121,6 +132,8 @@ class CodeActToolset(WrapperToolset[Any]):
     def _bind(
         self, name: str, tool: ToolsetTool[Any], ctx: RunContext[Any], approved_call: list[str]
     ) -> Callable[..., Any]:
+        plain_ctx = dataclasses.replace(ctx, tool_name=name, tool_call_approved=False)
+
         async def call(**args: Any) -> Any:
             approved = bool(approved_call) and approved_call[0] == name
             if approved:
@@ -133,7 +146,7 @@ class CodeActToolset(WrapperToolset[Any]):
                 validated = tool.args_validator.validate_python(args)
             except ValidationError as exc:
                 raise TypeError(f"tool {name!r} got invalid arguments: {exc.errors(include_url=False)}") from None
-            inner_ctx = dataclasses.replace(ctx, tool_name=name, tool_call_approved=approved)
+            inner_ctx = dataclasses.replace(ctx, tool_name=name, tool_call_approved=True) if approved else plain_ctx
             try:
                 return await self.wrapped.call_tool(name, validated, inner_ctx, tool)
             except ApprovalRequired as exc:
