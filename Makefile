@@ -6,7 +6,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/codeact/target
 BIN := $(VENV)/bin
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
-EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,otel,cli
+EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli
 
 .PHONY: install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load docs all clean
 

@@ -218,3 +218,11 @@ def test_sync_run_pauses_too():
     with pytest.raises(ScriptSuspended) as info:
         MontyRuntime().run('call_tool("ask")', tools={"ask": ask})
     assert info.value.payload == "why" and isinstance(info.value.snapshot, bytes)
+
+
+async def test_inline_steps_give_the_same_results(anyio_backend):
+    code = 't = 0\nfor i in range(200):\n    t = call_tool("add", {"a": t, "b": i})\nprint(t)\nt'
+    rt = MontyRuntime()
+    inline = await rt.arun(code, tools={"add": add}, inline_steps=True)
+    worker = await rt.arun(code, tools={"add": add})
+    assert inline == worker == RunResult(sum(range(200)), f"{sum(range(200))}\n", 200)
