@@ -127,3 +127,91 @@ def test_long_running_tools_stay_long_running():
 
     [tool] = from_adk([AdkLongRunningFunctionTool(start_job)])
     assert tool.is_long_running and tool.name == "start_job"
+
+
+# ------------------------------------------------------------------ a CodeActAgent inside ADK
+
+
+def tally(item: str, tool_context: ToolContext) -> int:
+    """Counts an item in session state; returns the new count."""
+    count = int(tool_context.state.get(f"count:{item}", 0)) + 1
+    tool_context.state[f"count:{item}"] = count
+    return count
+
+
+CODER_SCRIPT = (
+    '```python\nn = call_tool("tally", {"item": "tea"})\nn = call_tool("tally", {"item": "tea"})\n'
+    '{"type": "final_result", "value": f"tea counted {n} times"}\n```'
+)
+
+
+def coder():
+    from codeact.integrations.adk import CodeActAdkAgent
+
+    agent = CodeActAgent(
+        name="coder",
+        description="Counts things by writing Python.",
+        model=ScriptedModel(lambda request: CODER_SCRIPT),
+        runtime=MontyRuntime(),
+        tools=from_adk([AdkFunctionTool(tally)]),
+    )
+    return CodeActAdkAgent.wrap(agent)
+
+
+class CallsThen(AdkBaseLlm):
+    """An ADK model double: one function call (``name``, ``args``), then echoes the last
+    function response (or says ``"handed over"`` when there is none)."""
+
+    model: str = "calls-then"
+    call_name: str
+    call_args: dict[str, Any]
+
+    async def generate_content_async(
+        self, llm_request: AdkLlmRequest, stream: bool = False
+    ) -> AsyncGenerator[AdkLlmResponse, None]:
+        responses = [p.function_response for c in llm_request.contents for p in c.parts or [] if p.function_response]
+        if not responses:
+            part = types.Part(function_call=types.FunctionCall(name=self.call_name, args=self.call_args))
+        else:
+            part = types.Part(text=f"root saw: {responses[-1].response}")
+        yield AdkLlmResponse(content=types.Content(role="model", parts=[part]))
+
+
+async def run_adk(root: Any, text: str) -> tuple[list[Any], Any]:
+    runner = InMemoryRunner(agent=root, app_name="a")
+    await runner.session_service.create_session(app_name="a", user_id="u", session_id="s")
+    message = types.Content(role="user", parts=[types.Part(text=text)])
+    events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message=message)]
+    session = await runner.session_service.get_session(app_name="a", user_id="u", session_id="s")
+    return events, session
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_codeact_agent_as_llm_agent_sub_agent(anyio_backend):
+    sub = coder()
+    root = LlmAgent(
+        name="root",
+        model=CallsThen(call_name="transfer_to_agent", call_args={"agent_name": "coder"}),
+        sub_agents=[sub],
+    )
+    events, session = await run_adk(root, "count the tea")
+    texts = [
+        (e.author, e.content.parts[0].text) for e in events if e.content and e.content.parts and e.content.parts[0].text
+    ]
+    assert ("coder", "tea counted 2 times") in texts
+    assert session.state["count:tea"] == 2  # the codeact tool's state delta reached the ADK session
+    assert not any(k.startswith("codeact") for k in session.state)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_codeact_agent_through_agent_tool(anyio_backend):
+    from google.adk.tools.agent_tool import AgentTool
+
+    root = LlmAgent(
+        name="root",
+        model=CallsThen(call_name="coder", call_args={"request": "count the tea"}),
+        tools=[AgentTool(agent=coder(), include_plugins=False)],
+    )
+    events, _session = await run_adk(root, "please count")
+    final = events[-1]
+    assert final.author == "root" and final.content.parts[0].text == "root saw: {'result': 'tea counted 2 times'}"
