@@ -167,3 +167,13 @@ def test_pending_then_approve_or_deny(tmp_path, verb):
     assert decided.exit_code == 0, decided.output
     assert cli_fixtures.SENT == ([5] if verb == "approve" else [])
     assert json.loads(cli.invoke(app, ["sessions", "pending", "g1", "--db", str(db), "--json"]).stdout) == []
+
+
+@pytest.mark.skipif(hasattr(Runner, "pending"), reason="the durability API is present")
+def test_pending_without_the_durability_api_says_so(tmp_path):
+    import anyio
+
+    db = tmp_path / "g.db"
+    anyio.run(_suspend, db)
+    result = cli.invoke(app, ["sessions", "pending", "g1", "--db", str(db)])
+    assert result.exit_code == 1 and "no Runner.pending" in result.stderr

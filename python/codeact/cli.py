@@ -235,8 +235,13 @@ def _runner(db: Path, app_name: str, agent_spec: str | None) -> Any:
     from .agent import CodeActAgent
     from .models import ScriptedModel
     from .runner import Runner
+    from .runtime import MontyRuntime
 
-    agent = load_object(agent_spec) if agent_spec else CodeActAgent(name="inspect", model=ScriptedModel([]))
+    agent = (
+        load_object(agent_spec)
+        if agent_spec
+        else CodeActAgent(name="inspect", model=ScriptedModel([]), runtime=MontyRuntime())
+    )
     return Runner(app_name=app_name, agent=agent, session_service=_session_service(db))
 
 

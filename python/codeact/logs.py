@@ -12,6 +12,7 @@ is shown only ``ExceptionType: message``, never the traceback or host paths.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 __all__ = (
@@ -67,18 +68,11 @@ def configure(level: int | str = logging.INFO, *, rich: bool | None = None) -> l
     """Sends the ``codeact`` tree to stderr at ``level`` (for scripts and the CLI; applications
     usually configure logging themselves). Uses ``rich.logging.RichHandler`` when rich is
     installed (or ``rich=True``). Returns the handler added; calling again replaces it."""
-    for handler in list(logger.handlers):
-        if getattr(handler, "_codeact_configured", False):
-            logger.removeHandler(handler)
+    for old in list(logger.handlers):
+        if getattr(old, "_codeact_configured", False):
+            logger.removeHandler(old)
+    use_rich = importlib.util.find_spec("rich") is not None if rich is None else rich
     handler: logging.Handler
-    use_rich = rich
-    if use_rich is None:
-        try:
-            import rich.logging
-
-            use_rich = True
-        except ImportError:
-            use_rich = False
     if use_rich:
         from rich.logging import RichHandler
 
@@ -86,7 +80,7 @@ def configure(level: int | str = logging.INFO, *, rich: bool | None = None) -> l
     else:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler._codeact_configured = True  # type: ignore[attr-defined]
+    setattr(handler, "_codeact_configured", True)  # noqa: B010 - marks the handlers configure() owns
     logger.addHandler(handler)
     logger.setLevel(level)
     return handler

@@ -121,7 +121,9 @@ class McpToolset(Toolset):
         **kwargs: Any,
     ) -> McpToolset:
         """A server launched as ``command args...``, spoken to over stdin/stdout."""
-        params = StdioServerParameters(command=command, args=list(args), env=dict(env) if env else None, cwd=cwd)
+        params = StdioServerParameters(
+            command=command, args=list(args), env=dict(env) if env else None, cwd=os.fspath(cwd) if cwd else None
+        )
         return cls(params, **kwargs)
 
     @classmethod

@@ -102,9 +102,13 @@ class PydanticAIModel(BaseLlm):
         self.name = model if isinstance(model, str) else f"{model.system}:{model.model_name}"
 
     async def generate_content(self, request: LlmRequest) -> LlmResponse:
-        settings = {**(self.settings or {}), **(_settings(request) or {})}
+        settings: dict[str, Any] = {**(self.settings or {}), **(_settings(request) or {})}
         try:
-            response = await model_request(self.model, to_messages(request), model_settings=ModelSettings(**settings))
+            response = await model_request(
+                self.model,
+                to_messages(request),
+                model_settings=ModelSettings(**settings),  # type: ignore[typeddict-item]
+            )
         except (pai_exceptions.ModelRequestTimeout, pai_exceptions.ModelTimeoutError) as exc:
             raise ModelTimeoutError(str(exc), model=self.name) from exc
         except pai_exceptions.ModelAPIError as exc:

@@ -38,7 +38,7 @@ _CODE_SCHEMA = {
     "required": ["code"],
     "additionalProperties": False,
 }
-_CODE_VALIDATOR = TypeAdapter(dict[str, str]).validator
+_CODE_VALIDATOR: Any = TypeAdapter(dict[str, str]).validator
 
 
 @dataclasses.dataclass
