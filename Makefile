@@ -5,8 +5,10 @@ VENV ?= $(HOME)/.cache/codeact/venv
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/codeact/target
 BIN := $(VENV)/bin
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
+# Extras installed for development and tests: every integration is tested against the real library.
+EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli
 
-.PHONY: install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load all clean
+.PHONY: install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load docs all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +18,7 @@ $(BIN)/python:
 install: build  ## editable install with the test tools into $(VENV) (for development)
 
 build: $(BIN)/python  ## build the extension and install the package editable into $(VENV) (release mode)
-	VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --release -E test,openai
+	VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --release -E $(EXTRAS)
 
 wheel: $(BIN)/python  ## build the release wheel into dist/
 	rm -f dist/codeact-*.whl
@@ -39,7 +41,7 @@ test-rust:
 
 install-wheel: wheel  ## install the freshly built wheel (with test extras) into $(VENV)
 	$(BIN)/pip install -q --force-reinstall --no-deps dist/codeact-*.whl
-	$(BIN)/pip install -q "$$(ls dist/codeact-*.whl)[test,openai]"
+	$(BIN)/pip install -q "$$(ls dist/codeact-*.whl)[$(EXTRAS)]"
 
 test: install-wheel  ## build the release wheel once, install it, run the whole test suite against it
 	$(BIN)/python -m pytest -q tests
@@ -56,10 +58,12 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/runtime.py
 	$(BIN)/python benchmarks/agent.py
 	$(BIN)/python benchmarks/isolation.py
+	$(BIN)/python benchmarks/integrations.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	$(BIN)/python benchmarks/runtime.py --quick
 	$(BIN)/python benchmarks/agent.py --quick
+	$(BIN)/python benchmarks/integrations.py --quick
 
 FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000
@@ -72,7 +76,12 @@ LOAD_SESSIONS ?= 1000
 load: install-wheel  ## full-size load and isolation run: LOAD_SESSIONS concurrent sessions, figures printed
 	CODEACT_LOAD_SESSIONS=$(LOAD_SESSIONS) $(BIN)/python -m pytest -q -s tests/test_load.py
 
+docs: install-wheel  ## the documentation site (mkdocs-material + mkdocstrings), built strictly into site/
+	$(BIN)/pip install -q "$$(ls dist/codeact-*.whl)[docs]"
+	$(BIN)/python docs/plots.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 all: lint test
 
 clean:
-	rm -rf dist build .pytest_cache
+	rm -rf dist build .pytest_cache site

@@ -1,6 +1,7 @@
 """The runtime seam and the runtimes behind it (SPEC §2–3)."""
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
+from ._oneshot import RunResult, ScriptError, ScriptSuspended, SuspendScript, ToolCallLimitError
 from ._seam import (
     Call,
     CodeRuntime,
@@ -32,8 +33,13 @@ __all__ = (
     "ResumeError",
     "ResumeValue",
     "RunStep",
+    "RunResult",
     "RuntimeCapabilities",
+    "ScriptError",
+    "ScriptSuspended",
+    "SuspendScript",
     "SnapshotError",
+    "ToolCallLimitError",
     "ValueConversionError",
     "bind_call_args",
     "default_tool_catalog",

@@ -12,7 +12,7 @@ import enum
 import keyword
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import _monty
 from ._check import check_script_safely, format_findings
+from ._oneshot import RunResult, arun_script, run_script
 from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
 from ._subset import render_language_section
 
@@ -368,6 +369,34 @@ class MontyRuntime:
         """Reads the call a snapshot is paused at without resuming it:
         ``(name, positional_args, keyword_args, call_id)``. Raises ``SnapshotError``."""
         return self._engine.inspect(snapshot)
+
+    def run(self, code: str, *, tools: Mapping[str, Callable[..., Any]] | None = None, **options: Any) -> RunResult:
+        """Runs ``code`` to completion in one call; see ``codeact.runtime._oneshot.run_script``.
+
+        Args:
+            code: the script; its last expression is the result.
+            tools: tool name -> callable (sync or async), called with the script's arguments.
+            **options: ``inputs`` (name -> plain value, bound as globals before the script),
+                ``script_name`` (default ``"main.py"``), ``max_tool_calls`` (default 10,000; None
+                for no cap).
+
+        Returns:
+            ``RunResult(value, stdout, tool_calls)``.
+
+        Raises:
+            ScriptError: the script failed (syntax error, uncaught exception, limit, subset check).
+            ToolCallLimitError: more than ``max_tool_calls`` tool calls.
+            ValueConversionError: a tool returned a value that cannot cross into the script.
+        """
+        return run_script(self, code, tools=tools, **options)
+
+    async def arun(
+        self, code: str, *, tools: Mapping[str, Callable[..., Any]] | None = None, **options: Any
+    ) -> RunResult:
+        """Async ``run`` (asyncio or trio): advances run on native workers, async tools are
+        awaited, sync tools run on a worker thread (``sync_tools_in_thread=False`` runs them on
+        the event loop). Same result and errors as ``run``."""
+        return await arun_script(self, code, tools=tools, **options)
 
     def capabilities(self) -> RuntimeCapabilities:
         return self._capabilities

@@ -1,0 +1,416 @@
+"""The ``codeact`` command line (typer + rich; ``pip install 'codeact[cli]'``).
+
+- ``codeact run script.py [--mount /data=./data:ro] [--input n=3] [--json]``: runs a script on
+  Monty in one call (``MontyRuntime.run``) and prints its output and value.
+- ``codeact chat --model NAME [--base-url URL] [--tools module:attr] [--db FILE]``: an
+  interactive CodeAct agent on an OpenAI-compatible endpoint (or ``--model-from module:attr``
+  for any codeact model object), events printed with ``codeact.console.EventPrinter``.
+- ``codeact sessions list|show|pending|approve|deny --db FILE``: the sessions in a SQLite
+  store, the calls waiting for a human, and approving or denying them (these rebuild the agent
+  from ``--agent module:attr`` to resume the run).
+
+Exit codes: 0 success, 1 the script or run failed, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+try:
+    import typer
+    from rich.console import Console
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("the codeact command line needs typer and rich: pip install 'codeact[cli]'") from exc
+
+import anyio
+
+from .console import EventPrinter
+
+__all__ = ("app", "load_object", "main", "parse_mount")
+
+app = typer.Typer(help="CodeAct agents and sandboxed Python scripts on Monty.", no_args_is_help=True)
+sessions_app = typer.Typer(help="Inspect sessions in a SQLite store and act on calls waiting for a human.")
+app.add_typer(sessions_app, name="sessions")
+
+DEFAULT_APP = "codeact"
+DEFAULT_USER = "cli"
+
+
+def _out() -> Console:
+    return Console(soft_wrap=True)
+
+
+def _err() -> Console:
+    return Console(stderr=True)
+
+
+def load_object(spec: str) -> Any:
+    """Imports ``module:attr`` (``attr`` may be dotted) and returns the object.
+
+    Raises:
+        typer.BadParameter: not of that form, or the module or attribute does not exist.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise typer.BadParameter(f"expected module:attribute, got {spec!r}")
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")  # like `python -m`: the current directory's modules are importable
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise typer.BadParameter(f"cannot load {spec!r}: {exc}") from exc
+    return obj
+
+
+def parse_mount(spec: str) -> Any:
+    """``/virtual=host_path[:ro|:rw]`` as a ``Mount`` (read-only unless ``:rw``).
+
+    Raises:
+        typer.BadParameter: malformed spec.
+    """
+    from .runtime import Mount, PathAccess
+
+    virtual, sep, rest = spec.partition("=")
+    if not sep or not virtual or not rest:
+        raise typer.BadParameter(f"expected /virtual=host_path[:ro|:rw], got {spec!r}")
+    access = PathAccess.READ_ONLY
+    host = rest
+    if rest.endswith((":ro", ":rw")):
+        host, mode = rest[:-3], rest[-2:]
+        access = PathAccess.READ_WRITE if mode == "rw" else PathAccess.READ_ONLY
+    return Mount(virtual_path=virtual, host_path=Path(host).expanduser().resolve(), access=access)
+
+
+def _parse_input(spec: str) -> tuple[str, Any]:
+    name, sep, raw = spec.partition("=")
+    if not sep or not name:
+        raise typer.BadParameter(f"expected name=value, got {spec!r}")
+    try:
+        return name, json.loads(raw)
+    except json.JSONDecodeError:
+        return name, raw  # a bare string
+
+
+def _tools_from(specs: Sequence[str]) -> tuple[list[Any], list[Any]]:
+    """``--tools`` objects split into (tools or functions, toolsets)."""
+    from .toolsets import Toolset
+
+    tools: list[Any] = []
+    toolsets: list[Any] = []
+    for spec in specs:
+        obj = load_object(spec)
+        items = obj if isinstance(obj, (list, tuple)) else [obj]
+        for item in items:
+            (toolsets if isinstance(item, Toolset) else tools).append(item)
+    return tools, toolsets
+
+
+# ------------------------------------------------------------------ run
+
+
+@app.command()
+def run(
+    script: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="the Python script")],
+    mount: Annotated[list[str] | None, typer.Option(help="/virtual=host_path[:ro|:rw], repeatable")] = None,
+    inputs: Annotated[
+        list[str] | None, typer.Option("--input", "-i", help="name=value (JSON, else a string), repeatable")
+    ] = None,
+    tools: Annotated[
+        str | None, typer.Option(help="module:attr of a dict {name: callable} the script may call")
+    ] = None,
+    max_duration: Annotated[float, typer.Option(help="seconds of interpreter time per advance")] = 30.0,
+    max_memory_mib: Annotated[int, typer.Option(help="interpreter heap cap, MiB")] = 256,
+    json_output: Annotated[bool, typer.Option("--json", help="print one JSON object instead of text")] = False,
+) -> None:
+    """Run SCRIPT in the Monty sandbox and print its output and the value of its last expression."""
+    from .runtime import MontyRuntime, ResourceLimits, ScriptError
+    from .runtime.monty import MiB
+
+    try:
+        runtime = MontyRuntime(
+            limits=ResourceLimits(max_duration=max_duration, max_memory=max_memory_mib * MiB),
+            mounts=[parse_mount(m) for m in mount or []],
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    callables = load_object(tools) if tools else {}
+    bound = dict(_parse_input(i) for i in inputs or [])
+    code = script.read_text(encoding="utf-8")
+    try:
+        result = runtime.run(code, tools=callables, inputs=bound, script_name=script.name)
+    except ScriptError as err:
+        if json_output:
+            _out().print_json(json.dumps({"ok": False, "error": err.message, "stdout": err.stdout}))
+        else:
+            sys.stdout.write(err.stdout)
+            _err().print(f"[bold red]{err.message}[/]", markup=True, highlight=False)
+        raise typer.Exit(1) from None
+    if json_output:
+        payload = {"ok": True, "value": result.value, "stdout": result.stdout, "tool_calls": result.tool_calls}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=repr) + "\n")
+        return
+    sys.stdout.write(result.stdout)
+    if result.value is not None:
+        _out().print(repr(result.value), highlight=False)
+
+
+# ------------------------------------------------------------------ chat
+
+
+def _session_service(db: Path | None) -> Any:
+    from .sessions import InMemorySessionService, SqliteSessionService
+
+    return SqliteSessionService(db) if db is not None else InMemorySessionService()
+
+
+@app.command()
+def chat(
+    model: Annotated[str | None, typer.Option(help="model name on an OpenAI-compatible endpoint")] = None,
+    base_url: Annotated[str | None, typer.Option(help="the endpoint (default: OpenAI's)")] = None,
+    model_from: Annotated[str | None, typer.Option(help="module:attr of a codeact model object instead")] = None,
+    tools: Annotated[list[str] | None, typer.Option(help="module:attr of a tool, list of tools or toolset")] = None,
+    db: Annotated[Path | None, typer.Option(help="SQLite session store (default: in memory)")] = None,
+    session: Annotated[str | None, typer.Option(help="session id to continue or create")] = None,
+    user: Annotated[str, typer.Option(help="user id")] = DEFAULT_USER,
+    app_name: Annotated[str, typer.Option("--app", help="app name in the store")] = DEFAULT_APP,
+    instruction: Annotated[str, typer.Option(help="the agent's instruction")] = "",
+    message: Annotated[list[str] | None, typer.Option("--message", "-m", help="send these and exit")] = None,
+) -> None:
+    """Chat with a CodeAct agent: each line you type is one message; an empty line or EOF ends."""
+    from .agent import CodeActAgent
+    from .runner import Runner
+    from .runtime import MontyRuntime
+
+    if (model is None) == (model_from is None):
+        raise typer.BadParameter("give exactly one of --model and --model-from")
+    if model_from is not None:
+        llm = load_object(model_from)
+    else:
+        from .models import OpenAIChatModel
+
+        llm = OpenAIChatModel(model, base_url=base_url)  # type: ignore[arg-type]
+    tool_list, toolsets = _tools_from(tools or [])
+    agent = CodeActAgent(
+        name="assistant", model=llm, runtime=MontyRuntime(), tools=tool_list, toolsets=toolsets, instruction=instruction
+    )
+    runner = Runner(app_name=app_name, agent=agent, session_service=_session_service(db), auto_create_session=True)
+    session_id = session or uuid.uuid4().hex[:12]
+    printer = EventPrinter(_out())
+    failed = False
+
+    def lines() -> Any:
+        if message:
+            yield from message
+            return
+        while True:
+            try:
+                line = input("you> ")
+            except EOFError:
+                return
+            if not line.strip():
+                return
+            yield line
+
+    for line in lines():
+        for event in runner.run(user_id=user, session_id=session_id, new_message=line):
+            printer(event)
+            failed = failed or bool(event.error_code)
+    _err().print(f"session {session_id}", style="dim")
+    if failed:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------ sessions
+
+
+def _runner(db: Path, app_name: str, agent_spec: str | None) -> Any:
+    from .agent import CodeActAgent
+    from .models import ScriptedModel
+    from .runner import Runner
+    from .runtime import MontyRuntime
+
+    agent = (
+        load_object(agent_spec)
+        if agent_spec
+        else CodeActAgent(name="inspect", model=ScriptedModel([]), runtime=MontyRuntime())
+    )
+    return Runner(app_name=app_name, agent=agent, session_service=_session_service(db))
+
+
+DbOption = Annotated[Path, typer.Option(help="the SQLite session store", exists=True, dir_okay=False)]
+AppOption = Annotated[str, typer.Option("--app", help="app name")]
+UserOption = Annotated[str, typer.Option(help="user id")]
+
+
+@sessions_app.command("list")
+def sessions_list(
+    db: DbOption, app_name: AppOption = DEFAULT_APP, user: Annotated[str | None, typer.Option()] = None
+) -> None:
+    """List the sessions of an app (of one user with --user)."""
+    from rich.table import Table
+
+    async def load() -> list[Any]:
+        service = _session_service(db)
+        try:
+            return await service.list_sessions(app_name=app_name, user_id=user)
+        finally:
+            await _close(service)
+
+    table = Table("session", "user", "updated", "state keys")
+    import datetime as _dt
+
+    for s in anyio.run(load):
+        updated = _dt.datetime.fromtimestamp(s.last_update_time, tz=_dt.timezone.utc).isoformat(timespec="seconds")
+        table.add_row(s.id, s.user_id, updated, ", ".join(sorted(s.state)) or "-")
+    _out().print(table)
+
+
+async def _close(service: Any) -> None:
+    close = getattr(service, "close", None)
+    if close is not None:
+        result = close()
+        if hasattr(result, "__await__"):
+            await result
+
+
+@sessions_app.command("show")
+def sessions_show(
+    session_id: str,
+    db: DbOption,
+    app_name: AppOption = DEFAULT_APP,
+    user: UserOption = DEFAULT_USER,
+    json_output: Annotated[bool, typer.Option("--json", help="the session as JSON")] = False,
+) -> None:
+    """Print a session's events (and state)."""
+
+    async def load() -> Any:
+        service = _session_service(db)
+        try:
+            return await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
+        finally:
+            await _close(service)
+
+    found = anyio.run(load)
+    if found is None:
+        _err().print(f"no session {session_id!r} for user {user!r} in app {app_name!r}", style="red")
+        raise typer.Exit(1)
+    if json_output:
+        sys.stdout.write(found.model_dump_json() + "\n")
+        return
+    printer = EventPrinter(_out())
+    for event in found.events:
+        printer(event)
+    _out().print(f"state: {json.dumps(found.state, default=repr)}", style="magenta", highlight=False)
+
+
+@sessions_app.command("pending")
+def sessions_pending(
+    session_id: str,
+    db: DbOption,
+    app_name: AppOption = DEFAULT_APP,
+    user: UserOption = DEFAULT_USER,
+    json_output: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List the calls of a session waiting for a human (Runner.pending)."""
+    runner = _runner(db, app_name, None)
+    pending = _require(runner, "pending")
+
+    async def load() -> list[Any]:
+        return list(await pending(user_id=user, session_id=session_id))
+
+    items = _call(load)
+    if json_output:
+        sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in items]) + "\n")
+        return
+    if not items:
+        _out().print("nothing pending")
+        return
+    for p in items:
+        _out().print(
+            f"[bold]{p.call_key}[/] {p.kind}: {p.tool}({json.dumps(p.args)})" + (f" — {p.hint}" if p.hint else "")
+        )
+
+
+def _require(runner: Any, name: str) -> Any:
+    method = getattr(runner, name, None)
+    if method is None:
+        _err().print(f"this codeact version has no Runner.{name} (the durability API)", style="red")
+        raise typer.Exit(1)
+    return method
+
+
+def _call(fn: Any) -> Any:
+    from .exceptions import CodeActError
+
+    try:
+        return anyio.run(fn)
+    except CodeActError as exc:
+        _err().print(f"{type(exc).__name__}: {exc}", style="red", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _decide(
+    verb: str, session_id: str, db: Path, app_name: str, user: str, call: str | None, agent: str, **extra: Any
+) -> None:
+    runner = _runner(db, app_name, agent)
+    method = _require(runner, verb)
+    printer = EventPrinter(_out())
+
+    async def go() -> bool:
+        failed = False
+        stream: AsyncIterator[Any] = method(user_id=user, session_id=session_id, call_key=call, **extra)
+        async for event in stream:
+            printer(event)
+            failed = failed or bool(event.error_code)
+        return failed
+
+    if _call(go):
+        raise typer.Exit(1)
+
+
+AgentOption = Annotated[str, typer.Option(help="module:attr of the agent that resumes the run")]
+CallOption = Annotated[str | None, typer.Option("--call", help="call key (optional when one call is pending)")]
+
+
+@sessions_app.command("approve")
+def sessions_approve(
+    session_id: str,
+    db: DbOption,
+    agent: AgentOption,
+    call: CallOption = None,
+    app_name: AppOption = DEFAULT_APP,
+    user: UserOption = DEFAULT_USER,
+) -> None:
+    """Approve a call waiting for confirmation and resume the run (Runner.approve)."""
+    _decide("approve", session_id, db, app_name, user, call, agent)
+
+
+@sessions_app.command("deny")
+def sessions_deny(
+    session_id: str,
+    db: DbOption,
+    agent: AgentOption,
+    call: CallOption = None,
+    reason: Annotated[str | None, typer.Option(help="told to the model")] = None,
+    app_name: AppOption = DEFAULT_APP,
+    user: UserOption = DEFAULT_USER,
+) -> None:
+    """Deny a call waiting for confirmation and resume the run (Runner.deny)."""
+    _decide("deny", session_id, db, app_name, user, call, agent, reason=reason)
+
+
+def main() -> None:
+    """Entry point of the ``codeact`` script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

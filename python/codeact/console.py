@@ -1,0 +1,112 @@
+"""A rich console printer for agent events (``pip install 'codeact[cli]'`` for rich).
+
+``EventPrinter()(event)`` prints one event: the author, model text as Markdown (so the
+script's code fence is syntax-highlighted), tool calls (``function_call`` parts) and results
+(``function_response`` parts), state changes, confirmation requests and errors::
+
+    printer = EventPrinter()
+    async for event in runner.run_async(user_id="u", session_id="s", new_message="hi"):
+        printer(event)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.text import Text
+
+from .sessions import Event
+
+__all__ = ("EventPrinter", "print_events")
+
+_MAX_VALUE_CHARS = 2000
+
+
+def _short(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _MAX_VALUE_CHARS else text[:_MAX_VALUE_CHARS] + " ..."
+
+
+class EventPrinter:
+    """Prints events to a rich ``Console``.
+
+    Args:
+        console: where to print (default: a new ``Console()`` on stdout).
+        show_thoughts: also print reasoning parts (``thought=True``), dimmed.
+        show_state: print each event's ``state_delta``.
+        show_empty: print events without content or actions (checkpoints) as one dim line.
+    """
+
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        show_thoughts: bool = False,
+        show_state: bool = True,
+        show_empty: bool = False,
+    ) -> None:
+        self.console = console if console is not None else Console()
+        self.show_thoughts = show_thoughts
+        self.show_state = show_state
+        self.show_empty = show_empty
+
+    def render(self, event: Event) -> RenderableType | None:
+        """The renderable for ``event``, or None when there is nothing to show."""
+        body: list[RenderableType] = []
+        content = event.content
+        for part in content.parts if content is not None else []:
+            if part.thought:
+                if self.show_thoughts and part.text:
+                    body.append(Text(part.text, style="dim italic"))
+            elif part.function_call is not None:
+                call = part.function_call
+                body.append(Text.assemble(("→ ", "cyan"), (call.name, "bold cyan"), f"({_short(call.args)})"))
+            elif part.function_response is not None:
+                resp = part.function_response
+                body.append(Text.assemble(("← ", "green"), (resp.name, "bold green"), f": {_short(resp.response)}"))
+            elif part.text:
+                body.append(Markdown(part.text) if event.author != "user" else Text(part.text))
+        actions = event.actions
+        if self.show_state and actions.state_delta:
+            body.append(Text(f"state Δ {_short(actions.state_delta)}", style="magenta"))
+        for key, ask in actions.requested_tool_confirmations.items():
+            body.append(
+                Text.assemble(
+                    ("approval needed: ", "bold yellow"), f"{ask.tool_name}({_short(ask.args)}) ", (f"[{key}]", "dim")
+                )
+            )
+        if actions.transfer_to_agent:
+            body.append(Text(f"transfer to {actions.transfer_to_agent}", style="blue"))
+        if event.long_running_tool_ids:
+            body.append(Text(f"waiting for {', '.join(event.long_running_tool_ids)}", style="yellow"))
+        if event.error_code:
+            body.append(Text(f"error {event.error_code}: {event.error_message or ''}", style="bold red"))
+        if not body:
+            return Text(f"[{event.author}] ·", style="dim") if self.show_empty else None
+        style = "red" if event.error_code else ("blue" if event.author == "user" else "white")
+        return Panel(Group(*body), title=event.author, title_align="left", border_style=style)
+
+    def __call__(self, event: Event) -> None:
+        renderable = self.render(event)
+        if renderable is not None:
+            self.console.print(renderable)
+
+    def script(self, code: str, *, title: str = "script") -> None:
+        """Prints a script with Python highlighting (for callers that hold the script text)."""
+        self.console.print(Panel(Syntax(code, "python", line_numbers=True), title=title, title_align="left"))
+
+
+def print_events(events: Iterable[Event], console: Console | None = None, **options: Any) -> None:
+    """Prints each event of ``events`` with an ``EventPrinter``."""
+    printer = EventPrinter(console, **options)
+    for event in events:
+        printer(event)

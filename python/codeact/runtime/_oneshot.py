@@ -1,0 +1,479 @@
+"""One call runs a script to completion: ``MontyRuntime.run`` and ``MontyRuntime.arun``.
+
+The step-by-step seam (``start`` / ``Call`` / ``resume``) is what the agent loop uses; this
+module wraps it for everyone else: give the code and a mapping of tool names to plain
+callables, get the script's value and its printed output back, or a typed exception.
+It is the ``run_python`` tool any agent framework can wrap.
+
+Tool calls are served here, between interpreter steps (never from inside the
+interpreter): a script's ``call_tool("name", {"a": 1})`` (``call_tool`` style) or
+``name(1, b=2)`` (``functions`` style) calls ``tools["name"](**args)`` /
+``tools["name"](1, b=2)`` on the host. An exception raised by a tool is logged on the
+``codeact.tools`` logger with its traceback and raised into the script as the same
+builtin type with the same message (other types become ``RuntimeError``), so the script
+can catch it; only the message crosses into the script.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import dataclasses
+import functools
+import inspect
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from ..exceptions import CodeActError
+from ..logs import log_tool_exception
+from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep
+
+if TYPE_CHECKING:
+    from .monty import MontyRuntime
+
+__all__ = (
+    "RunResult",
+    "ScriptError",
+    "ScriptSuspended",
+    "SuspendScript",
+    "ToolCallLimitError",
+    "aresume_script",
+    "arun_script",
+    "run_script",
+)
+
+
+INPUTS_TOOL = "__codeact_inputs__"
+"""Reserved tool name the input prelude calls to fetch ``inputs``."""
+_INPUTS_VAR = "__codeact_inputs"
+_INLINE_WAIT = 0.002
+"""Seconds an async run blocks its event loop waiting for a short advance before it
+hands the wait to a worker thread."""
+
+INLINE_STEP_SECONDS = 0.005
+"""With ``inline_steps``, resumes run on the calling thread while each takes under this."""
+
+DEFAULT_MAX_TOOL_CALLS = 10_000
+"""Tool calls one ``run`` serves before it stops the script with ``ToolCallLimitError``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What a finished script gave back.
+
+    Attributes:
+        value: the value of the script's last expression (plain data: None, bool, int,
+            float, str, bytes, list, tuple, dict), or the argument of ``final_answer(x)``
+            in the ``functions`` style.
+        stdout: everything the script printed, in order.
+        tool_calls: how many tool calls the host served.
+    """
+
+    value: Any
+    stdout: str = ""
+    tool_calls: int = 0
+
+
+class ScriptError(CodeActError):
+    """The script failed: a syntax error, an uncaught exception (including one a tool raised
+    into it), a resource limit, or a construct the subset check refused.
+
+    Attributes:
+        message: the traceback-style text Monty gave (what a model would be shown).
+        stdout: what the script printed before it failed.
+        tool_calls: how many tool calls the host served.
+
+    When the script failed right after a tool raised into it (and did not catch it), the
+    tool's original exception is chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, stdout: str = "", tool_calls: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.stdout = stdout
+        self.tool_calls = tool_calls
+
+
+class ToolCallLimitError(ScriptError):
+    """The script made more tool calls than ``max_tool_calls`` allowed; it was stopped."""
+
+
+class SuspendScript(Exception):
+    """Raised by a tool to pause the script at this call (for example to ask a human first).
+
+    ``run`` / ``arun`` then raise ``ScriptSuspended`` carrying the script's snapshot;
+    ``aresume_script`` continues it later, in this process or another.
+
+    Attributes:
+        payload: anything the caller wants to carry along (JSON data if it must be stored).
+    """
+
+    def __init__(self, payload: Any = None) -> None:
+        super().__init__(payload)
+        self.payload = payload
+
+
+@dataclass(eq=False)
+class ScriptSuspended(CodeActError):
+    """A tool paused the script (it raised ``SuspendScript``); nothing is lost.
+
+    Attributes:
+        snapshot: the paused script (Monty snapshot bytes, signed when the runtime has a
+            ``snapshot_key``).
+        tool: the tool whose call is paused.
+        tool_args: its keyword arguments (the ``call_tool`` dict).
+        positional: its positional arguments (``functions`` style).
+        payload: what the tool passed to ``SuspendScript``.
+        stdout: what the script printed before the pause.
+        tool_calls: tool calls served before the pause (the paused one included).
+    """
+
+    snapshot: bytes
+    tool: str
+    tool_args: dict[str, Any]
+    positional: tuple[Any, ...] = ()
+    payload: Any = None
+    stdout: str = ""
+    tool_calls: int = 0
+
+    def __str__(self) -> str:
+        return f"the script is paused at a call to {self.tool!r}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (snapshot as base64), for storing the pause."""
+        data = dataclasses.asdict(self)
+        data["snapshot"] = base64.b64encode(self.snapshot).decode("ascii")
+        data["positional"] = list(self.positional)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScriptSuspended:
+        """The inverse of ``to_dict``."""
+        fields = dict(data)
+        fields["snapshot"] = base64.b64decode(fields["snapshot"])
+        fields["positional"] = tuple(fields.get("positional", ()))
+        return cls(**fields)
+
+
+def _exc_type_name(exc: BaseException) -> str:
+    """The builtin exception name closest to ``exc`` (its first builtin base class)."""
+    for cls in type(exc).__mro__:
+        if getattr(builtins, cls.__name__, None) is cls and issubclass(cls, Exception):
+            return cls.__name__
+    return "RuntimeError"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as data the interpreter accepts (pydantic models, dataclasses, datetimes,
+    enums and sets go through ``pydantic_core.to_jsonable_python``)."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    if isinstance(value, (list, tuple, dict)):
+        try:
+            return to_jsonable_python(value, bytes_mode="utf8") if _needs_conversion(value) else value
+        except PydanticSerializationError:
+            return value  # let the engine name the offending value
+    try:
+        return to_jsonable_python(value, bytes_mode="utf8")
+    except PydanticSerializationError:
+        return value
+
+
+def _needs_conversion(value: Any, depth: int = 0) -> bool:
+    if depth > 64:
+        return False
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return False
+    if isinstance(value, (list, tuple)):
+        return any(_needs_conversion(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return any(not isinstance(k, (str, int)) or _needs_conversion(v, depth + 1) for k, v in value.items())
+    return True
+
+
+def _prelude(inputs: Mapping[str, Any]) -> str:
+    """One line binding each input as a global, fetched through the reserved tool call."""
+    for name in inputs:
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("__codeact"):
+            raise ValueError(f"input names must be Python identifiers, not {name!r}")
+    binds = "; ".join(f"{n} = {_INPUTS_VAR}[{n!r}]" for n in inputs)
+    return f'{_INPUTS_VAR} = call_tool("{INPUTS_TOOL}"); {binds}; {_INPUTS_VAR} = None\n'
+
+
+def _shift_lines(message: str, script_name: str, offset: int) -> str:
+    """Renumbers ``File "<script_name>", line N`` and subset-check ``- line N`` references
+    after a prelude of ``offset`` lines."""
+    if not offset:
+        return message
+    pattern = re.compile(r'(File "' + re.escape(script_name) + r'", line |^- line )(\d+)', re.MULTILINE)
+    return pattern.sub(lambda m: f"{m.group(1)}{max(1, int(m.group(2)) - offset)}", message)
+
+
+@dataclass(slots=True)
+class _Drive:
+    """State of one run: the script's tools, the output so far, the failing tool exception."""
+
+    runtime: MontyRuntime
+    tools: Mapping[str, Callable[..., Any]]
+    inputs: Mapping[str, Any]
+    script_name: str
+    max_tool_calls: int | None
+    offset: int = 0
+    stdout: list[str] = field(default_factory=list)
+    tool_calls: int = 0
+    last_error: BaseException | None = None
+
+    def code(self, code: str) -> str:
+        if not self.inputs:
+            return code
+        self.offset = 1
+        return _prelude(self.inputs) + code
+
+    def finish(self, step: Complete | Raised) -> RunResult:
+        self.stdout.append(step.stdout)
+        out = "".join(self.stdout)
+        if isinstance(step, Complete):
+            return RunResult(step.value, out, self.tool_calls)
+        err = ScriptError(
+            _shift_lines(step.message, self.script_name, self.offset), stdout=out, tool_calls=self.tool_calls
+        )
+        raise err from self.last_error
+
+    def lookup(self, step: Call) -> tuple[Callable[..., Any] | None, Any]:
+        """The callable for ``step`` and, when the call is answered without one, its outcome
+        (``ResumeValue``/``ResumeError``, or a ``RunResult`` for ``final_answer``)."""
+        self.stdout.append(step.stdout)
+        call = step.call
+        name = call.name
+        if name == INPUTS_TOOL and self.inputs:
+            return None, ResumeValue({k: _plain(v) for k, v in self.inputs.items()})
+        self.tool_calls += 1
+        self.last_error = None
+        if self.max_tool_calls is not None and self.tool_calls > self.max_tool_calls:
+            raise ToolCallLimitError(
+                f"the script made more than {self.max_tool_calls} tool calls",
+                stdout="".join(self.stdout),
+                tool_calls=self.tool_calls - 1,
+            )
+        fn = self.tools.get(name)
+        if fn is None:
+            if name == "final_answer" and self.runtime.tool_style == "functions":
+                from .monty import final_answer_step
+
+                answer = final_answer_step(call.positional_args, call.keyword_args)
+                if isinstance(answer, Complete):
+                    return None, RunResult(answer.value["value"], "".join(self.stdout), self.tool_calls)
+                return None, answer
+            known = ", ".join(sorted(self.tools)) or "none"
+            return None, ResumeError(f"unknown tool {name!r} (available: {known})", "NameError")
+        return fn, None
+
+    def suspended(self, call: Any, pause: SuspendScript) -> ScriptSuspended:
+        return ScriptSuspended(
+            snapshot=call.dump(),
+            tool=call.name,
+            tool_args=dict(call.keyword_args),
+            positional=tuple(call.positional_args),
+            payload=pause.payload,
+            stdout="".join(self.stdout),
+            tool_calls=self.tool_calls,
+        )
+
+    def failed(self, name: str, exc: BaseException) -> ResumeError:
+        log_tool_exception(name, exc)
+        self.last_error = exc
+        return ResumeError(str(exc), _exc_type_name(exc))
+
+
+def run_script(
+    runtime: MontyRuntime,
+    code: str,
+    *,
+    tools: Mapping[str, Callable[..., Any]] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    script_name: str = "main.py",
+    max_tool_calls: int | None = DEFAULT_MAX_TOOL_CALLS,
+) -> RunResult:
+    """Runs ``code`` on ``runtime`` to completion, serving its tool calls on this thread.
+
+    See ``MontyRuntime.run``. When a tool is async (a coroutine function, or it returns an
+    awaitable), the whole run goes through ``arun_script`` on a fresh event loop
+    (``anyio.run``), so this cannot then be called from inside a running event loop.
+    """
+    tools = dict(tools or {})
+    if any(_is_async(f) for f in tools.values()):
+        return anyio.run(
+            lambda: arun_script(
+                runtime,
+                code,
+                tools=tools,
+                inputs=inputs,
+                script_name=script_name,
+                max_tool_calls=max_tool_calls,
+                sync_tools_in_thread=False,
+            )
+        )
+    drive = _Drive(runtime, tools, dict(inputs or {}), script_name, max_tool_calls)
+    step: RunStep = runtime.start(drive.code(code), script_name)
+    while isinstance(step, Call):
+        fn, outcome = drive.lookup(step)
+        if isinstance(outcome, RunResult):
+            return outcome
+        if fn is not None:
+            try:
+                value = fn(*step.call.positional_args, **step.call.keyword_args)
+                if inspect.isawaitable(value):
+                    value = anyio.run(_awaited, value)
+                outcome = ResumeValue(_plain(value))
+            except SuspendScript as pause:
+                raise drive.suspended(step.call, pause) from None
+            except Exception as exc:
+                outcome = drive.failed(step.call.name, exc)
+        step = step.call.resume(outcome)
+    return drive.finish(step)
+
+
+def _boxed(fn: Callable[..., Any], positional: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[Any]:
+    return (fn(*positional, **keywords),)
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
+
+
+async def _advance(ticket: Any) -> RunStep:
+    if not ticket.wait(_INLINE_WAIT):
+        await anyio.to_thread.run_sync(ticket.wait, None, abandon_on_cancel=True)
+    step: RunStep = ticket.result()
+    return step
+
+
+async def _serve(
+    drive: _Drive,
+    fn: Callable[..., Any],
+    name: str,
+    positional: tuple[Any, ...],
+    keywords: dict[str, Any],
+    sync_in_thread: bool,
+) -> ResumeValue | ResumeError:
+    """Calls one tool and turns its result or exception into the outcome the script gets."""
+    try:
+        if _is_async(fn) or not sync_in_thread:
+            value = fn(*positional, **keywords)
+        else:
+            # boxed: a sync callable may return an awaitable, which trio refuses from a thread
+            (value,) = await anyio.to_thread.run_sync(functools.partial(_boxed, fn, positional, keywords))
+        if inspect.isawaitable(value):
+            value = await value
+        return ResumeValue(_plain(value))
+    except SuspendScript:
+        raise
+    except Exception as exc:
+        return drive.failed(name, exc)
+
+
+async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool, inline_steps: bool = False) -> RunResult:
+    inline = inline_steps
+    while isinstance(step, Call):
+        fn, outcome = drive.lookup(step)
+        if isinstance(outcome, RunResult):
+            return outcome
+        call = step.call
+        if fn is not None:
+            try:
+                outcome = await _serve(drive, fn, call.name, call.positional_args, call.keyword_args, sync_in_thread)
+            except SuspendScript as pause:
+                raise drive.suspended(call, pause) from None
+        resume_async = getattr(call, "resume_async", None)
+        if inline:
+            started = time.perf_counter()
+            step = call.resume(outcome)
+            # one slow advance and the rest of the run goes back to the worker threads
+            inline = time.perf_counter() - started < INLINE_STEP_SECONDS
+        elif resume_async is not None:
+            step = await _advance(resume_async(outcome))
+        else:
+            step = await anyio.to_thread.run_sync(call.resume, outcome)
+    return drive.finish(step)
+
+
+async def arun_script(
+    runtime: MontyRuntime,
+    code: str,
+    *,
+    tools: Mapping[str, Callable[..., Any]] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    script_name: str = "main.py",
+    max_tool_calls: int | None = DEFAULT_MAX_TOOL_CALLS,
+    sync_tools_in_thread: bool = True,
+    inline_steps: bool = False,
+) -> RunResult:
+    """Async twin of ``run_script`` (asyncio or trio): interpreter advances run on native
+    worker threads, so the event loop stays free. See ``MontyRuntime.arun``.
+
+    ``inline_steps=True`` trades some of that for speed: after the first advance, each resume
+    after a tool call runs on the calling thread (no thread hand-off, which costs tens to
+    hundreds of microseconds on a busy machine) for as long as every such advance takes under
+    ``INLINE_STEP_SECONDS``; the first slower one sends the rest of the run back to the worker
+    threads. So the event loop is held at most for one advance longer than that bound (and at
+    most ``max_duration`` seconds), right after a tool call."""
+    drive = _Drive(runtime, dict(tools or {}), dict(inputs or {}), script_name, max_tool_calls)
+    step = await _advance(runtime.start_async(drive.code(code), script_name))
+    return await _drive_async(drive, step, sync_tools_in_thread, inline_steps)
+
+
+async def aresume_script(
+    runtime: MontyRuntime,
+    suspended: ScriptSuspended,
+    *,
+    tools: Mapping[str, Callable[..., Any]] | None = None,
+    outcome: ResumeValue | ResumeError | None = None,
+    script_name: str = "main.py",
+    max_tool_calls: int | None = DEFAULT_MAX_TOOL_CALLS,
+    sync_tools_in_thread: bool = True,
+    inline_steps: bool = False,
+) -> RunResult:
+    """Continues a script that a tool paused (``ScriptSuspended``), possibly in another process.
+
+    Args:
+        runtime: a runtime configured like the one that paused it (same ``snapshot_key``).
+        suspended: the exception ``arun`` raised, or one rebuilt with ``ScriptSuspended.from_dict``.
+        tools: the tools; the paused call is made again with them (the tool now decides
+            differently, e.g. because a human approved), unless ``outcome`` is given.
+        outcome: answer the paused call with this instead of calling the tool.
+
+    Returns / raises: as ``arun``; the returned ``stdout`` includes what was printed before
+    the pause, and ``tool_calls`` counts the calls before it too.
+    """
+    drive = _Drive(runtime, dict(tools or {}), {}, script_name, max_tool_calls)
+    drive.stdout.append(suspended.stdout)
+    drive.tool_calls = suspended.tool_calls
+    if outcome is None:
+        fn = drive.tools.get(suspended.tool)
+        if fn is None:
+            outcome = ResumeError(f"unknown tool {suspended.tool!r}", "NameError")
+        else:
+            try:
+                outcome = await _serve(
+                    drive,
+                    fn,
+                    suspended.tool,
+                    tuple(suspended.positional),
+                    dict(suspended.tool_args),
+                    sync_tools_in_thread,
+                )
+            except SuspendScript as pause:
+                raise dataclasses.replace(suspended, payload=pause.payload) from None
+    step = await _advance(runtime.resume_async(suspended.snapshot, outcome))
+    return await _drive_async(drive, step, sync_tools_in_thread, inline_steps)

@@ -1,0 +1,179 @@
+"""The ``codeact`` command line: run, chat, sessions (typer's CliRunner, real Monty, real SQLite)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("typer", reason="codeact[cli] is not installed")
+from typer.testing import CliRunner
+
+from codeact import Runner, SqliteSessionService
+from codeact.cli import app, parse_mount
+from codeact.runtime import PathAccess
+
+cli = CliRunner()
+CHAT = ["chat", "--model-from", "cli_fixtures:MODEL", "--tools", "cli_fixtures:TOOL_LIST"]
+
+
+def write(tmp_path: Path, code: str, name: str = "job.py") -> Path:
+    path = tmp_path / name
+    path.write_text(code)
+    return path
+
+
+def test_run_prints_output_and_value(tmp_path):
+    script = write(tmp_path, 'print("hi")\n[n * 2 for n in range(3)]')
+    result = cli.invoke(app, ["run", str(script)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "hi\n[0, 2, 4]\n"
+
+
+def test_run_json_with_inputs_and_tools(tmp_path):
+    script = write(
+        tmp_path, 'print(name)\n{"d": call_tool("double", {"x": n}), "g": call_tool("greet", {"name": name})}'
+    )
+    args = ["run", str(script), "--json", "-i", "n=21", "-i", "name=ada", "--tools", "cli_fixtures:TOOLS"]
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "ok": True,
+        "value": {"d": 42, "g": "hello ada"},
+        "stdout": "ada\n",
+        "tool_calls": 2,
+    }
+
+
+def test_run_with_mounts(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "in.txt").write_text("3 4 5")
+    out = tmp_path / "out"
+    out.mkdir()
+    code = (
+        "from pathlib import Path\n"
+        'nums = [int(x) for x in Path("/data/in.txt").read_text().split()]\n'
+        'Path("/out/sum.txt").write_text(str(sum(nums)))\n'
+        "try:\n"
+        '    Path("/data/new.txt").write_text("x")\n'
+        "    denied = False\n"
+        "except PermissionError:\n"
+        "    denied = True\n"
+        "[sum(nums), denied]"
+    )
+    script = write(tmp_path, code)
+    result = cli.invoke(app, ["run", str(script), "--mount", f"/data={data}:ro", "--mount", f"/out={out}:rw", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["value"] == [12, True]
+    assert (out / "sum.txt").read_text() == "12" and not (data / "new.txt").exists()
+
+
+def test_parse_mount():
+    m = parse_mount("/d=.:rw")
+    assert (m.virtual_path, m.access) == ("/d", PathAccess.READ_WRITE) and m.host_path == Path(".").resolve()
+    assert parse_mount("/d=.").access is PathAccess.READ_ONLY
+
+
+def test_run_failure_exits_1_with_the_traceback(tmp_path):
+    script = write(tmp_path, 'print("before")\nx = {}\nx["missing"]', name="bad.py")
+    result = cli.invoke(app, ["run", str(script)])
+    assert result.exit_code == 1
+    assert result.stdout == "before\n"
+    assert 'File "bad.py", line 3' in result.stderr and "KeyError" in result.stderr
+    as_json = cli.invoke(app, ["run", str(script), "--json"])
+    payload = json.loads(as_json.stdout)
+    assert as_json.exit_code == 1 and payload["ok"] is False and "KeyError" in payload["error"]
+
+
+def test_bad_usage_exits_2(tmp_path):
+    script = write(tmp_path, "1")
+    assert cli.invoke(app, ["run", str(script), "--mount", "nonsense"]).exit_code == 2
+    assert cli.invoke(app, ["run", str(script), "--mount", f"relative={tmp_path}"]).exit_code == 2
+    assert cli.invoke(app, ["run", str(tmp_path / "missing.py")]).exit_code == 2
+    assert cli.invoke(app, ["chat", "--model", "x", "--model-from", "cli_fixtures:MODEL", "-m", "hi"]).exit_code == 2
+
+
+def test_the_module_runs_as_the_codeact_command(tmp_path):
+    script = write(tmp_path, "6 * 7")
+    proc = subprocess.run(
+        [sys.executable, "-m", "codeact.cli", "run", str(script)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "42\n"
+
+
+def test_chat_then_sessions_list_and_show(tmp_path):
+    db = tmp_path / "s.db"
+    result = cli.invoke(
+        app,
+        [*CHAT, "--db", str(db), "--session", "s1", "-m", "what is 40+2?"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "42" in result.stdout and "session s1" in result.stderr
+    listed = cli.invoke(app, ["sessions", "list", "--db", str(db)])
+    assert listed.exit_code == 0 and "s1" in listed.stdout and "cli" in listed.stdout
+    shown = cli.invoke(app, ["sessions", "show", "s1", "--db", str(db)])
+    assert shown.exit_code == 0 and "what is 40+2?" in shown.stdout and "42" in shown.stdout
+    as_json = cli.invoke(app, ["sessions", "show", "s1", "--db", str(db), "--json"])
+    assert json.loads(as_json.stdout)["id"] == "s1"
+    missing = cli.invoke(app, ["sessions", "show", "nope", "--db", str(db)])
+    assert missing.exit_code == 1 and "no session 'nope'" in missing.stderr
+
+
+def test_chat_reads_lines_until_eof():
+    result = cli.invoke(
+        app, ["chat", "--model-from", "cli_fixtures:MODEL", "--tools", "cli_fixtures:TOOL_LIST"], input="one\ntwo\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("42") == 2
+
+
+durability = pytest.mark.skipif(
+    not hasattr(Runner, "pending"), reason="Runner.pending/approve/deny come with the durability stream (SPEC §5)"
+)
+
+
+async def _suspend(db: Path) -> None:
+    import cli_fixtures
+
+    service = SqliteSessionService(db)
+    runner = Runner(
+        app_name="codeact", agent=cli_fixtures.GATED_AGENT, session_service=service, auto_create_session=True
+    )
+    async for _ in runner.run_async(user_id="cli", session_id="g1", new_message="send 5"):
+        pass
+    service.close()
+
+
+@durability
+@pytest.mark.parametrize("verb", ["approve", "deny"])
+def test_pending_then_approve_or_deny(tmp_path, verb):
+    import anyio
+
+    import cli_fixtures
+
+    db = tmp_path / "g.db"
+    anyio.run(_suspend, db)
+    pending = cli.invoke(app, ["sessions", "pending", "g1", "--db", str(db), "--json"])
+    assert pending.exit_code == 0, pending.output
+    [item] = json.loads(pending.stdout)
+    assert (item["tool"], item["args"], item["kind"]) == ("send", {"amount": 5}, "confirmation")
+    cli_fixtures.SENT.clear()
+    decided = cli.invoke(app, ["sessions", verb, "g1", "--db", str(db), "--agent", "cli_fixtures:GATED_AGENT"])
+    assert decided.exit_code == 0, decided.output
+    assert cli_fixtures.SENT == ([5] if verb == "approve" else [])
+    assert json.loads(cli.invoke(app, ["sessions", "pending", "g1", "--db", str(db), "--json"]).stdout) == []
+
+
+@pytest.mark.skipif(hasattr(Runner, "pending"), reason="the durability API is present")
+def test_pending_without_the_durability_api_says_so(tmp_path):
+    import anyio
+
+    db = tmp_path / "g.db"
+    anyio.run(_suspend, db)
+    result = cli.invoke(app, ["sessions", "pending", "g1", "--db", str(db)])
+    assert result.exit_code == 1 and "no Runner.pending" in result.stderr
