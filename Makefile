@@ -4,11 +4,16 @@ PYTHON ?= python3
 VENV ?= $(HOME)/.cache/codeact/venv
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/codeact/target
 BIN := $(VENV)/bin
+# Monty 1.4 needs rustc 1.96: Debian's rustc-web/cargo-web put it in /usr/bin, behind the
+# rustup 1.95 proxies in ~/.cargo/bin; build with /usr/bin first. rustfmt and clippy come
+# from rustup (1.95): clippy runs with --ignore-rust-version.
+RUST_PATH := /usr/bin:$(PATH)
+PATCHED := rust/patched/monty-types/.codeact-patched
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli
 
-.PHONY: install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load docs all clean
+.PHONY: patch install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load stress docs all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,27 +22,32 @@ $(BIN)/python:
 
 install: build  ## editable install with the test tools into $(VENV) (for development)
 
-build: $(BIN)/python  ## build the extension and install the package editable into $(VENV) (release mode)
-	VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --release -E $(EXTRAS)
+$(PATCHED): tools/patch_monty.py $(wildcard rust/patches/*.patch)
+	PATH=$(RUST_PATH) $(PYTHON) tools/patch_monty.py
 
-wheel: $(BIN)/python  ## build the release wheel into dist/
+patch: $(PATCHED)  ## prepare the patched monty-types crate (rust/patched/, ADR 0003)
+
+build: $(BIN)/python $(PATCHED)  ## build the extension and install the package editable into $(VENV) (release mode)
+	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --release -E $(EXTRAS)
+
+wheel: $(BIN)/python $(PATCHED)  ## build the release wheel into dist/
 	rm -f dist/codeact-*.whl
-	$(BIN)/maturin build --release --out dist
+	PATH=$(RUST_PATH) $(BIN)/maturin build --release --out dist
 
 format:
 	$(BIN)/ruff format python tests examples benchmarks tools fuzz
 	$(BIN)/ruff check --fix python tests examples benchmarks tools fuzz
 	cargo fmt --all
 
-lint:
+lint: $(PATCHED)
 	$(BIN)/ruff format --check python tests examples benchmarks tools fuzz
 	$(BIN)/ruff check python tests examples benchmarks tools fuzz
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --ignore-rust-version --workspace --all-targets -- -D warnings
 	$(BIN)/python -m mypy.stubtest codeact._monty --allowlist .ci/stubtest-allowlist.txt
 
-test-rust:
-	cargo test --workspace --release
+test-rust: $(PATCHED)
+	PATH=$(RUST_PATH) cargo test --workspace --release
 
 install-wheel: wheel  ## install the freshly built wheel (with test extras) into $(VENV)
 	$(BIN)/pip install -q --force-reinstall --no-deps dist/codeact-*.whl
@@ -71,6 +81,11 @@ fuzz: install-wheel  ## bounded fuzzing campaign: hypothesis properties at FUZZ_
 	CODEACT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz_native.py
 	mkdir -p $(HOME)/.cache/codeact/fuzz-corpus && cp -n fuzz/corpus/* $(HOME)/.cache/codeact/fuzz-corpus/
 	$(BIN)/python fuzz/atheris_harness.py $(HOME)/.cache/codeact/fuzz-corpus -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 -artifact_prefix=$(HOME)/.cache/codeact/
+
+STRESS_STEPS ?= 2000000
+STRESS_THREADS ?= 4
+stress: install-wheel  ## the step hand-off under contention for STRESS_STEPS round trips (default two million)
+	CODEACT_STRESS_STEPS=$(STRESS_STEPS) CODEACT_STRESS_THREADS=$(STRESS_THREADS) $(BIN)/python -m pytest -q tests/test_step_race.py
 
 LOAD_SESSIONS ?= 1000
 load: install-wheel  ## full-size load and isolation run: LOAD_SESSIONS concurrent sessions, figures printed

@@ -220,11 +220,19 @@ def test_symlink_escape_write_is_refused(data_dir):
     assert not (data_dir.parent / "evil.txt").exists()
 
 
-def test_symlink_staying_inside_the_mount_is_followed(data_dir):
-    os.symlink(data_dir / "note.txt", data_dir / "inner.txt")
+def test_relative_symlink_staying_inside_the_mount_is_followed(data_dir):
+    os.symlink("note.txt", data_dir / "inner.txt")
     assert expect_complete(
         start(ro(data_dir), 'from pathlib import Path\nPath("/data/inner.txt").read_text()')
     ).value == ("hello from host")
+
+
+def test_absolute_symlink_is_refused_even_when_it_points_inside(data_dir):
+    """monty-fs 1.4 resolves paths against the mount's directory descriptor: an absolute
+    link target names a host path, which the sandbox never follows."""
+    os.symlink(data_dir / "note.txt", data_dir / "inner.txt")
+    raised = expect_raised(start(ro(data_dir), 'from pathlib import Path\nPath("/data/inner.txt").read_text()'))
+    assert last_line(raised.message).startswith("PermissionError")
 
 
 def test_paths_outside_every_mount_stay_refused_with_mounts(data_dir):
@@ -514,7 +522,11 @@ def test_every_listed_path_method_works_on_a_read_write_mount(tmp_path, method):
     assert done.value is True
 
 
-def test_an_unlisted_path_method_raises_attribute_error(tmp_path):
+def test_glob_lists_the_mount_and_an_unlisted_path_method_raises_attribute_error(tmp_path):
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / "b.csv").write_text("b")
     rt = MontyRuntime(mounts=[Mount(virtual_path="/w", host_path=tmp_path, access=PathAccess.READ_WRITE)])
-    raised = expect_raised(start(rt, 'from pathlib import Path\nlist(Path("/w").glob("*"))'))
+    found = expect_complete(start(rt, 'from pathlib import Path\nsorted(str(p) for p in Path("/w").glob("*.txt"))'))
+    assert found.value == ["/w/a.txt"]
+    raised = expect_raised(start(rt, 'from pathlib import Path\nPath("/w").chmod(0o777)'))
     assert last_line(raised.message).startswith("AttributeError")

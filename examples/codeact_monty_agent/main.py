@@ -1,7 +1,7 @@
 """An analyst agent on MontyRuntime over Fisher's Iris data, with a human in the loop.
 
 The data folder is mounted read-only at ``/data``. The (scripted) model writes one script
-per turn: the first fails (it imports ``csv``, which the sandbox does not have), the next
+per turn: the first fails (it guesses a column name the file does not have), the next
 fixes it and composes two tools per species, the last sends a report through a tool that
 needs a human's confirmation. The run then suspends: the paused script is checkpointed in a
 SQLite file and the program exits. Run it again with ``--approve`` (or ``--deny``) and the
@@ -106,23 +106,24 @@ def make_send_report(outbox: Path) -> Tool:
 
 FAILING_SCRIPT = """\
 import csv
-rows = list(csv.DictReader(open("/data/iris.csv")))
-{"type": "observation", "value": len(rows)}"""
+with open("/data/iris.csv") as f:
+    rows = list(csv.DictReader(f))
+lengths = [float(row["petal_length_cm"]) for row in rows]
+{"type": "observation", "value": len(lengths)}"""
 
 ANALYSIS_SCRIPT = """\
-from pathlib import Path
-lines = Path("/data/iris.csv").read_text().strip().splitlines()
-header = lines[0].split(",")
+import csv
+with open("/data/iris.csv") as f:
+    rows = list(csv.DictReader(f))
 petal = {}
-for line in lines[1:]:
-    row = dict(zip(header, line.split(",")))
+for row in rows:
     petal.setdefault(row["species"], []).append(float(row["petal_length"]))
 summary = {}
 for species in sorted(petal):
     stats = call_tool("describe", {"values": petal[species]})
     info = call_tool("species_info", {"species": species})
     summary[species] = {"common_name": info["common_name"], "petal_length": stats}
-print(f"read {len(lines) - 1} rows, {len(summary)} species")
+print(f"read {len(rows)} rows, {len(summary)} species")
 {"type": "observation", "value": summary}"""
 
 REPORT_SCRIPT = """\
@@ -149,7 +150,8 @@ def scripted_reply(request: LlmRequest) -> str:
     observations = [t for t in feedback if t.startswith("Observation:")]
     if not observations:
         return (
-            "The sandbox has no csv module; I'll parse the file by hand and summarise each species.\n"
+            "There is no petal_length_cm column: the header says petal_length. I'll use it and summarise "
+            "each species.\n"
             f"```python\n{ANALYSIS_SCRIPT}\n```"
         )
     summary = json.loads(observations[-1].split("\n", 1)[1])

@@ -1,5 +1,6 @@
 """Type stub of the native core ``codeact._monty`` (Rust, PyO3, embedding Monty)."""
 
+from collections.abc import Sequence
 from typing import Any, final
 
 from .runtime._seam import Call, Complete, Raised, ResumeError, ResumeValue
@@ -12,6 +13,8 @@ __all__ = [
     "remaining_stack",
     "MONTY_VERSION",
     "SNAPSHOT_FORMAT_VERSION",
+    "MONTY_DUMP_VERSION",
+    "MONTY_MIN_DUMP_VERSION",
     "MAX_VALUE_DEPTH",
     "RECURSION_CEILING",
     "MAX_SCRIPT_BYTES",
@@ -21,6 +24,10 @@ MONTY_VERSION: str
 """The Monty release embedded in this build."""
 SNAPSHOT_FORMAT_VERSION: int
 """The version of the snapshot envelope this build writes and reads."""
+MONTY_DUMP_VERSION: int
+"""Monty's dump version this build writes (recorded in every snapshot)."""
+MONTY_MIN_DUMP_VERSION: int
+"""The oldest Monty dump version this build loads (older dumps are upgraded while loading)."""
 MAX_VALUE_DEPTH: int
 """Deepest container nesting that may cross the boundary, in levels."""
 RECURSION_CEILING: int
@@ -57,11 +64,15 @@ class MontyEngine:
         max_stdout: int,
         snapshot_key: bytes | None,
     ) -> MontyEngine: ...
-    def start(self, script: str, script_name: str) -> Call | Complete | Raised: ...
-    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> Call | Complete | Raised: ...
+    def start(self, script: str, script_name: str, os_replay: Sequence[tuple[str, Any]] | None = None) -> Call | Complete | Raised: ...
+    def resume(
+        self, snapshot: bytes, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> Call | Complete | Raised: ...
     def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]: ...
-    def start_async(self, script: str, script_name: str) -> StepTicket: ...
-    def resume_async(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> StepTicket: ...
+    def start_async(self, script: str, script_name: str, os_replay: Sequence[tuple[str, Any]] | None = None) -> StepTicket: ...
+    def resume_async(
+        self, snapshot: bytes, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> StepTicket: ...
 
 @final
 class MontyPendingCall:
@@ -76,8 +87,8 @@ class MontyPendingCall:
     @property
     def call_id(self) -> int: ...
     def dump(self) -> bytes: ...
-    def resume(self, outcome: ResumeValue | ResumeError) -> Call | Complete | Raised: ...
-    def resume_async(self, outcome: ResumeValue | ResumeError) -> StepTicket: ...
+    def resume(self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None) -> Call | Complete | Raised: ...
+    def resume_async(self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None) -> StepTicket: ...
 
 @final
 class StepTicket:

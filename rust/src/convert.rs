@@ -4,8 +4,13 @@
 //! included), str, bytes, list, tuple and dict cross the boundary. Anything else is an
 //! error naming the type and where it sits (`value['items'][2]`), never a crash.
 //! Nesting deeper than [`MAX_DEPTH`] levels is refused the same way.
+//!
+//! Monty 1.4 hands values over as a node arena (children before parents, shared
+//! sub-objects stored once); conversions walk it by node id and convert each shared
+//! node once, so a small heap graph never expands into an exponentially larger value.
 
-use monty_types::{DictPairs, MontyObject};
+use monty_types::unstable::{self, MontyGraph, MontyNode, NodeId};
+use monty_types::{MontyObject, ObjectRef};
 use num_bigint::BigInt;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -53,10 +58,43 @@ impl ConvertError {
     }
 }
 
-fn key_label(key: &MontyObject) -> String {
-    match key {
-        MontyObject::String(s) => format!("{s:?}").replace('"', "'"),
-        other => other.py_repr(),
+fn key_label(key: V<'_>) -> String {
+    match key.node() {
+        MontyNode::String(s) => format!("{s:?}").replace('"', "'"),
+        _ => key.r().py_repr(),
+    }
+}
+
+/// One node of an arena: the arena plus the node's id.
+#[derive(Clone, Copy)]
+pub struct V<'a> {
+    g: &'a MontyGraph,
+    id: NodeId,
+}
+
+impl<'a> V<'a> {
+    /// The view of a whole value.
+    pub fn of(value: &'a MontyObject) -> Self {
+        let (g, id) = unstable::graph_parts(value);
+        Self { g, id }
+    }
+
+    /// The view of one node of `g`.
+    pub fn at(g: &'a MontyGraph, id: NodeId) -> Self {
+        Self { g, id }
+    }
+
+    fn node(self) -> &'a MontyNode {
+        self.g.node(self.id)
+    }
+
+    fn child(self, id: NodeId) -> Self {
+        Self { g: self.g, id }
+    }
+
+    /// The public view, for repr and type names.
+    pub fn r(self) -> ObjectRef<'a> {
+        self.g.value(self.id)
     }
 }
 
@@ -68,15 +106,31 @@ pub fn monty_to_py(
     value: &MontyObject,
     root: &str,
 ) -> Result<Py<PyAny>, ConvertError> {
+    ref_to_py(py, V::of(value), root)
+}
+
+/// Converts one node of an arena (e.g. one call argument) to a Python value.
+pub fn ref_to_py(
+    py: Python<'_>,
+    value: V<'_>,
+    root: &str,
+) -> Result<Py<PyAny>, ConvertError> {
     let mut steps = Vec::new();
-    to_py(py, value, root, &mut steps).map(Bound::unbind)
+    let mut memo = Memo::default();
+    to_py(py, value, root, &mut steps, &mut memo).map(Bound::unbind)
+}
+
+/// Python objects already built for shared nodes, with the height of each node's subtree.
+#[derive(Default)]
+struct Memo<'py> {
+    built: std::collections::HashMap<u32, (Bound<'py, PyAny>, usize)>,
 }
 
 /// A readable type name; values Monty only hands out as a repr (functions, classes,
 /// modules) are named from that repr.
-fn monty_type_label(value: &MontyObject) -> String {
-    match value {
-        MontyObject::Repr(text) | MontyObject::Cycle(_, text) => {
+fn monty_type_label(value: V<'_>) -> String {
+    match value.node() {
+        MontyNode::Repr(text) | MontyNode::Cycle(text) => {
             let kind = text
                 .trim_start_matches('<')
                 .split([' ', '\'', '>'])
@@ -88,8 +142,8 @@ fn monty_type_label(value: &MontyObject) -> String {
                 _ => format!("object ({text})"),
             }
         }
-        MontyObject::Function { name, .. } => format!("function ({name})"),
-        other => other.type_name().to_string(),
+        MontyNode::Function { name, .. } => format!("function ({name})"),
+        _ => value.r().type_name().to_string(),
     }
 }
 
@@ -101,7 +155,7 @@ fn article(word: &str) -> &'static str {
     }
 }
 
-fn unsupported_monty(value: &MontyObject, root: &str, steps: &[Step]) -> ConvertError {
+fn unsupported_monty(value: V<'_>, root: &str, steps: &[Step]) -> ConvertError {
     ConvertError {
         type_name: monty_type_label(value),
         path: render_path(root, steps),
@@ -109,65 +163,94 @@ fn unsupported_monty(value: &MontyObject, root: &str, steps: &[Step]) -> Convert
     }
 }
 
+fn too_deep(root: &str, steps: &[Step]) -> ConvertError {
+    ConvertError {
+        type_name: String::new(),
+        path: render_path(root, steps),
+        too_deep: true,
+    }
+}
+
+/// Whether a node may be a dict key on the boundary (not a list or dict).
+fn hashable_key(key: V<'_>) -> bool {
+    !matches!(key.node(), MontyNode::List(_) | MontyNode::Dict(_))
+}
+
 fn to_py<'py>(
     py: Python<'py>,
-    value: &MontyObject,
+    value: V<'_>,
     root: &str,
     steps: &mut Vec<Step>,
+    memo: &mut Memo<'py>,
 ) -> Result<Bound<'py, PyAny>, ConvertError> {
     if steps.len() > MAX_DEPTH {
-        return Err(ConvertError {
-            type_name: String::new(),
-            path: render_path(root, steps),
-            too_deep: true,
-        });
+        return Err(too_deep(root, steps));
     }
-    let obj = match value {
-        MontyObject::None => py.None().into_bound(py),
-        MontyObject::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
-        MontyObject::Int(i) => i
+    let n = value.node();
+    let is_container = matches!(
+        n,
+        MontyNode::List(_) | MontyNode::Tuple(_) | MontyNode::Dict(_)
+    );
+    let id = value.id.0;
+    if is_container && let Some((obj, height)) = memo.built.get(&id) {
+        if steps.len() + height <= MAX_DEPTH {
+            return Ok(obj.clone());
+        }
+        // Too deep along this path: walk it again to name where.
+        return check(value, root, steps, &mut Checked::default())
+            .and(Err(too_deep(root, steps)));
+    }
+    let mut height = 0usize;
+    let obj = match n {
+        MontyNode::None => py.None().into_bound(py),
+        MontyNode::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        MontyNode::Int(i) => i
             .into_pyobject(py)
             .expect("int conversion is infallible")
             .into_any(),
-        MontyObject::BigInt(b) => b
+        MontyNode::BigInt(b) => b
             .into_pyobject(py)
             .expect("bigint conversion is infallible")
             .into_any(),
-        MontyObject::Float(f) => PyFloat::new(py, *f).into_any(),
-        MontyObject::String(s) => PyString::new(py, s).into_any(),
-        MontyObject::Bytes(b) => PyBytes::new(py, b).into_any(),
-        MontyObject::List(items) => {
+        MontyNode::Float(f) => PyFloat::new(py, *f).into_any(),
+        MontyNode::String(s) => PyString::new(py, s).into_any(),
+        MontyNode::Bytes(b) => PyBytes::new(py, b).into_any(),
+        MontyNode::List(ids) => {
             let list = PyList::empty(py);
-            for (i, item) in items.iter().enumerate() {
+            for (i, child) in ids.iter().enumerate() {
                 steps.push(Step::Index(i));
-                let v = to_py(py, item, root, steps)?;
+                let v = to_py(py, value.child(*child), root, steps, memo)?;
+                height = height.max(1 + memo_height(memo, *child));
                 steps.pop();
                 list.append(v).expect("list append cannot fail");
             }
             list.into_any()
         }
-        MontyObject::Tuple(items) => {
-            let mut out = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
+        MontyNode::Tuple(ids) => {
+            let mut out = Vec::with_capacity(ids.len());
+            for (i, child) in ids.iter().enumerate() {
                 steps.push(Step::Index(i));
-                out.push(to_py(py, item, root, steps)?);
+                out.push(to_py(py, value.child(*child), root, steps, memo)?);
+                height = height.max(1 + memo_height(memo, *child));
                 steps.pop();
             }
             PyTuple::new(py, out)
                 .expect("tuple build cannot fail")
                 .into_any()
         }
-        MontyObject::Dict(pairs) => {
+        MontyNode::Dict(pairs) => {
             let dict = PyDict::new(py);
             for (k, v) in pairs {
+                let k = value.child(*k);
+                let vid = *v;
+                let v = value.child(vid);
                 steps.push(Step::Key(key_label(k)));
-                let key = match k {
-                    MontyObject::List(_) | MontyObject::Dict(_) => {
-                        return Err(unsupported_monty(k, root, steps));
-                    }
-                    _ => to_py(py, k, root, steps)?,
-                };
-                let val = to_py(py, v, root, steps)?;
+                if !hashable_key(k) {
+                    return Err(unsupported_monty(k, root, steps));
+                }
+                let key = to_py(py, k, root, steps, memo)?;
+                let val = to_py(py, v, root, steps, memo)?;
+                height = height.max(1 + memo_height(memo, k.id).max(memo_height(memo, vid.0)));
                 steps.pop();
                 if dict.set_item(key, val).is_err() {
                     return Err(unsupported_monty(k, root, steps));
@@ -175,9 +258,31 @@ fn to_py<'py>(
             }
             dict.into_any()
         }
-        other => return Err(unsupported_monty(other, root, steps)),
+        _ => return Err(unsupported_monty(value, root, steps)),
     };
+    if is_container {
+        memo.built.insert(id, (obj.clone(), height));
+    }
     Ok(obj)
+}
+
+fn memo_height(memo: &Memo<'_>, id: impl Into<NodeKey>) -> usize {
+    memo.built.get(&id.into().0).map_or(0, |(_, h)| *h)
+}
+
+/// A node id as a plain key.
+struct NodeKey(u32);
+
+impl From<NodeId> for NodeKey {
+    fn from(id: NodeId) -> Self {
+        Self(id.0)
+    }
+}
+
+impl From<u32> for NodeKey {
+    fn from(id: u32) -> Self {
+        Self(id)
+    }
 }
 
 // ---------------------------------------------------------------- Python -> Monty
@@ -185,7 +290,9 @@ fn to_py<'py>(
 /// Converts a Python value to a Monty value; `root` names it in errors (e.g. `value`).
 pub fn py_to_monty(value: &Bound<'_, PyAny>, root: &str) -> Result<MontyObject, ConvertError> {
     let mut steps = Vec::new();
-    to_monty(value, root, &mut steps)
+    let mut graph = MontyGraph::new();
+    let id = to_monty(value, root, &mut steps, &mut graph)?;
+    Ok(unstable::object_from_graph(graph, id).expect("the root was just pushed"))
 }
 
 fn unsupported_py(value: &Bound<'_, PyAny>, root: &str, steps: &[Step]) -> ConvertError {
@@ -205,23 +312,21 @@ fn to_monty(
     value: &Bound<'_, PyAny>,
     root: &str,
     steps: &mut Vec<Step>,
-) -> Result<MontyObject, ConvertError> {
+    graph: &mut MontyGraph,
+) -> Result<NodeId, ConvertError> {
     if steps.len() > MAX_DEPTH {
-        return Err(ConvertError {
-            type_name: String::new(),
-            path: render_path(root, steps),
-            too_deep: true,
-        });
+        return Err(too_deep(root, steps));
     }
     // Exact types first (the common, fast path); subclasses of the plain types are
-    // accepted afterwards by their base behaviour.
+    // accepted afterwards by their base behaviour. Children are pushed before their
+    // container, as the arena requires.
     if value.is_none() {
-        return Ok(MontyObject::None);
+        return Ok(graph.push(MontyNode::None));
     }
     if let Ok(s) = value.cast::<PyString>() {
         return s
             .to_str()
-            .map(|s| MontyObject::String(s.to_owned()))
+            .map(|s| graph.push(MontyNode::String(s.to_owned())))
             .map_err(|_| ConvertError {
                 type_name: "str with lone surrogates".to_string(),
                 path: render_path(root, steps),
@@ -229,40 +334,40 @@ fn to_monty(
             });
     }
     if let Ok(b) = value.cast::<PyBool>() {
-        return Ok(MontyObject::Bool(b.is_true()));
+        return Ok(graph.push(MontyNode::Bool(b.is_true())));
     }
     if value.cast::<PyInt>().is_ok() {
         if let Ok(i) = value.extract::<i64>() {
-            return Ok(MontyObject::Int(i));
+            return Ok(graph.push(MontyNode::Int(i)));
         }
         return value
             .extract::<BigInt>()
-            .map(MontyObject::BigInt)
+            .map(|b| graph.push(MontyNode::BigInt(b)))
             .map_err(|_| unsupported_py(value, root, steps));
     }
     if let Ok(f) = value.cast::<PyFloat>() {
-        return Ok(MontyObject::Float(f.value()));
+        return Ok(graph.push(MontyNode::Float(f.value())));
     }
     if let Ok(b) = value.cast::<PyBytes>() {
-        return Ok(MontyObject::Bytes(b.as_bytes().to_vec()));
+        return Ok(graph.push(MontyNode::Bytes(b.as_bytes().to_vec())));
     }
     if let Ok(list) = value.cast::<PyList>() {
         let mut out = Vec::with_capacity(list.len());
         for (i, item) in list.iter().enumerate() {
             steps.push(Step::Index(i));
-            out.push(to_monty(&item, root, steps)?);
+            out.push(to_monty(&item, root, steps, graph)?);
             steps.pop();
         }
-        return Ok(MontyObject::List(out));
+        return Ok(graph.push(MontyNode::List(out)));
     }
     if let Ok(tuple) = value.cast::<PyTuple>() {
         let mut out = Vec::with_capacity(tuple.len());
         for (i, item) in tuple.iter().enumerate() {
             steps.push(Step::Index(i));
-            out.push(to_monty(&item, root, steps)?);
+            out.push(to_monty(&item, root, steps, graph)?);
             steps.pop();
         }
-        return Ok(MontyObject::Tuple(out));
+        return Ok(graph.push(MontyNode::Tuple(out)));
     }
     if let Ok(dict) = value.cast::<PyDict>() {
         let mut pairs = Vec::with_capacity(dict.len());
@@ -272,65 +377,89 @@ fn to_monty(
                 .map(|r| r.to_string())
                 .unwrap_or_else(|_| "?".to_string());
             steps.push(Step::Key(label));
-            let key = to_monty(&k, root, steps)?;
-            if matches!(key, MontyObject::List(_) | MontyObject::Dict(_)) {
+            if k.cast::<PyList>().is_ok() || k.cast::<PyDict>().is_ok() {
                 return Err(unsupported_py(&k, root, steps));
             }
-            let val = to_monty(&v, root, steps)?;
+            let key = to_monty(&k, root, steps, graph)?;
+            let val = to_monty(&v, root, steps, graph)?;
             steps.pop();
             pairs.push((key, val));
         }
-        return Ok(MontyObject::Dict(DictPairs::from(pairs)));
+        return Ok(graph.push(MontyNode::Dict(pairs)));
     }
     Err(unsupported_py(value, root, steps))
 }
 
 // ---------------------------------------------------------------- plain-data check
 
-/// Checks, without the GIL, that a Monty value is plain data that will convert.
-pub fn check_plain(value: &MontyObject, root: &str) -> Result<(), ConvertError> {
-    let mut steps = Vec::new();
-    check(value, root, &mut steps)
+/// Container nodes already checked, with the depth budget left when they were.
+#[derive(Default)]
+struct Checked {
+    budget: std::collections::HashMap<u32, usize>,
 }
 
-fn check(value: &MontyObject, root: &str, steps: &mut Vec<Step>) -> Result<(), ConvertError> {
+/// Checks, without the GIL, that a Monty value is plain data that will convert.
+pub fn check_plain(value: &MontyObject, root: &str) -> Result<(), ConvertError> {
+    check_ref(V::of(value), root)
+}
+
+/// [`check_plain`] for a borrowed value (e.g. one call argument).
+pub fn check_ref(value: V<'_>, root: &str) -> Result<(), ConvertError> {
+    let mut steps = Vec::new();
+    check(value, root, &mut steps, &mut Checked::default())
+}
+
+fn check(
+    value: V<'_>,
+    root: &str,
+    steps: &mut Vec<Step>,
+    seen: &mut Checked,
+) -> Result<(), ConvertError> {
     if steps.len() > MAX_DEPTH {
-        return Err(ConvertError {
-            type_name: String::new(),
-            path: render_path(root, steps),
-            too_deep: true,
-        });
+        return Err(too_deep(root, steps));
     }
-    match value {
-        MontyObject::None
-        | MontyObject::Bool(_)
-        | MontyObject::Int(_)
-        | MontyObject::BigInt(_)
-        | MontyObject::Float(_)
-        | MontyObject::String(_)
-        | MontyObject::Bytes(_) => Ok(()),
-        MontyObject::List(items) | MontyObject::Tuple(items) => {
-            for (i, item) in items.iter().enumerate() {
+    let n = value.node();
+    if matches!(
+        n,
+        MontyNode::List(_) | MontyNode::Tuple(_) | MontyNode::Dict(_)
+    ) {
+        // A shared node checked with at least this much depth left is fine again.
+        let left = MAX_DEPTH - steps.len();
+        let id = value.id.0;
+        if seen.budget.get(&id).is_some_and(|b| *b >= left) {
+            return Ok(());
+        }
+        seen.budget.insert(id, left);
+    }
+    match n {
+        MontyNode::None
+        | MontyNode::Bool(_)
+        | MontyNode::Int(_)
+        | MontyNode::BigInt(_)
+        | MontyNode::Float(_)
+        | MontyNode::String(_)
+        | MontyNode::Bytes(_) => Ok(()),
+        MontyNode::List(ids) | MontyNode::Tuple(ids) => {
+            for (i, child) in ids.iter().enumerate() {
                 steps.push(Step::Index(i));
-                check(item, root, steps)?;
+                check(value.child(*child), root, steps, seen)?;
                 steps.pop();
             }
             Ok(())
         }
-        MontyObject::Dict(pairs) => {
+        MontyNode::Dict(pairs) => {
             for (k, v) in pairs {
+                let k = value.child(*k);
                 steps.push(Step::Key(key_label(k)));
-                match k {
-                    MontyObject::List(_) | MontyObject::Dict(_) => {
-                        return Err(unsupported_monty(k, root, steps));
-                    }
-                    _ => check(k, root, steps)?,
+                if !hashable_key(k) {
+                    return Err(unsupported_monty(k, root, steps));
                 }
-                check(v, root, steps)?;
+                check(k, root, steps, seen)?;
+                check(value.child(*v), root, steps, seen)?;
                 steps.pop();
             }
             Ok(())
         }
-        other => Err(unsupported_monty(other, root, steps)),
+        _ => Err(unsupported_monty(value, root, steps)),
     }
 }

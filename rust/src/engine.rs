@@ -9,12 +9,16 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use monty::{FunctionCall, MontyRun, RunProgress};
+use monty_types::unstable::{self, NodeId};
 use monty_types::{
-    CompileOptions, ExcType, ExtFunctionResult, LimitedTracker, MontyException, MontyObject,
-    NameLookupResult, PrintWriter, ResourceLimits,
+    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult,
+    PrintWriter, ResourceLimits, ResourceTracker,
 };
 
-use crate::convert::check_plain;
+use crate::convert::{V, check_plain, check_ref};
+use crate::journal::Journal;
+use crate::memory::{RunMemory, charge_to};
+use std::sync::Arc;
 use crate::errors::HostError;
 use crate::os_policy::OsPolicy;
 use crate::output::CappedOutput;
@@ -22,6 +26,17 @@ use crate::snapshot;
 
 /// Highest recursion depth a script may ask for, in frames, even when "unlimited".
 pub const RECURSION_CEILING: usize = 10_000;
+
+/// The memory budget a run gets when the runtime sets none, in bytes: Monty checks large
+/// allocations against it before making them, so a script such as `" " * (1 << 60)`
+/// raises `MemoryError` instead of failing the host's allocator (which aborts the process).
+pub const MEMORY_CEILING: usize = 1 << 40;
+
+/// The budget of a run without `max_memory`: the machine's physical memory (at most
+/// [`MEMORY_CEILING`]), so a growing script ends with `MemoryError` before the host runs out.
+pub fn memory_ceiling() -> usize {
+    crate::memory::physical_memory().map_or(MEMORY_CEILING, |m| m.min(MEMORY_CEILING))
+}
 
 /// Per-advance resource limits; they travel inside snapshots with the tracker.
 #[derive(Debug, Clone)]
@@ -37,13 +52,15 @@ impl Limits {
         self.max_recursion_depth.min(RECURSION_CEILING)
     }
 
-    fn tracker(&self) -> LimitedTracker {
-        LimitedTracker::new(ResourceLimits {
-            max_duration: self.max_duration,
-            max_memory: self.max_memory,
-            gc_interval: None,
-            max_recursion_depth: Some(self.max_recursion_depth.min(RECURSION_CEILING)),
-        })
+    fn tracker(&self) -> ResourceTracker {
+        let mut limits = ResourceLimits::default();
+        // Limits apply per advance: Monty's turn budget restarts at every resume.
+        limits.max_turn_duration = self.max_duration;
+        limits.max_memory = Some(self.max_memory.unwrap_or_else(memory_ceiling));
+        limits.max_recursion_depth = self.recursion_depth();
+        // Tool calls are counted by the agent (max_tool_calls), not by the interpreter.
+        limits.max_suspensions = usize::MAX;
+        ResourceTracker::new(limits)
     }
 }
 
@@ -66,14 +83,33 @@ pub struct EngineConfig {
 }
 
 /// A live continuation paused at a tool call.
-pub struct Paused(FunctionCall<LimitedTracker>);
+pub struct Paused(FunctionCall, Arc<RunCtx>);
 
-/// The tool call a paused script is waiting on, already unwrapped and checked.
+/// What a run carries from advance to advance besides Monty's state.
+pub struct RunCtx {
+    /// The run's memory counter (see [`crate::memory`]).
+    memory: Arc<RunMemory>,
+    /// The script and its name, when known (not for a run restored from bytes): name
+    /// lookups read it to tell a called name from a bare reference.
+    source: Option<(String, String)>,
+}
+
+/// The tool call a paused script is waiting on, already checked. Arguments stay in the
+/// paused call's arena ([`Paused::args`]); they are converted when Python reads them.
 pub struct ToolRequest {
     pub name: String,
-    pub positional: Vec<MontyObject>,
-    pub keyword: Vec<(String, MontyObject)>,
+    /// Arena ids of the positional arguments (`Functions` style only).
+    pub positional: Vec<NodeId>,
+    /// Names and arena ids of the keyword arguments (or the `call_tool` dict's items).
+    pub keyword: Vec<(String, NodeId)>,
     pub call_id: u32,
+}
+
+impl Paused {
+    /// The arena the request's node ids point into.
+    pub fn arena(&self) -> &unstable::MontyGraph {
+        unstable::call_args_parts(&self.0.args).0
+    }
 }
 
 /// Where an advance stopped.
@@ -87,6 +123,8 @@ pub enum Stop {
 pub struct Advance {
     pub stop: Stop,
     pub stdout: String,
+    /// The nondeterministic answers given to the script during this advance, in order.
+    pub os_log: crate::journal::OsLog,
 }
 
 /// What the paused call returns to the script.
@@ -95,7 +133,7 @@ pub enum Outcome {
     Error { exc_type: String, message: String },
 }
 
-type Progress = Result<RunProgress<LimitedTracker>, MontyException>;
+type Progress = Result<RunProgress, MontyException>;
 
 fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, HostError>) -> Result<T, HostError> {
     match catch_unwind(AssertUnwindSafe(f)) {
@@ -122,7 +160,12 @@ pub const MAX_SCRIPT_BYTES: usize = 4 * 1024 * 1024;
 pub const STACK_PER_SOURCE_BYTE: usize = 64;
 
 /// Compiles and runs `script` up to its first stop.
-pub fn start(cfg: &EngineConfig, script: String, script_name: &str) -> Result<Advance, HostError> {
+pub fn start(
+    cfg: &EngineConfig,
+    script: String,
+    script_name: &str,
+    mut journal: Journal,
+) -> Result<Advance, HostError> {
     if script.len() > MAX_SCRIPT_BYTES {
         return Ok(Advance {
             stop: Stop::Raised(format!(
@@ -131,8 +174,14 @@ pub fn start(cfg: &EngineConfig, script: String, script_name: &str) -> Result<Ad
                 script.len()
             )),
             stdout: String::new(),
+            os_log: Vec::new(),
         });
     }
+    let ctx = Arc::new(RunCtx {
+        memory: RunMemory::new(),
+        source: Some((script.clone(), script_name.to_owned())),
+    });
+    let _charging = charge_to(&ctx.memory);
     guarded("start", || {
         let mut out = CappedOutput::new(cfg.max_stdout);
         let run = match MontyRun::new(script, script_name, Vec::new(), CompileOptions::default()) {
@@ -141,31 +190,38 @@ pub fn start(cfg: &EngineConfig, script: String, script_name: &str) -> Result<Ad
                 return Ok(Advance {
                     stop: Stop::Raised(exc.to_string()),
                     stdout: String::new(),
+                    os_log: journal.into_log(),
                 });
             }
         };
+        let seed = journal.random_seed()?;
+        let run = run.with_os_policy(cfg.os.monty_policy(seed));
         let progress = run.start(
             Vec::new(),
             cfg.limits.tracker(),
             PrintWriter::Callback(&mut out),
         );
-        let stop = drive(cfg, progress, &mut out)?;
+        let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
         Ok(Advance {
             stop,
             stdout: out.text,
+            os_log: journal.into_log(),
         })
     })
 }
 
 /// Resumes a paused call with `outcome` and runs to the next stop.
-pub fn resume(cfg: &EngineConfig, paused: Paused, outcome: Outcome) -> Result<Advance, HostError> {
+pub fn resume(
+    cfg: &EngineConfig,
+    paused: Paused,
+    outcome: Outcome,
+    mut journal: Journal,
+) -> Result<Advance, HostError> {
+    let ctx = paused.1;
+    let _charging = charge_to(&ctx.memory);
     guarded("resume", || {
-        let mut call = paused.0;
-        // Limits apply per advance: give this advance a fresh time budget.
-        let tracker = call.tracker_mut();
-        if let Some(d) = tracker.max_duration() {
-            tracker.set_max_duration(d);
-        }
+        // Monty restarts the turn budget (our per-advance time limit) at every resume.
+        let call = paused.0;
         let result = match outcome {
             Outcome::Value(v) => ExtFunctionResult::Return(v),
             Outcome::Error { exc_type, message } => {
@@ -179,19 +235,20 @@ pub fn resume(cfg: &EngineConfig, paused: Paused, outcome: Outcome) -> Result<Ad
         };
         let mut out = CappedOutput::new(cfg.max_stdout);
         let progress = call.resume(result, PrintWriter::Callback(&mut out));
-        let stop = drive(cfg, progress, &mut out)?;
+        let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
         Ok(Advance {
             stop,
             stdout: out.text,
+            os_log: journal.into_log(),
         })
     })
 }
 
 /// Serializes a paused call into sealed snapshot bytes; hands the call back.
 pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, Paused) {
-    let progress = RunProgress::FunctionCall(paused.0);
-    let bytes = progress
-        .dump()
+    let Paused(call, ctx) = paused;
+    let progress = RunProgress::FunctionCall(call);
+    let bytes = monty::dump("main.py", None, &[], monty::SessionRef::Running(&progress))
         .map(|payload| {
             snapshot::seal(
                 &payload,
@@ -203,7 +260,7 @@ pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, 
     let call = progress
         .into_function_call()
         .expect("just wrapped a function call");
-    (bytes, Paused(call))
+    (bytes, Paused(call, ctx))
 }
 
 /// The recursion limit a snapshot runs under, read from its envelope header so the caller
@@ -216,9 +273,20 @@ pub fn snapshot_depth(bytes: &[u8]) -> Result<usize, HostError> {
 /// Restores a paused call from sealed snapshot bytes.
 pub fn load(cfg: &EngineConfig, bytes: &[u8]) -> Result<(Paused, ToolRequest), HostError> {
     let payload = snapshot::open(bytes, cfg.snapshot_key.as_deref())?;
+    // The restored heap is the run's memory: charge its allocation to a fresh counter.
+    let ctx = Arc::new(RunCtx {
+        memory: RunMemory::new(),
+        source: None,
+    });
+    let _charging = charge_to(&ctx.memory);
     guarded("load", || {
-        let progress = RunProgress::<LimitedTracker>::load(payload)
+        let dump = monty::Dump::load(payload)
             .map_err(|e| HostError::Snapshot(format!("cannot decode the paused script: {e}")))?;
+        let monty::Session::Running(progress) = dump.state else {
+            return Err(HostError::Snapshot(
+                "snapshot is not a script paused at a tool call".into(),
+            ));
+        };
         let call = progress.into_function_call().ok_or_else(|| {
             HostError::Snapshot("snapshot is not a script paused at a tool call".into())
         })?;
@@ -230,7 +298,7 @@ pub fn load(cfg: &EngineConfig, bytes: &[u8]) -> Result<(Paused, ToolRequest), H
                 ));
             }
         };
-        Ok((Paused(call), request))
+        Ok((Paused(call, Arc::clone(&ctx)), request))
     })
 }
 
@@ -239,26 +307,24 @@ fn type_error(msg: String) -> MontyException {
 }
 
 /// Unwraps and checks a call; an `Err` is the exception to raise into the script.
-fn classify(
-    style: ToolStyle,
-    call: &FunctionCall<LimitedTracker>,
-) -> Result<ToolRequest, MontyException> {
+fn classify(style: ToolStyle, call: &FunctionCall) -> Result<ToolRequest, MontyException> {
+    let (graph, arg_ids, kwarg_ids) = unstable::call_args_parts(&call.args);
     if call.function_name != "call_tool" {
-        if style == ToolStyle::Functions && !call.method_call {
-            let mut keyword = Vec::with_capacity(call.kwargs.len());
-            for (k, v) in &call.kwargs {
-                let MontyObject::String(k) = k else {
+        if style == ToolStyle::Functions && call.object_id.is_none() {
+            let mut keyword = Vec::with_capacity(kwarg_ids.len());
+            for (k, v) in kwarg_ids {
+                let Some(k) = graph.value(*k).as_str() else {
                     return Err(type_error("keyword argument names must be strings".into()));
                 };
-                keyword.push((k.clone(), v.clone()));
+                keyword.push((k.to_owned(), *v));
             }
             let req = ToolRequest {
                 name: call.function_name.clone(),
-                positional: call.args.clone(),
+                positional: arg_ids.to_vec(),
                 keyword,
                 call_id: call.call_id,
             };
-            check_request(&req)?;
+            check_request(graph, &req)?;
             return Ok(req);
         }
         return Err(MontyException::new(
@@ -270,8 +336,8 @@ fn classify(
             )),
         ));
     }
-    let name = match call.args.first() {
-        Some(MontyObject::String(s)) => s.clone(),
+    let name = match arg_ids.first().map(|id| graph.value(*id).as_str()) {
+        Some(Some(s)) => s.to_owned(),
         _ => {
             return Err(type_error(
                 "call_tool needs the tool name as its first argument, a string: \
@@ -280,40 +346,44 @@ fn classify(
             ));
         }
     };
-    if !call.kwargs.is_empty() {
+    if !kwarg_ids.is_empty() {
         return Err(type_error(format!(
             "call_tool takes the tool's arguments in one dict, not as keyword arguments: \
              call_tool(\"{name}\", {{\"arg\": value}})"
         )));
     }
-    if call.args.len() > 2 {
+    if arg_ids.len() > 2 {
         return Err(type_error(format!(
             "call_tool takes exactly two arguments, the tool name and one dict of arguments: \
              call_tool(\"{name}\", {{\"arg\": value}})"
         )));
     }
     let mut keyword = Vec::new();
-    match call.args.get(1) {
-        None => {}
-        Some(MontyObject::Dict(pairs)) => {
-            for (k, v) in pairs {
-                let MontyObject::String(k) = k else {
-                    return Err(type_error(format!(
-                        "call_tool argument names must be strings, got the {} key {}: \
-                         call_tool(\"{name}\", {{\"arg\": value}})",
-                        k.type_name(),
-                        k.py_repr()
-                    )));
-                };
-                keyword.push((k.clone(), v.clone()));
+    if let Some(id) = arg_ids.get(1) {
+        let arg = graph.value(*id);
+        match graph.node(*id) {
+            unstable::MontyNode::Dict(pairs) => {
+                keyword.reserve(pairs.len());
+                for (k, v) in pairs {
+                    let key = graph.value(*k);
+                    let Some(key_str) = key.as_str() else {
+                        return Err(type_error(format!(
+                            "call_tool argument names must be strings, got the {} key {}: \
+                             call_tool(\"{name}\", {{\"arg\": value}})",
+                            key.type_name(),
+                            key.py_repr()
+                        )));
+                    };
+                    keyword.push((key_str.to_owned(), *v));
+                }
             }
-        }
-        Some(other) => {
-            return Err(type_error(format!(
-                "call_tool's second argument must be a dict of the tool's arguments, got {}: \
-                 call_tool(\"{name}\", {{\"arg\": value}})",
-                other.type_name()
-            )));
+            _ => {
+                return Err(type_error(format!(
+                    "call_tool's second argument must be a dict of the tool's arguments, got {}: \
+                     call_tool(\"{name}\", {{\"arg\": value}})",
+                    arg.type_name()
+                )));
+            }
         }
     }
     let req = ToolRequest {
@@ -322,13 +392,13 @@ fn classify(
         keyword,
         call_id: call.call_id,
     };
-    check_request(&req)?;
+    check_request(graph, &req)?;
     Ok(req)
 }
 
-fn check_request(req: &ToolRequest) -> Result<(), MontyException> {
+fn check_request(graph: &unstable::MontyGraph, req: &ToolRequest) -> Result<(), MontyException> {
     for (i, v) in req.positional.iter().enumerate() {
-        check_plain(v, &format!("argument {i}")).map_err(|e| {
+        check_ref(V::at(graph, *v), &format!("argument {i}")).map_err(|e| {
             type_error(format!(
                 "tool '{}' got a value it cannot take: {}",
                 req.name,
@@ -337,7 +407,7 @@ fn check_request(req: &ToolRequest) -> Result<(), MontyException> {
         })?;
     }
     for (k, v) in &req.keyword {
-        check_plain(v, &format!("argument '{k}'")).map_err(|e| {
+        check_ref(V::at(graph, *v), &format!("argument '{k}'")).map_err(|e| {
             type_error(format!(
                 "tool '{}' got a value it cannot take: {}",
                 req.name,
@@ -348,6 +418,201 @@ fn check_request(req: &ToolRequest) -> Result<(), MontyException> {
     Ok(())
 }
 
+/// CPython's builtin names (3.13): a lookup of one of these that Monty does not define is a
+/// missing builtin, never a tool call.
+const PYTHON_BUILTINS: &[&str] = &[
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "BaseException",
+    "BaseExceptionGroup",
+    "BlockingIOError",
+    "BrokenPipeError",
+    "BufferError",
+    "BytesWarning",
+    "ChildProcessError",
+    "ConnectionAbortedError",
+    "ConnectionError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "DeprecationWarning",
+    "EOFError",
+    "Ellipsis",
+    "EncodingWarning",
+    "EnvironmentError",
+    "Exception",
+    "ExceptionGroup",
+    "False",
+    "FileExistsError",
+    "FileNotFoundError",
+    "FloatingPointError",
+    "FutureWarning",
+    "GeneratorExit",
+    "IOError",
+    "ImportError",
+    "ImportWarning",
+    "IndentationError",
+    "IndexError",
+    "InterruptedError",
+    "IsADirectoryError",
+    "KeyError",
+    "KeyboardInterrupt",
+    "LookupError",
+    "MemoryError",
+    "ModuleNotFoundError",
+    "NameError",
+    "None",
+    "NotADirectoryError",
+    "NotImplemented",
+    "NotImplementedError",
+    "OSError",
+    "OverflowError",
+    "PendingDeprecationWarning",
+    "PermissionError",
+    "ProcessLookupError",
+    "RecursionError",
+    "ReferenceError",
+    "ResourceWarning",
+    "RuntimeError",
+    "RuntimeWarning",
+    "StopAsyncIteration",
+    "StopIteration",
+    "SyntaxError",
+    "SyntaxWarning",
+    "SystemError",
+    "SystemExit",
+    "TabError",
+    "TimeoutError",
+    "True",
+    "TypeError",
+    "UnboundLocalError",
+    "UnicodeDecodeError",
+    "UnicodeEncodeError",
+    "UnicodeError",
+    "UnicodeTranslateError",
+    "UnicodeWarning",
+    "UserWarning",
+    "ValueError",
+    "Warning",
+    "ZeroDivisionError",
+    "__build_class__",
+    "__debug__",
+    "__doc__",
+    "__file__",
+    "__import__",
+    "__name__",
+    "abs",
+    "aiter",
+    "all",
+    "anext",
+    "any",
+    "ascii",
+    "bin",
+    "bool",
+    "breakpoint",
+    "bytearray",
+    "bytes",
+    "callable",
+    "chr",
+    "classmethod",
+    "compile",
+    "complex",
+    "copyright",
+    "credits",
+    "delattr",
+    "dict",
+    "dir",
+    "divmod",
+    "enumerate",
+    "eval",
+    "exec",
+    "exit",
+    "filter",
+    "float",
+    "format",
+    "frozenset",
+    "getattr",
+    "globals",
+    "hasattr",
+    "hash",
+    "help",
+    "hex",
+    "id",
+    "input",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "license",
+    "list",
+    "locals",
+    "map",
+    "max",
+    "memoryview",
+    "min",
+    "next",
+    "object",
+    "oct",
+    "open",
+    "ord",
+    "pow",
+    "print",
+    "property",
+    "quit",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "setattr",
+    "slice",
+    "sorted",
+    "staticmethod",
+    "str",
+    "sum",
+    "super",
+    "tuple",
+    "type",
+    "vars",
+    "zip"
+];
+
+/// How the script's undefined names resolve: `call_tool` (and, in the functions style,
+/// any other name that is not a Python builtin) is a host function whose calls pause the
+/// script; other names raise `NameError`, with the tool hint only for names that look
+/// like tool calls (not a builtin, not `final_answer`).
+fn name_answer(style: ToolStyle, name: &str, called: bool) -> NameLookupResult {
+    let builtin = PYTHON_BUILTINS.binary_search(&name).is_ok();
+    if called && (name == "call_tool" || (style == ToolStyle::Functions && !builtin)) {
+        return NameLookupResult::Value(MontyObject::function(name, None));
+    }
+    if builtin || name == "final_answer" || !called {
+        return NameLookupResult::Undefined;
+    }
+    NameLookupResult::Error(MontyException::new(
+        ExcType::NameError,
+        Some(format!(
+            "name '{name}' is not defined. Tools are not Python functions here: call them only as \
+             call_tool(\"<tool-name>\", {{\"arg\": value}})"
+        )),
+    ))
+}
+
+/// Whether the name at `at` is called (`name(`), read from the script's source; true when
+/// the source is unknown (a run restored from bytes, code run by `eval`/`exec`).
+fn is_called(source: Option<&(String, String)>, at: &monty_types::SourceRange) -> bool {
+    let Some((script, name)) = source else {
+        return true;
+    };
+    if at.filename != *name && !name.ends_with(&format!("/{}", at.filename)) {
+        return true;
+    }
+    script
+        .get(at.end as usize..)
+        .is_none_or(|rest| rest.trim_start().starts_with('('))
+}
+
 const NO_ASYNC: &str =
     "asynchronous tool calls are not supported; call tools synchronously, without `await`";
 
@@ -356,6 +621,8 @@ fn drive(
     cfg: &EngineConfig,
     mut progress: Progress,
     out: &mut CappedOutput,
+    journal: &mut Journal,
+    ctx: &Arc<RunCtx>,
 ) -> Result<Stop, HostError> {
     let mut table = None;
     loop {
@@ -374,22 +641,34 @@ fn drive(
                 });
             }
             RunProgress::FunctionCall(call) => match classify(cfg.tool_style, &call) {
-                Ok(req) => return Ok(Stop::Call(Box::new(Paused(call)), req)),
+                Ok(req) => {
+                    return Ok(Stop::Call(
+                        Box::new(Paused(call, Arc::clone(ctx))),
+                        req,
+                    ));
+                }
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },
             RunProgress::OsCall(call) => {
-                if call.function_call.is_filesystem()
+                if call.function_call.fs_primary_path().is_some()
                     && table.is_none()
                     && !cfg.os.mounts.is_empty()
                 {
                     table = Some(cfg.os.mount_table()?);
                 }
-                let os = &cfg.os;
-                let t = table.as_mut();
-                call.resume_with(PrintWriter::Callback(out), |c| os.service(c, t))
+                match cfg.os.nondeterministic(&call.function_call, journal)? {
+                    Some(answer) => call.resume(answer, PrintWriter::Callback(out)),
+                    None => {
+                        let os = &cfg.os;
+                        let t = table.as_mut();
+                        call.resume_with(PrintWriter::Callback(out), |c| os.service(c, t))
+                    }
+                }
             }
             RunProgress::NameLookup(lookup) => {
-                lookup.resume(NameLookupResult::Undefined, PrintWriter::Callback(out))
+                let called = is_called(ctx.source.as_ref(), &lookup.position);
+                let answer = name_answer(cfg.tool_style, &lookup.name, called);
+                lookup.resume(answer, PrintWriter::Callback(out))
             }
             RunProgress::ResolveFutures(futures) => {
                 let answers = futures
@@ -408,5 +687,45 @@ fn drive(
                 futures.resume(answers, PrintWriter::Callback(out))
             }
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_table_is_sorted_for_binary_search() {
+        assert!(PYTHON_BUILTINS.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn only_tool_like_names_get_the_tool_hint() {
+        for name in ["object", "dir", "final_answer", "print"] {
+            assert!(matches!(
+                name_answer(ToolStyle::CallTool, name, true),
+                NameLookupResult::Undefined
+            ));
+        }
+        assert!(matches!(
+            name_answer(ToolStyle::CallTool, "search_web", true),
+            NameLookupResult::Error(_)
+        ));
+        assert!(matches!(
+            name_answer(ToolStyle::CallTool, "call_tool", true),
+            NameLookupResult::Value(_)
+        ));
+        assert!(matches!(
+            name_answer(ToolStyle::Functions, "search_web", true),
+            NameLookupResult::Value(_)
+        ));
+        assert!(matches!(
+            name_answer(ToolStyle::CallTool, "call_tool", false),
+            NameLookupResult::Undefined
+        ));
+        assert!(matches!(
+            name_answer(ToolStyle::Functions, "dir", true),
+            NameLookupResult::Undefined
+        ));
     }
 }

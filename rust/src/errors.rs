@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 import_exception!(codeact.exceptions, CodeRuntimeError);
 import_exception!(codeact.exceptions, SnapshotError);
 import_exception!(codeact.exceptions, ValueConversionError);
+import_exception!(codeact.runtime._seam, ReplayDivergenceError);
 
 /// A failure on the host side of the boundary.
 #[derive(Debug)]
@@ -22,6 +23,8 @@ pub enum HostError {
     Conversion(String),
     /// Invalid runtime configuration (raised as `ValueError` when the runtime is built).
     Config(String),
+    /// The script's nondeterministic requests no longer match the journal being replayed.
+    ReplayDivergence(String),
 }
 
 impl From<HostError> for PyErr {
@@ -33,6 +36,7 @@ impl From<HostError> for PyErr {
             }
             HostError::Conversion(msg) => ValueConversionError::new_err(msg),
             HostError::Config(msg) => pyo3::exceptions::PyValueError::new_err(msg),
+            HostError::ReplayDivergence(msg) => ReplayDivergenceError::new_err(msg),
         }
     }
 }

@@ -3,6 +3,8 @@
 mod convert;
 mod engine;
 mod errors;
+mod journal;
+mod memory;
 mod os_policy;
 mod output;
 mod py_api;
@@ -12,8 +14,13 @@ mod worker;
 
 use pyo3::prelude::*;
 
+/// Every allocation is counted for the run being advanced on its thread (ADR 0003).
+#[global_allocator]
+static ALLOC: memory::CountingAlloc = memory::CountingAlloc;
+
 #[pymodule]
 fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    memory::install_probe();
     m.add_class::<py_api::MontyEngine>()?;
     m.add_class::<py_api::MontyPendingCall>()?;
     m.add_class::<py_api::StepTicket>()?;
@@ -21,6 +28,8 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;
     m.add("MONTY_VERSION", snapshot::MONTY_VERSION)?;
     m.add("SNAPSHOT_FORMAT_VERSION", snapshot::FORMAT_VERSION)?;
+    m.add("MONTY_DUMP_VERSION", monty::DUMP_VERSION)?;
+    m.add("MONTY_MIN_DUMP_VERSION", monty::MIN_SUPPORTED_DUMP_VERSION)?;
     m.add("MAX_VALUE_DEPTH", convert::MAX_DEPTH)?;
     m.add("RECURSION_CEILING", engine::RECURSION_CEILING)?;
     m.add("MAX_SCRIPT_BYTES", engine::MAX_SCRIPT_BYTES)?;

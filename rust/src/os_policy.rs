@@ -7,14 +7,17 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use chrono::{Datelike, FixedOffset, Local, TimeZone, Timelike};
+use chrono::{DateTime, Datelike, Local, NaiveDateTime, Offset, Timelike, Utc};
 use monty_fs::{MountCallOutcome, MountError, MountMode, MountTable};
 use monty_types::{
-    DictPairs, ExcType, ExtFunctionResult, MontyDate, MontyDateTime, MontyException, MontyObject,
-    MontyTimeZone, OsFunctionCall,
+    DateTimeSource, ExcType, ExtFunctionResult, MontyDate, MontyDateTime, MontyException,
+    MontyObject, MontyTimeZone, OsFunctionCall, RandomSeed, RandomStart, SandboxTimeZone,
+    SleepMode,
 };
+use num_bigint::BigInt;
 
 use crate::errors::HostError;
+use crate::journal::{CLOCK, JVal, Journal, URANDOM};
 
 /// One host folder visible to scripts at `virtual_path`.
 #[derive(Debug, Clone)]
@@ -129,7 +132,7 @@ impl OsPolicy {
         match call {
             OsFunctionCall::Getenv(args) => {
                 match self.environ.iter().find(|(k, _)| *k == args.key) {
-                    Some((_, v)) => ExtFunctionResult::Return(MontyObject::String(v.clone())),
+                    Some((_, v)) => ExtFunctionResult::Return(MontyObject::string(v.clone())),
                     None => ExtFunctionResult::Return(args.default),
                 }
             }
@@ -137,30 +140,15 @@ impl OsPolicy {
                 let pairs: Vec<(MontyObject, MontyObject)> = self
                     .environ
                     .iter()
-                    .map(|(k, v)| {
-                        (
-                            MontyObject::String(k.clone()),
-                            MontyObject::String(v.clone()),
-                        )
-                    })
+                    .map(|(k, v)| (MontyObject::string(k.clone()), MontyObject::string(v.clone())))
                     .collect();
-                ExtFunctionResult::Return(MontyObject::Dict(DictPairs::from(pairs)))
+                ExtFunctionResult::Return(MontyObject::dict(pairs))
             }
-            OsFunctionCall::DateToday => match self.clock_refusal() {
-                Some(err) => err,
-                None => {
-                    let now = Local::now();
-                    ExtFunctionResult::Return(MontyObject::Date(MontyDate {
-                        year: now.year(),
-                        month: now.month() as u8,
-                        day: now.day() as u8,
-                    }))
-                }
-            },
-            OsFunctionCall::DateTimeNow(tz) => match self.clock_refusal() {
-                Some(err) => err,
-                None => now_datetime(tz),
-            },
+            OsFunctionCall::SystemSleep(d) | OsFunctionCall::Sleep(d) => {
+                // Capped by Monty (SleepMode::System) at SLEEP_CAP per call.
+                std::thread::sleep(d.min(SLEEP_CAP));
+                ExtFunctionResult::Return(MontyObject::none())
+            }
             other => {
                 let Some(table) = table else {
                     return no_handler(other);
@@ -172,7 +160,7 @@ impl OsPolicy {
                     // for existence checks, as for any path outside every mount.
                     MountCallOutcome::Handled(Err(
                         MountError::PathEscape { .. } | MountError::NoMountPoint(_),
-                    )) if existence_check => ExtFunctionResult::Return(MontyObject::Bool(false)),
+                    )) if existence_check => ExtFunctionResult::Return(MontyObject::bool(false)),
                     MountCallOutcome::Handled(Err(e)) => {
                         ExtFunctionResult::Error(e.into_exception())
                     }
@@ -180,6 +168,105 @@ impl OsPolicy {
                 }
             }
         }
+    }
+
+    /// Monty's OS policy for one run: every clock read and the random seed come from the
+    /// host (so they are journaled), in the host's local zone; sleeps really wait.
+    pub fn monty_policy(&self, random_seed: i64) -> monty_types::OsPolicy {
+        let offset = Local::now().offset().fix().local_minus_utc();
+        monty_types::OsPolicy {
+            datetime: DateTimeSource::CallHost,
+            timezone: SandboxTimeZone::Fixed {
+                offset_seconds: offset,
+                name: None,
+            },
+            sleep: SleepMode::System(SLEEP_CAP),
+            random_start: RandomStart::Seed(RandomSeed::Int(BigInt::from(random_seed))),
+            ..monty_types::OsPolicy::default()
+        }
+    }
+
+    /// Answers the nondeterministic OS requests (clock reads, entropy) through the journal;
+    /// `None` for every other call.
+    pub fn nondeterministic(
+        &self,
+        call: &OsFunctionCall,
+        journal: &mut Journal,
+    ) -> Result<Option<ExtFunctionResult>, HostError> {
+        let clock = matches!(
+            call,
+            OsFunctionCall::DateToday | OsFunctionCall::DateTimeNow(_) | OsFunctionCall::Time(_)
+        );
+        if clock {
+            if let Some(err) = self.clock_refusal() {
+                return Ok(Some(err));
+            }
+            let seconds = match journal.answer(CLOCK, || {
+                let now = Utc::now();
+                JVal::Float(now.timestamp() as f64 + f64::from(now.timestamp_subsec_micros()) / 1e6)
+            })? {
+                JVal::Float(f) => f,
+                JVal::Int(i) => i as f64,
+                JVal::Str(s) => {
+                    return Err(HostError::ReplayDivergence(format!(
+                        "the journal's clock entry is not a number: {s:?}"
+                    )));
+                }
+            };
+            let micros = (seconds * 1e6).round() as i64;
+            let Some(utc) = DateTime::from_timestamp_micros(micros).map(|d| d.naive_utc()) else {
+                return Ok(Some(ExtFunctionResult::Error(MontyException::new(
+                    ExcType::OverflowError,
+                    Some("the clock reading is out of range".into()),
+                ))));
+            };
+            let local_offset = Local::now().offset().fix().local_minus_utc();
+            return Ok(Some(match call {
+                OsFunctionCall::Time(_) => ExtFunctionResult::Return(MontyObject::float(seconds)),
+                OsFunctionCall::DateToday => {
+                    let local = shift(utc, local_offset);
+                    ExtFunctionResult::Return(MontyObject::date(MontyDate {
+                        year: local.year(),
+                        month: local.month() as u8,
+                        day: local.day() as u8,
+                    }))
+                }
+                OsFunctionCall::DateTimeNow(tz) => now_datetime(utc, local_offset, tz.clone()),
+                _ => unreachable!("matched above"),
+            }));
+        }
+        if let OsFunctionCall::Urandom(args) = call {
+            let size = usize::try_from(args.size).unwrap_or(usize::MAX);
+            if size > MAX_URANDOM {
+                return Ok(Some(ExtFunctionResult::Error(MontyException::new(
+                    ExcType::ValueError,
+                    Some(format!("os.urandom() is limited to {MAX_URANDOM} bytes here")),
+                ))));
+            }
+            let hex = match journal.answer(URANDOM, || {
+                let mut buf = vec![0u8; size];
+                crate::journal::fill_random(&mut buf);
+                JVal::Str(buf.iter().map(|b| format!("{b:02x}")).collect())
+            })? {
+                JVal::Str(s) => s,
+                other => {
+                    return Err(HostError::ReplayDivergence(format!(
+                        "the journal's urandom entry is not a hex string: {other:?}"
+                    )));
+                }
+            };
+            let bytes: Option<Vec<u8>> = (0..hex.len())
+                .step_by(2)
+                .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+                .collect();
+            return match bytes {
+                Some(b) if b.len() == size => Ok(Some(ExtFunctionResult::Return(MontyObject::bytes(b)))),
+                _ => Err(HostError::ReplayDivergence(
+                    "the journal's urandom entry does not match the requested size".into(),
+                )),
+            };
+        }
+        Ok(None)
     }
 
     fn clock_refusal(&self) -> Option<ExtFunctionResult> {
@@ -198,32 +285,27 @@ impl OsPolicy {
 
 fn no_handler(call: OsFunctionCall) -> ExtFunctionResult {
     if call.is_existence_check() {
-        ExtFunctionResult::Return(MontyObject::Bool(false))
+        ExtFunctionResult::Return(MontyObject::bool(false))
     } else {
         ExtFunctionResult::Error(call.on_no_handler())
     }
 }
 
-fn now_datetime(tz: Option<MontyTimeZone>) -> ExtFunctionResult {
+/// Longest single sleep a script gets, per call.
+const SLEEP_CAP: std::time::Duration = std::time::Duration::from_secs(10);
+/// Most bytes one `os.urandom` call may ask for.
+const MAX_URANDOM: usize = 1 << 20;
+
+fn shift(utc: NaiveDateTime, offset_seconds: i32) -> NaiveDateTime {
+    utc + chrono::TimeDelta::seconds(i64::from(offset_seconds))
+}
+
+fn now_datetime(utc: NaiveDateTime, local_offset: i32, tz: Option<MontyTimeZone>) -> ExtFunctionResult {
     let (naive, offset, name) = match tz {
-        None => (Local::now().naive_local(), None, None),
-        Some(tz) => {
-            let Some(fixed) = FixedOffset::east_opt(tz.offset_seconds) else {
-                return ExtFunctionResult::Error(MontyException::new(
-                    ExcType::ValueError,
-                    Some(format!("invalid UTC offset: {} seconds", tz.offset_seconds)),
-                ));
-            };
-            (
-                fixed
-                    .from_utc_datetime(&chrono::Utc::now().naive_utc())
-                    .naive_local(),
-                Some(tz.offset_seconds),
-                tz.name,
-            )
-        }
+        None => (shift(utc, local_offset), None, None),
+        Some(tz) => (shift(utc, tz.offset_seconds), Some(tz.offset_seconds), tz.name),
     };
-    ExtFunctionResult::Return(MontyObject::DateTime(MontyDateTime {
+    ExtFunctionResult::Return(MontyObject::datetime(MontyDateTime {
         year: naive.year(),
         month: naive.month() as u8,
         day: naive.day() as u8,

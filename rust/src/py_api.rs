@@ -13,7 +13,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
 
-use crate::convert::{monty_to_py, py_to_monty};
+use crate::convert::{V, monty_to_py, py_to_monty, ref_to_py};
+use crate::journal::{JVal, Journal, OsLog};
 use crate::engine::{self, Advance, EngineConfig, Limits, Outcome, Paused, Stop, ToolStyle};
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::os_policy::{MountSpec, OsPolicy};
@@ -96,21 +97,66 @@ fn outcome_from_py(py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Outco
     )))
 }
 
+fn os_log_to_py<'py>(py: Python<'py>, log: &OsLog) -> PyResult<Bound<'py, PyTuple>> {
+    let mut items = Vec::with_capacity(log.len());
+    for (kind, value) in log {
+        let v: Bound<'py, PyAny> = match value {
+            JVal::Int(i) => i.into_pyobject(py)?.into_any(),
+            JVal::Float(f) => f.into_pyobject(py)?.into_any(),
+            JVal::Str(s) => s.into_pyobject(py)?.into_any(),
+        };
+        items.push(PyTuple::new(py, [kind.into_pyobject(py)?.into_any(), v])?);
+    }
+    PyTuple::new(py, items)
+}
+
+/// Reads `os_replay`: a sequence of `(kind, value)` pairs, values int, float or str.
+fn journal_from_py(replay: Option<&Bound<'_, PyAny>>) -> PyResult<Journal> {
+    let Some(replay) = replay else {
+        return Ok(Journal::default());
+    };
+    let mut entries = Vec::new();
+    for item in replay.try_iter()? {
+        let (kind, value): (String, Bound<'_, PyAny>) = item?.extract().map_err(|_| {
+            PyTypeError::new_err("os_replay entries must be (kind, value) pairs")
+        })?;
+        let value = if value.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(PyTypeError::new_err(format!(
+                "os_replay value for {kind:?} must be an int, float or str"
+            )));
+        } else if let Ok(i) = value.extract::<i64>() {
+            JVal::Int(i)
+        } else if let Ok(f) = value.cast::<pyo3::types::PyFloat>() {
+            JVal::Float(f.value())
+        } else if let Ok(s) = value.extract::<String>() {
+            JVal::Str(s)
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "os_replay value for {kind:?} must be an int, float or str"
+            )));
+        };
+        entries.push((kind, value));
+    }
+    Ok(Journal::new(entries))
+}
+
 fn build_step(py: Python<'_>, cfg: &Arc<EngineConfig>, advance: Advance) -> PyResult<Py<PyAny>> {
     let types = seam(py)?;
     let stdout = advance.stdout;
+    let os_log = os_log_to_py(py, &advance.os_log)?;
     match advance.stop {
         Stop::Complete(value) => {
             let value = monty_to_py(py, &value, "the result")
                 .map_err(|e| HostError::Internal(e.describe()))?;
-            types.complete.call1(py, (value, stdout))
+            types.complete.call1(py, (value, stdout, os_log))
         }
-        Stop::Raised(message) => types.raised.call1(py, (message, stdout)),
+        Stop::Raised(message) => types.raised.call1(py, (message, stdout, os_log)),
         Stop::Call(paused, req) => {
+            let arena = paused.arena();
             let mut positional = Vec::with_capacity(req.positional.len());
             for (i, v) in req.positional.iter().enumerate() {
                 positional.push(
-                    monty_to_py(py, v, &format!("argument {i}"))
+                    ref_to_py(py, V::at(arena, *v), &format!("argument {i}"))
                         .map_err(|e| HostError::Internal(e.describe()))?,
                 );
             }
@@ -118,7 +164,8 @@ fn build_step(py: Python<'_>, cfg: &Arc<EngineConfig>, advance: Advance) -> PyRe
             for (k, v) in &req.keyword {
                 keyword.set_item(
                     k,
-                    monty_to_py(py, v, k).map_err(|e| HostError::Internal(e.describe()))?,
+                    ref_to_py(py, V::at(arena, *v), k)
+                        .map_err(|e| HostError::Internal(e.describe()))?,
                 )?;
             }
             let pending = MontyPendingCall {
@@ -130,7 +177,7 @@ fn build_step(py: Python<'_>, cfg: &Arc<EngineConfig>, advance: Advance) -> PyRe
                 paused: Mutex::new(Some(*paused)),
             };
             let pending = Py::new(py, pending)?;
-            types.call.call1(py, (pending, stdout))
+            types.call.call1(py, (pending, stdout, os_log))
         }
     }
 }
@@ -199,58 +246,81 @@ impl MontyEngine {
     }
 
     /// Compiles and runs `script` to its first stop; returns a `Call`, `Complete` or `Raised`.
-    fn start(&self, py: Python<'_>, script: String, script_name: String) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (script, script_name, os_replay=None))]
+    fn start(
+        &self,
+        py: Python<'_>,
+        script: String,
+        script_name: String,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let journal = journal_from_py(os_replay)?;
         let cfg = Arc::clone(&self.cfg);
         let needed = start_stack(&self.cfg, &script);
         let advance = py
-            .detach(move || with_stack(needed, || engine::start(&cfg, script, &script_name)))
+            .detach(move || {
+                with_stack(needed, || engine::start(&cfg, script, &script_name, journal))
+            })
             .map_err(PyErr::from)?;
         build_step(py, &self.cfg, advance)
     }
 
     /// Like `start`, but runs on a native worker; returns a `StepTicket` to wait on.
-    fn start_async(&self, script: String, script_name: String) -> StepTicket {
+    #[pyo3(signature = (script, script_name, os_replay=None))]
+    fn start_async(
+        &self,
+        script: String,
+        script_name: String,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<StepTicket> {
+        let journal = journal_from_py(os_replay)?;
         let cfg = Arc::clone(&self.cfg);
         let needed = start_stack(&self.cfg, &script);
         let slot = worker::submit(move || {
-            with_stack(needed, || engine::start(&cfg, script, &script_name))
+            with_stack(needed, || engine::start(&cfg, script, &script_name, journal))
         });
-        StepTicket::new(&self.cfg, slot)
+        Ok(StepTicket::new(&self.cfg, slot))
     }
 
     /// Like `resume`, but runs on a native worker; returns a `StepTicket` to wait on.
+    #[pyo3(signature = (snapshot, outcome, os_replay=None))]
     fn resume_async(
         &self,
         py: Python<'_>,
         snapshot: Vec<u8>,
         outcome: &Bound<'_, PyAny>,
+        os_replay: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<StepTicket> {
         let outcome = outcome_from_py(py, outcome)?;
+        let journal = journal_from_py(os_replay)?;
         let cfg = Arc::clone(&self.cfg);
         let depth = engine::snapshot_depth(&snapshot)?;
         let slot = worker::submit(move || {
             with_stack(stack_needed(depth), || {
                 let (paused, _req) = engine::load(&cfg, &snapshot)?;
-                engine::resume(&cfg, paused, outcome)
+                engine::resume(&cfg, paused, outcome, journal)
             })
         });
         Ok(StepTicket::new(&self.cfg, slot))
     }
 
     /// Restores a paused script from `snapshot` bytes and resumes it with `outcome`.
+    #[pyo3(signature = (snapshot, outcome, os_replay=None))]
     fn resume(
         &self,
         py: Python<'_>,
         snapshot: Vec<u8>,
         outcome: &Bound<'_, PyAny>,
+        os_replay: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let outcome = outcome_from_py(py, outcome)?;
+        let journal = journal_from_py(os_replay)?;
         let cfg = Arc::clone(&self.cfg);
         // A snapshot carries its own limits: size the stack for the depth it records.
         let depth = engine::snapshot_depth(&snapshot)?;
         let advance = run_interpreter(py, depth, move || {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
-            engine::resume(&cfg, paused, outcome)
+            engine::resume(&cfg, paused, outcome, journal)
         })?;
         build_step(py, &self.cfg, advance)
     }
@@ -259,21 +329,23 @@ impl MontyEngine {
     /// `(name, positional_args, keyword_args, call_id)`.
     fn inspect(&self, py: Python<'_>, snapshot: Vec<u8>) -> PyResult<Py<PyAny>> {
         let cfg = Arc::clone(&self.cfg);
-        let (_paused, req) = run_interpreter(py, engine::RECURSION_CEILING, move || {
+        let (paused, req) = run_interpreter(py, engine::RECURSION_CEILING, move || {
             engine::load(&cfg, &snapshot)
         })?;
+        let arena = paused.arena();
         let positional: Vec<Py<PyAny>> = req
             .positional
             .iter()
             .map(|v| {
-                monty_to_py(py, v, "argument").map_err(|e| HostError::Internal(e.describe()).into())
+                ref_to_py(py, V::at(arena, *v), "argument")
+                    .map_err(|e| HostError::Internal(e.describe()).into())
             })
             .collect::<PyResult<_>>()?;
         let keyword = PyDict::new(py);
         for (k, v) in &req.keyword {
             keyword.set_item(
                 k,
-                monty_to_py(py, v, k).map_err(|e| HostError::Internal(e.describe()))?,
+                ref_to_py(py, V::at(arena, *v), k).map_err(|e| HostError::Internal(e.describe()))?,
             )?;
         }
         Ok((
@@ -341,24 +413,39 @@ impl MontyPendingCall {
     }
 
     /// Resumes the script in place with `outcome` (`ResumeValue` or `ResumeError`).
-    fn resume(&self, py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (outcome, os_replay=None))]
+    fn resume(
+        &self,
+        py: Python<'_>,
+        outcome: &Bound<'_, PyAny>,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let outcome = outcome_from_py(py, outcome)?;
+        let journal = journal_from_py(os_replay)?;
         let paused = self.take()?;
         let cfg = Arc::clone(&self.cfg);
         let advance = run_interpreter(py, self.cfg.limits.max_recursion_depth, move || {
-            engine::resume(&cfg, paused, outcome)
+            engine::resume(&cfg, paused, outcome, journal)
         })?;
         build_step(py, &self.cfg, advance)
     }
 
     /// Like `resume`, but runs on a native worker; returns a `StepTicket` to wait on.
-    fn resume_async(&self, py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<StepTicket> {
+    #[pyo3(signature = (outcome, os_replay=None))]
+    fn resume_async(
+        &self,
+        py: Python<'_>,
+        outcome: &Bound<'_, PyAny>,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<StepTicket> {
         let outcome = outcome_from_py(py, outcome)?;
+        let journal = journal_from_py(os_replay)?;
         let paused = self.take()?;
         let cfg = Arc::clone(&self.cfg);
         let needed = stack_needed(cfg.limits.max_recursion_depth);
-        let slot =
-            worker::submit(move || with_stack(needed, || engine::resume(&cfg, paused, outcome)));
+        let slot = worker::submit(move || {
+            with_stack(needed, || engine::resume(&cfg, paused, outcome, journal))
+        });
         Ok(StepTicket::new(&self.cfg, slot))
     }
 

@@ -7,6 +7,7 @@
 //! | 4 | magic `CAMS` |
 //! | 2 | envelope format version ([`FORMAT_VERSION`]) |
 //! | 1 + n | length and text of the Monty version that wrote the payload |
+//! | 2 | Monty's dump version of the payload (`monty::DUMP_VERSION` of the writer) |
 //! | 1 | flags (bit 0: the tag is an HMAC under the host's `snapshot_key`) |
 //! | 4 | the recursion limit the paused script runs under (sizes the host stack on load) |
 //! | 8 | payload length |
@@ -14,7 +15,10 @@
 //! | 32 | tag: SHA-256 of everything before it, or HMAC-SHA256 when signed |
 //!
 //! Anything else (truncated, altered, foreign, another version, another key) is a
-//! `SnapshotError` before a single payload byte is decoded.
+//! `SnapshotError` before a single payload byte is decoded. A payload written by another
+//! Monty release loads when its dump version is one this build reads
+//! (`MIN_SUPPORTED_DUMP_VERSION..=DUMP_VERSION`); Monty upgrades it while loading.
+//! Envelope format 1 (codeact 0.1.0, Monty 0.0.19) is refused with both versions named.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -22,9 +26,9 @@ use sha2::{Digest, Sha256};
 use crate::errors::HostError;
 
 pub const MAGIC: &[u8; 4] = b"CAMS";
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 /// The Monty release embedded in this build (checked against `Cargo.lock` by the tests).
-pub const MONTY_VERSION: &str = "0.0.19";
+pub const MONTY_VERSION: &str = "1.4.0";
 const TAG_LEN: usize = 32;
 const FLAG_SIGNED: u8 = 1;
 
@@ -48,6 +52,7 @@ pub fn seal(payload: &[u8], key: Option<&[u8]>, recursion_depth: u32) -> Vec<u8>
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.push(MONTY_VERSION.len() as u8);
     out.extend_from_slice(MONTY_VERSION.as_bytes());
+    out.extend_from_slice(&monty::DUMP_VERSION.to_le_bytes());
     out.push(if key.is_some() { FLAG_SIGNED } else { 0 });
     out.extend_from_slice(&recursion_depth.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
@@ -64,7 +69,12 @@ pub fn peek_depth(bytes: &[u8]) -> Result<usize, HostError> {
     if bytes.len() < 7 || &bytes[..4] != MAGIC {
         return Err(bad("these bytes are not a codeact snapshot (bad magic)"));
     }
-    let at = 4 + 2 + 1 + bytes[6] as usize + 1;
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if version != FORMAT_VERSION {
+        // `open` names both versions.
+        return Ok(0);
+    }
+    let at = 4 + 2 + 1 + bytes[6] as usize + 2 + 1;
     let depth = bytes
         .get(at..at + 4)
         .ok_or_else(|| bad("snapshot is truncated"))?;
@@ -93,6 +103,18 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostErr
         Ok(s)
     };
     let version = u16::from_le_bytes(take(&mut pos, 2)?.try_into().expect("2 bytes"));
+    if version == 1 {
+        // codeact 0.1.0: the version text follows as in format 2.
+        let writer = take(&mut pos, 1)
+            .and_then(|n| take(&mut pos, n[0] as usize))
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_else(|_| "0.0.19".to_string());
+        return bad(format!(
+            "snapshot was written by codeact 0.1.0 with Monty {writer} (envelope format 1); this              build embeds Monty {MONTY_VERSION} (dump versions {}..={}), which cannot resume it:              re-run the script from its start",
+            monty::MIN_SUPPORTED_DUMP_VERSION,
+            monty::DUMP_VERSION
+        ));
+    }
     if version != FORMAT_VERSION {
         return bad(format!(
             "snapshot format version {version} is not supported (this build reads {FORMAT_VERSION})"
@@ -100,10 +122,13 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostErr
     }
     let vlen = take(&mut pos, 1)?[0] as usize;
     let monty = take(&mut pos, vlen)?;
-    if monty != MONTY_VERSION.as_bytes() {
+    let dump_version = u16::from_le_bytes(take(&mut pos, 2)?.try_into().expect("2 bytes"));
+    if !(monty::MIN_SUPPORTED_DUMP_VERSION..=monty::DUMP_VERSION).contains(&dump_version) {
         return bad(format!(
-            "snapshot was written by Monty {}; this build embeds Monty {MONTY_VERSION}",
-            String::from_utf8_lossy(monty)
+            "snapshot was written by Monty {} (dump version {dump_version}); this build embeds              Monty {MONTY_VERSION}, which reads dump versions {}..={}",
+            String::from_utf8_lossy(monty),
+            monty::MIN_SUPPORTED_DUMP_VERSION,
+            monty::DUMP_VERSION
         ));
     }
     let flags = take(&mut pos, 1)?[0];
@@ -217,9 +242,28 @@ mod tests {
     }
 
     #[test]
+    fn format_1_names_both_versions() {
+        let mut bytes = b"CAMS".to_vec();
+        bytes.extend_from_slice(&1u16.to_le_bytes());
+        bytes.push(6);
+        bytes.extend_from_slice(b"0.0.19");
+        bytes.extend_from_slice(&[0; 48]);
+        let msg = refusal(&bytes, None);
+        assert!(msg.contains("0.0.19") && msg.contains(MONTY_VERSION), "{msg}");
+    }
+
+    #[test]
+    fn dump_versions_outside_the_readable_range_are_refused() {
+        let mut bytes = sealed(None);
+        let at = 4 + 2 + 1 + MONTY_VERSION.len();
+        bytes[at..at + 2].copy_from_slice(&(monty::DUMP_VERSION + 1).to_le_bytes());
+        assert!(refusal(&bytes, None).contains("dump version"));
+    }
+
+    #[test]
     fn huge_lengths_do_not_overflow() {
         let mut bytes = sealed(None);
-        let at = 4 + 2 + 1 + MONTY_VERSION.len() + 1 + 4;
+        let at = 4 + 2 + 1 + MONTY_VERSION.len() + 2 + 1 + 4;
         bytes[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(refusal(&bytes, None).contains("truncated"));
     }

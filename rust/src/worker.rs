@@ -70,6 +70,13 @@ fn sender() -> Sender<Job> {
 }
 
 /// The result of one submitted job, filled in once.
+///
+/// Hand-off protocol: the worker stores the value and raises `done` while holding the
+/// lock; `done` is never lowered. So whoever sees `done` (by the atomic or under the lock)
+/// finds the value there until it is taken, and a waiter that wakes from the condition
+/// variable tests the same flag `result()` tests. (0.1.0 raised `done` after releasing
+/// the lock while waiters woke on the value: `wait()` could return True before `done`
+/// was set, and `result()` then refused.)
 pub struct Slot<T> {
     done: AtomicBool,
     value: Mutex<Option<T>>,
@@ -77,9 +84,21 @@ pub struct Slot<T> {
 }
 
 impl<T> Slot<T> {
-    fn set(&self, value: T) {
-        *self.value.lock().unwrap_or_else(|e| e.into_inner()) = Some(value);
+    /// An empty slot.
+    pub fn new() -> Self {
+        Self {
+            done: AtomicBool::new(false),
+            value: Mutex::new(None),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Fills the slot (once) and wakes every waiter.
+    pub fn set(&self, value: T) {
+        let mut guard = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        *guard = Some(value);
         self.done.store(true, Ordering::Release);
+        drop(guard);
         self.ready.notify_all();
     }
 
@@ -98,7 +117,9 @@ impl<T> Slot<T> {
             std::hint::spin_loop();
         }
         let guard = self.value.lock().unwrap_or_else(|e| e.into_inner());
-        let pending = |v: &mut Option<T>| v.is_none();
+        // The flag, not the value: a value already taken by `take` must not make a
+        // waiter sleep forever, and a value present means the flag is up (set under lock).
+        let pending = |_: &mut Option<T>| !self.done.load(Ordering::Acquire);
         match timeout {
             None => {
                 let _guard = self
@@ -124,16 +145,18 @@ impl<T> Slot<T> {
     }
 }
 
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Runs `job` on a worker; its result lands in the returned slot. A panic that escapes the
 /// job becomes a `HostError::Internal` (the worker lives on).
 pub fn submit<R: Send + 'static>(
     job: impl FnOnce() -> Result<R, HostError> + Send + 'static,
 ) -> Arc<Slot<Result<R, HostError>>> {
-    let slot = Arc::new(Slot {
-        done: AtomicBool::new(false),
-        value: Mutex::new(None),
-        ready: Condvar::new(),
-    });
+    let slot = Arc::new(Slot::new());
     let out = Arc::clone(&slot);
     let task: Job = Box::new(move || {
         let result = catch_unwind(AssertUnwindSafe(job))

@@ -39,7 +39,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
-from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep
+from collections.abc import Sequence
+
+from ._seam import Call, Complete, Raised, ReplayDivergenceError, ResumeError, ResumeValue, RunStep
 
 __all__ = ("HANG_GRACE", "ProcessEngine", "ProcessPendingCall", "pool_size", "shutdown_pool")
 
@@ -57,6 +59,7 @@ _ERRORS: dict[str, type[Exception]] = {
     "SnapshotError": SnapshotError,
     "ValueConversionError": ValueConversionError,
     "CodeRuntimeError": CodeRuntimeError,
+    "ReplayDivergenceError": ReplayDivergenceError,
     "ValueError": ValueError,
     "TypeError": TypeError,
 }
@@ -360,6 +363,11 @@ def pool_stats() -> dict[str, int]:
     return {"spawned": _POOL.spawned, "crashes": _POOL.crashes}
 
 
+def _replay(os_replay: Sequence[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:
+    """``os_replay`` as a tuple of pairs the frame codec carries."""
+    return tuple((str(k), v) for k, v in (os_replay or ()))
+
+
 class ProcessPendingCall:
     """A script paused at a tool call in a worker, held here as snapshot bytes; single use."""
 
@@ -387,12 +395,12 @@ class ProcessPendingCall:
             raise CodeRuntimeError(ALREADY_RESUMED)
         return self._snapshot
 
-    def resume(self, outcome: ResumeValue | ResumeError) -> RunStep:
+    def resume(self, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
         encoded = _encode_outcome(outcome)
         if self._used:
             raise CodeRuntimeError(ALREADY_RESUMED)
         self._used = True
-        return self._engine._advance(("resume", self._engine.config, self._snapshot, encoded))
+        return self._engine._advance(("resume", self._engine.config, self._snapshot, encoded, _replay(os_replay)))
 
     def __repr__(self) -> str:
         return f"ProcessPendingCall(name={self.name!r}, keyword_args={self.keyword_args!r}, call_id={self.call_id})"
@@ -406,14 +414,16 @@ class ProcessEngine:
         duration = config["max_duration"]
         self.timeout = None if duration is None else float(duration) + HANG_GRACE
 
-    def start(self, script: str, script_name: str) -> RunStep:
+    def start(self, script: str, script_name: str, os_replay: Sequence[tuple[str, Any]] | None = None) -> RunStep:
         if not isinstance(script, str) or not isinstance(script_name, str):
             raise TypeError("start() takes the script and its name as str")
-        return self._advance(("start", self.config, script, script_name))
+        return self._advance(("start", self.config, script, script_name, _replay(os_replay)))
 
-    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+    def resume(
+        self, snapshot: bytes, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep:
         encoded = _encode_outcome(outcome)
-        return self._advance(("resume", self.config, bytes(snapshot), encoded))
+        return self._advance(("resume", self.config, bytes(snapshot), encoded, _replay(os_replay)))
 
     def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
         reply = self._request(("inspect", self.config, bytes(snapshot)))
@@ -430,11 +440,11 @@ class ProcessEngine:
         reply = self._request(msg)
         kind = reply[0]
         if kind == "complete":
-            return Complete(reply[1], reply[2])
+            return Complete(reply[1], reply[2], reply[3])
         if kind == "raised":
-            return Raised(reply[1], reply[2])
-        _, name, positional, keyword, call_id, snapshot, stdout = reply
-        return Call(ProcessPendingCall(self, name, tuple(positional), keyword, call_id, snapshot), stdout)
+            return Raised(reply[1], reply[2], reply[3])
+        _, name, positional, keyword, call_id, snapshot, stdout, os_log = reply
+        return Call(ProcessPendingCall(self, name, tuple(positional), keyword, call_id, snapshot), stdout, os_log)
 
 
 # ------------------------------------------------------------------ worker side
@@ -456,9 +466,9 @@ def _serve(rfd: int, wfd: int) -> None:
 
     def step_reply(step: Any) -> tuple[Any, ...]:
         if isinstance(step, Complete):
-            return ("complete", step.value, step.stdout)
+            return ("complete", step.value, step.stdout, step.os_log)
         if isinstance(step, Raised):
-            return ("raised", step.message, step.stdout)
+            return ("raised", step.message, step.stdout, step.os_log)
         call = step.call
         return (
             "call",
@@ -468,6 +478,7 @@ def _serve(rfd: int, wfd: int) -> None:
             call.call_id,
             call.dump(),
             step.stdout,
+            step.os_log,
         )
 
     def outcome(encoded: tuple[Any, ...]) -> Any:
@@ -476,8 +487,8 @@ def _serve(rfd: int, wfd: int) -> None:
         return ResumeError(encoded[2], encoded[1])
 
     handlers: dict[str, Callable[..., tuple[Any, ...]]] = {
-        "start": lambda cfg, script, name: step_reply(engine(cfg).start(script, name)),
-        "resume": lambda cfg, snap, enc: step_reply(engine(cfg).resume(snap, outcome(enc))),
+        "start": lambda cfg, script, name, replay: step_reply(engine(cfg).start(script, name, replay)),
+        "resume": lambda cfg, snap, enc, replay: step_reply(engine(cfg).resume(snap, outcome(enc), replay)),
         "inspect": lambda cfg, snap: ("inspect", tuple(engine(cfg).inspect(snap))),
     }
     while True:

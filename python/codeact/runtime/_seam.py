@@ -11,11 +11,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..exceptions import CodeRuntimeError
+
 if TYPE_CHECKING:
     from ..tools import Tool
 
 __all__ = (
     "Call",
+    "OsLog",
+    "ReplayDivergenceError",
     "CodeRuntime",
     "Complete",
     "PendingCall",
@@ -54,9 +58,22 @@ class PendingCall(Protocol):
         or when the runtime cannot suspend."""
         ...
 
-    def resume(self, outcome: ResumeValue | ResumeError) -> RunStep:
-        """Resumes in place with ``outcome``. Raises ``CodeRuntimeError`` on a second call."""
+    def resume(self, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
+        """Resumes in place with ``outcome``. Raises ``CodeRuntimeError`` on a second call.
+        ``os_replay``: see ``MontyRuntime.start`` (ignored by runtimes without a journal)."""
         ...
+
+
+OsLog = tuple[tuple[str, Any], ...]
+"""The nondeterministic answers the runtime gave a script during one advance, in order:
+``(kind, value)`` pairs with plain JSON values, e.g. ``("clock", 1767225600.25)`` (UTC
+seconds), ``("random_seed", 123)``, ``("urandom", "<hex>")``. Pass the concatenated logs back
+as ``os_replay`` to re-run a script to the same state."""
+
+
+class ReplayDivergenceError(CodeRuntimeError):
+    """A replayed script asked for a nondeterministic value of another kind than the
+    journal recorded next (``os_replay``): it no longer runs the same way."""
 
 
 @dataclass(slots=True)
@@ -65,6 +82,7 @@ class Call:
 
     call: PendingCall
     stdout: str = ""
+    os_log: OsLog = ()
 
 
 @dataclass(slots=True)
@@ -73,6 +91,7 @@ class Complete:
 
     value: Any
     stdout: str = ""
+    os_log: OsLog = ()
 
 
 @dataclass(slots=True)
@@ -82,6 +101,7 @@ class Raised:
 
     message: str
     stdout: str = ""
+    os_log: OsLog = ()
 
 
 RunStep = Call | Complete | Raised
@@ -132,11 +152,15 @@ class CodeRuntime(Protocol):
     """An interpreter behind the seam. Synchronous: the agent decides how to call it
     without blocking its event loop."""
 
-    def start(self, script: str, script_name: str = "main.py") -> RunStep:
+    def start(
+        self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> RunStep:
         """Runs ``script`` to its first stop. A syntax error is a ``Raised`` step."""
         ...
 
-    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+    def resume(
+        self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> RunStep:
         """Restores a dumped continuation and resumes it. Raises ``CodeRuntimeError`` for
         bytes that cannot be loaded."""
         ...

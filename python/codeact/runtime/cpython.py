@@ -63,7 +63,7 @@ class CPythonPendingCall:
     def dump(self) -> bytes:
         raise CodeRuntimeError("CPythonRuntime cannot suspend: a paused CPython script cannot be dumped")
 
-    def resume(self, outcome: ResumeValue | ResumeError) -> RunStep:
+    def resume(self, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
         if self._used:
             raise CodeRuntimeError("this PendingCall was already resumed; a PendingCall is single use")
         if not isinstance(outcome, (ResumeValue, ResumeError)):
@@ -90,10 +90,14 @@ class CPythonRuntime:
     def render_tools(self, tools: Sequence[Tool]) -> str:
         return default_tool_catalog(tools)
 
-    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+    def resume(
+        self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> RunStep:
         raise CodeRuntimeError("CPythonRuntime cannot suspend, so it cannot resume from snapshot bytes")
 
-    def start(self, script: str, script_name: str = "main.py") -> RunStep:
+    def start(
+        self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> RunStep:
         try:
             tree = ast.parse(script, filename=script_name)
         except SyntaxError as exc:

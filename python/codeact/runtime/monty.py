@@ -303,8 +303,14 @@ class MontyRuntime:
 
     # -- the seam -------------------------------------------------------------------------
 
-    def start(self, script: str, script_name: str = "main.py") -> RunStep:
+    def start(
+        self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> RunStep:
         """Compiles and runs ``script`` to its first stop (the GIL is released meanwhile).
+
+        ``os_replay``: ``(kind, value)`` entries of earlier ``os_log``s, answered first, in
+        order, to the script's nondeterministic requests (clock, random seed, entropy);
+        raises ``ReplayDivergenceError`` when the script asks for another kind.
 
         Unless turned off, the script first goes through the static subset check
         (``rewrite_scripts``, ``check_scripts``): rewrites are applied silently; constructs
@@ -317,7 +323,7 @@ class MontyRuntime:
         script, findings = self._checked(script)
         if findings is not None:
             return Raised(findings)
-        return self._engine.start(script, script_name)
+        return self._engine.start(script, script_name, tuple(os_replay) or None)
 
     def _checked(self, script: str) -> tuple[str, str | None]:
         """The script after the subset check's rewrites, and the findings text (or None)."""
@@ -332,30 +338,38 @@ class MontyRuntime:
             return checked.script, None
         return script, None
 
-    def start_async(self, script: str, script_name: str = "main.py") -> Any:
+    def start_async(
+        self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> Any:
         """Like ``start``, but the advance runs on a native worker thread that never takes
         the GIL; returns a ticket with ``wait(timeout=None) -> bool`` and ``result() ->
         RunStep``. The agent loop uses it to keep its event loop free. The subset check runs
         here, on the calling thread."""
         if len(script) > _INLINE_CHECK_BYTES and (self.rewrite_scripts or self.check_scripts):
             # A long script's check takes milliseconds of CPython parsing: off the caller's thread.
-            return _Deferred(_CHECK_POOL.submit(self.start, script, script_name))
+            return _Deferred(_CHECK_POOL.submit(self.start, script, script_name, os_replay=os_replay))
         script, findings = self._checked(script)
         if findings is not None:
             return _Ready(Raised(findings))
+        replay = tuple(os_replay) or None
         start_async = getattr(self._engine, "start_async", None)
         if start_async is None:
-            return _Ready(self._engine.start(script, script_name))
-        return start_async(script, script_name)
+            return _Ready(self._engine.start(script, script_name, replay))
+        return start_async(script, script_name, replay)
 
-    def resume_async(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> Any:
+    def resume_async(
+        self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> Any:
         """Like ``resume``, on a native worker; returns a ticket (see ``start_async``)."""
+        replay = tuple(os_replay) or None
         resume_async = getattr(self._engine, "resume_async", None)
         if resume_async is None:
-            return _Ready(self._engine.resume(snapshot, outcome))
-        return resume_async(snapshot, outcome)
+            return _Ready(self._engine.resume(snapshot, outcome, replay))
+        return resume_async(snapshot, outcome, replay)
 
-    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+    def resume(
+        self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> RunStep:
         """Restores a script from ``snapshot`` bytes (possibly from another process) and
         resumes it with ``outcome``.
 
@@ -363,7 +377,7 @@ class MontyRuntime:
             SnapshotError: truncated, altered, foreign or wrongly signed bytes.
             ValueConversionError: ``outcome.value`` is not plain data.
         """
-        return self._engine.resume(snapshot, outcome)
+        return self._engine.resume(snapshot, outcome, tuple(os_replay) or None)
 
     def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
         """Reads the call a snapshot is paused at without resuming it:

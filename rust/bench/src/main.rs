@@ -1,5 +1,5 @@
 //! Bare-crate baseline: the same workloads as `benchmarks/runtime.py`, driving `monty`
-//! 0.0.19 directly from Rust with no Python, no conversion and no snapshot envelope.
+//! 1.4.0 directly from Rust with no Python, no conversion and no snapshot envelope.
 //!
 //! Prints one JSON object of medians to stdout: microseconds for the per-operation
 //! workloads, milliseconds for the CPU set. `--quick` runs few repeats (CI smoke).
@@ -7,10 +7,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use monty::{FunctionCall, MontyRun, RunProgress};
+use monty::{Dump, FunctionCall, MontyRun, RunProgress, Session, SessionRef};
 use monty_types::{
-    CompileOptions, ExtFunctionResult, LimitedTracker, MontyObject, NameLookupResult, PrintWriter,
-    ResourceLimits,
+    CompileOptions, ExtFunctionResult, MontyObject, NameLookupResult, PrintWriter, ResourceLimits,
+    ResourceTracker,
 };
 
 const MIB: usize = 1024 * 1024;
@@ -51,10 +51,10 @@ const CPU: &[(&str, &str, i64)] = &[
     ),
 ];
 
-fn tracker() -> LimitedTracker {
-    LimitedTracker::new(
-        ResourceLimits::new()
-            .max_duration(Duration::from_secs(5))
+fn tracker() -> ResourceTracker {
+    ResourceTracker::new(
+        ResourceLimits::default()
+            .max_turn_duration(Duration::from_secs(5))
             .max_memory(256 * MIB),
     )
 }
@@ -70,29 +70,28 @@ fn compile(code: &str) -> MontyRun {
 }
 
 /// What the host tool returns for `call_tool("inc", {"x": i})`: `i + 1`.
-fn tool_result(call: &FunctionCall<LimitedTracker>) -> MontyObject {
+fn tool_result(call: &FunctionCall) -> MontyObject {
     assert_eq!(
         call.function_name, "call_tool",
         "unexpected call {}",
         call.function_name
     );
-    let x = match call.args.get(1) {
-        Some(MontyObject::Dict(pairs)) => pairs
-            .into_iter()
-            .find_map(|(k, v)| match (k, v) {
-                (MontyObject::String(k), MontyObject::Int(v)) if k == "x" => Some(*v),
-                _ => None,
-            })
-            .expect("argument x"),
-        other => panic!("unexpected arguments {other:?}"),
-    };
-    MontyObject::Int(x + 1)
+    let pairs = call
+        .args
+        .arg(1)
+        .and_then(|d| d.pairs())
+        .expect("a dict of arguments");
+    let x = pairs
+        .iter()
+        .find_map(|(k, v)| (k.as_str() == Some("x")).then(|| v.as_int()).flatten())
+        .expect("argument x");
+    MontyObject::int(x + 1)
 }
 
 /// Drives `progress` to completion, answering every tool call; returns the result and
 /// the number of calls answered.
 fn drive(
-    mut progress: Result<RunProgress<LimitedTracker>, monty_types::MontyException>,
+    mut progress: Result<RunProgress, monty_types::MontyException>,
     out: &mut String,
 ) -> (MontyObject, u32) {
     let mut calls = 0;
@@ -130,7 +129,7 @@ fn run(code: &str) -> (MontyObject, u32) {
 }
 
 /// Starts `DUMP_LOAD` and returns it paused at its tool call.
-fn paused() -> FunctionCall<LimitedTracker> {
+fn paused() -> FunctionCall {
     let mut out = String::new();
     let progress = compile(DUMP_LOAD)
         .start(
@@ -170,9 +169,15 @@ fn per_op_us(repeats: usize, n: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn int(v: &MontyObject) -> i64 {
-    match v {
-        MontyObject::Int(i) => *i,
-        other => panic!("expected an int, got {other:?}"),
+    v.as_ref()
+        .as_int()
+        .unwrap_or_else(|| panic!("expected an int, got {v:?}"))
+}
+
+fn load(bytes: &[u8]) -> FunctionCall {
+    match Dump::load(bytes).expect("load").state {
+        Session::Running(p) => p.into_function_call().expect("a call"),
+        _ => panic!("not a paused run"),
     }
 }
 
@@ -210,7 +215,7 @@ fn main() {
     let mut call = Some(paused());
     let mut dump_once = || -> Vec<u8> {
         let progress = RunProgress::FunctionCall(call.take().unwrap());
-        let bytes = progress.dump().expect("dump");
+        let bytes = monty::dump("main.py", None, &[], SessionRef::Running(&progress)).expect("dump");
         call = progress.into_function_call();
         bytes
     };
@@ -220,15 +225,11 @@ fn main() {
         black_box(dump_once());
     });
     let load_us = per_op_us(repeats, batch, || {
-        let p = RunProgress::<LimitedTracker>::load(black_box(&bytes)).expect("load");
-        black_box(p.into_function_call().expect("a call"));
+        black_box(load(black_box(&bytes)));
     });
     let restore = |bytes: &[u8]| -> MontyObject {
         let mut out = String::new();
-        let call = RunProgress::<LimitedTracker>::load(bytes)
-            .expect("load")
-            .into_function_call()
-            .expect("a call");
+        let call = load(bytes);
         let v = tool_result(&call);
         let progress = call.resume(
             ExtFunctionResult::Return(v),
@@ -289,7 +290,7 @@ fn main() {
         .collect::<Vec<_>>()
         .join(", ");
     println!(
-        "{{\"monty\": \"0.0.19\", \"mode\": \"{}\", {body}}}",
+        "{{\"monty\": \"1.4.0\", \"mode\": \"{}\", {body}}}",
         if quick { "quick" } else { "full" }
     );
 }

@@ -1,0 +1,88 @@
+"""The OS journal (INTERFACES.md): every nondeterministic answer the native side gives a
+script (clock reads, the random seed, entropy) is logged in the step's ``os_log`` and can
+be replayed in order through ``os_replay``; a replay the script no longer follows raises
+``ReplayDivergenceError``."""
+
+from __future__ import annotations
+
+import pytest
+
+from codeact import MontyRuntime, ReplayDivergenceError, ResumeValue
+from codeact.exceptions import CodeRuntimeError
+from conftest import expect_call, expect_complete, start
+
+SCRIPT = """\
+import random, time
+from datetime import datetime, date
+a = time.time()
+b = datetime.now().isoformat()
+r = call_tool("tick", {})
+c = random.random()
+d = date.today().isoformat()
+[a, b, r, c, d]
+"""
+
+
+def _run(rt: MontyRuntime, replay: list[tuple[str, object]]) -> tuple[list[object], list[tuple[str, object]]]:
+    step = rt.start(SCRIPT, os_replay=replay[:2] if replay else ())
+    log = list(step.os_log)
+    call = expect_call(step).call
+    done = expect_complete(call.resume(ResumeValue(7), os_replay=replay[len(log) :]))
+    log += list(done.os_log)
+    return done.value, log
+
+
+def test_clock_reads_and_the_seed_are_logged_in_order() -> None:
+    rt = MontyRuntime()
+    value, log = _run(rt, [])
+    kinds = [k for k, _ in log]
+    assert kinds == ["random_seed", "clock", "clock", "clock"]
+    assert isinstance(log[0][1], int)
+    assert all(isinstance(v, float) for _, v in log[1:])
+    assert value[0] == log[1][1]  # time.time() is the logged instant
+
+
+def test_a_replay_reproduces_the_run_exactly() -> None:
+    rt = MontyRuntime()
+    first, log = _run(rt, [])
+    second, log2 = _run(rt, log)
+    assert second == first  # the clock values and the random draw
+    assert log2 == log
+
+
+def test_a_different_seed_gives_a_different_draw() -> None:
+    rt = MontyRuntime()
+    first, log = _run(rt, [])
+    changed = [("random_seed", log[0][1] + 1), *log[1:]]
+    second, _ = _run(rt, changed)
+    assert second[3] != first[3] and second[:3] == first[:3]
+
+
+def test_a_divergent_replay_raises() -> None:
+    rt = MontyRuntime()
+    with pytest.raises(ReplayDivergenceError) as info:
+        rt.start(SCRIPT, os_replay=[("random_seed", 1), ("urandom", "00")])
+    assert isinstance(info.value, CodeRuntimeError)
+    assert "'clock'" in str(info.value) and "'urandom'" in str(info.value)
+
+
+def test_urandom_is_journaled_as_hex() -> None:
+    rt = MontyRuntime()
+    step = expect_complete(start(rt, "import os\nos.urandom(4).hex()"))
+    assert step.os_log[1] == ("urandom", step.value)
+    again = rt.start("import os\nos.urandom(4).hex()", os_replay=step.os_log)
+    assert again.value == step.value
+
+
+def test_without_the_clock_nothing_is_logged_but_the_seed() -> None:
+    rt = MontyRuntime(system_clock=False)
+    step = rt.start("from datetime import date\ntry:\n    date.today()\nexcept OSError:\n    r = 'refused'\nr")
+    assert expect_complete(step).value == "refused"
+    assert [k for k, _ in step.os_log] == ["random_seed"]
+
+
+def test_the_process_isolation_mode_logs_and_replays_too() -> None:
+    rt = MontyRuntime(isolation="process")
+    first, log = _run(rt, [])
+    second, _ = _run(rt, log)
+    assert second == first

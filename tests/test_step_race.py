@@ -1,0 +1,72 @@
+"""The native step hand-off cannot race: every ``StepTicket.wait()`` that returns True is
+followed by a ``result()`` that succeeds, under contention, with the GIL released.
+
+0.1.0 raised "the step has not finished; wait() for it first" after ``wait(0.002)``
+returned True, within about 20,000 round trips. This runs a bounded number of round trips
+on several threads at once with short waits (the window the bug needed); ``make stress``
+runs millions (``CODEACT_STRESS_STEPS``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from codeact.runtime import Call, Complete, MontyRuntime, ResumeValue
+
+STEPS = int(os.environ.get("CODEACT_STRESS_STEPS", "20000"))
+THREADS = int(os.environ.get("CODEACT_STRESS_THREADS", "4"))
+
+SCRIPT = 'total = 0\nwhile True:\n    total += call_tool("inc", {"x": total})\n'
+
+
+def _drive(runtime: MontyRuntime, steps: int, timeouts: tuple[float, ...], errors: list[BaseException]) -> int:
+    done = 0
+    try:
+        ticket = runtime.start_async(SCRIPT)
+        while done < steps:
+            timeout = timeouts[done % len(timeouts)]
+            while not ticket.wait(timeout):
+                pass
+            step = ticket.result()  # must never raise after wait() returned True
+            assert isinstance(step, Call), step
+            assert step.call.keyword_args == {"x": step.call.keyword_args["x"]}
+            ticket = step.call.resume_async(ResumeValue(1))
+            done += 1
+        ticket.wait(None)
+        assert isinstance(ticket.result(), Call)
+    except BaseException as exc:  # reported by the main thread
+        errors.append(exc)
+    return done
+
+
+def test_wait_then_result_never_races_under_contention() -> None:
+    runtime = MontyRuntime(check_scripts=False, rewrite_scripts=False)
+    errors: list[BaseException] = []
+    # Short timeouts give the worker every chance to finish mid-wait; 0 polls.
+    timeouts = (0.0, 0.000001, 0.00005, 0.002, 0.0001)
+    threads = [
+        threading.Thread(target=_drive, args=(runtime, STEPS // THREADS, timeouts, errors)) for _ in range(THREADS)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_a_taken_result_is_refused_and_wait_still_returns() -> None:
+    runtime = MontyRuntime(check_scripts=False, rewrite_scripts=False)
+    ticket = runtime.start_async("1 + 1")
+    assert ticket.wait(None)
+    step = ticket.result()
+    assert isinstance(step, Complete) and step.value == 2
+    # After the value is taken, wait() does not block (the flag, not the value, decides).
+    assert ticket.wait(None)
+    assert ticket.wait(0.0)
+    try:
+        ticket.result()
+    except Exception as exc:
+        assert "already taken" in str(exc)
+    else:
+        raise AssertionError("a second result() must be refused")
