@@ -146,7 +146,7 @@ def run_codeact(scripts: Sequence[str]) -> list[Outcome]:
 
 
 _CPYTHON_HARNESS = r"""
-import json, sys, ast
+import ast, contextlib, io, json, sys
 
 def call_tool(name, args):
     if name != "double":
@@ -159,8 +159,9 @@ for line in sys.stdin:
     try:
         tree = ast.parse(script)
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-        exec(compile(tree, "main.py", "exec"), ns)
-        value = eval(compile(ast.Expression(last.value), "main.py", "eval"), ns) if last else None
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            exec(compile(tree, "main.py", "exec"), ns)
+            value = eval(compile(ast.Expression(last.value), "main.py", "eval"), ns) if last else None
         out = "True" if value is True else f"returned {value!r}"[:160]
     except BaseException as exc:
         out = f"{type(exc).__name__}: {exc}"[:160]

@@ -190,8 +190,8 @@ SUBSET: tuple[SubsetEntry, ...] = (
         rewrite="`class A(object):` becomes `class A:`",
     ),
     SubsetEntry(
-        "the operator methods __len__, __lt__/__le__/__gt__/__ge__, __ne__, __bool__, __iadd__ (in-place), "
-        "__format__, __getattr__ (never called by the interpreter)",
+        "the operator methods __len__, __lt__/__le__/__gt__/__ge__, __ne__, __bool__, __reversed__, __format__, "
+        "__getattr__ and the in-place ones (__iadd__, ...): never called by the interpreter",
         False,
         "class A:\n    def __len__(self):\n        return 3\nlen(A()) == 3",
         "ordinary methods called explicitly (a.size(), a.less_than(b)); sort with key=lambda",
@@ -253,10 +253,11 @@ SUBSET: tuple[SubsetEntry, ...] = (
         rewrite="`t.format_map(<dict display>)` becomes `t.format(**<dict display>)`",
     ),
     SubsetEntry(
-        "datetime.utcnow()",
+        "datetime.utcnow(), utcfromtimestamp(), fromtimestamp()",
         False,
         "import datetime\ndatetime.datetime.utcnow().year > 2000",
-        "datetime.now(timezone.utc) (from datetime import timezone)",
+        "datetime.now(timezone.utc) (from datetime import timezone); for a timestamp ts: "
+        "datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=ts)",
         key="utcnow",
     ),
     SubsetEntry(
@@ -275,7 +276,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         rewrite="`encoding='utf-8'` is dropped from `.read_text(...)` / `.write_text(...)`",
     ),
     SubsetEntry(
-        "exceptions created with more than one argument (ValueError('bad', x))",
+        "exceptions created with more than one argument or a non-string one (ValueError('bad', x), KeyError(1))",
         False,
         "try:\n    raise ValueError('bad', 2)\nexcept ValueError as e:\n    r = e.args\nr == ('bad', 2)",
         "one message string: ValueError(f'bad: {x}')",
@@ -304,8 +305,9 @@ SUBSET: tuple[SubsetEntry, ...] = (
         key="syntax",
     ),
     SubsetEntry(
-        "missing parts of supported modules: collections.OrderedDict, functools.cmp_to_key, dataclasses.asdict, "
-        "@dataclass(order=True), typing.TypedDict, str.maketrans",
+        "missing parts of supported modules: collections.OrderedDict/ChainMap, functools.wraps/cmp_to_key/"
+        "total_ordering/cached_property, dataclasses.asdict/astuple/fields/replace, @dataclass(order=True), "
+        "typing.TypedDict/NamedTuple/cast, re.subn, asyncio.create_task/Queue, sys.exit, str.maketrans",
         False,
         "from collections import OrderedDict\nTrue",
         "a plain dict (it keeps insertion order); key=lambda returning a tuple instead of cmp_to_key; "
