@@ -124,24 +124,23 @@ def run_codeact(scripts: Sequence[str]) -> list[Outcome]:
 
     rt = MontyRuntime(rewrite_scripts=False, check_scripts=False)
     results: list[Outcome] = []
-    with tempfile.TemporaryDirectory(prefix="codeact-probe-"):
-        for script in scripts:
-            step = rt.start(script, "main.py")
-            for _ in range(1000):
-                if not isinstance(step, Call):
-                    break
-                call = step.call
-                try:
-                    outcome: Any = ResumeValue(_tool(call.name, dict(call.keyword_args)))
-                except NameError as exc:
-                    outcome = ResumeError(str(exc), "NameError")
-                step = call.resume(outcome)
-            if isinstance(step, Complete):
-                results.append("True" if step.value is True else f"returned {step.value!r}"[:160])
-            elif isinstance(step, Raised):
-                results.append(_short(step.message))
-            else:
-                results.append("too many calls")
+    for script in scripts:
+        step = rt.start(script, "main.py")
+        for _ in range(1000):
+            if not isinstance(step, Call):
+                break
+            call = step.call
+            try:
+                outcome: Any = ResumeValue(_tool(call.name, dict(call.keyword_args)))
+            except NameError as exc:
+                outcome = ResumeError(str(exc), "NameError")
+            step = call.resume(outcome)
+        if isinstance(step, Complete):
+            results.append("True" if step.value is True else f"returned {step.value!r}"[:160])
+        elif isinstance(step, Raised):
+            results.append(_short(step.message))
+        else:
+            results.append("too many calls")
     return results
 
 
