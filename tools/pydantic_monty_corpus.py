@@ -1,9 +1,11 @@
 """Run the real-script corpus on the official ``pydantic-monty`` binding, for docs/corpus.md.
 
-Run it in a virtual environment that has ``pydantic-monty`` (not codeact)::
+Run it with a Python that has ``pydantic-monty`` (``pip install pydantic-monty==1.4.0``, the
+``benchmark`` extra; codeact need not be installed there)::
 
-    ~/.cache/codeact/pm019/bin/python tools/pydantic_monty_corpus.py ../shared/corpus/scripts.jsonl > pm.json
-    python -m codeact.corpus ../shared/corpus/scripts.jsonl --compare-json pm.json
+    OUT=tools/corpus_outcomes/pydantic-monty-1.4.0.json
+    python tools/pydantic_monty_corpus.py ../shared/corpus/scripts.jsonl > $OUT
+    python -m codeact.corpus ../shared/corpus/scripts.jsonl --compare-json $OUT
 
 It prints one JSON object: ``{"binding": ..., "version": ..., "os_policy": ..., "outcomes": {id: outcome}}``
 where an outcome is ``["ok", stdout, result]`` or ``["error", stdout, exception type, message]``, the
@@ -16,12 +18,15 @@ same function. Each item runs exactly as in ``codeact.corpus``:
   ``final_answer(x)`` ends the script with ``{"type": "final_result", "value": x}`` (as codeact's
   ``final_answer_step``); any other external call raises ``NameError``;
 - OS calls get codeact's ``MontyRuntime`` policy with no mounts and ``system_clock=False``: existence
-  checks answer ``False``, ``os.getenv`` its default, ``date.today()`` / ``datetime.now()`` raise
-  ``OSError``, everything else gets Monty's own "not handled" answer (``PermissionError``).
-  ``--os-policy not-handled`` answers every OS call with Monty's default instead.
+  checks answer ``False``, ``os.getenv`` its default, ``os.environ`` an empty mapping,
+  ``date.today()`` / ``datetime.now()`` raise ``OSError`` (the session's ``os_policy`` routes the
+  clock to the host for that: ``{"datetime": "call_host"}``), ``time.time()`` the host's clock (as the
+  CPython side, which refuses only the date clock), sleeps return at once; everything else gets
+  Monty's own "not handled" answer (``PermissionError``). ``--os-policy not-handled`` answers every
+  OS call with Monty's default instead (and leaves the clock to the worker).
 
 Each item gets a fresh session from one pool of one worker (``Monty(max_processes=1)``); a 30 s
-``request_timeout`` backstops runaway scripts.
+``request_timeout`` backstops runaway scripts. Tested with pydantic-monty 0.0.19 and 1.4.0.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import ast
 import json
 import re
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -42,6 +48,7 @@ MAX_CALLS = 1000
 FINAL_ANSWER = "final_answer"
 _EXISTENCE = {"Path.exists", "Path.is_file", "Path.is_dir", "Path.is_symlink"}
 _CLOCK = {"date.today", "datetime.now"}
+_SLEEP = {"time.sleep", "asyncio.sleep", "system.sleep", "system.async_sleep"}
 
 
 def _parses(code: str) -> bool:
@@ -103,13 +110,29 @@ def _answer_os(snap: Any, policy: str) -> Any:
         if name in _CLOCK:
             msg = "the host clock is not granted to this script (system_clock=False)"
             return snap.resume({"exc_type": "OSError", "message": msg})
+        if name == "time.time":
+            return snap.resume({"return_value": time.time()})
+        if name in _SLEEP:
+            return snap.resume({"return_value": None})
     return snap.resume_not_handled()
+
+
+def _checkout_options(policy: str) -> dict[str, Any]:
+    """1.x sessions take an ``os_policy``: under codeact's policy the clock and sleeps come to the host."""
+    if policy != "codeact" or _major(pm.__version__) < 1:
+        return {}
+    return {"os_policy": {"datetime": "call_host", "sleep": "call_host"}}
+
+
+def _major(version: str) -> int:
+    head = version.split(".")[0]
+    return int(head) if head.isdigit() else 0
 
 
 def run_item(pool: Any, item: dict[str, Any], policy: str) -> list[Any]:
     out = pm.CollectString()
     try:
-        with pool.checkout(script_name="script.py") as session:
+        with pool.checkout(script_name="script.py", **_checkout_options(policy)) as session:
             snap = session.feed_start(item["script"], print_callback=out)
             for _ in range(MAX_CALLS):
                 if isinstance(snap, pm.MontyComplete):

@@ -25,7 +25,10 @@ no-third-party share the same as CPython over all those items and over the ones 
 sides (items skipped on CPython and items that need the network are counted apart and listed).
 
 ``--compare-json FILE`` reads another binding's outcomes for the same items (written by
-``tools/pydantic_monty_corpus.py``) and scores them against the same CPython outcomes.
+``tools/pydantic_monty_corpus.py``; pydantic-monty 1.4.0's are committed in
+``tools/corpus_outcomes/``), scores them against the same CPython outcomes and sets them beside
+codeact's (with and without the rewrites), listing the items where one side is the same as CPython
+and the other is not; ``--write-doc docs/corpus.md`` also writes that table into the doc.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._monty import MONTY_VERSION
 from .runtime import Call, Complete, MontyRuntime, Raised, ResumeError, ResumeValue
 from .runtime.monty import FINAL_ANSWER, final_answer_step
 
@@ -480,23 +484,64 @@ def _pct(n: int, d: int) -> str:
     return f"{n}/{d} ({100 * n / d:.0f}%)" if d else "0"
 
 
-def _compare_table(ours: dict, theirs: dict, label: str) -> str:
-    """Our figures (without rewrites: the other binding runs the scripts as written) beside
-    another binding's, on the same items and the same CPython outcomes."""
+RUNNABLE_TARGET = 66
+"""Issue 10's goal for codeact on Monty 1.4: no-third-party items the same as CPython, of those that
+ran on both sides."""
+
+DOC_START = "<!-- corpus-compare:start -->"
+DOC_END = "<!-- corpus-compare:end -->"
+
+
+def compare_items(ours: dict, theirs: dict) -> dict[str, list[str]]:
+    """No-third-party items where one side is the same as CPython and the other is not."""
+    by_id = {r.id: r for r in theirs["results"]}
+    clean = [r for r in ours["results"] if not r.third_party]
+    return {
+        "only_other_same_as_cpython": [r.id for r in clean if by_id[r.id].same and not r.same],
+        "only_codeact_same_as_cpython": [r.id for r in clean if r.same and not by_id[r.id].same],
+    }
+
+
+def _compare_table(with_rw: dict, without_rw: dict, theirs: dict, label: str) -> str:
+    """codeact's figures (with and without the rewrites) beside another binding's, on the same
+    items and the same CPython outcomes, with the items where they differ and the goal."""
+    n = with_rw["no_third_party"]["items"]
+    ours_label = f"codeact (Monty {MONTY_VERSION})"
     rows = [
-        f"| no third-party ({ours['no_third_party']['items']} items) | codeact (in process) | {label} |",
-        "| --- | --- | --- |",
+        f"| no third-party ({n} items) | {ours_label}, rewrites on | {ours_label}, rewrites off | {label} |",
+        "| --- | --- | --- | --- |",
     ]
     for key in ("parsed", "ran", "same_as_cpython", "ran_same_as_cpython"):
-        n = ours["no_third_party"]["items"]
-        rows.append(f"| {key} | {_pct(ours['no_third_party'][key], n)} | {_pct(theirs['no_third_party'][key], n)} |")
-    o = ours["headline"]["no_third_party_runnable_same_as_cpython"]
-    t = theirs["headline"]["no_third_party_runnable_same_as_cpython"]
-    rows.append(f"| same_as_cpython, ran on both sides | {_pct(o['count'], o['of'])} | {_pct(t['count'], t['of'])} |")
-    by_id = {r.id: r for r in theirs["results"]}
-    diff = [r.id for r in ours["results"] if not r.third_party and bool(r.same) != bool(by_id[r.id].same)]
-    rows += ["", f"Items where the two differ on same_as_cpython: {', '.join(diff) or 'none'}"]
+        cells = [_pct(f["no_third_party"][key], n) for f in (with_rw, without_rw, theirs)]
+        rows.append(f"| {key} | {' | '.join(cells)} |")
+    runnable = [f["headline"]["no_third_party_runnable_same_as_cpython"] for f in (with_rw, without_rw, theirs)]
+    rows.append(
+        f"| **same as CPython, ran on both sides** | {' | '.join(_pct(r['count'], r['of']) for r in runnable)} |"
+    )
+    diff = compare_items(with_rw, theirs)
+    ours = runnable[0]
+    met = ours["count"] >= RUNNABLE_TARGET and not diff["only_other_same_as_cpython"]
+    rows += [
+        "",
+        f"Same as CPython on {label} but not on codeact (rewrites on): "
+        f"{', '.join(diff['only_other_same_as_cpython']) or 'none'}.",
+        f"Same as CPython on codeact but not on {label}: {', '.join(diff['only_codeact_same_as_cpython']) or 'none'}.",
+        f"Goal (issue 10: codeact >= {RUNNABLE_TARGET}/{ours['of']} over the items that ran on both sides, "
+        f"and at least as good as {label} on every item): {'met' if met else 'NOT met'}.",
+    ]
     return "\n".join(rows)
+
+
+def write_doc(path: str | Path, table: str, command: str) -> None:
+    """Replaces the text between ``DOC_START`` and ``DOC_END`` in ``path`` with ``table``."""
+    doc = Path(path)
+    text = doc.read_text(encoding="utf-8")
+    if DOC_START not in text or DOC_END not in text:
+        raise SystemExit(f"{path}: no {DOC_START} ... {DOC_END} section to replace")
+    head, rest = text.split(DOC_START, 1)
+    _, tail = rest.split(DOC_END, 1)
+    block = f"{DOC_START}\n<!-- generated by: {command} -->\n\n{table}\n\n{DOC_END}"
+    doc.write_text(head + block + tail, encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -508,6 +553,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="FILE",
         help="outcomes of another binding on the same items (tools/pydantic_monty_corpus.py), compared with "
         "the same CPython outcomes",
+    )
+    parser.add_argument(
+        "--write-doc",
+        metavar="MARKDOWN",
+        help=f"with --compare-json: also write the side-by-side table between {DOC_START} and {DOC_END} "
+        "in this file (docs/corpus.md)",
     )
     args = parser.parse_args(argv)
     items = load_items(args.path)
@@ -526,17 +577,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.json:
         keep = {k: v for k, v in with_rw.items() if k != "results"}
+        keep["monty_version"] = MONTY_VERSION
         keep["without_rewrites"] = {
             k: v for k, v in without_rw.items() if k not in ("results", "failure_kinds", "needs_network")
         }
         if other is not None:
             keep["compare"] = {k: v for k, v in other.items() if k not in ("results", "flagged_by_check")}
+            keep["compare"]["items"] = compare_items(with_rw, other)
         print(json.dumps(keep, indent=2))
     else:
         print(_table(with_rw, without_rw))
         if other is not None:
             print(f"\nThe same items on {label}:\n")
-            print(_compare_table(without_rw, other, label or "other"))
+            print(_compare_table(with_rw, without_rw, other, label or "other"))
+    if args.write_doc:
+        if other is None:
+            parser.error("--write-doc needs --compare-json")
+        command = "python -m codeact.corpus SCRIPTS --compare-json " + Path(args.compare_json).name + " --write-doc"
+        write_doc(args.write_doc, _compare_table(with_rw, without_rw, other, label or "other"), command)
     return 0
 
 

@@ -12,12 +12,11 @@ syntax error itself (and Monty's parser accepts a few things older CPythons do n
 
 from __future__ import annotations
 
-import _string  # type: ignore[import-not-found]
 import ast
+import builtins
 import functools
 import queue
 import re
-import string
 import sys
 import threading
 from collections.abc import Iterator
@@ -124,7 +123,6 @@ def _finding(src: _Source, node: ast.AST, key: str, message: str | None = None) 
 # ------------------------------------------------------------------ helpers
 
 _BUILTIN_TYPES = {"str", "dict", "list", "int", "float", "set", "tuple", "bytes", "frozenset"}
-_CALLABLE_TAKERS = {"sorted", "min", "max", "map", "filter"}
 _METHOD_NAMES = {
     "get", "append", "extend", "items", "keys", "values", "pop", "update", "add", "upper", "lower", "strip",
     "lstrip", "rstrip", "split", "join", "startswith", "endswith", "replace", "count", "index", "find",
@@ -132,42 +130,96 @@ _METHOD_NAMES = {
     "copy", "sort", "casefold", "splitlines", "encode", "decode", "zfill",
 }  # fmt: skip
 _OPERATOR_METHODS = {
-    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__len__", "__getitem__", "__setitem__",
-    "__delitem__", "__iter__", "__next__", "__contains__", "__add__", "__sub__", "__mul__", "__truediv__",
-    "__floordiv__", "__mod__", "__pow__", "__radd__", "__rsub__", "__rmul__", "__call__", "__hash__",
-    "__bool__", "__neg__", "__abs__", "__and__", "__or__", "__iadd__", "__format__", "__getattr__",
+    "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__len__", "__bool__", "__format__", "__getattr__",
+    "__getattribute__", "__reversed__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
+    "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__",
 }  # fmt: skip
-_MISSING_BUILTINS = {"eval": "missing_builtin", "exec": "missing_builtin", "globals": "missing_builtin"}
-_MISSING_BUILTINS |= {"input": "missing_builtin", "__import__": "missing_builtin", "locals": "missing_builtin"}
-_MISSING_BUILTINS |= {"format": "missing_builtin_2", "callable": "missing_builtin_2"}
-_MISSING_BUILTINS |= {"vars": "missing_builtin_2", "super": "missing_builtin_2"}
+"""Operator methods Monty 1.4 never calls (probed: ``__eq__``, ``__add__``, ``__getitem__``... are called)."""
+_MISSING_BUILTINS = {
+    "globals": "a dict you keep yourself",
+    "vars": "a dict you keep yourself, or the object's attributes by name",
+    "input": "there is no user input here; use the values you were given or a tool",
+    "__import__": "a plain import statement",
+    "callable": "call it inside try/except TypeError, or check isinstance",
+    "dir": "the names you know, or hasattr(obj, 'name')",
+    "super": "a plain class without a base (no super())",
+    "issubclass": "isinstance on an instance, or compare the classes with ==",
+    "delattr": "setattr(obj, name, None), or keep the values in a dict and .pop() them",
+    "ascii": "repr(x)",
+    "bytearray": "bytes, or a list of ints",
+    "memoryview": "bytes slicing",
+    "compile": "write the code directly",
+    "breakpoint": "print() what you need to see",
+    "help": "print() what you need to see",
+    "exit": "end the script normally (put the rest under an if)",
+    "quit": "end the script normally (put the rest under an if)",
+    "staticmethod": "a module-level function",
+    "classmethod": "a module-level function",
+    "aiter": "a plain for loop",
+    "anext": "a plain for loop",
+}
+_TOOL_CALLERS = {"sorted": "sorted()", "min": "min()", "max": "max()", "sort": "list.sort()"}
 _STDLIB_ALTERNATIVES = {
-    "collections": "plain dicts and lists: counts[k] = counts.get(k, 0) + 1; d.setdefault(k, []).append(v)",
-    "itertools": "nested loops or comprehensions (zip, enumerate and range are builtins)",
-    "functools": "a plain loop instead of reduce; call functions directly instead of partial",
-    "dataclasses": "a plain class with __init__, or a dict",
-    "time": "datetime for dates; there is no sleep",
-    "random": "a fixed choice or a value passed in by a tool; there is no random source",
-    "statistics": "sum(xs) / len(xs) for the mean; sorted(xs) for the median",
+    "statistics": "sum(xs) / len(xs) for the mean; sorted(xs)[len(xs) // 2] for the median",
     "string": "string literals such as 'abcdefghijklmnopqrstuvwxyz'",
     "operator": "a lambda: key=lambda x: x[1]",
-    "copy": "list(x) / dict(x) for a shallow copy, or json.loads(json.dumps(x)) for a deep one",
+    "heapq": "sorted(xs)[:n] or min()/max(); bisect.insort keeps a list sorted",
+    "enum": "module-level constants, or a dict of names to values",
+    "io": "a list of strings joined with ''.join(parts); csv.reader takes text.splitlines()",
+    "textwrap": "split the text into words and join lines yourself",
+    "uuid": "random.getrandbits(128) formatted with f'{n:032x}', or an id from a tool",
+    "fractions": "decimal.Decimal or integer arithmetic",
+    "pprint": "print(json.dumps(x, indent=2))",
+    "contextlib": "try/finally",
+    "abc": "a plain class (no base classes here)",
+    "types": "a dict, or a plain class",
+    "logging": "print()",
+    "zoneinfo": "datetime.timezone(timedelta(hours=...)) for a fixed offset",
+    "calendar": "datetime.date arithmetic",
+    "struct": "int.to_bytes / int.from_bytes",
+    "secrets": "random (not for security), or a token from a tool",
     "subprocess": "nothing: there is no shell or subprocess here; use a tool",
     "socket": "nothing: there is no network here; use a tool",
     "urllib": "nothing: there is no network here; use a tool",
     "http": "nothing: there is no network here; use a tool",
 }
+_STDLIB_GAPS = {
+    ("collections", "OrderedDict"): "a plain dict (it keeps insertion order)",
+    ("collections", "ChainMap"): "{**defaults, **overrides}",
+    ("collections", "UserDict"): "a plain dict",
+    ("functools", "wraps"): "leave out @functools.wraps(f): the wrapper works without it",
+    ("functools", "cmp_to_key"): "key=lambda x: (...) returning a tuple to sort on",
+    ("functools", "total_ordering"): "sort with key=lambda",
+    ("functools", "cached_property"): "compute the value in __init__ or in an ordinary method",
+    ("functools", "singledispatch"): "if/elif on isinstance",
+    ("dataclasses", "asdict"): "build the dict by hand: {'x': p.x, 'y': p.y}",
+    ("dataclasses", "astuple"): "build the tuple by hand: (p.x, p.y)",
+    ("dataclasses", "fields"): "list the field names yourself",
+    ("dataclasses", "replace"): "construct a new instance: P(x=p.x, y=new_y)",
+    ("typing", "TypedDict"): "a plain dict (annotate it as dict[str, Any])",
+    ("typing", "NamedTuple"): "collections.namedtuple('P', 'x y') or a @dataclass",
+    ("typing", "cast"): "leave the cast out: cast(T, x) is just x",
+    ("re", "subn"): "re.sub, and count with len(re.findall(...))",
+    ("re", "VERBOSE"): "a pattern without comments or insignificant whitespace",
+    ("csv", "Sniffer"): "pass the delimiter you see in the data",
+    ("pathlib", "PurePath"): "Path",
+    ("sys", "exit"): "end the script normally (put the rest under an if)",
+    ("asyncio", "create_task"): "asyncio.gather(...) of the coroutines",
+    ("asyncio", "wait_for"): "await the coroutine directly",
+    ("asyncio", "Semaphore"): "asyncio.gather over smaller batches",
+    ("asyncio", "Queue"): "a list",
+}
+"""Names missing from modules Monty 1.4 has (probed with ``from module import name``)."""
+_DATETIME_GAPS = {
+    "utcnow": "datetime.now(timezone.utc) (from datetime import timezone)",
+    "utcfromtimestamp": "datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=ts)",
+    "fromtimestamp": "datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=ts)",
+}
+_UTF8 = {"utf-8", "utf8", "utf_8"}
 _NO_RAISE_HANDLERS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
-
-
-def _is_pure(node: ast.AST) -> bool:
-    """An expression whose evaluation has no effects and gives the same value each time."""
-    for sub in ast.walk(node):
-        if isinstance(sub, (ast.Call, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
-            return False
-        if isinstance(sub, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            return False
-    return True
+_EXCEPTION_NAMES = {
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+}
 
 
 _walked: tuple[ast.AST, list[ast.AST], dict[ast.AST, ast.AST]] | None = None
@@ -228,193 +280,45 @@ def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
     return _walk_once(tree)[1]
 
 
-# ------------------------------------------------------------------ rewriters
+def _tool_functions(tree: ast.AST, functions_style: bool, user_names: set[str]) -> set[str]:
+    """The user functions that call a tool, directly or through another such function. A tool
+    is ``call_tool``; in the functions style also any called name the script neither defines
+    nor imports and that is not a builtin."""
+    defs = {n.name: n for n in _nodes(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    def direct(node: ast.AST) -> bool:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+                name = sub.func.id
+                if name == "call_tool" or (functions_style and name not in user_names and name not in _BUILTIN_NAMES):
+                    return True
+        return False
+
+    callers = {name for name, d in defs.items() if direct(d)}
+    changed = True
+    while changed:
+        changed = False
+        for name, d in defs.items():
+            if name not in callers and any(
+                isinstance(s, ast.Call) and isinstance(s.func, ast.Name) and s.func.id in callers for s in ast.walk(d)
+            ):
+                callers.add(name)
+                changed = True
+    return callers
 
 
-def _unparse_fstring(parts: list[ast.expr]) -> str | None:
-    node = ast.JoinedStr(values=parts)
-    try:
-        text = ast.unparse(node)
-        ast.parse(text, mode="eval")
-    except (ValueError, SyntaxError):  # pragma: no cover - quote clash the unparser cannot solve
-        return None
-    return text
+_BUILTIN_NAMES = set(dir(builtins))
 
 
-def _field_expr(field_name: str, args: list[ast.expr], kwargs: dict[str, ast.expr], auto: list[int]) -> ast.expr:
-    first, rest = _string.formatter_field_name_split(field_name)
-    if first == "":
-        if auto[0] < 0:
-            raise ValueError("mixed numbering")
-        index: int | str = auto[0]
-        auto[0] += 1
-        auto[1] = 1
-    else:
-        index = first
-        if isinstance(index, int):
-            if auto[1]:
-                raise ValueError("mixed numbering")
-            auto[0] = -1
-    expr = args[index] if isinstance(index, int) else kwargs[index]
-    expr = ast.parse(ast.unparse(expr), mode="eval").body  # a fresh copy
-    for is_attr, key in rest:
-        if is_attr:
-            expr = ast.Attribute(value=expr, attr=key, ctx=ast.Load())
-        else:
-            expr = ast.Subscript(value=expr, slice=ast.Constant(key), ctx=ast.Load())
-    return expr
-
-
-def _format_parts(
-    template: str, args: list[ast.expr], kwargs: dict[str, ast.expr], auto: list[int], used: list[ast.expr]
-) -> list[ast.expr]:
-    parts: list[ast.expr] = []
-    for literal, field_name, spec, conversion in string.Formatter().parse(template):
-        if literal:
-            parts.append(ast.Constant(literal))
-        if field_name is None:
-            continue
-        expr = _field_expr(field_name, args, kwargs, auto)
-        used.append(expr)
-        spec_node = None
-        if spec:
-            spec_parts = _format_parts(spec, args, kwargs, auto, used)
-            spec_node = ast.JoinedStr(values=spec_parts)
-        conv = {None: -1, "s": ord("s"), "r": ord("r"), "a": ord("a")}[conversion]
-        parts.append(ast.FormattedValue(value=expr, conversion=conv, format_spec=spec_node))
-    return parts
-
-
-def _args_safe(args: list[ast.expr], kwargs: dict[str, ast.expr], used_sources: list[str]) -> bool:
-    """Inlining the arguments keeps the meaning: each impure one is used exactly once, in order."""
-    given = [*args, *kwargs.values()]
-    impure = [ast.unparse(a) for a in given if not _is_pure(a)]
-    if not impure:
-        return True
-    order = [s for s in used_sources if s in impure]
-    return order == impure and len(set(impure)) == len(impure)
-
-
-def _rewrite_str_format(node: ast.Call) -> str | None:
-    func = node.func
-    if not (isinstance(func, ast.Attribute) and func.attr == "format"):
-        return None
-    if not (isinstance(func.value, ast.Constant) and isinstance(func.value.value, str)):
-        return None
-    if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-        return None
-    args = list(node.args)
-    kwargs = {k.arg: k.value for k in node.keywords if k.arg is not None}
-    used: list[ast.expr] = []
-    try:
-        parts = _format_parts(func.value.value, args, kwargs, [0, 0], used)
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    if not _args_safe(args, kwargs, [ast.unparse(u) for u in used]):
-        return None
-    return _unparse_fstring(parts)
-
-
-_PERCENT = re.compile(r"%(?:\((?P<key>[^)]*)\))?(?P<flags>[#0\- +]*)(?P<width>\d+)?(?:\.(?P<prec>\d+))?(?P<type>.)")
-_SCALAR_BUILTINS = {"str", "int", "float", "len", "repr", "round", "abs", "sum", "bool"}
-_NOT_TUPLE = (ast.JoinedStr, ast.Constant, ast.List, ast.Dict, ast.ListComp, ast.DictComp, ast.Set, ast.Compare)
-
-
-def _rewrite_percent(node: ast.BinOp) -> str | None:
-    if not (isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant)):
-        return None
-    template = node.left.value
-    if not isinstance(template, str):
-        return None
-    specs = list(_PERCENT.finditer(template))
-    real = [m for m in specs if m.group("type") != "%"]
-    right = node.right
-    keyed = [m for m in real if m.group("key") is not None]
-    values: list[ast.expr]
-    by_key: dict[str, ast.expr] = {}
-    if keyed:
-        if len(keyed) != len(real) or not isinstance(right, ast.Dict) or None in right.keys:
-            return None
-        for k, v in zip(right.keys, right.values, strict=True):
-            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
-                return None
-            by_key[k.value] = v
-        if not all(_is_pure(v) for v in right.values):
-            return None
-        values = []
-    elif isinstance(right, ast.Tuple):
-        if any(isinstance(e, ast.Starred) for e in right.elts):
-            return None
-        values = list(right.elts)
-    elif (
-        isinstance(right, _NOT_TUPLE) and not (isinstance(right, ast.Constant) and isinstance(right.value, tuple))
-    ) or (isinstance(right, ast.Call) and isinstance(right.func, ast.Name) and right.func.id in _SCALAR_BUILTINS):
-        values = [right]
-    else:
-        return None
-    if not keyed and len(values) != len(real):
-        return None
-    parts: list[ast.expr] = []
-    pos = 0
-    index = 0
-    for m in specs:
-        if m.start() > pos:
-            parts.append(ast.Constant(template[pos : m.start()]))
-        pos = m.end()
-        kind = m.group("type")
-        if kind == "%":
-            if m.group(0) != "%%":
-                return None
-            parts.append(ast.Constant("%"))
-            continue
-        if m.group("key") is not None:
-            if m.group("key") not in by_key:
-                return None
-            expr = ast.parse(ast.unparse(by_key[m.group("key")]), mode="eval").body
-        else:
-            expr = values[index]
-            index += 1
-        formatted = _percent_field(expr, m.group("flags"), m.group("width"), m.group("prec"), kind)
-        if formatted is None:
-            return None
-        parts.append(formatted)
-    if pos < len(template):
-        parts.append(ast.Constant(template[pos:]))
-    return _unparse_fstring(parts)
-
-
-def _percent_field(expr: ast.expr, flags: str, width: str | None, prec: str | None, kind: str) -> ast.expr | None:
-    align = "<" if "-" in flags else ""
-    sign = "+" if "+" in flags else (" " if " " in flags else "")
-    zero = "0" if ("0" in flags and "-" not in flags) else ""
-    alt = "#" if "#" in flags else ""
-    width = width or ""
-    if kind in "sra":
-        if zero or sign or alt:
-            return None
-        spec = (align or (">" if width else "")) + width + (f".{prec}" if prec else "")
-        conv = ord(kind)
-    elif kind in "diu":
-        if prec is not None or alt:
-            return None
-        if not (isinstance(expr, ast.Constant) and type(expr.value) is int):
-            expr = ast.Call(func=ast.Name("int", ast.Load()), args=[expr], keywords=[])
-        spec = align + sign + zero + width + "d"
-        conv = -1
-    elif kind in "fFeEgG":
-        spec = align + sign + alt + zero + width + (f".{prec}" if prec is not None else "") + kind
-        conv = -1
-    elif kind in "xXo":
-        if prec is not None:
-            return None
-        spec = align + sign + alt + zero + width + kind
-        conv = -1
-    else:
-        return None
-    if spec in ("", "d") and conv == -1 and kind in "diu":
-        spec = ""
-    spec_node = ast.JoinedStr(values=[ast.Constant(spec)]) if spec else None
-    return ast.FormattedValue(value=expr, conversion=conv, format_spec=spec_node)
+def _calls_tool(node: ast.AST, callers: set[str], functions_style: bool, user_names: set[str]) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+            name = sub.func.id
+            if name == "call_tool" or name in callers:
+                return True
+            if functions_style and name not in user_names and name not in _BUILTIN_NAMES:
+                return True
+    return False
 
 
 def _rewrite_callable_value(node: ast.expr, modules: set[str]) -> str | None:
@@ -429,15 +333,73 @@ def _rewrite_callable_value(node: ast.expr, modules: set[str]) -> str | None:
     return f"lambda *_a: {owner}.{node.attr}(*_a)"
 
 
-def _callable_slots(node: ast.Call) -> Iterator[ast.expr]:
+def _callable_slots(node: ast.Call) -> Iterator[tuple[str, ast.expr]]:
+    """(the caller's name, the callable argument) for each argument Monty calls back."""
     func = node.func
     name = func.id if isinstance(func, ast.Name) else (func.attr if isinstance(func, ast.Attribute) else "")
     if name in ("sorted", "min", "max", "sort"):
         for k in node.keywords:
             if k.arg == "key":
-                yield k.value
+                yield name, k.value
     if isinstance(func, ast.Name) and name in ("map", "filter") and node.args:
-        yield node.args[0]
+        yield name, node.args[0]
+
+
+def _is_next_of_genexp(node: ast.Call, user_names: set[str]) -> bool:
+    return (
+        isinstance(node.func, ast.Name)
+        and node.func.id == "next"
+        and "next" not in user_names
+        and 1 <= len(node.args) <= 2
+        and not node.keywords
+        and isinstance(node.args[0], ast.GeneratorExp)
+    )
+
+
+def _rewrite_next(node: ast.Call) -> str:
+    wrapped = ast.Call(func=ast.Name("iter", ast.Load()), args=[node.args[0]], keywords=[])
+    return ast.unparse(ast.Call(func=node.func, args=[wrapped, *node.args[1:]], keywords=[]))
+
+
+def _path_encoding(node: ast.Call) -> list[ast.keyword]:
+    """The ``encoding=`` / ``errors=`` keywords of a ``.read_text()`` / ``.write_text()`` call."""
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("read_text", "write_text"):
+        return [k for k in node.keywords if k.arg in ("encoding", "errors")]
+    return []
+
+
+def _utf8_only(keywords: list[ast.keyword]) -> bool:
+    return all(
+        k.arg == "encoding"
+        and isinstance(k.value, ast.Constant)
+        and isinstance(k.value.value, str)
+        and k.value.value.lower() in _UTF8
+        for k in keywords
+    )
+
+
+def _module_aliases(tree: ast.AST) -> dict[str, str]:
+    """Local name -> module, for ``import m`` / ``import m as x``."""
+    out: dict[str, str] = {}
+    for node in _nodes(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    out[a.asname] = a.name
+                else:
+                    root = a.name.split(".")[0]
+                    out[root] = root
+    return out
+
+
+def _from_imports(tree: ast.AST) -> dict[str, tuple[str, str]]:
+    """Local name -> (module, name), for ``from m import name [as x]``."""
+    out: dict[str, tuple[str, str]] = {}
+    for node in _nodes(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                out[a.asname or a.name] = (node.module, a.name)
+    return out
 
 
 # ------------------------------------------------------------------ the pass
@@ -450,41 +412,33 @@ def _rewrites(
     out: list[tuple[ast.AST, str, str]] = []
     for node in _nodes(tree):
         if isinstance(node, ast.Call):
-            text = _rewrite_str_format(node)
-            if text is not None:
-                out.append((node, "str_format", text))
+            if _is_next_of_genexp(node, user_names):
+                out.append((node, "next_genexp", _rewrite_next(node)))
                 continue
+            func = node.func
             if (
-                isinstance(node.func, ast.Name)
-                and node.func.id == "format"
-                and "format" not in user_names
-                and len(node.args) == 2
+                isinstance(func, ast.Attribute)
+                and func.attr == "format_map"
+                and len(node.args) == 1
                 and not node.keywords
-                and isinstance(node.args[1], ast.Constant)
-                and isinstance(node.args[1].value, str)
-                and "{" not in node.args[1].value
-                and "}" not in node.args[1].value
+                and isinstance(node.args[0], ast.Dict)
             ):
-                spec = ast.JoinedStr(values=[ast.Constant(node.args[1].value)]) if node.args[1].value else None
-                text = _unparse_fstring([ast.FormattedValue(value=node.args[0], conversion=-1, format_spec=spec)])
-                if text is not None:
-                    out.append((node, "missing_builtin_2", text))
-                    continue
-            for slot in _callable_slots(node):
+                call = ast.Call(
+                    func=ast.Attribute(value=func.value, attr="format", ctx=ast.Load()),
+                    args=[],
+                    keywords=[ast.keyword(arg=None, value=node.args[0])],
+                )
+                out.append((node, "format_map", ast.unparse(call)))
+                continue
+            enc = _path_encoding(node)
+            if enc and _utf8_only(enc):
+                call = ast.Call(func=func, args=node.args, keywords=[k for k in node.keywords if k not in enc])
+                out.append((node, "path_encoding", ast.unparse(call)))
+                continue
+            for _caller, slot in _callable_slots(node):
                 text = _rewrite_callable_value(slot, modules)
                 if text is not None:
                     out.append((slot, "bound_method", text))
-        elif isinstance(node, ast.BinOp):
-            if isinstance(node.op, ast.Mod):
-                text = _rewrite_percent(node)
-                if text is not None:
-                    out.append((node, "percent_format", text))
-            elif (
-                isinstance(node.op, ast.BitOr)
-                and isinstance(node.left, (ast.Dict, ast.DictComp))
-                and isinstance(node.right, (ast.Dict, ast.DictComp))
-            ):
-                out.append((node, "dict_merge", f"{{**{ast.unparse(node.left)}, **{ast.unparse(node.right)}}}"))
         elif isinstance(node, ast.Delete):
             if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
                 target = node.targets[0]
@@ -553,6 +507,9 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
     parents = _parents(tree)
     modules = _imported_names(tree)
     user_names = _defined_names(tree)
+    aliases = _module_aliases(tree)
+    from_names = _from_imports(tree)
+    tool_callers = _tool_functions(tree, functions_style, user_names)
     allowed = set(STDLIB_MODULES)
     for node in _nodes(tree):
         if isinstance(node, ast.ClassDef):
@@ -579,24 +536,39 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                             src,
                             item,
                             "operator_methods",
-                            f"{node.name}.{item.name} is never called by the interpreter (operator methods are not "
-                            "supported); write an ordinary method and call it explicitly",
+                            f"{node.name}.{item.name} is never called by the interpreter (this operator method is "
+                            "not supported); write an ordinary method and call it explicitly",
                         )
                     )
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
             for deco in node.decorator_list:
                 name = ast.unparse(deco)
-                if name in ("staticmethod", "classmethod"):
+                target = deco.func if isinstance(deco, ast.Call) else deco
+                tname = ast.unparse(target)
+                if tname in ("staticmethod", "classmethod"):
                     advice = "define a module-level function instead of the method"
-                elif name == "property":
+                elif tname == "property" or tname.endswith((".setter", ".getter", ".deleter")):
                     advice = f"write an ordinary method and call it: obj.{node.name}()"
-                else:
-                    advice = (
-                        f"define {node.name} without it, then wrap it explicitly: {node.name} = {name}({node.name})"
+                elif tname in ("functools.wraps", "wraps") and (tname == "functools.wraps" or "wraps" in from_names):
+                    advice = "leave @wraps(...) out: the wrapper works without it"
+                elif (
+                    tname in ("dataclass", "dataclasses.dataclass")
+                    and isinstance(deco, ast.Call)
+                    and any(k.arg == "order" for k in deco.keywords)
+                ):
+                    findings.append(
+                        _finding(
+                            src,
+                            deco,
+                            "stdlib_gap",
+                            "@dataclass(order=True) is not available; drop order=True and sort with "
+                            "key=lambda p: (p.a, p.b)",
+                        )
                     )
+                    continue
+                else:
+                    continue  # a decorator that is a function works
                 findings.append(_finding(src, deco, "decorator", f"the decorator @{name} is not available; {advice}"))
-        elif isinstance(node, ast.Match):
-            findings.append(_finding(src, node, "match", "match statements are not available; use an if/elif chain"))
         elif isinstance(node, (ast.Yield, ast.YieldFrom)):
             findings.append(
                 _finding(src, node, "yield", "generators (yield) are not available; build a list and return it")
@@ -613,77 +585,21 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                 )
             )
         elif isinstance(node, ast.Call):
-            func = node.func
-            if (
-                isinstance(func, ast.Attribute)
-                and func.attr == "format"
-                and (
-                    isinstance(func.value, ast.Constant)
-                    or (isinstance(func.value, ast.Name) and func.value.id not in modules)
-                )
-            ):
-                findings.append(
-                    _finding(
-                        src,
-                        node,
-                        "str_format",
-                        "str.format() is not available; use an f-string: f'text {value:.2f}'",
-                    )
-                )
-            elif isinstance(func, ast.Name) and func.id in _MISSING_BUILTINS and func.id not in user_names:
-                if not functions_style:
-                    key = _MISSING_BUILTINS[func.id]
-                    alt = {
-                        "format": "an f-string: f'{value:.2f}'",
-                        "callable": "call it inside try/except TypeError, or check isinstance",
-                        "super": "a plain class without a base (no super())",
-                        "vars": "a dict you keep yourself",
-                        "input": "there is no user input here; use the values you were given or a tool",
-                    }.get(func.id, "write the code directly")
-                    findings.append(_finding(src, node, key, f"{func.id}() is not available; instead: {alt}"))
-            elif isinstance(func, ast.Name) and func.id == "print":
-                if any(k.arg == "file" for k in node.keywords):
-                    findings.append(
-                        _finding(src, node, "print_file", "print(..., file=...) is not available; drop file=")
-                    )
-            elif isinstance(func, ast.Attribute) and func.attr == "sub" and isinstance(func.value, ast.Name):
-                if func.value.id == "re" and len(node.args) >= 2:
-                    repl = node.args[1]
-                    if isinstance(repl, ast.Lambda) or (
-                        isinstance(repl, ast.Name)
-                        and any(isinstance(d, ast.FunctionDef) and d.name == repl.id for d in _nodes(tree))
-                    ):
-                        findings.append(_finding(src, node, "re_sub_callable"))
-            for slot in _callable_slots(node):
-                if isinstance(slot, ast.Attribute) and isinstance(slot.value, ast.Name):
-                    if slot.value.id not in modules:
-                        findings.append(_bound(src, slot))
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-            if isinstance(node.left, (ast.Constant, ast.JoinedStr)) and (
-                isinstance(node.left, ast.JoinedStr) or isinstance(node.left.value, str)
-            ):
-                findings.append(
-                    _finding(
-                        src,
-                        node,
-                        "percent_format",
-                        "%-formatting of strings is not available; use an f-string: f'{count:d} items, {ratio:.1f}'",
-                    )
-                )
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            if isinstance(node.left, (ast.Dict, ast.DictComp)) or isinstance(node.right, (ast.Dict, ast.DictComp)):
-                findings.append(
-                    _finding(src, node, "dict_merge", "the dict | operator is not available; use {**a, **b}")
-                )
+            findings += _detect_call(node, src, tree, modules, user_names, aliases, tool_callers, functions_style)
         elif isinstance(node, (ast.AsyncWith, ast.AsyncFor)):
             kind = "async with" if isinstance(node, ast.AsyncWith) else "async for"
             findings.append(_finding(src, node, "syntax", f"`{kind}` is not available; use a plain with/for"))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, complex):
-            findings.append(_finding(src, node, "syntax", "complex literals are not available; use floats"))
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute):
             value = node.value
             if isinstance(value.value, ast.Name) and value.value.id not in modules and value.attr in _METHOD_NAMES:
                 findings.append(_bound(src, value))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            module = aliases.get(node.value.id)
+            gap = _STDLIB_GAPS.get((module or "", node.attr))
+            if module and gap and node.value.id not in user_names - modules:
+                findings.append(_gap(src, node, f"{module}.{node.attr}", gap))
+            elif node.value.id == "str" and node.attr == "maketrans":
+                findings.append(_gap(src, node, "str.maketrans", "a dict and ''.join(table.get(c, c) for c in s)"))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
                 findings.append(
@@ -692,9 +608,17 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
             if isinstance(node, ast.ImportFrom) and node.level:
                 continue
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            guarded = _guarded_by_import_handler(node, parents)
             for mod in mods:
                 root = mod.split(".")[0]
-                if root in allowed or root == "__future__" or _guarded_by_import_handler(node, parents):
+                if root == "__future__" or guarded:
+                    continue
+                if root in allowed:
+                    if isinstance(node, ast.ImportFrom):
+                        for a in node.names:
+                            gap = _STDLIB_GAPS.get((root, a.name))
+                            if gap:
+                                findings.append(_gap(src, node, f"{root}.{a.name}", gap))
                     continue
                 if root in sys.stdlib_module_names:
                     alt = _STDLIB_ALTERNATIVES.get(root, _ENTRIES["stdlib_import"].instead)
@@ -712,6 +636,118 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                     findings.append(_finding(src, node, "third_party_import", msg))
     findings.sort(key=lambda f: (f.line, f.column))
     return findings
+
+
+def _detect_call(
+    node: ast.Call,
+    src: _Source,
+    tree: ast.Module,
+    modules: set[str],
+    user_names: set[str],
+    aliases: dict[str, str],
+    tool_callers: set[str],
+    functions_style: bool,
+) -> list[Finding]:
+    found: list[Finding] = []
+    func = node.func
+    if _is_next_of_genexp(node, user_names):
+        found.append(
+            _finding(
+                src,
+                node,
+                "next_genexp",
+                "next() on a generator expression is not available (it is a list here); "
+                "wrap it in iter(): next(iter(x for x in xs if ...), None)",
+            )
+        )
+    if isinstance(func, ast.Name) and func.id in _MISSING_BUILTINS and func.id not in user_names:
+        if not functions_style:
+            alt = _MISSING_BUILTINS[func.id]
+            found.append(_finding(src, node, "missing_builtin", f"{func.id}() is not available; instead: {alt}"))
+    if isinstance(func, ast.Name) and func.id in _EXCEPTION_NAMES and func.id not in user_names:
+        odd = [a for a in node.args if isinstance(a, ast.Starred)] or node.args[1:]
+        odd += [a for a in node.args[:1] if isinstance(a, ast.Constant) and not isinstance(a.value, str)]
+        if odd or node.keywords:
+            found.append(
+                _finding(
+                    src,
+                    node,
+                    "exception_args",
+                    f"{func.id}(...) takes at most one argument here, a string; instead: "
+                    f"{func.id}(f'...{{value}}...') with everything in one message",
+                )
+            )
+    if isinstance(func, ast.Attribute):
+        if func.attr == "format_map":
+            found.append(
+                _finding(src, node, "format_map", "str.format_map() is not available; use template.format(**mapping)")
+            )
+        elif func.attr in _DATETIME_GAPS:
+            found.append(
+                _finding(
+                    src,
+                    node,
+                    "utcnow",
+                    f"datetime.{func.attr}() is not available; instead: {_DATETIME_GAPS[func.attr]}",
+                )
+            )
+        elif (
+            func.attr in ("dumps", "dump")
+            and isinstance(func.value, ast.Name)
+            and aliases.get(func.value.id) == "json"
+            and any(k.arg in ("default", "cls") for k in node.keywords)
+        ):
+            found.append(_finding(src, node, "json_default", _json_default_message()))
+        elif _path_encoding(node):
+            found.append(
+                _finding(
+                    src,
+                    node,
+                    "path_encoding",
+                    f".{func.attr}() takes no encoding= or errors= here (files are UTF-8); leave them out, "
+                    "or use open(path, mode, encoding=...)",
+                )
+            )
+        elif func.attr == "sub" and isinstance(func.value, ast.Name) and aliases.get(func.value.id) == "re":
+            if len(node.args) >= 2:
+                repl = node.args[1]
+                if isinstance(repl, ast.Lambda) or (
+                    isinstance(repl, ast.Name)
+                    and any(isinstance(d, ast.FunctionDef) and d.name == repl.id for d in _nodes(tree))
+                ):
+                    found.append(_finding(src, node, "re_sub_callable"))
+    elif isinstance(func, ast.Name) and func.id in ("dumps", "dump") and func.id not in user_names - modules:
+        if any(k.arg in ("default", "cls") for k in node.keywords) and func.id in modules:
+            found.append(_finding(src, node, "json_default", _json_default_message()))
+    for caller, slot in _callable_slots(node):
+        if isinstance(slot, ast.Attribute) and isinstance(slot.value, ast.Name) and slot.value.id not in modules:
+            found.append(_bound(src, slot))
+        if (isinstance(slot, ast.Lambda) and _calls_tool(slot.body, tool_callers, functions_style, user_names)) or (
+            isinstance(slot, ast.Name) and slot.id in tool_callers
+        ):
+            what = _TOOL_CALLERS.get(caller, f"{caller}()")
+            found.append(
+                _finding(
+                    src,
+                    slot,
+                    "tool_in_callback",
+                    f"{what} calls this function back, and a tool call cannot run inside it; instead: "
+                    "call the tool for each item first, then use the results: "
+                    "keys = {v: call_tool(...) for v in xs}; sorted(xs, key=lambda v: keys[v])",
+                )
+            )
+    return found
+
+
+def _json_default_message() -> str:
+    return (
+        "json.dumps(..., default=...) / cls= is not available; convert the values yourself first "
+        "(str(d), d.isoformat(), a dict of plain values), then json.dumps"
+    )
+
+
+def _gap(src: _Source, node: ast.AST, name: str, alternative: str) -> Finding:
+    return _finding(src, node, "stdlib_gap", f"{name} is not available here; instead: {alternative}")
 
 
 def _bound(src: _Source, node: ast.Attribute) -> Finding:
