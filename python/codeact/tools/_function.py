@@ -17,6 +17,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar, overload
 
+import concurrent.futures
+import logging
+import os
+
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -27,6 +31,40 @@ from typing_extensions import NotRequired, TypedDict
 from ..exceptions import ToolArgumentError
 from ._base import Tool
 from ._context import ToolContext
+
+_log = logging.getLogger("codeact.tools")
+
+_INLINE_WAIT = 0.002
+"""Seconds the caller blocks waiting for a sync tool before awaiting it without blocking."""
+
+_TOOL_THREADS = concurrent.futures.ThreadPoolExecutor(
+    max_workers=max(8, min(64, (os.cpu_count() or 2) * 4)), thread_name_prefix="codeact-tool"
+)
+
+
+async def _in_thread(name: str, fn: Callable[[], Any]) -> Any:
+    """Runs a sync tool on a worker thread. A quick one is waited for in place (no event-loop
+    round trip); past ``_INLINE_WAIT`` it is awaited without blocking and can be cancelled
+    (a timeout): the thread runs on, and its result is discarded and logged."""
+    future = _TOOL_THREADS.submit(fn)
+    try:
+        return future.result(timeout=_INLINE_WAIT)
+    except concurrent.futures.TimeoutError:
+        pass
+    try:
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        future.add_done_callback(functools.partial(_late, name))
+        raise
+
+
+def _late(name: str, future: concurrent.futures.Future[Any]) -> None:
+    error = future.exception()
+    _log.warning(
+        "tool %r finished after its call was abandoned (timeout or cancellation); its %s was discarded",
+        name,
+        f"error ({error!r})" if error is not None else "result",
+    )
 
 __all__ = ("FunctionTool", "LongRunningFunctionTool", "ToolArgumentError", "tool")
 
@@ -240,10 +278,13 @@ class FunctionTool(Tool):
         description: the description for the model; defaults to the docstring without its
             parameter section (summary, body, ``Returns:`` and ``Raises:`` kept).
         requires_confirmation: a human must approve each call.
-        run_in_thread: run a sync ``func`` in a worker thread (``anyio.to_thread.run_sync``)
-            instead of inline on the event loop thread. Inline is fastest and right for quick
-            functions; use a thread for blocking I/O or long computations. Ignored for async
-            functions.
+        run_in_thread: run a sync ``func`` in a worker thread (default), so a blocking
+            function never stalls the event loop: the caller waits up to 2 ms for a quick
+            function, then awaits the thread without blocking. The agent's ``tool_timeout``
+            holds: at the deadline the script gets ``TimeoutError``; the thread cannot be
+            killed, so it runs on and its late result is discarded (logged on the
+            ``codeact.tools`` logger). ``False`` calls it inline on the event loop thread.
+            Ignored for async functions.
 
     Raises:
         TypeError: ``func`` is not callable, takes ``*args`` or ``**kwargs``, has two
@@ -265,7 +306,7 @@ class FunctionTool(Tool):
         name: str | None = None,
         description: str | None = None,
         requires_confirmation: bool = False,
-        run_in_thread: bool = False,
+        run_in_thread: bool = True,
     ) -> None:
         if not callable(func):
             raise TypeError(f"FunctionTool needs a callable, got {type(func).__name__}")
@@ -379,7 +420,7 @@ class FunctionTool(Tool):
         if self._is_async:
             result = await func(*positional, **values)
         elif self.run_in_thread:
-            result = await anyio.to_thread.run_sync(functools.partial(func, *positional, **values))
+            result = await _in_thread(self.name, functools.partial(func, *positional, **values))
         else:
             result = func(*positional, **values)
         if inspect.isawaitable(result):
@@ -430,7 +471,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_confirmation: bool = False,
-    run_in_thread: bool = False,
+    run_in_thread: bool = True,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -441,7 +482,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_confirmation: bool = False,
-    run_in_thread: bool = False,
+    run_in_thread: bool = True,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Makes a ``FunctionTool``, as ``@tool``, ``@tool(name="x")`` or ``tool(func)``.
 
