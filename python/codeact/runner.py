@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
+from typing import Any
 
 import anyio
-
-from typing import Any
 
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InvocationContext, RunConfig
@@ -270,9 +269,7 @@ class Runner:
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         return pending_infos(slot.data if slot is not None else None)
 
-    async def _pick(
-        self, user_id: str, session_id: str, call_key: str | None, kind: str, verb: str
-    ) -> PendingCallInfo:
+    async def _pick(self, user_id: str, session_id: str, call_key: str | None, kind: str, verb: str) -> PendingCallInfo:
         pending = await self.pending(user_id=user_id, session_id=session_id)
         matching = [p for p in pending if p.kind == kind or kind == "any"]
         if call_key is None:
@@ -407,8 +404,7 @@ class Runner:
             info = by_key.get(key)
             if info is None:
                 raise NoPendingCallError(
-                    f"the decision for call {key!r} matches no pending call ({describe_pending(pending)}); "
-                    "nothing ran",
+                    f"the decision for call {key!r} matches no pending call ({describe_pending(pending)}); nothing ran",
                     pending,
                 )
             approve = decision_value(raw)
@@ -427,9 +423,15 @@ class Runner:
                         pending,
                     )
                 info = completions[0]
+                if response.name != info.tool:
+                    raise NoPendingCallError(
+                        f"the function response names tool {response.name!r}, but the call awaiting a result is "
+                        f"{info.call_key} of {info.tool!r}; nothing ran",
+                        pending,
+                    )
             else:
                 found = by_key.get(response.id)
-                if found is None or found.kind != "completion":
+                if found is None or found.kind != "completion" or response.name not in (found.tool, ""):
                     raise NoPendingCallError(
                         f"the function response for {response.id!r} matches no call awaiting a result "
                         f"({describe_pending(pending)}); nothing ran",

@@ -382,6 +382,7 @@ class TurnDriver:
             if entry.tool != tool
             else f"the call to {tool!r} at position {pos} has other arguments than the journaled one"
         )
+        self.run.keep_slot = True
         return self.agent._error_event(
             self.run,
             "codeact.nondeterministic_replay",
@@ -392,9 +393,7 @@ class TurnDriver:
 
     # ------------------------------------------------------------------ journal
 
-    async def _record(
-        self, pos: int, tool: str, digest: str, outcome: Outcome, *, intent: bool = False
-    ) -> Outcome:
+    async def _record(self, pos: int, tool: str, digest: str, outcome: Outcome, *, intent: bool = False) -> Outcome:
         """Writes ``outcome`` (and the intent when none is stored) durably; returns it, or the
         error the script gets when the value is too large for the boundary."""
         data = encode_outcome(outcome)

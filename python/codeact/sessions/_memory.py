@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pydantic_core
 
+from ._journal import JournalRecord, TurnSlot
 from ._service import (
     BaseSessionService,
     PreparedAppend,
@@ -27,7 +28,6 @@ from ._service import (
     to_json,
     turn_conflict,
 )
-from ._journal import JournalRecord, TurnSlot
 from ._types import Event, Session
 
 

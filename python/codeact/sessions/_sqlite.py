@@ -13,7 +13,8 @@ Layout (schema version 2; a version 1 file from codeact 0.1.0 is upgraded in pla
     blobs(app_name, user_id, session_id, digest, data)                 -- values above the inline limit
 
 State keys are stored with their prefixes. The database runs in WAL mode with a 5 s busy
-timeout (``synchronous=NORMAL`` unless FULL is asked for); writes use ``BEGIN IMMEDIATE`` and are retried when the database stays locked, so
+timeout (``synchronous=NORMAL`` unless FULL is asked for); writes use
+``BEGIN IMMEDIATE`` and are retried when the database stays locked, so
 several services and processes can share one file.
 """
 
@@ -34,6 +35,7 @@ import pydantic
 import pydantic_core
 from anyio.lowlevel import RunVar
 
+from ._journal import JournalRecord, TurnSlot
 from ._service import (
     BaseSessionService,
     PreparedAppend,
@@ -53,7 +55,6 @@ from ._service import (
     to_json,
     turn_conflict,
 )
-from ._journal import JournalRecord, TurnSlot
 from ._types import Event, Session
 
 __all__ = ("SCHEMA_VERSION", "SqliteSessionService")
@@ -506,12 +507,11 @@ class SqliteSessionService(BaseSessionService):
         key = (app_name, user_id, session_id)
 
         def txn(conn: sqlite3.Connection) -> int:
-            if conn.execute(
-                "SELECT 1 FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key
-            ).fetchone() is None:
-                raise SessionNotFoundError(
-                    f"session {session_id!r} not found for app {app_name!r}, user {user_id!r}"
-                )
+            if (
+                conn.execute("SELECT 1 FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key).fetchone()
+                is None
+            ):
+                raise SessionNotFoundError(f"session {session_id!r} not found for app {app_name!r}, user {user_id!r}")
             row = conn.execute(
                 "SELECT version, data IS NOT NULL FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
                 key,

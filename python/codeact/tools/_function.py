@@ -9,17 +9,16 @@ tools returning a handle).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import enum
 import functools
 import inspect
+import logging
+import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar, overload
-
-import concurrent.futures
-import logging
-import os
 
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
@@ -65,6 +64,7 @@ def _late(name: str, future: concurrent.futures.Future[Any]) -> None:
         name,
         f"error ({error!r})" if error is not None else "result",
     )
+
 
 __all__ = ("FunctionTool", "LongRunningFunctionTool", "ToolArgumentError", "tool")
 
