@@ -29,7 +29,7 @@ from ..tools import FunctionTool, Tool, ToolContext
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool
-from ._driver import Journal, SnapshotCall, TurnDriver, TurnEnd, TurnState
+from ._driver import Journal, SnapshotCall, SnapshotGather, TurnDriver, TurnEnd, TurnState
 from ._extract import explain_no_code, extract_code
 from ._namespace import Namespace, Prepared, prepare_script, shift_traceback, unwrap_result
 from ._output import (
@@ -837,7 +837,7 @@ class CodeActAgent(BaseAgent):
                 except SnapshotError as exc:
                     yield self._stale(run, str(exc))
                     return
-            if len(at) != 1:
+            if not at or (len(at) > 1 and not hasattr(self.runtime, "resume_gather")):
                 yield self._stale(run, "the stored continuation awaits several calls; this runtime cannot resume it")
                 return
         try:
@@ -875,7 +875,10 @@ class CodeActAgent(BaseAgent):
             state.next_pos = int(data.get("next_pos", 0))
             state.advance = int(data.get("advance", 0))
             state.positions = {int(a["call_id"]): int(a["pos"]) for a in at}
-            yield state, Call(SnapshotCall(self.runtime, snapshot, at[0]))
+            if len(at) > 1:
+                yield state, SnapshotGather(self.runtime, snapshot, at)
+            else:
+                yield state, Call(SnapshotCall(self.runtime, snapshot, at[0]))
             return
         replay = journal.os.get(0)
         if replay:

@@ -53,7 +53,7 @@ from ._stepper import run_step
 if TYPE_CHECKING:
     from ._agent import CodeActAgent, _Run
 
-__all__ = ("Journal", "SnapshotCall", "TurnDriver", "TurnEnd", "TurnState")
+__all__ = ("Journal", "SnapshotCall", "SnapshotGather", "TurnDriver", "TurnEnd", "TurnState")
 
 log = logging.getLogger("codeact.durability")
 
@@ -160,6 +160,34 @@ class SnapshotCall:
 
     def resume(self, outcome: Outcome) -> Any:
         return self._runtime.resume(self._snapshot, outcome)
+
+
+class _SnapshotGatherCall:
+    """One call of a gather restored from snapshot bytes (read-only: the gather resumes)."""
+
+    def __init__(self, at: dict[str, Any]) -> None:
+        self.name: str = at["tool"]
+        self.positional_args: tuple[Any, ...] = tuple(at.get("positional") or ())
+        self.keyword_args: dict[str, Any] = dict(at.get("keyword") or {})
+        self.call_id: int = int(at["call_id"])
+
+
+class SnapshotGather:
+    """A ``Gather`` step restored from snapshot bytes (``MontyRuntime.resume_gather``)."""
+
+    stdout = ""
+    os_log: tuple[Any, ...] = ()
+
+    def __init__(self, runtime: Any, snapshot: bytes, at: list[dict[str, Any]]) -> None:
+        self._runtime = runtime
+        self._snapshot = snapshot
+        self.calls = tuple(_SnapshotGatherCall(a) for a in at)
+
+    def dump(self) -> bytes:
+        return self._snapshot
+
+    def resume(self, outcomes: dict[int, Outcome], **kwargs: Any) -> Any:
+        return self._runtime.resume_gather(self._snapshot, outcomes, **kwargs)
 
 
 @dataclass(slots=True)
@@ -287,7 +315,7 @@ class TurnDriver:
             args = bind_call_args(tool, call.positional_args, call.keyword_args)
         except TypeError as exc:
             return ResumeError(str(exc), "TypeError")
-        problem = value_problem(args, f"the arguments of {tool.name!r}")
+        problem = value_problem(args, f"the arguments of {tool.name!r}", "are")
         if problem is not None:
             return ResumeError(f"{problem}; the tool did not run", "ValueError")
         try:

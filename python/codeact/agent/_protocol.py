@@ -157,7 +157,7 @@ def announcement_events(
 # ---------------------------------------------------------------------- values
 
 
-def value_problem(value: Any, what: str) -> str | None:
+def value_problem(value: Any, what: str, verb: str = "is") -> str | None:
     """Why ``value`` cannot cross the boundary (too deep, or a dict key that is not plain),
     or None. Iterative, so any depth is safe to check."""
     stack: list[tuple[Any, int]] = [(value, 0)]
@@ -165,11 +165,11 @@ def value_problem(value: Any, what: str) -> str | None:
         item, depth = stack.pop()
         if isinstance(item, (list, tuple)):
             if depth >= MAX_VALUE_DEPTH:
-                return f"{what} is nested more than {MAX_VALUE_DEPTH} levels deep"
+                return f"{what} {verb} nested more than {MAX_VALUE_DEPTH} levels deep"
             stack.extend((v, depth + 1) for v in item)
         elif isinstance(item, dict):
             if depth >= MAX_VALUE_DEPTH:
-                return f"{what} is nested more than {MAX_VALUE_DEPTH} levels deep"
+                return f"{what} {verb} nested more than {MAX_VALUE_DEPTH} levels deep"
             for k, v in item.items():
                 if not isinstance(k, (str, int, float, bool, bytes, tuple)) and k is not None:
                     return f"{what} has a dict key of type {type(k).__name__}"

@@ -429,6 +429,8 @@ class FunctionTool(Tool):
             return _to_plain(result)
         except PydanticSerializationError as e:
             raise TypeError(f"tool {self.name!r} returned a value that is not plain data: {e}") from e
+        except RecursionError:
+            raise ValueError(f"the result of {self.name!r} is nested too deeply to cross the boundary") from None
 
     def _describe_errors(self, error: ValidationError) -> list[tuple[str, str]]:
         described: list[tuple[str, str]] = []
