@@ -185,7 +185,7 @@ async def run_tool(
             delay *= retry.backoff if retry else 1.0
         outcome.attempts = attempt + 1
         try:
-            if timeout is None:
+            if timeout is None or getattr(tool, "runs_inline", False):
                 value = await tool.run(args, tool_context)
             else:
                 with anyio.fail_after(timeout):

@@ -59,6 +59,10 @@ log = logging.getLogger("codeact.durability")
 
 Outcome = ResumeValue | ResumeError
 
+INLINE_ADVANCE = 0.002
+"""Seconds (CPU time of the calling thread) an inline advance may take before the turn's later advances go to workers (0:
+always workers)."""
+
 
 @dataclass(slots=True)
 class TurnEnd:
@@ -231,6 +235,7 @@ class TurnDriver:
         self._key = (ctx.session.app_name, ctx.session.user_id, ctx.session.id)
         self._service = ctx.session_service
         self._os_unwritten: list[JournalRecord] = []
+        self._inline = INLINE_ADVANCE > 0  # advances run inline until one overruns
 
     # ------------------------------------------------------------------ the loop
 
@@ -286,17 +291,32 @@ class TurnDriver:
             step = await self._advance(step, outcomes, gather)
 
     async def _advance(self, step: Any, outcomes: dict[int, Outcome], gather: bool) -> Any:
+        """Resumes the script with the outcomes of its pending calls.
+
+        After a tool call the script usually runs for microseconds before its next stop,
+        far less than a round trip to a worker thread, so advances run inline on the
+        calling thread; the first one that takes longer than ``INLINE_ADVANCE`` puts the
+        rest of the turn on workers (``run_step``, which keeps the event loop free). The
+        event loop is thus held by at most one slow advance per turn (bounded by the
+        runtime's per-advance time limit); the script's start always runs on a worker.
+        """
         st = self.state
         st.advance += 1
         replay = st.journal.os.get(st.advance)
         if gather:
-            if replay:
-                return await run_step(functools.partial(step.resume, outcomes, os_replay=replay))
-            return await run_step(step.resume, outcomes)
-        outcome = next(iter(outcomes.values()))
+            fn: Callable[..., Any] = step.resume
+            arg: Any = outcomes
+        else:
+            fn, arg = step.call.resume, next(iter(outcomes.values()))
         if replay:
-            return await run_step(functools.partial(step.call.resume, outcome, os_replay=replay))
-        return await run_step(step.call.resume, outcome)
+            fn = functools.partial(fn, os_replay=replay)
+        if self._inline and not isinstance(fn, functools.partial):
+            started = time.thread_time()  # CPU time: being preempted is no overrun
+            result = fn(arg)
+            if time.thread_time() - started > INLINE_ADVANCE:
+                self._inline = False  # overran: workers for the rest of the turn
+            return result
+        return await run_step(fn, arg)
 
     # ------------------------------------------------------------------ one call
 

@@ -160,6 +160,11 @@ def announcement_events(
 def value_problem(value: Any, what: str, verb: str = "is") -> str | None:
     """Why ``value`` cannot cross the boundary (too deep, or a dict key that is not plain),
     or None. Iterative, so any depth is safe to check."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return None
+    if kind is dict and all(type(v) in _SCALARS and type(k) is str for k, v in value.items()):
+        return None  # the common case: a flat dict of scalars
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -175,6 +180,9 @@ def value_problem(value: Any, what: str, verb: str = "is") -> str | None:
                     return f"{what} has a dict key of type {type(k).__name__}"
                 stack.append((v, depth + 1))
     return None
+
+
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
 
 
 def _json_native(value: Any) -> bool:

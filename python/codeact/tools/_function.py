@@ -16,6 +16,7 @@ import functools
 import inspect
 import logging
 import os
+import time
 import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar, overload
@@ -39,6 +40,20 @@ _INLINE_WAIT = 0.002
 _TOOL_THREADS = concurrent.futures.ThreadPoolExecutor(
     max_workers=max(8, min(64, (os.cpu_count() or 2) * 4)), thread_name_prefix="codeact-tool"
 )
+
+
+QUICK_CALL = 0.001
+"""Seconds within which a sync tool's call counts as quick (see ``FunctionTool``)."""
+
+_QUICK_STREAK = 3
+
+
+def _timed(timing: list[float], func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    started = time.perf_counter()
+    try:
+        return func(*args, **kwargs)
+    finally:
+        timing.append(time.perf_counter() - started)
 
 
 async def _in_thread(name: str, fn: Callable[[], Any]) -> Any:
@@ -283,8 +298,12 @@ class FunctionTool(Tool):
             function, then awaits the thread without blocking. The agent's ``tool_timeout``
             holds: at the deadline the script gets ``TimeoutError``; the thread cannot be
             killed, so it runs on and its late result is discarded (logged on the
-            ``codeact.tools`` logger). ``False`` calls it inline on the event loop thread.
-            Ignored for async functions.
+            ``codeact.tools`` logger). A function whose first three calls each returned
+            within 1 ms (``QUICK_CALL``) then runs inline, where a thread round trip would
+            cost more than the call; its first call slower than that puts it back on
+            threads for good (so at most one slow call ever runs inline, and a timeout
+            cannot interrupt an inline call). ``False`` always calls it inline on the event
+            loop thread. Ignored for async functions.
 
     Raises:
         TypeError: ``func`` is not callable, takes ``*args`` or ``**kwargs``, has two
@@ -378,6 +397,7 @@ class FunctionTool(Tool):
         )
         self.func = func
         self.run_in_thread = run_in_thread
+        self._quick_calls = 0  # threaded calls that each took <= QUICK_CALL; -1: always threaded
         self.context_parameter = context_parameter
         self._positional_only = tuple(positional_only)
         self._validate = adapter.validator.validate_python
@@ -385,6 +405,12 @@ class FunctionTool(Tool):
         self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             getattr(func, "__call__", None)  # noqa: B004 - an instance with an async __call__
         )
+
+    @property
+    def runs_inline(self) -> bool:
+        """Whether the next call runs on the event loop thread (then a timeout cannot
+        interrupt it; see ``run_in_thread``)."""
+        return not self._is_async and (not self.run_in_thread or self._quick_calls >= _QUICK_STREAK)
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
         """Validates ``args``, calls the function and returns its result as plain data.
@@ -420,7 +446,16 @@ class FunctionTool(Tool):
         if self._is_async:
             result = await func(*positional, **values)
         elif self.run_in_thread:
-            result = await _in_thread(self.name, functools.partial(func, *positional, **values))
+            if self._quick_calls >= _QUICK_STREAK:
+                started = time.perf_counter()
+                result = func(*positional, **values)
+                if time.perf_counter() - started > QUICK_CALL:  # wall time: a sleep counts
+                    self._quick_calls = -1
+            else:
+                timing: list[float] = []
+                result = await _in_thread(self.name, functools.partial(_timed, timing, func, *positional, **values))
+                if self._quick_calls >= 0:
+                    self._quick_calls = self._quick_calls + 1 if timing and timing[0] <= QUICK_CALL else -1
         else:
             result = func(*positional, **values)
         if inspect.isawaitable(result):
