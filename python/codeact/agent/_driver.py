@@ -60,8 +60,8 @@ log = logging.getLogger("codeact.durability")
 Outcome = ResumeValue | ResumeError
 
 INLINE_ADVANCE = 0.002
-"""Seconds (CPU time of the calling thread) an inline advance may take before the turn's later advances go to workers (0:
-always workers)."""
+"""Seconds (CPU time of the calling thread) an inline advance may take before the turn's
+later advances go to workers (0: always workers)."""
 
 
 @dataclass(slots=True)

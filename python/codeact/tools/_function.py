@@ -16,8 +16,8 @@ import functools
 import inspect
 import logging
 import os
-import time
 import re
+import time
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar, overload
 
