@@ -18,7 +18,10 @@ Durability (issue 9, SPEC §5 v2; the "before" column holds 0.1.0's figures from
 * 10,000 calls take <= 11x the time of 1,000, and memory stays flat;
 * recovery replaying 1,000 journaled calls: <= 50 ms.
 
-Run: ``python benchmarks/agent.py`` (``--quick`` for the CI smoke run, ``--json PATH``).
+Run: ``python benchmarks/agent.py`` (``--quick`` for the CI smoke run, ``--json PATH``;
+``--before-tree PATH``: also measure another codeact tree, for example 0.1.0's ``python/``
+folder with a built ``_monty``, in a child process of the same run, for a before column
+measured on this machine beside the issue's figures).
 """
 
 from __future__ import annotations
@@ -248,6 +251,7 @@ async def recovery_ms(folder: Path, calls: int = 1000) -> float:
             if self.outcomes == calls:
                 raise _Crash
 
+    folder.mkdir(parents=True, exist_ok=True)
     db = folder / "recovery.db"
     with CrashAtEnd(db) as service:
         try:
@@ -377,10 +381,41 @@ def render(r: dict[str, Any]) -> None:
         print(f"{label:<52}{before:>14}{after:>11.1f} {unit:<3} {verdict}")
 
 
+def measure_before(tree: Path, quick: bool) -> dict[str, float]:
+    import subprocess
+
+    helper = Path(__file__).with_name("_v1_per_call.py")
+    args = [sys.executable, str(helper), str(tree)] + (["--quick"] if quick else [])
+    out = subprocess.run(args, capture_output=True, text=True, timeout=1800, check=True)
+    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def render_before(before: dict[str, float], r: dict[str, Any]) -> None:
+    d = r["durable"]
+    print()
+    print("the before tree measured in this run (same machine, same load):")
+    rows = [
+        ("per inline call, memory", before["per_call_memory_us"], d["per_call_memory_us"], "us", 174.0, 20.0),
+        ("per inline call, sqlite", before["per_call_sqlite_us"], d["per_call_sqlite_us"], "us", 1300.0, 150.0),
+        ("sqlite bytes per call, empty heap", before["bytes_empty"], d["storage_empty_heap"][0], "B", None, None),
+        ("sqlite bytes per call, 20,000-string heap", before["bytes_heap"], d["storage_20k_heap"][0], "B", None, None),
+    ]
+    print(f"{'':<44}{'before':>12}{'after':>12}{'speedup':>10}   after at the issue's machine speed")
+    for label, b, a, unit, issue_before, goal in rows:
+        ratio = b / a if a else float("inf")
+        scaled = ""
+        if issue_before is not None and goal is not None:
+            at_issue = issue_before / ratio
+            scaled = f"{at_issue:.1f} {unit} " + ("PASS" if at_issue <= goal else "MISS") + f" (<= {goal:g} {unit})"
+        print(f"{label:<44}{b:>9.1f} {unit:<2}{a:>9.1f} {unit:<2}{ratio:>9.1f}x   {scaled}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short smoke run (CI)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--before-tree", type=Path, help="another codeact python/ tree to measure beside this one")
     args = parser.parse_args(argv)
     print(
         f"codeact agent benchmark ({'quick' if args.quick else 'full'}), python {sys.version.split()[0]}, "
@@ -388,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     result = anyio.run(main_async, args.quick)
     render(result)
+    if args.before_tree:
+        result["before_tree"] = measure_before(args.before_tree, args.quick)
+        render_before(result["before_tree"], result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str))
     return 0
