@@ -341,7 +341,9 @@ class TurnDriver:
         try:
             digest = args_digest(args)
         except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
-            return ResumeError(f"the arguments of {tool.name!r} are not plain data ({exc}); the tool did not run")
+            return ResumeError(
+                f"the arguments of {tool.name!r} cannot cross the boundary ({exc}); the tool did not run", "ValueError"
+            )
         call_key = f"{st.turn}:{pos}"
         entry = st.journal.calls.get(pos)
         if entry is not None:

@@ -240,9 +240,12 @@ def args_digest(args: dict[str, Any]) -> str:
     what the journal's intent records instead of the arguments themselves.
 
     Raises:
-        ValueError: a value that has no JSON form (checked by ``value_problem`` first).
+        ValueError: the arguments are larger than ``MAX_VALUE_BYTES`` encoded, or have no
+            JSON form.
     """
     data = _to_json(args) if _json_native(args) else _to_json(_tag(args))
+    if len(data) > MAX_VALUE_BYTES:
+        raise ValueError(f"they are larger than {MAX_VALUE_BYTES} bytes")
     return hashlib.blake2b(data, digest_size=8).hexdigest()
 
 
