@@ -644,3 +644,36 @@ async def test_suspend_then_resume_in_a_fresh_process(tmp_path: Path, monkeypatc
     assert len(lines) == 2 and lines[1].startswith("delete_cart ") and lines[1] != f"delete_cart {os.getpid()}"
     with SqliteSessionService(db) as service:
         assert await slot_of(service) is None
+
+
+# --------------------------------------------------------------------- periodic continuations
+
+
+@pytest.mark.parametrize(("every", "crash_after", "resume_pos"), [(2, 5, 4), (3, 5, 3), (1, 2, 1)])
+async def test_checkpoint_every_bounds_replay(every: int, crash_after: int, resume_pos: int) -> None:
+    runs: list[int] = []
+
+    def fetch(i: int) -> int:
+        """Fetches (counted)."""
+        runs.append(i)
+        return i * 10
+
+    script = "out = []\nfor i in range(6):\n    out.append(call_tool('fetch', {'i': i}))\n" + (
+        '{"type": "final_result", "value": out}'
+    )
+    agent = CodeActAgent(
+        name="coder",
+        model=ScriptedModel([fence(script)]),
+        runtime=MontyRuntime(),
+        tools=[fetch],
+        checkpoint_every=every,
+    )
+    service = CrashingService("outcome", crash_after)
+    await crash_run(agent, service)
+    slot = await slot_of(service)
+    # the continuation replaced the previous one at every `every` calls, before the call ran
+    assert slot.snapshot is not None
+    assert [a["pos"] for a in slot.data["at"]] == [resume_pos]
+    events, _, _ = await run(agent, service=service, message=None)
+    assert events[-1].text == json.dumps([i * 10 for i in range(6)], indent=2)
+    assert runs == list(range(6))  # recovered from the continuation: nothing ran twice

@@ -253,16 +253,16 @@ class TurnDriver:
                 return
             gather = not isinstance(step, Call)
             calls = list(step.calls) if gather else [step.call]
+            for call in calls:
+                if call.call_id not in st.positions:
+                    st.positions[call.call_id] = st.next_pos
+                    st.next_pos += 1
             if self._checkpoint_due() and self._service is not None:
                 await self._checkpoint(step, calls)
             outcomes: dict[int, Outcome] = {}
             suspended: list[dict[str, Any]] = []
             for call in calls:
-                pos = st.positions.get(call.call_id)
-                if pos is None:
-                    pos = st.positions[call.call_id] = st.next_pos
-                    st.next_pos += 1
-                result = await self._resolve(call, pos)
+                result = await self._resolve(call, st.positions[call.call_id])
                 if isinstance(result, _Final):
                     yield TurnEnd("finished", result.step)
                     return
@@ -478,7 +478,8 @@ class TurnDriver:
             records = self._os_unwritten + records
             self._os_unwritten = []
         await self._service.append_journal(self.run.ctx.session, self.state.turn, records)
-        self.state.calls_since_checkpoint += 1
+        if records[-1].kind == "outcome":
+            self.state.calls_since_checkpoint += 1
 
     # ------------------------------------------------------------------ the slot
 
