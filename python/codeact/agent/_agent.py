@@ -17,7 +17,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
-from ..exceptions import MissingStateError, SnapshotError, TurnConflictError
+from ..exceptions import CodeRuntimeError, MissingStateError, SnapshotError, TurnConflictError
 from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, LlmRequest, LlmResponse
 from ..runtime import Call, Raised
@@ -882,7 +882,22 @@ class CodeActAgent(BaseAgent):
             return
         replay = journal.os.get(0)
         if replay:
-            step = await run_step(functools.partial(self.runtime.start, data["script"], SCRIPT_NAME, os_replay=replay))
+            try:
+                step = await run_step(
+                    functools.partial(self.runtime.start, data["script"], SCRIPT_NAME, os_replay=replay)
+                )
+            except CodeRuntimeError as exc:
+                if type(exc).__name__ != "ReplayDivergenceError":
+                    raise
+                run.keep_slot = True
+                yield self._error_event(
+                    run,
+                    "codeact.nondeterministic_replay",
+                    f"replaying turn {state.turn} diverged: {exc}. No tool ran. Run again with "
+                    "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to "
+                    "drop the turn.",
+                )
+                return
         else:
             step = await run_step(self.runtime.start, data["script"], SCRIPT_NAME)
         yield state, step

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic_core
 
-from ..exceptions import TurnConflictError
+from ..exceptions import CodeRuntimeError, SnapshotError, TurnConflictError
 from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
@@ -288,7 +288,18 @@ class TurnDriver:
                     yield event
                 yield TurnEnd("suspended")
                 return
-            step = await self._advance(step, outcomes, gather)
+            try:
+                step = await self._advance(step, outcomes, gather)
+            except SnapshotError as exc:
+                yield self.agent._stale(run, str(exc))
+                yield TurnEnd("stopped")
+                return
+            except CodeRuntimeError as exc:
+                if type(exc).__name__ != "ReplayDivergenceError":
+                    raise
+                yield self._os_divergence(exc)
+                yield TurnEnd("stopped")
+                return
 
     async def _advance(self, step: Any, outcomes: dict[int, Outcome], gather: bool) -> Any:
         """Resumes the script with the outcomes of its pending calls.
@@ -425,6 +436,18 @@ class TurnDriver:
                 f"after {pos} tool call(s)"
             )
         return None
+
+    def _os_divergence(self, exc: Exception) -> Event:
+        """The runtime's ``ReplayDivergenceError``: the script asked the OS for another kind
+        of answer than the journaled one."""
+        self.run.keep_slot = True
+        return self.agent._error_event(
+            self.run,
+            "codeact.nondeterministic_replay",
+            f"replaying turn {self.state.turn} diverged: {exc}. No tool ran. Run again with "
+            "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to drop "
+            "the turn.",
+        )
 
     def _divergence(self, pos: int, entry: _Entry, tool: str, digest: str) -> Event:
         what = (
