@@ -130,7 +130,7 @@ def uninterrupted(tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("call", CALLS)
 @pytest.mark.parametrize("boundary", BOUNDARIES)
-def test_kill_at_every_checkpoint_boundary(tmp_path, uninterrupted, boundary, call):
+def test_kill_at_every_journal_boundary(tmp_path, uninterrupted, boundary, call):
     first = run_child(tmp_path, f"{boundary}:{call}")
     assert first.returncode == -signal.SIGKILL, f"the child was not killed at {boundary}:{call}\n{first.stderr[-3000:]}"
     before = stored_events(tmp_path / "s.db")

@@ -182,7 +182,8 @@ async def decide(world: World, runner: Runner, action: str, data: Any) -> list[A
             with service:
                 other = Runner(app_name=APP, agent=world.agent(), session_service=service)
                 try:
-                    results.append([e async for e in other.approve(user_id=USER, session_id=SESSION)])
+                    approvals = other.approve(user_id=USER, session_id=SESSION, call_key=p.call_key)
+                    results.append([e async for e in approvals])
                 except (AlreadyResumingError, NoPendingCallError):
                     results.append(None)
 

@@ -670,3 +670,41 @@ async def test_usage_limit_tokens_ends_the_run(tmp_path: Path, per_reply: int, l
         )
     assert events[-1].error_code == "codeact.usage_limit"
     assert len(model.requests) == calls
+
+
+async def test_two_runners_a_resumer_that_loaded_the_session_early_still_finishes(tmp_path: Path) -> None:
+    """Runner B loads the session, then runner A resumes and pauses again at the next call;
+    B claims that next suspension and must finish (not fail on its stale session object)."""
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+    script = 'a = call_tool("charge", {"item": "a"})\nb = call_tool("charge", {"item": "b"})\n'
+    events = await start(db, ledger, script + final_script("[a, b]"))
+    (first,) = events[-1].actions.requested_tool_confirmations
+    second = first.rsplit(":", 1)[0] + ":1"
+    gate = anyio.Event()
+
+    class Held(SqliteSessionService):
+        async def load_turn(self, **kwargs: Any) -> Any:
+            await gate.wait()
+            return await super().load_turn(**kwargs)
+
+    results: dict[str, Any] = {}
+
+    async def runner_b() -> None:
+        with Held(db) as service:
+            rc = RunConfig(tool_confirmation_decisions={second: True})
+            events = await collect(
+                fresh_runner(service, ledger).run_async(user_id=USER, session_id=SESSION, run_config=rc)
+            )
+            results["b"] = events[-1].text
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner_b)
+        await anyio.sleep(0.2)  # B has loaded the session and waits for the turn slot
+        with SqliteSessionService(db) as service:
+            events = await collect(
+                fresh_runner(service, ledger).approve(user_id=USER, session_id=SESSION, call_key=first)
+            )
+        assert list(events[-1].actions.requested_tool_confirmations) == [second]
+        gate.set()
+    assert json.loads(results["b"]) == ["charged a", "charged b"]
+    assert ledger.lines() == ["charge a", "charge b"]

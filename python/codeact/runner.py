@@ -16,6 +16,7 @@ from .exceptions import (
     AlreadyResumingError,
     CallsPendingError,
     NoPendingCallError,
+    StaleSessionError,
     TurnConflictError,
     describe_pending,
 )
@@ -129,6 +130,7 @@ class Runner:
         session = await self._session(user_id, session_id, create=not decided)
         invocation_id = new_id()
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
+        claimed = False
         if slot is not None and run_config.discard_pending_checkpoint:
             await self._delete_slot(session, slot)
             slot = None
@@ -145,6 +147,7 @@ class Runner:
             else:
                 assert isinstance(claim, dict)
                 slot = await self._claim(session, slot, claim)
+                claimed = True
         elif decided:
             raise NoPendingCallError(
                 f"session {session_id!r} has no pending call (its run finished or never paused); the decision or "
@@ -161,7 +164,7 @@ class Runner:
                 return
             content = checked
             user_event = Event(invocation_id=invocation_id, author="user", content=content)
-            await self.session_service.append_event(session, user_event)
+            await self._append(session, user_event, claimed)
         transfers = 0
         while True:
             ctx = self._context(invocation_id, agent, session, content, run_config)
@@ -169,7 +172,7 @@ class Runner:
             transfer_to: str | None = None
             async with aclosing(agent.run_async(ctx)) as events:
                 async for event in events:
-                    await self.session_service.append_event(session, event)
+                    await self._append(session, event, claimed)
                     yield event
                     if event.actions.transfer_to_agent:
                         transfer_to = event.actions.transfer_to_agent
@@ -484,6 +487,24 @@ class Runner:
                 pending_infos(slot.data),
             ) from exc
         return TurnSlot(version, data, slot.snapshot)
+
+    async def _append(self, session: Session, event: Event, claimed: bool) -> None:
+        """Stores ``event``. A run that claimed the session's turn owns it: when the runner it
+        took the turn from stored its last event after this run loaded the session, the
+        session is brought up to date in place and the append retried once."""
+        try:
+            await self.session_service.append_event(session, event)
+        except StaleSessionError:
+            if not claimed:
+                raise
+            fresh = await self._session(session.user_id, session.id, create=False)
+            temp = {k: v for k, v in session.state.items() if k.startswith("temp:")}
+            session.state.clear()
+            session.state.update(fresh.state)
+            session.state.update(temp)
+            session.events[:] = fresh.events
+            session.last_update_time = fresh.last_update_time
+            await self.session_service.append_event(session, event)
 
     async def _delete_slot(self, session: Session, slot: TurnSlot) -> None:
         try:
