@@ -677,3 +677,35 @@ async def test_checkpoint_every_bounds_replay(every: int, crash_after: int, resu
     events, _, _ = await run(agent, service=service, message=None)
     assert events[-1].text == json.dumps([i * 10 for i in range(6)], indent=2)
     assert runs == list(range(6))  # recovered from the continuation: nothing ran twice
+
+
+async def test_a_0_1_0_sqlite_file_is_upgraded_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    with SqliteSessionService(db) as service:
+        await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state={"k": 1})
+    con = sqlite3.connect(db)  # make it what codeact 0.1.0 wrote: schema 1, no durability tables
+    for table in ("turns", "journal", "blobs"):
+        con.execute(f"DROP TABLE {table}")
+    con.execute("UPDATE schema_version SET version = 1")
+    con.commit()
+    con.close()
+
+    def fetch() -> int:
+        """Fetches."""
+        return 41
+
+    agent = CodeActAgent(
+        name="coder",
+        model=ScriptedModel([fence('{"type": "final_result", "value": call_tool("fetch")}')]),
+        runtime=MontyRuntime(),
+        tools=[fetch],
+    )
+    with SqliteSessionService(db) as service:
+        events, session, _ = await run(agent, service=service)
+        assert outcomes_of(service) == [{"v": 41}]
+    assert events[-1].text == "41" and session.state["k"] == 1
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT version FROM schema_version").fetchone() == (2,)
+    con.close()
