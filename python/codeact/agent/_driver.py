@@ -367,15 +367,6 @@ class TurnDriver:
             if budget is not None:
                 return _Budget(budget)
         waiting = st.pending.get(pos)
-        info = {
-            "call_key": call_key,
-            "pos": pos,
-            "call_id": call.call_id,
-            "tool": tool.name,
-            "args": args,
-            "positional": list(call.positional_args),
-            "keyword": dict(call.keyword_args),
-        }
         if waiting is not None:
             decision = st.decisions.get(call_key)
             if decision is not None and decision is not True:
@@ -399,7 +390,7 @@ class TurnDriver:
                         "decision; the call was refused",
                         "PermissionError",
                     )
-                return _Suspend({**info, "kind": "confirmation", "hint": None})
+                return _Suspend(_info(call_key, pos, call, tool.name, args, "confirmation", None))
             if decision is not True:
                 reason = f": {decision}" if isinstance(decision, str) and decision else ""
                 denied = ResumeError(f"call to {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
@@ -414,7 +405,7 @@ class TurnDriver:
             return _Ran(pos, tool.name, digest, ResumeError(failure.message, failure.exc_type))
         if tool.is_long_running and run.supports_suspension:
             hint = value if isinstance(value, str) or value is None else _json(value)
-            return _Suspend({**info, "kind": "completion", "hint": hint})
+            return _Suspend(_info(call_key, pos, call, tool.name, args, "completion", hint))
         return _Ran(pos, tool.name, digest, self._checked_result(tool, value))
 
     def _checked_result(self, tool: Tool, value: Any) -> Outcome:
@@ -577,7 +568,7 @@ class TurnDriver:
     async def _suspend(self, step: Any, calls: list[Any], suspended: list[dict[str, Any]]) -> AsyncIterator[Event]:
         agent, run, st = self.agent, self.run, self.state
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
-        pending = [{k: v for k, v in p.items() if k not in ("positional", "keyword")} for p in suspended]
+        pending = list(suspended)
         await self.save("suspended", snapshot=snapshot, at=[self._at(c) for c in calls], pending=pending)
         run.outcome, run.stopped = "suspended", True
         infos = [
@@ -596,6 +587,19 @@ class TurnDriver:
             if i == 0:
                 event = agent._event(run.ctx, run.pending, **_fields(event))
             yield event
+
+
+def _info(call_key: str, pos: int, call: Any, tool: str, args: dict[str, Any], kind: str, hint: Any) -> dict[str, Any]:
+    """A pending call as stored in the turn slot."""
+    return {
+        "call_key": call_key,
+        "pos": pos,
+        "call_id": call.call_id,
+        "tool": tool,
+        "args": args,
+        "kind": kind,
+        "hint": hint,
+    }
 
 
 def _fields(event: Event) -> dict[str, Any]:
