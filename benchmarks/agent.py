@@ -8,10 +8,20 @@ One run prints one table, all figures measured side by side in this process:
 * the same with ``SqliteSessionService``, with the bytes the database grows per tool call;
 * the worst delay of a 5 ms heartbeat task while a ~1 s CPU-bound script runs.
 
-Targets (issue 3): <= 200 us per turn beyond the runtime, <= 30 us added per tool call
-(in-memory session), heartbeat worst delay <= 10 ms.
+Targets (issue 3): <= 200 us per turn beyond the runtime, heartbeat worst delay <= 10 ms.
 
-Run: ``python benchmarks/agent.py`` (``--quick`` for the CI smoke run, ``--json PATH``).
+Durability (issue 9, SPEC §5 v2; the "before" column holds 0.1.0's figures from the issue):
+
+* per inline tool call through the agent: <= 20 us (in-memory store), <= 150 us (SQLite);
+* SQLite storage per inline call: <= 300 B + the JSON size of arguments and result, the same
+  with a 20,000-string heap as with an empty one;
+* 10,000 calls take <= 11x the time of 1,000, and memory stays flat;
+* recovery replaying 1,000 journaled calls: <= 50 ms.
+
+Run: ``python benchmarks/agent.py`` (``--quick`` for the CI smoke run, ``--json PATH``;
+``--before-tree PATH``: also measure another codeact tree, for example 0.1.0's ``python/``
+folder with a built ``_monty``, in a child process of the same run, for a before column
+measured on this machine beside the issue's figures).
 """
 
 from __future__ import annotations
@@ -146,6 +156,120 @@ def subset_check_us(repeats: int) -> float:
     return statistics.median(samples) * 1e6
 
 
+LOOP_SCRIPT = """{heap}
+total = 0
+for i in range({n}):
+    total += call_tool("inc", {{"x": i}})
+{{"type": "final_result", "value": total}}"""
+
+HEAP = "heap = [str(i) for i in range(20000)]"
+
+
+def loop_script(n: int, heap: bool = False) -> str:
+    return LOOP_SCRIPT.format(n=n, heap=HEAP if heap else "")
+
+
+async def loop_run_s(service: Any, n: int, sid: str, *, heap: bool = False) -> float:
+    """Seconds of one agent run whose script makes ``n`` inline calls in a loop."""
+    reply = f"```python\n{loop_script(n, heap)}\n```"
+    agent = CodeActAgent(
+        name="bench", model=ScriptedModel([reply]), runtime=MontyRuntime(), tools=[inc], max_tool_calls=None
+    )
+    runner = Runner(app_name="bench", agent=agent, session_service=service)
+    await service.create_session(app_name="bench", user_id="u", session_id=sid)
+    t0 = time.perf_counter()
+    events = [e async for e in runner.run_async(user_id="u", session_id=sid, new_message="go")]
+    elapsed = time.perf_counter() - t0
+    assert events[-1].text == str(sum(range(1, n + 1))), events[-1]
+    return elapsed
+
+
+def bare_loop_s(n: int) -> float:
+    runtime = MontyRuntime()
+    t0 = time.perf_counter()
+    step = runtime.start(loop_script(n), "agent.py")
+    while isinstance(step, Call):
+        step = step.call.resume(ResumeValue(step.call.keyword_args["x"] + 1))
+    return time.perf_counter() - t0
+
+
+async def per_call_us(service_factory: Any, repeats: int) -> float:
+    """Median microseconds per inline call through the agent: (run of 1,000 calls - run of
+    100 calls) / 900, so the turn's fixed cost cancels out."""
+    samples = []
+    for i in range(repeats):
+        service, _ = service_factory()
+        with service:
+            big = await loop_run_s(service, 1000, f"a{i}")
+            small = await loop_run_s(service, 100, f"b{i}")
+        samples.append((big - small) / 900)
+    return statistics.median(samples) * 1e6
+
+
+async def storage_per_call(folder: Path, heap: bool) -> tuple[float, float]:
+    """Bytes the SQLite file grows per inline call (runs of 1,000 and 100 calls on fresh
+    files, measured after close), and the JSON size of one call's arguments and result."""
+    sizes = {}
+    for n in (100, 1000):
+        path = folder / f"grow-{heap}-{n}.db"
+        with SqliteSessionService(path) as service:
+            await loop_run_s(service, n, "s", heap=heap)
+        sizes[n] = path.stat().st_size
+    payload = len(json.dumps({"x": 500})) + len(json.dumps(501))
+    return (sizes[1000] - sizes[100]) / 900, payload
+
+
+async def scaling(folder: Path, quick: bool) -> dict[str, float]:
+    """Time of 10,000 calls over time of 1,000 (SQLite), and the RSS growth (bytes) of a
+    second 10,000-call run over the first (flat memory: no growth per call)."""
+    import resource
+
+    with SqliteSessionService(folder / "scale.db") as service:
+        small = await loop_run_s(service, 1000, "one")
+        big_n = 10_000
+        big = await loop_run_s(service, big_n, "ten")
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        await loop_run_s(service, big_n if not quick else 5_000, "again")
+        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"ratio_10k_1k": big / small, "rss_growth_kib": float(rss1 - rss0)}
+
+
+class _Crash(BaseException):
+    pass
+
+
+async def recovery_ms(folder: Path, calls: int = 1000) -> float:
+    """Milliseconds of a recovery run that replays ``calls`` journaled calls (the turn
+    crashed after its last outcome was stored) and finishes the script."""
+
+    class CrashAtEnd(SqliteSessionService):
+        outcomes = 0
+
+        async def append_journal(self, session: Any, turn: str, records: Any) -> None:
+            await super().append_journal(session, turn, records)
+            self.outcomes += sum(1 for r in records if r.kind == "outcome")
+            if self.outcomes == calls:
+                raise _Crash
+
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "recovery.db"
+    with CrashAtEnd(db) as service:
+        try:
+            await loop_run_s(service, calls, "s")
+        except _Crash:
+            pass
+    with SqliteSessionService(db) as service:
+        agent = CodeActAgent(
+            name="bench", model=ScriptedModel([]), runtime=MontyRuntime(), tools=[inc], max_tool_calls=None
+        )
+        runner = Runner(app_name="bench", agent=agent, session_service=service)
+        t0 = time.perf_counter()
+        events = [e async for e in runner.run_async(user_id="u", session_id="s")]
+        elapsed = time.perf_counter() - t0
+    assert events[-1].text == str(sum(range(1, calls + 1))), events[-1]
+    return elapsed * 1e3
+
+
 def memory_store() -> tuple[Any, Any]:
     return InMemorySessionService(), lambda: 0
 
@@ -187,6 +311,19 @@ async def main_async(quick: bool) -> dict[str, Any]:
         factory = sqlite_store_factory(Path(tmp))
         sql = {n: await agent_turn_us(n, max(5, repeats // 3), factory) for n in (0, 1, 10)}
         bytes_per_call = await sqlite_bytes_per_call(Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        durable = {
+            "per_call_memory_us": await per_call_us(memory_store, 3 if quick else 9),
+            "per_call_sqlite_us": await per_call_us(sqlite_store_factory(folder), 3 if quick else 7),
+            "bare_per_call_us": statistics.median((bare_loop_s(1000) - bare_loop_s(100)) / 900 for _ in range(5)) * 1e6,
+            "storage_empty_heap": await storage_per_call(folder, heap=False),
+            "storage_20k_heap": await storage_per_call(folder, heap=True),
+            **await scaling(folder, quick),
+            "recovery_1000_ms": statistics.median([await recovery_ms(folder / str(i)) for i in range(3)])
+            if not quick
+            else await recovery_ms(folder / "q"),
+        }
     hb_ms, hb_wall = await heartbeat_worst_ms(3_000_000 if quick else 30_000_000)
     check_us = subset_check_us(repeats)
     per_call_mem = ((mem[10] - bare[10]) - (mem[1] - bare[1])) / 9
@@ -197,8 +334,9 @@ async def main_async(quick: bool) -> dict[str, Any]:
         "agent_sqlite_us": sql,
         "turn_overhead_memory_us": mem[0] - bare[0],
         "turn_overhead_sqlite_us": sql[0] - bare[0],
-        "per_call_memory_us": per_call_mem,
-        "per_call_sqlite_us": per_call_sql,
+        "added_per_call_memory_us": per_call_mem,
+        "added_per_call_sqlite_us": per_call_sql,
+        "durable": durable,
         "sqlite_bytes_per_call": bytes_per_call,
         "subset_check_us": check_us,
         "heartbeat_worst_ms": hb_ms,
@@ -218,18 +356,66 @@ def render(r: dict[str, Any]) -> None:
         print(f"{label:<44}{value:>10.1f} {unit}{verdict}")
 
     line("per-turn overhead beyond the runtime (memory)", r["turn_overhead_memory_us"], "us", 200)
-    line("added per tool call, both checkpoints (memory)", r["per_call_memory_us"], "us", 30)
     line("per-turn overhead beyond the runtime (sqlite)", r["turn_overhead_sqlite_us"], "us", None)
-    line("added per tool call, both checkpoints (sqlite)", r["per_call_sqlite_us"], "us", None)
-    line("sqlite bytes grown per tool call", r["sqlite_bytes_per_call"], "B", None)
+    line("sqlite bytes grown per tool call (10-call script)", r["sqlite_bytes_per_call"], "B", None)
     line("static subset check of a fresh 13-line script", r["subset_check_us"], "us", None)
     line(f"heartbeat worst delay ({r['heartbeat_script_s']:.2f} s script)", r["heartbeat_worst_ms"], "ms", 10)
+    d = r["durable"]
+    print()
+    print("durability (issue 9): before = codeact 0.1.0 as reported in the issue; after = measured now")
+    print(f"{'':<52}{'before':>14}{'after':>14}  goal")
+    empty, payload = d["storage_empty_heap"]
+    heap, _ = d["storage_20k_heap"]
+    rows = [
+        ("per inline call through the agent, memory", "174 us", d["per_call_memory_us"], "us", 20),
+        ("per inline call through the agent, sqlite", "1300 us", d["per_call_sqlite_us"], "us", 150),
+        ("  (bare runtime round trip per call)", "1.8 us", d["bare_per_call_us"], "us", None),
+        ("sqlite bytes per inline call, empty heap", "8000 B", empty, "B", 300 + payload),
+        ("sqlite bytes per inline call, 20,000-string heap", "1150000 B", heap, "B", 300 + payload),
+        ("10,000 calls / 1,000 calls (time)", "4.7x/3k", d["ratio_10k_1k"], "x", 11),
+        ("RSS growth of a further 10,000-call run", "3.2 GB/200k", d["rss_growth_kib"], "KiB", None),
+        ("recovery replaying 1,000 journaled calls", "-", d["recovery_1000_ms"], "ms", 50),
+    ]
+    for label, before, after, unit, goal in rows:
+        verdict = "" if goal is None else ("PASS" if after <= goal else "MISS") + f" (<= {goal:g} {unit})"
+        print(f"{label:<52}{before:>14}{after:>11.1f} {unit:<3} {verdict}")
+
+
+def measure_before(tree: Path, quick: bool) -> dict[str, float]:
+    import subprocess
+
+    helper = Path(__file__).with_name("_v1_per_call.py")
+    args = [sys.executable, str(helper), str(tree)] + (["--quick"] if quick else [])
+    out = subprocess.run(args, capture_output=True, text=True, timeout=1800, check=True)
+    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def render_before(before: dict[str, float], r: dict[str, Any]) -> None:
+    d = r["durable"]
+    print()
+    print("the before tree measured in this run (same machine, same load):")
+    rows = [
+        ("per inline call, memory", before["per_call_memory_us"], d["per_call_memory_us"], "us", 174.0, 20.0),
+        ("per inline call, sqlite", before["per_call_sqlite_us"], d["per_call_sqlite_us"], "us", 1300.0, 150.0),
+        ("sqlite bytes per call, empty heap", before["bytes_empty"], d["storage_empty_heap"][0], "B", None, None),
+        ("sqlite bytes per call, 20,000-string heap", before["bytes_heap"], d["storage_20k_heap"][0], "B", None, None),
+    ]
+    print(f"{'':<44}{'before':>12}{'after':>12}{'speedup':>10}   after at the issue's machine speed")
+    for label, b, a, unit, issue_before, goal in rows:
+        ratio = b / a if a else float("inf")
+        scaled = ""
+        if issue_before is not None and goal is not None:
+            at_issue = issue_before / ratio
+            scaled = f"{at_issue:.1f} {unit} " + ("PASS" if at_issue <= goal else "MISS") + f" (<= {goal:g} {unit})"
+        print(f"{label:<44}{b:>9.1f} {unit:<2}{a:>9.1f} {unit:<2}{ratio:>9.1f}x   {scaled}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short smoke run (CI)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--before-tree", type=Path, help="another codeact python/ tree to measure beside this one")
     args = parser.parse_args(argv)
     print(
         f"codeact agent benchmark ({'quick' if args.quick else 'full'}), python {sys.version.split()[0]}, "
@@ -237,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     result = anyio.run(main_async, args.quick)
     render(result)
+    if args.before_tree:
+        result["before_tree"] = measure_before(args.before_tree, args.quick)
+        render_before(result["before_tree"], result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str))
     return 0

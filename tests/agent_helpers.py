@@ -109,6 +109,44 @@ async def run_direct(
     return [e async for e in agent.run_async(ctx)]
 
 
+def journal_of(service: BaseSessionService, session_id: str = SESSION) -> list[tuple[str, int, Any]]:
+    """Every journal record of a session, over all turns in write order of turns:
+    ``(kind, seq, data)`` with ``data`` parsed (intent: ``[tool, digest]``; outcome:
+    ``{"v": value}`` / ``{"e": message, "t": type}``)."""
+    import json
+    import sqlite3
+
+    from codeact import SqliteSessionService
+
+    if isinstance(service, InMemorySessionService):
+        stored = service._sessions[(APP, USER, session_id)]
+        return [(kind, seq, json.loads(data)) for turn in stored.journal.values() for (kind, seq), data in turn.items()]
+    assert isinstance(service, SqliteSessionService)
+    con = sqlite3.connect(service.path)
+    try:
+        rows = con.execute(
+            "SELECT kind, seq, data FROM journal WHERE session_id = ? ORDER BY turn, seq, kind", (session_id,)
+        ).fetchall()
+    finally:
+        con.close()
+    return [(k, q, json.loads(d)) for k, q, d in rows]
+
+
+def outcomes_of(service: BaseSessionService, session_id: str = SESSION) -> list[Any]:
+    """The recorded outcomes of a session's journal, in call order."""
+    return [data for kind, _, data in journal_of(service, session_id) if kind == "outcome"]
+
+
+def intents_of(service: BaseSessionService, session_id: str = SESSION) -> list[str]:
+    """The tool names of a session's journaled intents, in call order."""
+    return [data[0] for kind, _, data in journal_of(service, session_id) if kind == "intent"]
+
+
+async def slot_of(service: BaseSessionService, session_id: str = SESSION) -> Any:
+    """The session's turn slot (None when no turn is in flight)."""
+    return await service.load_turn(app_name=APP, user_id=USER, session_id=session_id)
+
+
 def pending_of(event: Event) -> Any:
     """The ``codeact_pending`` value an event writes (KeyError when it writes none)."""
     return event.actions.state_delta[PENDING_STATE_KEY]

@@ -1,6 +1,6 @@
-"""Checkpoints and resuming (reference §11, §19.3, §19.8; SPEC §5): the wire shapes, the
-resume paths for every disposition, stale checkpoints, crash consistency, and a resume in a
-fresh process from a SQLite file."""
+"""Suspending and resuming (reference §11, §19.3, §19.8; SPEC §5 v2): the 0.1.0 checkpoint
+wire shapes (still readable), the resume paths of confirmation and completion, stale turns,
+crash consistency at every journal boundary, and a resume in a fresh process from SQLite."""
 
 from __future__ import annotations
 
@@ -22,15 +22,11 @@ from agent_helpers import (
     SESSION,
     USER,
     FakeTool,
-    checkpoints,
-    craft_checkpoint,
     fence,
-    final_reply,
-    kinds,
+    outcomes_of,
     run,
     scripted_agent,
-    scripted_snapshot,
-    texts,
+    slot_of,
 )
 from codeact import (
     PENDING_STATE_KEY,
@@ -225,99 +221,7 @@ def test_truncate_middle() -> None:
     assert truncate_middle("🙂" * 4, 2) == "🙂" + marker + "🙂"
 
 
-# --------------------------------------------------------------------- resume paths (ScriptedRuntime)
-
-
-def echo_checkpoint(disposition, *, roster=("echo",), rest=None, **kw) -> dict:
-    snap, _call_id = scripted_snapshot(PlannedCall("echo", {"text": "hi"}), *(rest or [final("recovered")]))
-    return craft_checkpoint(
-        snapshot=snap, tool="echo", args={"text": "hi"}, disposition=disposition, roster=list(roster), **kw
-    )
-
-
-async def test_recovers_from_resolved_checkpoint_without_rerunning_tool() -> None:
-    echo = FakeTool("echo", "fresh")
-    agent, rt, model = scripted_agent([], tools=[echo])
-    events, session, _ = await run(
-        agent, message=None, state={PENDING_STATE_KEY: echo_checkpoint(Resolved(value="stored"))}
-    )
-    assert [e.text for e in events] == ["recovered"]
-    assert echo.calls == []
-    assert model.requests == []
-    assert rt.outcomes == [ResumeValue("stored")]
-    assert session.state[PENDING_STATE_KEY] is None
-
-
-async def test_resolved_error_is_raised_into_the_script_on_recovery() -> None:
-    echo = FakeTool("echo")
-    agent, rt, _ = scripted_agent([], tools=[echo])
-    cp = echo_checkpoint(Resolved(error="ValueError: bad", error_type="ValueError"))
-    events, _, _ = await run(agent, message=None, state={PENDING_STATE_KEY: cp})
-    assert events[-1].text == "recovered"
-    assert rt.outcomes == [ResumeError("ValueError: bad", "ValueError")]
-    assert echo.calls == []
-
-
-async def test_resume_from_pending_result_persists_a_resolved_checkpoint() -> None:
-    echo = FakeTool("echo", "rerun")
-    agent, rt, _ = scripted_agent([], tools=[echo])
-    events, _, _ = await run(agent, message=None, state={PENDING_STATE_KEY: echo_checkpoint(PendingResult())})
-    # a claim (write-ahead) before the re-run, then the after checkpoint
-    assert kinds(events) == ["pending_result", "resolved"]
-    cp = checkpoints(events)[1]
-    assert cp.disposition == Resolved(value="rerun")
-    assert cp.call.call_key == "old:1:0"
-    assert events[-1].text == "recovered"
-    assert echo.calls == [{"text": "hi"}]
-    assert echo.contexts[0].function_call_id == "old:1:0"
-    assert rt.outcomes == [ResumeValue("rerun")]
-
-
-async def test_escalation_on_resume_ends_the_run_without_resuming() -> None:
-    panic = FakeTool("echo", fn=lambda a, c: setattr(c.actions, "escalate", True))
-    agent, rt, _ = scripted_agent([], tools=[panic])
-    events, session, _ = await run(agent, message=None, state={PENDING_STATE_KEY: echo_checkpoint(PendingResult())})
-    assert events[-1].actions.escalate is True
-    assert events[-1].actions.state_delta[PENDING_STATE_KEY] is None
-    assert kinds(events) == ["pending_result"]  # the claim only; no after checkpoint
-    assert rt.outcomes == []
-    assert all(e.text != "recovered" for e in events)
-    assert session.state[PENDING_STATE_KEY] is None
-
-
-async def test_resume_restores_transcript_iteration_and_stdout() -> None:
-    agent, _rt, model = scripted_agent([[final("two")]], tools=[FakeTool("echo")], max_iterations=3)
-    transcript = [Content.from_text("the question"), Content.from_text("old reply", "model")]
-    cp = echo_checkpoint(
-        Resolved(value=1),
-        rest=[PlannedComplete({"type": "observation", "value": "seen"}, "more\n")],
-        transcript=transcript,
-        turn_stdout="early\n",
-        iteration=2,
-    )
-    events, _, _ = await run(agent, message="ignored while resuming", state={PENDING_STATE_KEY: cp})
-    assert events[-1].text == "two"
-    assert texts(model.requests[0].contents) == [
-        "the question",
-        "old reply",
-        'Observation:\n"seen"',
-        "Output (stdout):\nearly\nmore\n",
-    ]
-    assert model.requests[0].system_instruction == "SYSTEM"
-    # iteration 2 restored: the resumed turn made no model call, the next turn is iteration 3
-    assert len(model.requests) == 1
-
-
-async def test_resumed_iteration_counts_toward_max_iterations() -> None:
-    agent, _, model = scripted_agent([[final("late")]], tools=[FakeTool("echo")], max_iterations=2)
-    cp = echo_checkpoint(Resolved(value=1), rest=[PlannedComplete({"type": "observation", "value": 1})], iteration=2)
-    events, session, _ = await run(agent, message=None, state={PENDING_STATE_KEY: cp})
-    assert events[-1].error_code == "codeact.max_iterations"
-    assert model.requests == []
-    assert session.state[PENDING_STATE_KEY] is None
-
-
-# confirmation on resume
+# --------------------------------------------------------------------- confirmation on resume (ScriptedRuntime)
 
 
 def gated_agent(**kw):
@@ -334,74 +238,66 @@ def gated_agent(**kw):
 async def suspended_on_confirmation():
     agent, rt, _model, delete = gated_agent()
     events, _session, service = await run(agent)
-    (cp,) = checkpoints(events)
-    assert cp.disposition == AwaitingConfirmation()
-    return agent, rt, delete, service, cp
+    (key,) = events[-1].actions.requested_tool_confirmations
+    slot = await slot_of(service)
+    assert slot.data["status"] == "suspended"
+    return agent, rt, delete, service, key
 
 
 @pytest.mark.parametrize("decision", ["approve", True])
 async def test_confirmation_resume_with_approve(decision) -> None:
-    agent, rt, delete, service, cp = await suspended_on_confirmation()
-    rc = RunConfig(tool_confirmation_decisions={cp.call.call_key: decision})
-    events, session, _ = await run(agent, service=service, message=None, run_config=rc)
-    assert kinds(events) == ["pending_result", "resolved"]
-    assert checkpoints(events)[1].disposition == Resolved(value="deleted")
+    agent, rt, delete, service, key = await suspended_on_confirmation()
+    rc = RunConfig(tool_confirmation_decisions={key: decision})
+    events, _session, _ = await run(agent, service=service, message=None, run_config=rc)
+    assert outcomes_of(service) == [{"v": "deleted"}]
     assert events[-1].text == "done"
     assert delete.calls == [{"path": "/tmp/x"}]
-    assert delete.contexts[0].function_call_id == cp.call.call_key
+    assert delete.contexts[0].function_call_id == key
     assert rt.outcomes == [ResumeValue("deleted")]
-    assert session.state[PENDING_STATE_KEY] is None
+    assert await slot_of(service) is None
 
 
 @pytest.mark.parametrize("decision", ["deny", False])
 async def test_confirmation_resume_with_deny(decision) -> None:
-    agent, rt, delete, service, cp = await suspended_on_confirmation()
-    rc = RunConfig(tool_confirmation_decisions={cp.call.call_key: decision})
+    agent, rt, delete, service, key = await suspended_on_confirmation()
+    rc = RunConfig(tool_confirmation_decisions={key: decision})
     events, _session, _ = await run(agent, service=service, message=None, run_config=rc)
     denied = "call to 'delete_file' was denied by a human reviewer"
-    assert checkpoints(events)[0].disposition == Resolved(error=denied, error_type="PermissionError")
+    assert outcomes_of(service) == [{"e": denied, "t": "PermissionError"}]
     assert delete.calls == []
     assert rt.outcomes == [ResumeError(denied, "PermissionError")]
     assert events[-1].text == "done"
 
 
-@pytest.mark.parametrize(
-    "decisions", [{}, {"someone-else:1:0": "approve"}, {"0": "approve"}], ids=["none", "other-key", "bare-call-id"]
-)
-async def test_confirmation_resume_without_a_matching_decision_resuspends(decisions) -> None:
-    agent, rt, delete, service, cp = await suspended_on_confirmation()
-    events, session, _ = await run(
-        agent, service=service, message="please?", run_config=RunConfig(tool_confirmation_decisions=decisions)
-    )
-    assert len(events) == 1
-    again = checkpoints(events)[0]
-    assert again.disposition == AwaitingConfirmation()
-    assert again.call == cp.call
-    assert again.snapshot == cp.snapshot
-    assert again.transcript == cp.transcript
-    assert again.iteration == cp.iteration
-    assert events[0].interrupted and events[0].turn_complete
-    assert list(events[0].actions.requested_tool_confirmations) == [cp.call.call_key]
-    assert delete.calls == []
-    assert rt.outcomes == []
-    assert session.state[PENDING_STATE_KEY]["call"]["call_key"] == cp.call.call_key
-
+async def test_confirmation_without_a_decision_reannounces_and_stores_nothing() -> None:
+    agent, rt, delete, service, key = await suspended_on_confirmation()
+    before = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+    slot = await slot_of(service)
+    for _ in range(3):
+        events, session, _ = await run(agent, service=service, message=None)
+        (again,) = events
+        assert again.interrupted and again.turn_complete
+        assert list(again.actions.requested_tool_confirmations) == [key]
+        assert len(session.events) == len(before.events)
+        assert await slot_of(service) == slot
+    assert delete.calls == [] and rt.outcomes == []
     # the original key still works afterwards
-    rc = RunConfig(tool_confirmation_decisions={cp.call.call_key: "approve"})
-    events, _, _ = await run(agent, service=service, message=None, run_config=rc)
+    events, _, _ = await run(
+        agent, service=service, message=None, run_config=RunConfig(tool_confirmation_decisions={key: "approve"})
+    )
     assert events[-1].text == "done"
     assert len(delete.calls) == 1
 
 
-# long-running completion on resume
+# --------------------------------------------------------------------- long-running completion on resume
 
 
 async def suspended_on_long_running():
     slow = FakeTool("render_video", {"status": "pending", "task_id": "t1"}, is_long_running=True)
     agent, rt, _model = scripted_agent([[PlannedCall("render_video", {"v": 1}), final("rendered")]], tools=[slow])
     events, _session, service = await run(agent)
-    (cp,) = checkpoints(events)
-    return agent, rt, slow, service, cp
+    (key,) = events[-1].long_running_tool_ids
+    return agent, rt, slow, service, key
 
 
 def response_message(*responses: FunctionResponse) -> Content:
@@ -409,20 +305,17 @@ def response_message(*responses: FunctionResponse) -> Content:
 
 
 async def test_long_running_completion_matched_by_key() -> None:
-    agent, rt, slow, service, cp = await suspended_on_long_running()
-    msg = response_message(
-        FunctionResponse(name="render_video", id="stale:1:0", response={"url": "wrong"}),
-        FunctionResponse(name="render_video", id=cp.call.call_key, response={"url": "right"}),
-    )
+    agent, rt, slow, service, key = await suspended_on_long_running()
+    msg = response_message(FunctionResponse(name="render_video", id=key, response={"url": "right"}))
     events, _session, _ = await run(agent, service=service, message=msg)
-    assert checkpoints(events)[0].disposition == Resolved(value={"url": "right"})
+    assert outcomes_of(service) == [{"v": {"url": "right"}}]
     assert rt.outcomes == [ResumeValue({"url": "right"})]
     assert events[-1].text == "rendered"
     assert len(slow.calls) == 1
 
 
 async def test_long_running_completion_without_key() -> None:
-    agent, rt, _slow, service, _cp = await suspended_on_long_running()
+    agent, rt, _slow, service, _key = await suspended_on_long_running()
     events, _, _ = await run(
         agent, service=service, message=response_message(FunctionResponse(name="render_video", response={"url": "u"}))
     )
@@ -430,105 +323,92 @@ async def test_long_running_completion_without_key() -> None:
     assert events[-1].text == "rendered"
 
 
-@pytest.mark.parametrize(
-    "message",
-    [
-        response_message(FunctionResponse(name="render_video", id="other:1:0", response={"url": "x"})),
-        response_message(FunctionResponse(name="another_tool", response={"url": "x"})),
-        Content.from_text("is it done yet?"),
-        None,
-    ],
-    ids=["wrong-key", "keyless-other-tool", "text", "no-message"],
-)
-async def test_long_running_without_a_matching_completion_resuspends(message) -> None:
-    agent, rt, slow, service, cp = await suspended_on_long_running()
-    events, session, _ = await run(agent, service=service, message=message)
-    assert len(events) == 1
-    assert events[0].long_running_tool_ids == [cp.call.call_key]
-    again = checkpoints(events)[0]
-    assert again.call == cp.call and again.disposition == cp.disposition and again.snapshot == cp.snapshot
-    assert rt.outcomes == []
-    assert len(slow.calls) == 1  # not started again
-    assert session.state[PENDING_STATE_KEY] is not None
+async def test_long_running_without_a_message_reannounces() -> None:
+    agent, rt, slow, service, key = await suspended_on_long_running()
+    events, _session, _ = await run(agent, service=service, message=None)
+    (again,) = events
+    assert again.long_running_tool_ids == [key]
+    assert again.is_final_response()
+    assert rt.outcomes == [] and len(slow.calls) == 1  # not started again
 
 
 async def test_null_completion_payload_resumes_with_an_empty_value() -> None:
-    agent, rt, _slow, service, cp = await suspended_on_long_running()
+    agent, rt, _slow, service, key = await suspended_on_long_running()
     events, _, _ = await run(
-        agent, service=service, message=response_message(FunctionResponse(name="render_video", id=cp.call.call_key))
+        agent, service=service, message=response_message(FunctionResponse(name="render_video", id=key))
     )
     assert events[-1].text == "rendered"
-    assert len(rt.outcomes) == 1 and isinstance(rt.outcomes[0], ResumeValue)
+    assert rt.outcomes == [ResumeValue({})]
 
 
-# --------------------------------------------------------------------- stale checkpoints
+# --------------------------------------------------------------------- stale turns
 
 
-async def assert_stale_then_discard(agent, service, model, reason: str) -> None:
-    before = (await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)).state[PENDING_STATE_KEY]
-    for _ in range(2):  # stays stale (and reported) until discarded
-        events, session, _ = await run(agent, service=service, message="hello")
-        last = events[-1]
-        assert last.error_code == "codeact.stale_checkpoint"
-        assert reason in last.error_message
-        assert "discard_pending_checkpoint" in last.error_message
-        assert last.is_final_response()
-        assert session.state[PENDING_STATE_KEY] == before
-    assert model.requests == []
+async def assert_stale_then_discard(agent, service, reason: str, *, tool_calls: list | None = None) -> None:
+    before = await slot_of(service)
+    key = before.data["pending"][0]["call_key"] if before.data.get("pending") else None
+    rc = RunConfig(tool_confirmation_decisions={key: True}) if key else None
+    events, _session, _ = await run(agent, service=service, message=None, run_config=rc)
+    assert events[-1].error_code == "codeact.stale_checkpoint"
+    assert reason in events[-1].error_message
+    assert "discard_pending_checkpoint" in events[-1].error_message
+    assert tool_calls is None or tool_calls == []  # verified before any approved tool ran
+    assert (await slot_of(service)) is not None  # kept until the caller discards it
+    runner = Runner(app_name=APP, agent=agent, session_service=service)
+    assert await runner.discard_pending_checkpoint(user_id=USER, session_id=SESSION) is True
+    assert await slot_of(service) is None
+    assert await runner.discard_pending_checkpoint(user_id=USER, session_id=SESSION) is False
 
-    events, session, _ = await run(
-        agent, service=service, message="fresh start", run_config=RunConfig(discard_pending_checkpoint=True)
+
+async def tamper(service, **changes) -> None:
+    slot = await slot_of(service)
+    snapshot = changes.pop("snapshot", slot.snapshot)
+    await service.save_turn(
+        app_name=APP,
+        user_id=USER,
+        session_id=SESSION,
+        data={**slot.data, **changes},
+        snapshot=snapshot,
+        expected_version=slot.version,
     )
-    assert events[-1].text == "fresh"
-    assert session.state[PENDING_STATE_KEY] is None
-    assert model.requests[0].contents[-1].text == "fresh start"
 
 
 async def test_roster_mismatch_is_stale_and_kept_until_discarded() -> None:
+    _agent, _rt, delete, service, _key = await suspended_on_confirmation()
+    other, _, _ = scripted_agent([], tools=[FakeTool("delete_file"), FakeTool("extra")])
+    await assert_stale_then_discard(other, service, "tool roster changed", tool_calls=delete.calls)
+
+
+@pytest.mark.parametrize("change", [{"format": 1}, {"transcript": "garbage"}, {"iteration": "x"}])
+async def test_malformed_turn_is_stale(change) -> None:
+    agent, _rt, delete, service, _key = await suspended_on_confirmation()
+    await tamper(service, **change)
+    await assert_stale_then_discard(agent, service, "", tool_calls=delete.calls)
+
+
+async def test_altered_snapshot_is_stale_before_the_approved_tool_runs() -> None:
+    agent, _rt, delete, service, _key = await suspended_on_confirmation()
+    slot = await slot_of(service)
+    await tamper(service, snapshot=slot.snapshot[:-1] + bytes([slot.snapshot[-1] ^ 1]))
+    await assert_stale_then_discard(agent, service, "integrity", tool_calls=delete.calls)
+
+
+async def test_a_0_1_0_checkpoint_is_reported_clearly_and_discardable() -> None:
     echo = FakeTool("echo")
-    agent, _rt, model = scripted_agent([[final("fresh")]], tools=[echo, FakeTool("added_later")])
-    _, _, service = await run(agent, message=None, state={PENDING_STATE_KEY: echo_checkpoint(PendingResult())})
-    await assert_stale_then_discard(agent, service, model, "tool roster changed")
-    assert echo.calls == []
-
-
-@pytest.mark.parametrize("bad", [{"iteration": 1}, "garbage", 7], ids=["missing-fields", "string", "int"])
-async def test_malformed_checkpoint_is_stale(bad) -> None:
-    agent, _rt, model = scripted_agent([[final("fresh")]], tools=[FakeTool("echo")])
-    service = InMemorySessionService()
-    await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state={PENDING_STATE_KEY: bad})
-    await assert_stale_then_discard(agent, service, model, "malformed")
-
-
-async def test_foreign_snapshot_is_stale() -> None:
-    agent, _rt, model = scripted_agent([[final("fresh")]], tools=[FakeTool("echo")])
-    cp = craft_checkpoint(snapshot=b"\x00not a snapshot", tool="echo", disposition=Resolved(value=1), roster=["echo"])
-    service = InMemorySessionService()
-    await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state={PENDING_STATE_KEY: cp})
-    await assert_stale_then_discard(agent, service, model, "snapshot")
-
-
-async def test_foreign_snapshot_is_stale_on_monty() -> None:
-    model = ScriptedModel([final_reply("fresh")])
-    agent = CodeActAgent(name="coder", model=model, runtime=MontyRuntime(), tools=[FakeTool("echo")])
-    snap, _ = scripted_snapshot(PlannedCall("echo", {}))  # a ScriptedRuntime snapshot is foreign to Monty
-    cp = craft_checkpoint(snapshot=snap, tool="echo", disposition=Resolved(value=1), roster=["echo"])
-    service = InMemorySessionService()
-    await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state={PENDING_STATE_KEY: cp})
-    await assert_stale_then_discard(agent, service, model, "snapshot")
-
-
-async def test_runner_discard_pending_checkpoint() -> None:
-    agent, _rt, _model = scripted_agent([[final("fresh")]], tools=[FakeTool("echo"), FakeTool("new")])
-    _, _, service = await run(agent, message=None, state={PENDING_STATE_KEY: echo_checkpoint(PendingResult())})
+    agent, _rt, model = scripted_agent([[final("fresh")]], tools=[echo])
+    legacy = full_checkpoint(AwaitingConfirmation()).to_state()
+    events, _session, service = await run(agent, message=None, state={PENDING_STATE_KEY: legacy})
+    assert events[-1].error_code == "codeact.stale_checkpoint"
+    assert "codeact 0.1.0" in events[-1].error_message
+    assert echo.calls == [] and model.requests == []
     runner = Runner(app_name=APP, agent=agent, session_service=service)
     assert await runner.discard_pending_checkpoint(user_id=USER, session_id=SESSION) is True
-    assert await runner.discard_pending_checkpoint(user_id=USER, session_id=SESSION) is False
-    events, _session, _ = await run(agent, service=service, message="hi")
+    events, session, _ = await run(agent, service=service, message="again")
     assert events[-1].text == "fresh"
+    assert session.state[PENDING_STATE_KEY] is None
 
 
-# --------------------------------------------------------------------- crash consistency
+# --------------------------------------------------------------------- crash consistency at each journal boundary
 
 
 class Crash(BaseException):
@@ -536,19 +416,22 @@ class Crash(BaseException):
 
 
 class CrashingService(InMemorySessionService):
-    """Crashes right after durably storing the first checkpoint of a given kind."""
+    """Crashes right after (or before) durably storing the n-th journal record of a kind."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str, nth: int = 1, *, before: bool = False) -> None:
         super().__init__()
-        self.crash_after: str | None = None
+        self.kind, self.nth, self.before = kind, nth, before
+        self.seen = 0
 
-    async def append_event(self, session, event):
-        stored = await super().append_event(session, event)
-        pending = event.actions.state_delta.get(PENDING_STATE_KEY)
-        if self.crash_after and isinstance(pending, dict) and pending["disposition"]["kind"] == self.crash_after:
-            self.crash_after = None
+    async def append_journal(self, session, turn, records):
+        hit = any(r.kind == self.kind for r in records)
+        if hit:
+            self.seen += 1
+        if hit and self.before and self.seen == self.nth:
             raise Crash
-        return stored
+        await super().append_journal(session, turn, records)
+        if hit and not self.before and self.seen == self.nth:
+            raise Crash
 
 
 async def crash_run(agent, service) -> None:
@@ -568,59 +451,87 @@ async def crash_run(agent, service) -> None:
             await anyio.sleep(0.001)
 
 
+COUNT_SCRIPT = 'a = call_tool("fetch")\nb = call_tool("fetch")\n{"type": "final_result", "value": [a, b]}'
+
+
 def counting_agent():
-    fetch = FakeTool("fetch", {"items": 3})
-    agent, rt, _model = scripted_agent(
-        [[PlannedCall("fetch", {}), PlannedCall("fetch", {}), final("done")]], tools=[fetch]
-    )
-    return agent, rt, fetch
-
-
-async def test_crash_after_write_ahead_reruns_the_tool_once() -> None:
-    agent, _rt, fetch = counting_agent()
-    service = CrashingService()
-    service.crash_after = "pending_result"
-    await crash_run(agent, service)
-    assert fetch.calls == []  # crashed before the tool ran
-    events, session, _ = await run(agent, service=service, message=None)
-    assert events[-1].text == "done"
-    assert len(fetch.calls) == 2  # the recovered call once, then the second call
-    assert session.state[PENDING_STATE_KEY] is None
-
-
-async def test_crash_while_the_tool_ran_reruns_it_at_least_once() -> None:
     runs: list[int] = []
 
-    def fetch_fn(args, ctx):
+    def fetch() -> int:
+        """Fetches a number (the side effect: counted)."""
         runs.append(1)
-        if len(runs) == 1:
-            raise Crash
-        return "ok"
+        return len(runs)
 
-    fetch = FakeTool("fetch", fn=fetch_fn)
-    agent, rt, _ = scripted_agent([[PlannedCall("fetch", {}), final("done")]], tools=[fetch])
-    service = InMemorySessionService()
+    agent = CodeActAgent(
+        name="coder", model=ScriptedModel(lambda r: fence(COUNT_SCRIPT)), runtime=MontyRuntime(), tools=[fetch]
+    )
+    return agent, runs
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+async def test_crash_before_an_intent_runs_the_call_once(nth: int) -> None:
+    agent, runs = counting_agent()
+    service = CrashingService("intent", nth, before=True)
     await crash_run(agent, service)
+    assert len(runs) == nth - 1  # crashed before the call's tool ran
     events, _, _ = await run(agent, service=service, message=None)
-    assert events[-1].text == "done"
+    assert events[-1].text == "[\n  1,\n  2\n]"
     assert len(runs) == 2
-    assert rt.outcomes == [ResumeValue("ok")]
 
 
-async def test_crash_after_the_after_checkpoint_never_reruns_the_tool() -> None:
-    agent, rt, fetch = counting_agent()
-    service = CrashingService()
-    service.crash_after = "resolved"
+@pytest.mark.parametrize("nth", [1, 2])
+async def test_crash_after_an_intent_reruns_at_most_that_call(nth: int) -> None:
+    agent, runs = counting_agent()
+    service = CrashingService("intent", nth)
     await crash_run(agent, service)
-    assert len(fetch.calls) == 1
-    events, _session, _ = await run(agent, service=service, message=None)
-    assert events[-1].text == "done"
-    assert len(fetch.calls) == 2  # only the second call ran; the first was recovered from the checkpoint
-    assert rt.outcomes == [ResumeValue({"items": 3}), ResumeValue({"items": 3})]
-    assert rt.starts == 1
+    assert len(runs) == nth - 1  # the intent is durable, the tool has not run
+    events, _, _ = await run(agent, service=service, message=None)
+    assert events[-1].text == "[\n  1,\n  2\n]"
+    assert len(runs) == 2
 
 
-async def test_monty_crash_after_the_after_checkpoint_resumes_from_sqlite(tmp_path: Path) -> None:
+@pytest.mark.parametrize("nth", [1, 2])
+async def test_crash_while_the_tool_ran_reruns_it_at_least_once(nth: int) -> None:
+    # the outcome write fails: the tool ran, its outcome is not recorded (the at-least-once window)
+    agent, runs = counting_agent()
+    service = CrashingService("outcome", nth, before=True)
+    await crash_run(agent, service)
+    assert len(runs) == nth
+    events, _, _ = await run(agent, service=service, message=None)
+    assert len(runs) == 3  # the interrupted call ran twice, the other once
+    assert events[-1].error_code is None
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+async def test_crash_after_an_outcome_never_reruns_the_tool(nth: int) -> None:
+    agent, runs = counting_agent()
+    service = CrashingService("outcome", nth)
+    await crash_run(agent, service)
+    assert len(runs) == nth
+    events, _, _ = await run(agent, service=service, message=None)
+    assert events[-1].text == "[\n  1,\n  2\n]"  # the recorded outcomes were replayed, unchanged
+    assert len(runs) == 2
+
+
+async def test_replay_divergence_ends_the_run_and_runs_no_tool() -> None:
+    agent, runs = counting_agent()
+    service = CrashingService("outcome", 1)
+    await crash_run(agent, service)
+    # the same turn replayed by a process whose script now calls another tool first
+    slot = await slot_of(service)
+    changed = slot.data["script"].replace('a = call_tool("fetch")', 'a = call_tool("other")')
+    await tamper(service, script=changed)
+    other = FakeTool("other", 5)
+    agent2 = CodeActAgent(name="coder", model=ScriptedModel([]), runtime=MontyRuntime(), tools=[*agent.tools, other])
+    await tamper(service, roster=["fetch", "other"])
+    events, _, _ = await run(agent2, service=service, message=None)
+    assert events[-1].error_code == "codeact.nondeterministic_replay"
+    assert "'fetch'" in events[-1].error_message and "'other'" in events[-1].error_message
+    assert other.calls == [] and len(runs) == 1
+    assert await slot_of(service) is not None  # the caller decides: discard
+
+
+async def test_monty_crash_after_the_outcome_resumes_from_sqlite(tmp_path: Path) -> None:
     count = {"n": 0}
 
     def fetch() -> int:
@@ -632,13 +543,11 @@ async def test_monty_crash_after_the_after_checkpoint_resumes_from_sqlite(tmp_pa
     class CrashingSqlite(SqliteSessionService):
         crash = True
 
-        async def append_event(self, session, event):
-            stored = await super().append_event(session, event)
-            pending = event.actions.state_delta.get(PENDING_STATE_KEY)
-            if self.crash and isinstance(pending, dict) and pending["disposition"]["kind"] == "resolved":
+        async def append_journal(self, session, turn, records):
+            await super().append_journal(session, turn, records)
+            if self.crash and any(r.kind == "outcome" for r in records):
                 self.crash = False
                 raise Crash
-            return stored
 
     db = tmp_path / "s.db"
     with CrashingSqlite(db) as service:
@@ -653,7 +562,7 @@ async def test_monty_crash_after_the_after_checkpoint_resumes_from_sqlite(tmp_pa
 
 # --------------------------------------------------------------------- suspend here, resume in a fresh process
 
-CHILD = '''
+CHILD = """
 import json, os, sys
 import anyio
 from codeact import CodeActAgent, MontyRuntime, RunConfig, Runner, ScriptedModel, SqliteSessionService, tool
@@ -663,13 +572,13 @@ def log(line):
         f.write(line + "\\n")
 
 def fetch_cart(user_id: str) -> dict:
-    """The cart."""
+    \"\"\"The cart.\"\"\"
     log(f"fetch_cart {os.getpid()}")
     return {"items": [10, 20, 30]}
 
 @tool(requires_confirmation=True)
 def delete_cart(user_id: str) -> str:
-    """Deletes the cart."""
+    \"\"\"Deletes the cart.\"\"\"
     log(f"delete_cart {os.getpid()}")
     return "deleted"
 
@@ -684,17 +593,14 @@ async def main(mode):
             model_reply = "```python\\n{'type': 'final_result', 'value': 'cleared ' + str(3)}\\n```"
             agent = build([model_reply])
             runner = Runner(app_name="app", agent=agent, session_service=service)
-            events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message=None,
-                      run_config=RunConfig(tool_confirmation_decisions={key: "approve"}))]
+            events = [e async for e in runner.approve(user_id="u", session_id="s", call_key=key)]
             prompt = [c.text for c in agent.model.requests[0].contents[-2:]] if agent.model.requests else None
-            kinds = [(e.actions.state_delta.get("codeact_pending") or {}).get("disposition", {}).get("kind")
-                     for e in events]
             print(json.dumps({"texts": [e.text for e in events], "errors": [e.error_code for e in events],
-                              "kinds": kinds, "prompt": prompt}))
+                              "prompt": prompt}))
 
 if __name__ == "__main__":
     anyio.run(main, sys.argv[1])
-'''
+"""
 
 FIRST_SCRIPT = """
 cart = call_tool("fetch_cart", {"user_id": "u-42"})
@@ -721,9 +627,8 @@ async def test_suspend_then_resume_in_a_fresh_process(tmp_path: Path, monkeypatc
     spec.loader.exec_module(module)
     agent = module.build([fence(FIRST_SCRIPT)])
     with SqliteSessionService(db) as service:
-        events, session, _ = await run(agent, service=service, message="clear my cart")
+        events, _session, _ = await run(agent, service=service, message="clear my cart")
     (key,) = list(events[-1].actions.requested_tool_confirmations)
-    assert kinds(events) == ["pending_result", "resolved", "awaiting_confirmation"]
     assert log.read_text().splitlines() == [f"fetch_cart {os.getpid()}"]
 
     proc = subprocess.run(
@@ -731,13 +636,76 @@ async def test_suspend_then_resume_in_a_fresh_process(tmp_path: Path, monkeypatc
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["errors"] == [None, None, None]
-    assert out["kinds"] == ["pending_result", "resolved", None]
+    assert out["errors"] == [None]
     assert out["texts"][-1] == "cleared 3"
     assert out["prompt"] == ['Observation:\n{"n":3,"status":"deleted"}', "Output (stdout):\nitems: 3\n"]
     lines = log.read_text().splitlines()
     assert lines[0] == f"fetch_cart {os.getpid()}"
     assert len(lines) == 2 and lines[1].startswith("delete_cart ") and lines[1] != f"delete_cart {os.getpid()}"
     with SqliteSessionService(db) as service:
-        session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
-    assert session.state[PENDING_STATE_KEY] is None
+        assert await slot_of(service) is None
+
+
+# --------------------------------------------------------------------- periodic continuations
+
+
+@pytest.mark.parametrize(("every", "crash_after", "resume_pos"), [(2, 5, 4), (3, 5, 3), (1, 2, 1)])
+async def test_checkpoint_every_bounds_replay(every: int, crash_after: int, resume_pos: int) -> None:
+    runs: list[int] = []
+
+    def fetch(i: int) -> int:
+        """Fetches (counted)."""
+        runs.append(i)
+        return i * 10
+
+    script = "out = []\nfor i in range(6):\n    out.append(call_tool('fetch', {'i': i}))\n" + (
+        '{"type": "final_result", "value": out}'
+    )
+    agent = CodeActAgent(
+        name="coder",
+        model=ScriptedModel([fence(script)]),
+        runtime=MontyRuntime(),
+        tools=[fetch],
+        checkpoint_every=every,
+    )
+    service = CrashingService("outcome", crash_after)
+    await crash_run(agent, service)
+    slot = await slot_of(service)
+    # the continuation replaced the previous one at every `every` calls, before the call ran
+    assert slot.snapshot is not None
+    assert [a["pos"] for a in slot.data["at"]] == [resume_pos]
+    events, _, _ = await run(agent, service=service, message=None)
+    assert events[-1].text == json.dumps([i * 10 for i in range(6)], indent=2)
+    assert runs == list(range(6))  # recovered from the continuation: nothing ran twice
+
+
+async def test_a_0_1_0_sqlite_file_is_upgraded_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    with SqliteSessionService(db) as service:
+        await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state={"k": 1})
+    con = sqlite3.connect(db)  # make it what codeact 0.1.0 wrote: schema 1, no durability tables
+    for table in ("turns", "journal", "blobs"):
+        con.execute(f"DROP TABLE {table}")
+    con.execute("UPDATE schema_version SET version = 1")
+    con.commit()
+    con.close()
+
+    def fetch() -> int:
+        """Fetches."""
+        return 41
+
+    agent = CodeActAgent(
+        name="coder",
+        model=ScriptedModel([fence('{"type": "final_result", "value": call_tool("fetch")}')]),
+        runtime=MontyRuntime(),
+        tools=[fetch],
+    )
+    with SqliteSessionService(db) as service:
+        events, session, _ = await run(agent, service=service)
+        assert outcomes_of(service) == [{"v": 41}]
+    assert events[-1].text == "41" and session.state["k"] == 1
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT version FROM schema_version").fetchone() == (2,)
+    con.close()

@@ -9,15 +9,16 @@ from pydantic import BaseModel, ValidationError
 
 from agent_helpers import (
     FakeTool,
-    checkpoints,
     fence,
     final_event,
     final_reply,
-    kinds,
-    pending_of,
+    intents_of,
+    journal_of,
+    outcomes_of,
     run,
     run_direct,
     scripted_agent,
+    slot_of,
     texts,
 )
 from codeact import (
@@ -38,7 +39,7 @@ from codeact import (
     ScriptedModel,
     ToolConfirmation,
 )
-from codeact.agent import NO_CODE_FEEDBACK, AwaitingCompletion, AwaitingConfirmation, Resolved
+from codeact.agent import NO_CODE_FEEDBACK
 from codeact.testing import PlannedCall, PlannedComplete, PlannedRaise, ScriptedRuntime
 
 pytestmark = pytest.mark.anyio
@@ -84,26 +85,22 @@ async def test_final_result_renders_non_strings_as_pretty_json() -> None:
     assert events[-1].text == '{\n  "answer": 42,\n  "ok": true\n}'
 
 
-async def test_inline_tool_brackets_with_before_and_after_checkpoints() -> None:
+async def test_inline_tool_is_journaled_with_an_intent_and_an_outcome() -> None:
     echo = FakeTool("echo", {"echoed": "hi"})
     agent, rt, _ = scripted_agent([[PlannedCall("echo", {"text": "hi"}), final("done")]], tools=[echo])
-    events, session, _ = await run(agent)
-    assert len(events) == 3
-    assert kinds(events) == ["pending_result", "resolved"]
-    before, after = checkpoints(events)
-    assert before.call.tool == after.call.tool == "echo"
-    assert before.call.args == {"text": "hi"}
-    assert before.snapshot == after.snapshot
-    assert after.disposition == Resolved(value={"echoed": "hi"})
-    # the call key is <invocation_id>:<iteration>:<call_id>, and the tool sees it
+    events, session, service = await run(agent)
+    # no checkpoint events: the journal holds the call, the event log only the answer
+    assert len(events) == 1
+    journal = journal_of(service)
+    assert [(kind, seq) for kind, seq, _ in journal] == [("intent", 0), ("outcome", 0)]
+    assert journal[0][2][0] == "echo" and len(journal[0][2][1]) == 16  # tool and argument digest, no arguments
+    assert journal[1][2] == {"v": {"echoed": "hi"}}
+    # the call key is <invocation_id>:<iteration>:<position>, and the tool sees it
     key = f"{events[0].invocation_id}:1:0"
-    assert before.call.call_key == key
     assert echo.contexts[0].function_call_id == key
-    assert before.tool_roster == ["echo"]
-    assert events[0].content is None and events[1].content is None
     assert events[-1].text == "done"
-    assert pending_of(events[-1]) is None
-    assert session.state[PENDING_STATE_KEY] is None
+    assert await slot_of(service) is None  # the turn slot is gone once the run ended
+    assert PENDING_STATE_KEY not in session.state
     assert echo.calls == [{"text": "hi"}]
     assert rt.outcomes == [ResumeValue({"echoed": "hi"})]
 
@@ -111,9 +108,9 @@ async def test_inline_tool_brackets_with_before_and_after_checkpoints() -> None:
 async def test_no_checkpoints_without_suspension() -> None:
     echo = FakeTool("echo", "x")
     agent, rt, _ = scripted_agent([[PlannedCall("echo", {}), final("inline")]], tools=[echo], suspension=False)
-    events, _, _ = await run(agent)
+    events, _, service = await run(agent)
     assert [e.text for e in events] == ["inline"]
-    assert checkpoints(events) == []
+    assert [k for k, _, _ in journal_of(service)] == ["intent", "outcome"]  # journaled all the same
     assert len(echo.calls) == 1
     assert rt.outcomes == [ResumeValue("x")]
 
@@ -276,9 +273,9 @@ async def test_default_max_iterations_is_twelve() -> None:
 async def test_unknown_tool_raises_lookup_error_into_the_script() -> None:
     echo = FakeTool("echo")
     agent, rt, _ = scripted_agent([[PlannedCall("nope", {}), final("handled")]], tools=[echo])
-    events, _, _ = await run(agent)
+    events, _, service = await run(agent)
     assert events[-1].text == "handled"
-    assert checkpoints(events) == []
+    assert journal_of(service) == []  # nothing ran: nothing to journal
     assert rt.outcomes == [ResumeError("tool 'nope' is not available; available tools: echo", "LookupError")]
 
 
@@ -298,7 +295,7 @@ async def test_tool_failure_raises_into_script(exc: Exception, type_name: str) -
 
     tool = FakeTool("boom", fn=boom)
     agent, rt, _ = scripted_agent([[PlannedCall("boom", {}), final("caught")]], tools=[tool])
-    events, _, _ = await run(agent)
+    events, _, service = await run(agent)
     assert events[-1].text == "caught"
     (outcome,) = rt.outcomes
     assert isinstance(outcome, ResumeError)
@@ -307,9 +304,8 @@ async def test_tool_failure_raises_into_script(exc: Exception, type_name: str) -
     # the class name leads the text only when the script sees another type (never "ValueError: ValueError:")
     renamed = type(exc).__name__ != type_name
     assert outcome.message.startswith(type(exc).__name__ + ": ") is renamed
-    # the failure is stored in the after-checkpoint too
-    assert checkpoints(events)[1].disposition.error == outcome.message
-    assert checkpoints(events)[1].disposition.error_type == type_name
+    # the failure is the journaled outcome too
+    assert outcomes_of(service) == [{"e": outcome.message, "t": type_name}]
 
 
 async def test_uncaught_tool_failure_becomes_a_script_error() -> None:
@@ -337,7 +333,8 @@ async def test_tool_call_id_is_visible_to_the_tool() -> None:
     echo = FakeTool("echo")
     agent, _, _ = scripted_agent([[PlannedCall("echo", {}, call_id=42), final("ok")]], tools=[echo])
     await run_direct(agent, invocation_id="inv-7")
-    assert echo.contexts[0].function_call_id == "inv-7:1:42"
+    # the key counts calls within the turn, not the interpreter's call ids (SPEC §5)
+    assert echo.contexts[0].function_call_id == "inv-7:1:0"
     assert echo.contexts[0].invocation_id == "inv-7"
     assert echo.contexts[0].agent_name == "coder"
 
@@ -521,13 +518,14 @@ async def test_inline_tool_state_delta_is_persisted_on_a_checkpoint() -> None:
     agent, _, _ = scripted_agent(
         [[PlannedCall("remember", {}), final("done")]], tools=[FakeTool("remember", fn=remember)]
     )
-    events, session, _ = await run(agent)
-    after = events[1]
+    events, session, service = await run(agent)
+    # stored on its own event before the outcome is recorded (a recorded call never re-runs)
+    after = events[0]
     assert after.actions.state_delta["note"] == "kept"
     assert after.actions.artifact_delta == {"report.txt": 1}
-    assert pending_of(after)["disposition"]["kind"] == "resolved"
-    assert "note" not in events[0].actions.state_delta
-    assert "note" not in events[2].actions.state_delta  # flushed once
+    assert after.content is None
+    assert outcomes_of(service) == [{"v": "ok"}]
+    assert "note" not in events[1].actions.state_delta  # flushed once
     assert session.state["note"] == "kept"
 
 
@@ -539,7 +537,7 @@ async def test_non_suspending_tool_state_delta_persists_on_final() -> None:
         [[PlannedCall("remember", {}), final("done")]], tools=[FakeTool("remember", fn=remember)], suspension=False
     )
     events, session, _ = await run(agent)
-    assert len(events) == 1
+    assert [e.text for e in events] == ["", "done"]
     assert events[0].actions.state_delta["note"] == "kept"
     assert session.state["note"] == "kept"
 
@@ -578,28 +576,26 @@ async def test_terminal_tool_signal_ends_the_run(signal: str) -> None:
     assert last.content is None
     assert last.actions.state_delta["pressed"] is True
     assert all(e.text != "unreached" for e in events)
-    assert kinds(events) == ["pending_result"]
     assert rt.outcomes == []  # the script was never resumed
     assert after_agent_calls == []
 
 
-async def test_escalation_clears_the_pending_checkpoint_in_the_session() -> None:
+async def test_escalation_clears_the_turn_slot_in_the_session() -> None:
     tool = FakeTool("panic_button", fn=lambda a, c: setattr(c.actions, "escalate", True))
     agent, _, _ = scripted_agent([[PlannedCall("panic_button", {}), final("unreached")]], tools=[tool])
-    events, session, _ = await run(agent)
+    events, _session, service = await run(agent)
     assert events[-1].actions.escalate is True
-    assert pending_of(events[-1]) is None
-    assert session.state[PENDING_STATE_KEY] is None
+    assert intents_of(service) == ["panic_button"]
+    assert await slot_of(service) is None
 
 
 async def test_escalation_on_long_running_ends_the_run_before_suspending() -> None:
     tool = FakeTool("panic_lr", fn=lambda a, c: setattr(c.actions, "escalate", True), is_long_running=True)
     agent, rt, _ = scripted_agent([[PlannedCall("panic_lr", {}), final("unreached")]], tools=[tool])
-    events, session, _ = await run(agent)
+    events, _session, service = await run(agent)
     assert events[-1].actions.escalate is True
     assert all(e.long_running_tool_ids == [] for e in events)
-    assert checkpoints(events) == []
-    assert session.state.get(PENDING_STATE_KEY) is None
+    assert await slot_of(service) is None
     assert rt.outcomes == []
 
 
@@ -609,27 +605,28 @@ async def test_escalation_on_long_running_ends_the_run_before_suspending() -> No
 async def test_long_running_suspends_then_resumes_from_checkpoint() -> None:
     slow = FakeTool("slow", {"status": "pending", "task_id": "t1"}, is_long_running=True)
     agent, rt, _ = scripted_agent([[PlannedCall("slow", {"job": 1}), final("completed")]], tools=[slow])
-    events, session, service = await run(agent)
+    events, _session, service = await run(agent)
     last = events[-1]
-    cp = checkpoints(events)[-1]
-    assert len(events) == 1  # no write-ahead checkpoint on the long-running path
-    assert cp.disposition == AwaitingCompletion(pending_handle={"status": "pending", "task_id": "t1"})
-    key = cp.call.call_key
+    slot = await slot_of(service)
+    assert len(events) == 1
+    assert slot.data["status"] == "suspended" and slot.snapshot is not None
+    (pending,) = slot.data["pending"]
+    assert pending["kind"] == "completion"
+    assert pending["hint"] == '{"status":"pending","task_id":"t1"}'
+    key = pending["call_key"]
     assert last.long_running_tool_ids == [key]
     assert last.content is not None and last.content.role == "model"
     (part,) = last.content.parts
     assert part.function_call is not None
     assert (part.function_call.name, part.function_call.args, part.function_call.id) == ("slow", {"job": 1}, key)
     assert last.is_final_response()
-    assert session.state[PENDING_STATE_KEY] is not None
     assert slow.calls == [{"job": 1}]
 
     reply = Content(role="user", parts=[Part(function_response=FunctionResponse(name="slow", response={"url": "u"}))])
-    events2, session, _ = await run(agent, service=service, message=reply)
-    assert kinds(events2) == ["resolved"]
-    assert checkpoints(events2)[0].disposition == Resolved(value={"url": "u"})
+    events2, _session, _ = await run(agent, service=service, message=reply)
+    assert outcomes_of(service) == [{"v": {"url": "u"}}]
     assert events2[-1].text == "completed"
-    assert session.state[PENDING_STATE_KEY] is None
+    assert await slot_of(service) is None
     assert rt.outcomes == [ResumeValue({"url": "u"})]
     assert len(slow.calls) == 1
 
@@ -639,8 +636,8 @@ async def test_stdout_before_a_suspend_is_persisted_in_the_checkpoint() -> None:
     agent, _, model = scripted_agent(
         [[PlannedCall("slow", {}, stdout="working...\n"), observation("after")], [final("ok")]], tools=[slow]
     )
-    events, _, service = await run(agent)
-    assert checkpoints(events)[-1].turn_stdout == "working...\n"
+    _events, _, service = await run(agent)
+    assert (await slot_of(service)).data["turn_stdout"] == "working...\n"
     reply = Content(role="user", parts=[Part(function_response=FunctionResponse(name="slow", response=1))])
     events2, _, _ = await run(agent, service=service, message=reply)
     assert events2[-1].text == "ok"
@@ -661,9 +658,9 @@ async def test_long_running_tool_runs_inline_without_suspension() -> None:
 async def test_long_running_failure_resumes_the_script_with_the_error() -> None:
     slow = FakeTool("slow", fn=lambda a, c: (_ for _ in ()).throw(ValueError("no quota")), is_long_running=True)
     agent, rt, _ = scripted_agent([[PlannedCall("slow", {}), final("handled")]], tools=[slow])
-    events, _session, _ = await run(agent)
+    events, _session, service = await run(agent)
     assert events[-1].text == "handled"
-    assert checkpoints(events) == []
+    assert outcomes_of(service) == [{"e": "no quota", "t": "ValueError"}]
     assert rt.outcomes == [ResumeError("no quota", "ValueError")]
 
 
@@ -674,28 +671,30 @@ async def test_confirmation_suspend_marks_the_turn_interrupted() -> None:
         tools=[delete],
         require_tool_confirmation=["delete_file"],
     )
-    events, session, _ = await run(agent)
+    events, _session, service = await run(agent)
     assert len(events) == 1
     last = events[-1]
-    cp = checkpoints(events)[0]
-    key = cp.call.call_key
-    assert cp.disposition == AwaitingConfirmation()
+    slot = await slot_of(service)
+    (pending,) = slot.data["pending"]
+    key = pending["call_key"]
+    assert pending["kind"] == "confirmation"
     assert last.interrupted and last.turn_complete
     assert last.actions.requested_tool_confirmations == {
         key: ToolConfirmation(tool_name="delete_file", function_call_id=key, args={"path": "/tmp/x"})
     }
     assert "Tool confirmation required for 'delete_file'" in last.text
     assert key in last.text
-    assert last.is_final_response()
+    # a confirmation request asks the caller for a decision: not a final response (as in ADK)
+    assert not last.is_final_response()
     assert delete.calls == []
-    assert session.state[PENDING_STATE_KEY]["disposition"] == {"kind": "awaiting_confirmation"}
+    assert journal_of(service) == []  # nothing ran, nothing journaled
 
 
 async def test_tool_flag_requires_confirmation() -> None:
     gated = FakeTool("gated", requires_confirmation=True)
     agent, _, _ = scripted_agent([[PlannedCall("gated", {}), final("done")]], tools=[gated])
     events, _, _ = await run(agent)
-    assert kinds(events) == ["awaiting_confirmation"]
+    assert list(events[-1].actions.requested_tool_confirmations) == [f"{events[-1].invocation_id}:1:0"]
     assert gated.calls == []
 
 
@@ -705,7 +704,7 @@ async def test_require_confirmation_for_all() -> None:
         [[PlannedCall("echo", {}), final("done")]], tools=[echo], require_tool_confirmation_for_all=True
     )
     events, _, _ = await run(agent)
-    assert kinds(events) == ["awaiting_confirmation"]
+    assert [c.tool_name for c in events[-1].actions.requested_tool_confirmations.values()] == ["echo"]
     assert echo.calls == []
 
 
@@ -721,7 +720,6 @@ async def test_confirmation_approved_inline_by_call_key(decision: object) -> Non
         agent, invocation_id="inv", run_config=RunConfig(tool_confirmation_decisions={"inv:1:0": decision})
     )
     assert events[-1].text == "done"
-    assert kinds(events) == ["pending_result", "resolved"]
     assert delete.calls == [{"path": "/x"}]
     assert rt.outcomes == [ResumeValue("deleted")]
 
@@ -736,7 +734,6 @@ async def test_confirmation_denied_inline_raises_permission_error(decision: obje
         agent, invocation_id="inv", run_config=RunConfig(tool_confirmation_decisions={"inv:1:0": decision})
     )
     assert events[-1].text == "done"
-    assert checkpoints(events) == []
     assert delete.calls == []
     assert rt.outcomes == [ResumeError("call to 'delete_file' was denied by a human reviewer", "PermissionError")]
 
@@ -749,7 +746,7 @@ async def test_decision_for_another_call_key_does_not_approve_this_call() -> Non
     # call id 0 of another invocation / iteration: must not match
     decisions = {"other:1:0": "approve", "inv:2:0": "approve", "0": "approve"}
     events = await run_direct(agent, invocation_id="inv", run_config=RunConfig(tool_confirmation_decisions=decisions))
-    assert kinds(events) == ["awaiting_confirmation"]
+    assert list(events[-1].actions.requested_tool_confirmations) == ["inv:1:0"]
     assert delete.calls == []
 
 
@@ -1104,7 +1101,7 @@ async def test_monty_final_result() -> None:
     assert [e.text for e in events] == ['{\n  "answer": 42\n}']
 
 
-async def test_monty_inline_tool_with_checkpoints_and_observation() -> None:
+async def test_monty_inline_tool_with_journal_and_observation() -> None:
     def add(a: int, b: int) -> int:
         """Adds."""
         return a + b
@@ -1116,9 +1113,9 @@ async def test_monty_inline_tool_with_checkpoints_and_observation() -> None:
         ],
         [add],
     )
-    events, _, _ = await run(agent)
-    assert kinds(events) == ["pending_result", "resolved"]
-    assert checkpoints(events)[1].disposition.value == 42
+    events, _, service = await run(agent)
+    assert intents_of(service) == ["add"]
+    assert outcomes_of(service) == [{"v": 42}]
     assert texts(model.requests[1].contents)[-2:] == ["Observation:\n42", "Output (stdout):\nsum 42\n"]
     assert events[-1].text == "42"
 

@@ -133,9 +133,10 @@ async def test_resumed_run_reuses_the_stored_system_prompt() -> None:
         tools=[slow],
         instruction="tier {tier}",
     )
-    _events, session, service = await run(agent, state={"tier": "gold"})
-    # the system prompt is stored with the turn record (codeact_turn), once per turn
-    assert "tier gold" in session.state["codeact_turn"]["system_prompt"]
+    _events, _session, service = await run(agent, state={"tier": "gold"})
+    # the system prompt is stored with the turn record in the session's turn slot
+    slot = await service.load_turn(app_name="app", user_id="u", session_id="s")
+    assert "tier gold" in slot.data["system_prompt"]
     from codeact import Content, FunctionResponse, Part
 
     msg = Content(role="user", parts=[Part(function_response=FunctionResponse(name="slow", response=1))])

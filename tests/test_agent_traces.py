@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_helpers import APP, SESSION, USER, checkpoints, fence, kinds, run, texts
+from agent_helpers import APP, SESSION, USER, fence, journal_of, outcomes_of, run, slot_of, texts
 from codeact import (
     PENDING_STATE_KEY,
     CodeActAgent,
@@ -17,12 +17,12 @@ from codeact import (
     MontyRuntime,
     Part,
     RunConfig,
+    Runner,
     ScriptedModel,
     SqliteSessionService,
     ToolConfirmation,
     tool,
 )
-from codeact.agent import AwaitingCompletion, AwaitingConfirmation, CodeActCheckpoint, Resolved
 
 pytestmark = pytest.mark.anyio
 
@@ -32,6 +32,11 @@ async def stored_session(db: Path):
         session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
     assert session is not None
     return session
+
+
+def service_of(db: Path) -> SqliteSessionService:
+    """A service on ``db`` for reading the journal (the helper reads the file directly)."""
+    return SqliteSessionService(db)
 
 
 # --------------------------------------------------------------------- 22.1
@@ -76,27 +81,11 @@ async def test_trace_22_1_two_inline_tools(tmp_path: Path) -> None:
         events, _session, _ = await run(agent, service=service, message="What's the total of my cart?")
 
     assert calls == ["fetch_cart u-42", "tax_rate CA"]
-    assert kinds(events) == ["pending_result", "resolved", "pending_result", "resolved"]
-    cps = checkpoints(events)
-    turn1 = [Content.from_text("What's the total of my cart?"), Content.from_text(CART_REPLY, "model")]
-    # the transcript lives in the turn record, written once per turn with its first checkpoint
-    record = events[0].actions.state_delta["codeact_turn"]
-    assert [(c["role"], c["parts"][0]["text"]) for c in record["transcript"]] == [(c.role, c.text) for c in turn1]
-    assert record["turn"] == cps[0].turn
-    assert all("codeact_turn" not in e.actions.state_delta for e in events[1:4])
-    full = CodeActCheckpoint.from_state(events[0].actions.state_delta["codeact_pending"], record)
-    assert [(c.role, c.text) for c in full.transcript] == [(c.role, c.text) for c in turn1]
-    assert (cps[0].call.tool, cps[0].call.args) == ("fetch_cart", {"user_id": "u-42"})
-    assert cps[0].turn_stdout == ""
-    assert cps[1].disposition == Resolved(value=cart)
-    assert (cps[2].call.tool, cps[2].call.args) == ("tax_rate", {"region": "CA"})
-    assert cps[2].turn_stdout == "items: 3\n"
-    assert cps[2].turn == cps[0].turn
-    assert cps[3].disposition == Resolved(value=0.0725)
-    assert cps[0].call.call_id == 0 and cps[2].call.call_id == 1
-    assert {c.iteration for c in cps} == {1}
-    assert cps[0].snapshot == cps[1].snapshot and cps[2].snapshot == cps[3].snapshot
-    assert cps[0].snapshot != cps[2].snapshot
+    # each call: an intent (tool and argument digest) and its outcome, in call order
+    journal = journal_of(service_of(db))
+    assert [(kind, seq) for kind, seq, _ in journal] == [("intent", 0), ("outcome", 0), ("intent", 1), ("outcome", 1)]
+    assert [data[0] for kind, _, data in journal if kind == "intent"] == ["fetch_cart", "tax_rate"]
+    assert [data for kind, _, data in journal if kind == "outcome"] == [{"v": cart}, {"v": 0.0725}]
 
     # turn 1 as the model saw it, and turn 2's transcript
     first, second = model.requests
@@ -111,15 +100,15 @@ async def test_trace_22_1_two_inline_tools(tmp_path: Path) -> None:
 
     last = events[-1]
     assert last.text == '{\n  "total": 141.57,\n  "lines": 3\n}'
-    assert last.actions.state_delta[PENDING_STATE_KEY] is None
+    assert PENDING_STATE_KEY not in last.actions.state_delta
     assert last.actions.state_delta["quote"] == {"total": 141.57, "lines": 3}
     assert after == ["ran"]
-    assert len(events) == 5
+    assert len(events) == 1  # the event log holds no per-call records
 
     stored = await stored_session(db)
-    assert stored.state[PENDING_STATE_KEY] is None
+    assert PENDING_STATE_KEY not in stored.state
     assert stored.state["quote"] == {"total": 141.57, "lines": 3}
-    assert [e.author for e in stored.events] == ["user"] + ["coder"] * 5
+    assert [e.author for e in stored.events] == ["user", "coder"]
     assert [e.id for e in stored.events[1:]] == [e.id for e in events]
 
 
@@ -163,11 +152,17 @@ async def test_trace_22_2_confirmation_across_two_invocations(tmp_path: Path, de
         key: ToolConfirmation(tool_name="delete_file", function_call_id=key, args={"path": "/tmp/x"})
     }
     assert suspend.interrupted and suspend.turn_complete
-    (cp,) = checkpoints(events_a)
-    assert cp.disposition == AwaitingConfirmation()
-    assert (cp.call.call_key, cp.call.call_id, cp.call.tool) == (key, 0, "delete_file")
+    with SqliteSessionService(db) as service:
+        slot = await slot_of(service)
+        pending = await Runner(app_name=APP, agent=delete_agent(deleted, []), session_service=service).pending(
+            user_id=USER, session_id=SESSION
+        )
+    assert slot.data["status"] == "suspended"
+    assert [(p.call_key, p.tool, p.args, p.kind) for p in pending] == [
+        (key, "delete_file", {"path": "/tmp/x"}, "confirmation")
+    ]
     assert deleted == []
-    assert (await stored_session(db)).state[PENDING_STATE_KEY]["call"]["call_key"] == key
+    stored_before = len((await stored_session(db)).events)
 
     # invocation B: a new process would build everything again; so do we
     decisions = {key: decision} if decision else {}
@@ -178,26 +173,29 @@ async def test_trace_22_2_confirmation_across_two_invocations(tmp_path: Path, de
             message=None,
             run_config=RunConfig(tool_confirmation_decisions=decisions),
         )
+    with SqliteSessionService(db) as service:
+        slot_after = await slot_of(service)
+    outcomes = outcomes_of(service_of(db))
     if decision == "approve":
-        # the approved call is claimed (write-ahead) before it runs, then resolved
-        assert kinds(events_b) == ["pending_result", "resolved"]
-        assert checkpoints(events_b)[1].disposition == Resolved(value="deleted /tmp/x")
-        assert [e.text for e in events_b[2:]] == ["deleted /tmp/x", "after-done"]
+        # the approved call is claimed in the slot, journaled (intent, outcome), then the script goes on
+        assert outcomes == [{"v": "deleted /tmp/x"}]
+        assert [e.text for e in events_b] == ["deleted /tmp/x", "after-done"]
         assert deleted == ["/tmp/x"]
-        assert session.state[PENDING_STATE_KEY] is None
+        assert slot_after is None
     elif decision == "deny":
         denied = "call to 'delete_file' was denied by a human reviewer"
-        assert checkpoints(events_b)[0].disposition == Resolved(error=denied, error_type="PermissionError")
-        assert [e.text for e in events_b[1:]] == ["refused: " + denied, "after-done"]
+        assert outcomes == [{"e": denied, "t": "PermissionError"}]
+        assert [e.text for e in events_b] == ["refused: " + denied, "after-done"]
         assert deleted == []
-        assert session.state[PENDING_STATE_KEY] is None
+        assert slot_after is None
     else:
+        # no decision: the same calls are announced again and nothing stored changes
         (again,) = events_b
         assert again.text == suspend.text
         assert again.actions.requested_tool_confirmations == suspend.actions.requested_tool_confirmations
-        assert checkpoints(events_b)[0].snapshot == cp.snapshot
+        assert slot_after == slot
+        assert len(session.events) == stored_before
         assert deleted == []
-        assert session.state[PENDING_STATE_KEY]["disposition"] == {"kind": "awaiting_confirmation"}
 
 
 # --------------------------------------------------------------------- 22.3
@@ -230,10 +228,12 @@ async def test_trace_22_3_long_running_across_invocations(tmp_path: Path, with_k
     with SqliteSessionService(db) as service:
         events_a, _, _ = await run(video_agent(started, [fence(VIDEO_SCRIPT)]), service=service, message="render")
     (suspend,) = events_a
-    (cp,) = checkpoints(events_a)
-    key = cp.call.call_key
-    assert cp.disposition == AwaitingCompletion(pending_handle={"status": "pending", "task_id": "t1"})
-    assert cp.turn_stdout == "rendering\n"
+    with SqliteSessionService(db) as service:
+        slot = await slot_of(service)
+    (pending,) = slot.data["pending"]
+    key = pending["call_key"]
+    assert (pending["kind"], pending["hint"]) == ("completion", '{"status":"pending","task_id":"t1"}')
+    assert slot.data["turn_stdout"] == "rendering\n"
     assert suspend.long_running_tool_ids == [key]
     (part,) = suspend.content.parts
     assert part.function_call.model_dump() == {"name": "render_video", "args": {"scene": "intro"}, "id": key}
@@ -243,16 +243,16 @@ async def test_trace_22_3_long_running_across_invocations(tmp_path: Path, with_k
         name="render_video", id=key if with_key else None, response={"url": "https://cdn/intro.mp4"}
     )
     with SqliteSessionService(db) as service:
-        events_b, session, _ = await run(
+        events_b, _session, _ = await run(
             video_agent(started, []),
             service=service,
             message=Content(role="user", parts=[Part(function_response=response)]),
         )
-    assert kinds(events_b) == ["resolved"]
-    assert checkpoints(events_b)[0].disposition == Resolved(value={"url": "https://cdn/intro.mp4"})
+    assert outcomes_of(service_of(db)) == [{"v": {"url": "https://cdn/intro.mp4"}}]
     assert events_b[-1].text == '{\n  "url": "https://cdn/intro.mp4"\n}'
     assert started == ["intro"]
-    assert session.state[PENDING_STATE_KEY] is None
+    with SqliteSessionService(db) as service:
+        assert await slot_of(service) is None
 
 
 # --------------------------------------------------------------------- 22.4 and max iterations
@@ -327,9 +327,10 @@ async def test_trace_max_iterations_clears_a_resumed_checkpoint(tmp_path: Path) 
     with SqliteSessionService(db) as service:
         events, _, _ = await run(agent, service=service)
         key = next(iter(events[-1].actions.requested_tool_confirmations))
-        events, session, _ = await run(
+        events, _session, _ = await run(
             agent, service=service, message=None, run_config=RunConfig(tool_confirmation_decisions={key: True})
         )
-    assert kinds(events) == ["pending_result", "resolved"]
+        slot_after = await slot_of(service)
+    assert outcomes_of(service_of(db)) == [{"v": "pong"}]
     assert events[-1].error_code == "codeact.max_iterations"
-    assert session.state[PENDING_STATE_KEY] is None
+    assert slot_after is None

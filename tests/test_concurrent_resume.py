@@ -1,7 +1,8 @@
 """Two runners resuming the same paused session at once: the approved tool runs once.
 
-The resumed call is claimed with a write-ahead checkpoint before its tool runs; the runner
-that loses the race fails on that append (``StaleSessionError``), before any side effect.
+The suspension is claimed by compare-and-set on the session's turn slot before any tool runs;
+the runners that lose the race get ``AlreadyResumingError`` before any side effect (in this
+process; tests/test_faults.py runs the two-process form).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from codeact import (
     ScriptedModel,
     SqliteSessionService,
 )
-from codeact.exceptions import StaleSessionError
+from codeact.exceptions import AlreadyResumingError
 
 pytestmark = pytest.mark.anyio
 
@@ -82,11 +83,11 @@ async def test_concurrent_approvals_run_the_tool_once(tmp_path: Path) -> None:
                 ):
                     pass
                 outcomes.append("done")
-            except StaleSessionError:
-                outcomes.append("stale")
+            except AlreadyResumingError:
+                outcomes.append("lost")
 
     async with anyio.create_task_group() as tg:
         for _ in range(3):
             tg.start_soon(approve)
     assert sent == ["ops"], sent
-    assert sorted(outcomes) == ["done", "stale", "stale"]
+    assert sorted(outcomes) == ["done", "lost", "lost"]

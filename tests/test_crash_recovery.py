@@ -1,17 +1,17 @@
 """Crash recovery: an agent in a child process against ``SqliteSessionService`` is killed
-with SIGKILL at every checkpoint boundary of every tool call in turn, then restarted.
+with SIGKILL at every journal boundary of every tool call in turn, then restarted.
 
-Boundaries (SPEC §5), per inline tool call:
-- ``before_write_ahead``: the write-ahead checkpoint is about to be stored;
-- ``after_write_ahead``: it is stored, the tool has not run;
-- ``after_effect``: the tool's side effect happened, the after checkpoint is not stored;
-- ``after_after``: the after checkpoint is stored.
+Boundaries (SPEC §5 v2), per inline tool call:
+- ``before_intent``: the intent record is about to be stored;
+- ``after_intent``: it is stored, the tool has not run;
+- ``after_effect``: the tool's side effect happened, the outcome is not stored;
+- ``after_outcome``: the outcome is stored, the script has not gone on.
 
-After each kill the harness restarts the agent (resuming a pending checkpoint, or running
-the message again when none is pending) until it finishes, then checks: every event stored
-before the kill is still there; each tool's side effect happened exactly once, except the
-call killed in the at-least-once window (``after_effect``), which may run twice, and never
-a call whose after checkpoint was stored; the final result equals an uninterrupted run's.
+After each kill the harness restarts the agent (recovering the turn in flight: its script
+replayed from the start against the journal) until it finishes, then checks: every event
+stored before the kill is still there; each tool's side effect happened exactly once, except
+the call killed in the at-least-once window (``after_effect``), which runs twice, and never a
+call whose outcome was stored; the final result equals an uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pytest
 
-BOUNDARIES = ("before_write_ahead", "after_write_ahead", "after_effect", "after_after")
+BOUNDARIES = ("before_intent", "after_intent", "after_effect", "after_outcome")
 CALLS = ("a", "b", "c")  # a and b in the first script, c in the second
 
 CHILD = textwrap.dedent(
     '''
     import json, os, signal, sys
     from pathlib import Path
-    from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSessionService, PENDING_STATE_KEY
+    from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSessionService
 
     db, ledger, kill = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     boundary, _, target = kill.partition(":")
@@ -58,21 +58,21 @@ CHILD = textwrap.dedent(
         code = TURN2 if "TURN1-DONE" in repr(request) else TURN1
         return "```python\\n" + code + "\\n```"
 
+    ORDER = {"a": 1, "b": 2, "c": 3}  # the n-th call of the run
+    seen = {"intent": 0, "outcome": 0}
+
     class KillingSqlite(SqliteSessionService):
-        async def append_event(self, session, event):
-            pending = (event.actions.state_delta or {}).get(PENDING_STATE_KEY)
-            kind = item = None
-            if isinstance(pending, dict):
-                kind = pending["disposition"]["kind"]
-                item = pending["call"]["args"].get("item")
-            if item == target and kind == "pending_result" and boundary == "before_write_ahead":
+        async def append_journal(self, session, turn, records):
+            kinds = {r.kind for r in records}
+            for kind in ("intent", "outcome"):
+                if kind in kinds:
+                    seen[kind] += 1
+            hit = lambda kind: kind in kinds and seen[kind] == ORDER.get(target)
+            if hit("intent") and boundary == "before_intent":
                 die()
-            stored = await super().append_event(session, event)
-            if item == target and kind == "pending_result" and boundary == "after_write_ahead":
+            await super().append_journal(session, turn, records)
+            if (hit("intent") and boundary == "after_intent") or (hit("outcome") and boundary == "after_outcome"):
                 die()
-            if item == target and kind == "resolved" and boundary == "after_after":
-                die()
-            return stored
 
     with KillingSqlite(db) as service:
         import asyncio
@@ -81,15 +81,15 @@ CHILD = textwrap.dedent(
             message = "go"
             if s is None:
                 await service.create_session(app_name="app", user_id="u", session_id="s")
-            elif s.state.get(PENDING_STATE_KEY) is not None:
-                message = None  # resume the pending checkpoint
+            elif await service.load_turn(app_name="app", user_id="u", session_id="s") is not None:
+                message = None  # recover the turn in flight
             agent = CodeActAgent(name="coder", model=ScriptedModel(reply), runtime=MontyRuntime(), tools=[charge])
             runner = Runner(app_name="app", agent=agent, session_service=service)
             async for e in runner.run_async(user_id="u", session_id="s", new_message=message):
                 pass
             s = await service.get_session(app_name="app", user_id="u", session_id="s")
-            print(json.dumps({"final": s.events[-1].text if s.events else None,
-                              "pending": s.state.get(PENDING_STATE_KEY) is not None}))
+            slot = await service.load_turn(app_name="app", user_id="u", session_id="s")
+            print(json.dumps({"final": s.events[-1].text if s.events else None, "pending": slot is not None}))
         asyncio.run(main())
     '''
 )
@@ -130,7 +130,7 @@ def uninterrupted(tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("call", CALLS)
 @pytest.mark.parametrize("boundary", BOUNDARIES)
-def test_kill_at_every_checkpoint_boundary(tmp_path, uninterrupted, boundary, call):
+def test_kill_at_every_journal_boundary(tmp_path, uninterrupted, boundary, call):
     first = run_child(tmp_path, f"{boundary}:{call}")
     assert first.returncode == -signal.SIGKILL, f"the child was not killed at {boundary}:{call}\n{first.stderr[-3000:]}"
     before = stored_events(tmp_path / "s.db")
@@ -154,11 +154,11 @@ def test_kill_at_every_checkpoint_boundary(tmp_path, uninterrupted, boundary, ca
     runs = {c: ledger.count(c) for c in CALLS}
     for c in CALLS:
         if c == call and boundary == "after_effect":
-            # At-least-once window: the side effect happened, the after checkpoint was not stored.
+            # At-least-once window: the side effect happened, the outcome was not stored.
             assert runs[c] == 2, (boundary, call, ledger)
         else:
             assert runs[c] == 1, f"{c} ran {runs[c]} times after a kill at {boundary}:{call}: {ledger}"
-    # Never re-run once the after checkpoint is stored:
+    # Never re-run once the outcome is stored:
     for c in ledger_at_kill:
         if not (c == call and boundary == "after_effect"):
             assert runs[c] == 1

@@ -290,7 +290,7 @@ async def test_tool_context_injected_by_name() -> None:
 # ------------------------------------------------------------------ running
 
 
-async def test_sync_function_runs_inline_on_the_loop_thread() -> None:
+async def test_sync_function_runs_in_a_worker_thread_by_default() -> None:
     seen: list[int] = []
 
     def f(a: int) -> int:
@@ -298,6 +298,17 @@ async def test_sync_function_runs_inline_on_the_loop_thread() -> None:
         return a * 2
 
     assert await FunctionTool(f).run({"a": 21}, make_context()) == 42
+    assert seen and seen[0] != threading.get_ident()
+
+
+async def test_sync_function_runs_inline_on_request() -> None:
+    seen: list[int] = []
+
+    def f(a: int) -> int:
+        seen.append(threading.get_ident())
+        return a * 2
+
+    assert await FunctionTool(f, run_in_thread=False).run({"a": 21}, make_context()) == 42
     assert seen == [threading.get_ident()]
 
 

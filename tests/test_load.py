@@ -124,6 +124,16 @@ async def load(root: Path) -> dict:
     return {"results": results, "sessions": sessions, "wall": wall, "peak_rss": rss.peak}
 
 
+def journal_rows(db: Path, sid: str) -> list[tuple[str, int, str]]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(
+            "SELECT kind, seq, data FROM journal WHERE session_id = ? ORDER BY turn, seq, kind", (sid,)
+        ).fetchall()
+    finally:
+        con.close()
+
+
 def test_concurrent_sessions_complete_and_stay_isolated(tmp_path: Path) -> None:
     out = asyncio.run(load(tmp_path))
     sid_pattern = re.compile(r"sess-\d{5}")
@@ -133,10 +143,11 @@ def test_concurrent_sessions_complete_and_stay_isolated(tmp_path: Path) -> None:
         assert final == {"sid": sid, "note": sid, "approved": f"approved-{sid}", "files": ["note.txt"]}, final
         assert session.state.get("owner") == sid
         assert session.state.get("codeact_pending") is None
-        # No other session's id anywhere in this session's events (stdout, checkpoints, tool results).
+        # No other session's id anywhere in this session's events or journal (tool results).
         dumped = json.dumps([e.model_dump(mode="json") for e in session.events])
         assert set(sid_pattern.findall(dumped)) == {sid}
-        assert f"hello from {sid}" in dumped
+        journal = [json.loads(d) for kind, _, d in journal_rows(tmp_path / "sessions.db", sid) if kind == "outcome"]
+        assert journal == [{"v": f"OBS-{sid}"}, {"v": f"approved-{sid}"}]
         assert (tmp_path / sid / "note.txt").read_text() == sid
     con = sqlite3.connect(tmp_path / "sessions.db")
     assert con.execute("pragma integrity_check").fetchone()[0] == "ok"

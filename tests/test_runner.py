@@ -7,9 +7,8 @@ from contextlib import aclosing
 
 import pytest
 
-from agent_helpers import APP, SESSION, USER, FakeTool, fence, run, scripted_agent
+from agent_helpers import APP, SESSION, USER, FakeTool, fence, journal_of, run, scripted_agent
 from codeact import (
-    PENDING_STATE_KEY,
     BaseAgent,
     CodeActAgent,
     Content,
@@ -39,8 +38,7 @@ def test_run_blocking_form(backend: str) -> None:
     agent, _, _ = scripted_agent([[PlannedCall("echo", {}), final("five")]], tools=[echo])
     runner = Runner(app_name=APP, agent=agent, auto_create_session=True)
     events = runner.run(user_id=USER, session_id=SESSION, new_message="hi", backend=backend)
-    assert [e.text for e in events][-1] == "five"
-    assert len(events) == 3
+    assert [e.text for e in events] == ["five"]  # the call is in the journal, not the event log
 
 
 async def test_missing_session_raises_unless_auto_create() -> None:
@@ -74,17 +72,21 @@ async def test_events_are_persisted_before_the_next_step(store: str, tmp_path) -
 
     async def peek(args, ctx):
         stored = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
-        seen.append(stored.state[PENDING_STATE_KEY])
         seen.append(len(stored.events))
+        seen.append(await service.load_turn(app_name=APP, user_id=USER, session_id=SESSION))
+        seen.append(journal_of(service))
         return "peeked"
 
     agent, _, _ = scripted_agent([[PlannedCall("peek", {}), final("ok")]], tools=[FakeTool("peek", fn=peek)])
     with service:
         events, _, _ = await run(agent, service=service)
-    pending, count = seen
-    assert pending["disposition"] == {"kind": "pending_result"}
-    assert pending["call"]["call_key"] == f"{events[0].invocation_id}:1:0"
-    assert count == 2  # the user message and the write-ahead checkpoint
+        journal_after = journal_of(service)
+    count, slot, journal = seen
+    assert count == 1  # the user message
+    # before the tool ran: the turn record is in the slot and the intent is durable
+    assert slot.data["turn"] == f"{events[0].invocation_id}:1" and slot.data["status"] == "running"
+    assert [(kind, seq, data[0]) for kind, seq, data in journal] == [("intent", 0, "peek")]
+    assert journal_after[-1] == ("outcome", 0, {"v": "peeked"})
 
 
 class Router(BaseAgent):
@@ -131,7 +133,7 @@ async def test_a_pending_checkpoint_resumes_with_its_owner_agent() -> None:
     assert first[-1].long_running_tool_ids
     msg = Content(role="user", parts=[Part(function_response=FunctionResponse(name="slow", response=1))])
     second = [e async for e in runner.run_async(user_id=USER, session_id=SESSION, new_message=msg)]
-    assert [e.author for e in second] == ["coder", "coder"]  # the router did not run again
+    assert [e.author for e in second] == ["coder"]  # the router did not run again
     assert second[-1].text == "resumed"
 
 
@@ -147,7 +149,7 @@ async def test_monty_runner_round_trip_with_sqlite(tmp_path) -> None:
         events = [e async for e in runner.run_async(user_id=USER, session_id=SESSION, new_message="1+2?")]
         session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
     assert events[-1].text == "3"
-    assert len(session.events) == 4
+    assert len(session.events) == 2  # the question and the answer; the call is in the journal
 
 
 class Closable(BaseAgent):

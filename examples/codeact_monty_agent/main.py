@@ -29,14 +29,12 @@ from typing import Any
 import anyio
 
 from codeact import (
-    PENDING_STATE_KEY,
     CodeActAgent,
     Event,
     LlmRequest,
     MontyRuntime,
     Mount,
     OpenAIChatModel,
-    RunConfig,
     Runner,
     ScriptedModel,
     SqliteSessionService,
@@ -187,16 +185,11 @@ def show_tool(tool_obj: Tool, args: dict[str, Any], tool_context: ToolContext) -
 
 
 def show_event(event: Event) -> None:
-    pending = event.actions.state_delta.get(PENDING_STATE_KEY, "absent")
     if event.error_code:
         print(f"EVENT error {event.error_code}: {event.error_message}")
     elif event.actions.requested_tool_confirmations:
-        ((key, conf),) = event.actions.requested_tool_confirmations.items()
-        print(f"EVENT suspended: {conf.tool_name} needs approval (call {key}); checkpoint stored")
-    elif isinstance(pending, dict):
-        kind = pending["disposition"]["kind"]
-        label = {"pending_result": "write-ahead", "resolved": "after"}.get(kind, kind)
-        print(f"EVENT checkpoint ({label}) for {pending['call']['tool']}")
+        for key, conf in event.actions.requested_tool_confirmations.items():
+            print(f"EVENT suspended: {conf.tool_name} needs approval (call {key}); continuation stored")
     elif event.content is not None:
         print(f"EVENT final answer from {event.author}:\n{event.text}")
     else:
@@ -234,34 +227,30 @@ async def main_async(args: argparse.Namespace) -> int:
             await sessions.delete_session(app_name=APP, user_id=USER, session_id=SESSION)
         session = await sessions.get_session(app_name=APP, user_id=USER, session_id=SESSION)
         runner = Runner(app_name=APP, agent=build_agent(args), session_service=sessions)
-        pending = session.state.get(PENDING_STATE_KEY) if session else None
         if session is None and (args.approve or args.deny):
             print(f"Nothing to approve or deny: no demo session in {args.db}. Run without --approve first.")
             return 2
         if session is None:
             await sessions.create_session(app_name=APP, user_id=USER, session_id=SESSION)
             print(f"USER  {QUESTION}")
-            message: str | None = QUESTION
-            run_config = RunConfig()
-        elif pending:
+            events = runner.run_async(user_id=USER, session_id=SESSION, new_message=QUESTION)
+        elif pending := await runner.pending(user_id=USER, session_id=SESSION):
+            (call,) = pending
             if not (args.approve or args.deny):
-                key = pending["call"]["call_key"]
-                print(f"A run is waiting for approval of {pending['call']['tool']} (call {key}).")
+                print(f"A run is waiting for approval of {call.tool} (call {call.call_key}).")
                 print("Run again with --approve or --deny.")
                 return 2
-            key = pending["call"]["call_key"]
-            print(f"HUMAN {'approves' if args.approve else 'denies'} call {key}; resuming from the checkpoint")
-            message, run_config = None, RunConfig(tool_confirmation_decisions={key: bool(args.approve)})
+            print(f"HUMAN {'approves' if args.approve else 'denies'} call {call.call_key}; resuming the paused script")
+            decide = runner.approve if args.approve else runner.deny
+            events = decide(user_id=USER, session_id=SESSION, call_key=call.call_key)
         else:
             print("This demo session has finished. Run with --reset to start over.")
             return 0
-        async for event in runner.run_async(
-            user_id=USER, session_id=SESSION, new_message=message, run_config=run_config
-        ):
+        async for event in events:
             show_event(event)
             if event.actions.requested_tool_confirmations:
                 db = "" if args.db == DEFAULT_DB else f" --db {args.db}"
-                print(f"\nThe run is paused; its checkpoint is in {args.db}.")
+                print(f"\nThe run is paused; its continuation is in {args.db}.")
                 print(f"Resume it with: python {sys.argv[0]}{db} --approve   (or --deny)")
     return 0
 

@@ -7,7 +7,14 @@ are fed back to the model. The classes here are for host failures, which abort a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .agent._protocol import PendingCallInfo
+
 __all__ = (
+    "AlreadyResumingError",
+    "CallsPendingError",
     "CodeActError",
     "CodeRuntimeError",
     "MissingStateError",
@@ -16,13 +23,16 @@ __all__ = (
     "ModelRequestsNotAllowedError",
     "ModelResponseError",
     "ModelTimeoutError",
+    "NoPendingCallError",
     "ScriptExhaustedError",
     "SessionExistsError",
     "SessionNotFoundError",
     "SessionStoreError",
     "SnapshotError",
     "StaleSessionError",
+    "SuspensionError",
     "ToolArgumentError",
+    "TurnConflictError",
     "ValueConversionError",
 )
 
@@ -131,3 +141,44 @@ class MissingStateError(CodeActError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class TurnConflictError(SessionStoreError):
+    """``save_turn`` was given an ``expected_version`` that is not the stored one: another
+    runner wrote (claimed) the turn slot since this one read it (compare-and-set lost)."""
+
+
+class SuspensionError(CodeActError):
+    """Base of the suspension protocol errors (SPEC §5).
+
+    Attributes:
+        pending: the calls pending in the session when the error was raised (possibly empty),
+            so the caller can show what to decide on.
+    """
+
+    def __init__(self, message: str, pending: list[PendingCallInfo] | None = None) -> None:
+        super().__init__(message)
+        self.pending: list[PendingCallInfo] = list(pending or [])
+
+
+class NoPendingCallError(SuspensionError, LookupError):
+    """A decision or a function response names no pending call: the key matches nothing,
+    nothing is pending, or the session's run has finished. Nothing was stored and no tool
+    ran."""
+
+
+class CallsPendingError(SuspensionError):
+    """A new user message arrived while calls are pending and
+    ``RunConfig.on_pending_message`` is ``"reject"``. Nothing was stored."""
+
+
+class AlreadyResumingError(SuspensionError):
+    """Another runner claimed the suspension first (compare-and-set in the store), or is
+    running the decided call now. This runner stored nothing and ran no tool."""
+
+
+def describe_pending(pending: list[Any]) -> str:
+    """``"call k1 (tool 'a', awaiting confirmation), ..."`` or ``"no call is pending"``."""
+    if not pending:
+        return "no call is pending"
+    return "pending: " + ", ".join(f"call {p.call_key} (tool {p.tool!r}, awaiting {p.kind})" for p in pending)

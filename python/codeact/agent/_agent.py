@@ -3,8 +3,9 @@ checkpoints and events (SPEC §4–5)."""
 
 from __future__ import annotations
 
-import base64
 import collections
+import functools
+import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -16,28 +17,19 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
-from ..exceptions import CodeActError, MissingStateError, SnapshotError
+from ..exceptions import CodeRuntimeError, MissingStateError, SnapshotError, TurnConflictError
 from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, LlmRequest, LlmResponse
-from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, bind_call_args
-from ..runtime.monty import FINAL_ANSWER, final_answer_step
+from ..runtime import Call, Raised
 from ..services._artifacts import check_filename
-from ..sessions._types import Content, Event, EventActions, FunctionCall, Part, ToolConfirmation
+from ..sessions._journal import TurnSlot
+from ..sessions._types import Content, Event, EventActions
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
 from ..tools import FunctionTool, Tool, ToolContext
-from ._checkpoint import (
-    CHECKPOINT_VERSION,
-    PENDING_STATE_KEY,
-    TURN_STATE_KEY,
-    AwaitingCompletion,
-    AwaitingConfirmation,
-    CodeActCheckpoint,
-    PendingResult,
-    PendingToolCall,
-    Resolved,
-)
+from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
-from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool, terminal_signal
+from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool
+from ._driver import Journal, SnapshotCall, SnapshotGather, TurnDriver, TurnEnd, TurnState
 from ._extract import explain_no_code, extract_code
 from ._hints import explain_raised, script_hint
 from ._namespace import Namespace, Prepared, prepare_script, shift_traceback, unwrap_result
@@ -52,6 +44,7 @@ from ._output import (
     truncate_middle,
 )
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
+from ._protocol import TURN_FORMAT, claim_decisions
 from ._stepper import run_step
 
 __all__ = ("DEFAULT_MAX_ERROR_CHARS", "DEFAULT_MAX_ITERATIONS", "CodeActAgent")
@@ -59,6 +52,20 @@ __all__ = ("DEFAULT_MAX_ERROR_CHARS", "DEFAULT_MAX_ITERATIONS", "CodeActAgent")
 DEFAULT_MAX_ITERATIONS = 12
 DEFAULT_MAX_ERROR_CHARS = 4000
 SCRIPT_NAME = "agent.py"
+
+_RECORD_KEYS = (
+    "agent_name",
+    "turn",
+    "invocation_id",
+    "iteration",
+    "script",
+    "system_prompt",
+    "transcript",
+    "roster",
+    "namespace",
+    "schema_retries",
+    "created_at",
+)
 
 Callback = Callable[..., Any]
 Callbacks = Callback | list[Callback] | None
@@ -88,15 +95,18 @@ class _Run:
     iteration: int = 0
     turn_stdout: str = ""
     transcript_json: tuple[int, list[dict[str, Any]]] | None = None
-    turn_written: str = ""
     turn_invocation: str = ""  # set while a resumed turn runs: the invocation that started it
     schema_retries: int = 0
-    next_step: RunStep | None = None
     namespace: Namespace = field(default_factory=Namespace)
     prepared: Prepared | None = None
     stopped: bool = False
     outcome: str = ""  # "final" | "suspended" | "handed_off" | "error"
     tools_ran: list[str] = field(default_factory=list)  # tools the current script called, in order
+    slot_version: int = 0  # the turn slot version this run holds (0: none)
+    keep_slot: bool = False  # the run ended on a stale or divergent turn: the caller decides
+    message_seen: bool = False
+    model_calls: int = 0
+    total_tokens: int = 0
 
     @property
     def turn_id(self) -> str:
@@ -159,6 +169,10 @@ class CodeActAgent(BaseAgent):
     max_error_chars: int = Field(default=DEFAULT_MAX_ERROR_CHARS, ge=16)
     persist_namespace: bool = False
     max_observation_chars: int | None = Field(default=20_000, ge=16)
+    max_tool_calls: int | None = Field(default=1000, ge=0)
+    max_script_seconds: float | None = Field(default=300.0, gt=0)
+    checkpoint_every: int | None = Field(default=None, ge=1)
+    checkpoint_every_seconds: float | None = Field(default=None, gt=0)
 
     _tools: list[Tool] = PrivateAttr(default_factory=list)
     _schema: dict[str, Any] | None = PrivateAttr(default=None)
@@ -251,6 +265,8 @@ class CodeActAgent(BaseAgent):
         async with aclosing(self._loop(run)) as _events:
             async for event in _events:
                 yield event
+        if run.outcome != "suspended" and not run.keep_slot:
+            await self._drop_slot(run)
         if run.outcome == "final":
             for cb in _as_list(self.after_agent):
                 content = await call_callback(cb, cb_ctx)
@@ -425,29 +441,39 @@ class CodeActAgent(BaseAgent):
         run.tools = {t.name: t for t in tools}
         run.roster = sorted(run.tools)
 
-        raw = ctx.session.state.get(PENDING_STATE_KEY)
-        if raw is not None and ctx.run_config.discard_pending_checkpoint:
-            yield self._event(ctx, run.pending, state_delta={PENDING_STATE_KEY: None, TURN_STATE_KEY: None})
-            raw = None
-        if raw is None:
+        legacy = ctx.session.state.get(PENDING_STATE_KEY)
+        if legacy is not None:
+            if ctx.run_config.discard_pending_checkpoint:
+                yield self._event(ctx, run.pending, state_delta={PENDING_STATE_KEY: None, TURN_STATE_KEY: None})
+            else:
+                yield self._stale(
+                    run,
+                    "the session holds a paused script written by codeact 0.1.0 (checkpoint format 1), which "
+                    "this version cannot resume",
+                )
+                return
+        slot = ctx.turn_slot
+        state: TurnState | None = None
+        step: Any = None
+        if slot is not None:
+            run.slot_version = slot.version
+            async with aclosing(self._restore(run, slot)) as restored:
+                async for item in restored:
+                    if isinstance(item, Event):
+                        yield item
+                        return
+                    state, step = item
+        else:
             problem = self._check_input(ctx.user_content)
             if problem is not None:
                 yield self._error_event(run, "codeact.input_schema", problem)
                 return
-        step: RunStep | None = None
-        if raw is not None:
-            async with aclosing(self._resume(run, raw)) as _events:
-                async for event in _events:
-                    yield event
-            if run.stopped:
-                return
-            step = run.next_step
-        else:
             run.system_prompt = await self._system_prompt(run, tools)
             run.transcript = self._seed(ctx)
 
+        rc = ctx.run_config
         while True:
-            if step is None:
+            if state is None:
                 run.iteration += 1
                 run.turn_invocation = ""
                 if run.iteration > self.max_iterations:
@@ -455,9 +481,11 @@ class CodeActAgent(BaseAgent):
                         run,
                         "codeact.max_iterations",
                         f"max iterations ({self.max_iterations}) exceeded without a final result",
-                        clear=PENDING_STATE_KEY in ctx.session.state
-                        and ctx.session.state[PENDING_STATE_KEY] is not None,
                     )
+                    return
+                limit = self._usage_breach(run)
+                if limit is not None:
+                    yield self._error_event(run, "codeact.usage_limit", limit)
                     return
                 reply = await self._call_model(run)
                 script = extract_code(reply)
@@ -474,67 +502,98 @@ class CodeActAgent(BaseAgent):
                 if self.persist_namespace:
                     run.prepared = prepare_script(script, run.namespace)
                     script = run.prepared.script
+                state = TurnState(
+                    turn=run.turn_id,
+                    record=self._turn_record(run, script),
+                    version=run.slot_version,
+                    decisions=claim_decisions(rc.tool_confirmation_decisions, rc.tool_denial_reasons),
+                )
                 step = await run_step(self.runtime.start, script, SCRIPT_NAME)
 
-            # One turn: advance the script until it hands control back or the run ends.
-            while True:
-                run.turn_stdout += step.stdout
-                if isinstance(step, Call):
-                    run.next_step = None
-                    async with aclosing(self._handle_call(run, step)) as _events:
-                        async for event in _events:
-                            yield event
-                    if run.stopped:
-                        return
-                    assert run.next_step is not None
-                    step = run.next_step
-                    continue
-                if isinstance(step, Raised):
-                    if run.prepared is not None:
-                        step = Raised(shift_traceback(step.message, run.prepared), step.stdout)
-                    message = explain_raised(step.message, run.transcript, persist_namespace=self.persist_namespace)
-                    self._feed_back(run, "Error during execution:\n" + truncate_middle(message, self.max_error_chars))
-                    break
-                assert isinstance(step, Complete)
-                value = step.value
+            # One turn: the driver advances the script until it ends, suspends or stops the run.
+            end: TurnEnd | None = None
+            driver = TurnDriver(self, run, state)
+            async with aclosing(driver.drive(step)) as driven:
+                async for item in driven:
+                    if isinstance(item, TurnEnd):
+                        end = item
+                    else:
+                        yield item
+            run.slot_version = state.version
+            state = None
+            assert end is not None
+            if end.how in ("suspended", "stopped"):
+                return
+            if end.how == "budget":
+                self._feed_back(run, "Error during execution:\n" + end.message)
+                self._after_resumed_turn(run)
+                continue
+            assert end.step is not None
+            final_step = end.step
+            if isinstance(final_step, Raised):
+                message = final_step.message
                 if run.prepared is not None:
-                    value = unwrap_result(value, run.prepared, run.namespace)
-                output = decode_script_output(value, tools_ran=run.tools_ran)
-                if isinstance(output, Observation):
-                    observation = compact_json(output.value)
-                    if self.max_observation_chars is not None:
-                        observation = truncate_middle(observation, self.max_observation_chars)
-                    self._feed_back(run, "Observation:\n" + observation)
-                    break
-                if isinstance(output, Error):
-                    self._feed_back(
-                        run, "Error during execution:\n" + truncate_middle(output.message, self.max_error_chars)
+                    message = shift_traceback(message, run.prepared)
+                message = explain_raised(message, run.transcript, persist_namespace=self.persist_namespace)
+                self._feed_back(run, "Error during execution:\n" + truncate_middle(message, self.max_error_chars))
+                self._after_resumed_turn(run)
+                continue
+            value = final_step.value
+            if run.prepared is not None:
+                value = unwrap_result(value, run.prepared, run.namespace)
+            output = decode_script_output(value, tools_ran=run.tools_ran)
+            if isinstance(output, Observation):
+                observation = compact_json(output.value)
+                if self.max_observation_chars is not None:
+                    observation = truncate_middle(observation, self.max_observation_chars)
+                self._feed_back(run, "Observation:\n" + observation)
+            elif isinstance(output, Error):
+                self._feed_back(
+                    run, "Error during execution:\n" + truncate_middle(output.message, self.max_error_chars)
+                )
+            elif isinstance(output, TransferToAgent):
+                targets = self.transfer_targets(ctx)
+                if output.agent_name in targets:
+                    run.outcome, run.stopped = "handed_off", True
+                    yield self._event(
+                        ctx,
+                        run.pending,
+                        actions=EventActions(transfer_to_agent=output.agent_name),
+                        state_delta=self._clear_delta(ctx),
                     )
-                    break
-                if isinstance(output, TransferToAgent):
-                    targets = self.transfer_targets(ctx)
-                    if output.agent_name in targets:
-                        run.outcome, run.stopped = "handed_off", True
-                        yield self._event(
-                            ctx,
-                            run.pending,
-                            actions=EventActions(transfer_to_agent=output.agent_name),
-                            state_delta=self._clear_delta(ctx),
-                        )
-                        return
-                    valid = ", ".join(targets) if targets else "(none)"
-                    self._feed_back(
-                        run, f"Error during execution:\ncannot transfer to {output.agent_name!r}; valid agents: {valid}"
-                    )
-                    break
+                    return
+                valid = ", ".join(targets) if targets else "(none)"
+                self._feed_back(
+                    run, f"Error during execution:\ncannot transfer to {output.agent_name!r}; valid agents: {valid}"
+                )
+            else:
                 assert isinstance(output, FinalResult)
                 async with aclosing(self._final(run, output.value)) as _events:
                     async for event in _events:
                         yield event
                 if run.stopped:
                     return
-                break
-            step = None
+            self._after_resumed_turn(run)
+
+    def _after_resumed_turn(self, run: _Run) -> None:
+        """After a resumed turn, a message the user sent with the resumption (for example
+        with ``on_pending_message="deny"``) joins the transcript once."""
+        content = run.ctx.user_content
+        if run.ctx.turn_slot is not None and not run.message_seen and content is not None and content.text:
+            run.transcript.append(Content.from_text(content.text, role="user"))
+        run.message_seen = True
+
+    def _usage_breach(self, run: _Run) -> str | None:
+        """Why the run's usage limits forbid another model call, or None."""
+        rc = run.ctx.run_config
+        if rc.max_model_calls is not None and run.model_calls >= rc.max_model_calls:
+            return f"the run reached max_model_calls={rc.max_model_calls} without a final result"
+        if rc.max_total_tokens is not None and run.total_tokens >= rc.max_total_tokens:
+            return (
+                f"the run used {run.total_tokens} tokens, reaching max_total_tokens={rc.max_total_tokens}, "
+                "without a final result"
+            )
+        return None
 
     def _feed_back(self, run: _Run, message: str) -> None:
         """Appends model-facing feedback (secret values redacted) to the transcript."""
@@ -600,7 +659,11 @@ class CodeActAgent(BaseAgent):
                 response = _as_response(result)
                 break
         if response is None:
+            run.model_calls += 1
             response = await self.model.generate_content(request)
+            usage = getattr(response, "usage", None)
+            if usage is not None:
+                run.total_tokens += int(getattr(usage, "total_tokens", 0) or 0)
         for plugin in run.plugins:
             result = await call_callback(plugin.after_model, run.cb_ctx, response)
             if result is not None:
@@ -724,44 +787,6 @@ class CodeActAgent(BaseAgent):
             state_delta=self._clear_delta(run.ctx),
         )
 
-    def _checkpoint(self, run: _Run, snapshot: bytes, call: PendingToolCall, disposition: Any) -> dict[str, Any]:
-        """The state form of a checkpoint, exactly ``CodeActCheckpoint(...).to_state()``
-        (a test holds them equal), built without revalidating the transcript: it does not
-        change within a turn, so its JSON form is computed once per turn."""
-        return {
-            "version": CHECKPOINT_VERSION,
-            "agent_name": self.name,
-            "invocation_id": run.ctx.invocation_id,
-            "iteration": run.iteration,
-            "turn": run.turn_id,
-            "turn_stdout": run.turn_stdout,
-            "call": call.model_dump(),
-            "disposition": disposition.model_dump(),
-            "tool_roster": list(run.roster),
-            "created_at": time.time(),
-            "snapshot": base64.b64encode(snapshot).decode("ascii"),
-            "namespace": self._namespace_state(run),
-        }
-
-    def _checkpoint_delta(self, run: _Run, snapshot: bytes, call: PendingToolCall, disposition: Any) -> dict[str, Any]:
-        """The state delta of a checkpoint event: the checkpoint, plus the turn record
-        (system prompt and transcript) when this turn's has not been written yet."""
-        delta = {PENDING_STATE_KEY: self._checkpoint(run, snapshot, call, disposition)}
-        if run.turn_written != run.turn_id:
-            cache = run.transcript_json
-            if cache is None or cache[0] != len(run.transcript):
-                cache = run.transcript_json = (
-                    len(run.transcript),
-                    [c.model_dump(mode="json", exclude_none=True) for c in run.transcript],
-                )
-            delta[TURN_STATE_KEY] = {
-                "turn": run.turn_id,
-                "system_prompt": run.system_prompt,
-                "transcript": list(cache[1]),
-            }
-            run.turn_written = run.turn_id
-        return delta
-
     def _namespace_state(self, run: _Run) -> dict[str, Any] | None:
         if not self.persist_namespace:
             return None
@@ -770,239 +795,143 @@ class CodeActAgent(BaseAgent):
             "script": run.prepared.to_state() if run.prepared is not None else None,
         }
 
-    async def _handle_call(self, run: _Run, step: Call) -> AsyncIterator[Event]:
-        """Dispatches one tool call; sets ``run.next_step`` or stops the run."""
-        call = step.call
-        tool = run.tools.get(call.name)
-        if tool is None and call.name == FINAL_ANSWER and getattr(self.runtime, "tool_style", None) == "functions":
-            # functions style: final_answer(x) ends the script with the final result x
-            outcome = final_answer_step(call.positional_args, call.keyword_args)
-            run.next_step = outcome if isinstance(outcome, Complete) else await run_step(call.resume, outcome)
-            return
-        if tool is None:
-            available = ", ".join(run.roster) if run.roster else "(none)"
-            run.next_step = await run_step(
-                call.resume,
-                ResumeError(f"tool {call.name!r} is not available; available tools: {available}", "LookupError"),
+    def _turn_record(self, run: _Run, script: str) -> dict[str, Any]:
+        """The fixed part of a turn's record in the slot: what recovery needs besides the
+        journal and the continuation."""
+        cache = run.transcript_json
+        if cache is None or cache[0] != len(run.transcript):
+            cache = run.transcript_json = (
+                len(run.transcript),
+                [c.model_dump(mode="json", exclude_none=True) for c in run.transcript],
             )
-            return
-        try:
-            args = bind_call_args(tool, call.positional_args, call.keyword_args)
-        except TypeError as exc:
-            run.next_step = await run_step(call.resume, ResumeError(str(exc), "TypeError"))
-            return
-        call_key = f"{run.ctx.invocation_id}:{run.iteration}:{call.call_id}"
-        pending_call = PendingToolCall(call_key=call_key, call_id=call.call_id, tool=tool.name, args=args)
+        return {
+            "agent_name": self.name,
+            "turn": run.turn_id,
+            "invocation_id": run.turn_invocation or run.ctx.invocation_id,
+            "iteration": run.iteration,
+            "script": script,
+            "system_prompt": run.system_prompt,
+            "transcript": cache[1],
+            "roster": list(run.roster),
+            "namespace": self._namespace_state(run),
+            "schema_retries": run.schema_retries,
+            "created_at": time.time(),
+        }
 
-        if self._needs_confirmation(tool):
-            decision = _decision(run.ctx.run_config.tool_confirmation_decisions.get(call_key))
-            if decision is False:
-                run.next_step = await run_step(call.resume, _denied(tool.name))
-                return
-            if decision is None:
-                if not run.supports_suspension:
-                    run.next_step = await run_step(
-                        call.resume,
-                        ResumeError(
-                            f"tool {tool.name!r} requires confirmation, but this runtime cannot pause for a human "
-                            "decision; the call was refused",
-                            "PermissionError",
-                        ),
-                    )
-                    return
-                snapshot = call.dump()
-                yield self._confirmation_event(run, snapshot, pending_call)
-                return
-
-        if tool.is_long_running and run.supports_suspension:
-            snapshot = call.dump()
-            async with aclosing(self._start_long_running(run, tool, pending_call, snapshot, call)) as _events:
-                async for event in _events:
-                    yield event
+    async def _restore(self, run: _Run, slot: TurnSlot) -> AsyncIterator[Event | tuple[TurnState, Any]]:
+        """Checks a stored turn (format, owner, roster, continuation integrity) before
+        anything runs, then restores the run from it; yields a stale-checkpoint event, or
+        the ``TurnState`` and first step to drive."""
+        data = slot.data
+        if data.get("format") != TURN_FORMAT:
+            yield self._stale(run, f"the stored turn has format {data.get('format')!r}, not {TURN_FORMAT}")
             return
-
-        if not run.supports_suspension:
-            value, failure, actions = await self._execute(run, tool, args, call_key)
-            if terminal_signal(actions):
-                yield self._terminal_event(run, actions)
-                return
-            run.next_step = await run_step(call.resume, _outcome(value, failure))
-            return
-
-        snapshot = call.dump()
-        yield self._event(
-            run.ctx,
-            run.pending,
-            state_delta=self._checkpoint_delta(run, snapshot, pending_call, PendingResult()),
-        )
-        value, failure, actions = await self._execute(run, tool, args, call_key)
-        if terminal_signal(actions):
-            yield self._terminal_event(run, actions)
-            return
-        resolved = _resolved(value, failure)
-        yield self._event(
-            run.ctx,
-            run.pending,
-            state_delta=self._checkpoint_delta(run, snapshot, pending_call, resolved),
-        )
-        run.next_step = await run_step(call.resume, _outcome(value, failure))
-
-    async def _start_long_running(
-        self, run: _Run, tool: Tool, pending_call: PendingToolCall, snapshot: bytes, call: Any = None
-    ) -> AsyncIterator[Event]:
-        """Starts a long-running tool and suspends on it; a failure resumes the script in
-        place (when ``call`` is live) or from the snapshot."""
-        value, failure, actions = await self._execute(run, tool, pending_call.args, pending_call.call_key)
-        if terminal_signal(actions):
-            yield self._terminal_event(run, actions)
-            return
-        if failure is not None:
-            if call is not None:
-                run.next_step = await run_step(call.resume, _outcome(None, failure))
-            else:
-                run.next_step = await run_step(self.runtime.resume, snapshot, _outcome(None, failure))
-            return
-        checkpoint = self._checkpoint_delta(run, snapshot, pending_call, AwaitingCompletion(pending_handle=value))
-        run.outcome, run.stopped = "suspended", True
-        yield self._event(
-            run.ctx,
-            run.pending,
-            content=Content(
-                role="model",
-                parts=[
-                    Part(function_call=FunctionCall(name=tool.name, args=pending_call.args, id=pending_call.call_key))
-                ],
-            ),
-            long_running_tool_ids=[pending_call.call_key],
-            state_delta=checkpoint,
-        )
-
-    def _confirmation_event(self, run: _Run, snapshot: bytes, pending_call: PendingToolCall) -> Event:
-        checkpoint = self._checkpoint_delta(run, snapshot, pending_call, AwaitingConfirmation())
-        run.outcome, run.stopped = "suspended", True
-        return self._event(
-            run.ctx,
-            run.pending,
-            content=Content.from_text(
-                f"Tool confirmation required for {pending_call.tool!r}. Approve or deny call "
-                f"{pending_call.call_key} to continue.",
-                role="model",
-            ),
-            actions=EventActions(
-                requested_tool_confirmations={
-                    pending_call.call_key: ToolConfirmation(
-                        tool_name=pending_call.tool, function_call_id=pending_call.call_key, args=pending_call.args
-                    )
-                }
-            ),
-            interrupted=True,
-            turn_complete=True,
-            state_delta=checkpoint,
-        )
-
-    # ------------------------------------------------------------------ resume
-
-    async def _resume(self, run: _Run, raw: Any) -> AsyncIterator[Event]:
-        """Resumes from a pending checkpoint: sets ``run.next_step`` or stops the run."""
-        ctx = run.ctx
-        try:
-            cp = CodeActCheckpoint.from_state(raw, ctx.session.state.get(TURN_STATE_KEY))
-        except (ValidationError, ValueError) as exc:
-            yield self._stale(run, f"the pending checkpoint is malformed ({_first_line(exc)})")
-            return
-        if cp.tool_roster != run.roster:
+        if data.get("roster") != run.roster:
             yield self._stale(
                 run,
-                f"the tool roster changed since the run paused (was {cp.tool_roster}, now {run.roster}); "
+                f"the tool roster changed since the run paused (was {data.get('roster')}, now {run.roster}); "
                 "the paused script cannot resume",
             )
             return
-        run.system_prompt, run.transcript = cp.system_prompt, list(cp.transcript)
-        if self.persist_namespace and cp.namespace is not None:
-            run.namespace = Namespace.from_state(cp.namespace)
-            run.prepared = Prepared.from_state(cp.namespace.get("script"))
-        run.iteration, run.turn_stdout = cp.iteration, cp.turn_stdout
-        # The resumed turn keeps its identity (and its stored record) until it ends.
-        run.turn_invocation = cp.invocation_id
-        run.turn_written = run.turn_id if cp.turn else ""
-        call = cp.call
-        tool = run.tools.get(call.tool)
-        disposition = cp.disposition
-        resolved: Resolved | None = None
-        actions: EventActions | None = None
-
-        if isinstance(disposition, Resolved):
-            resolved = disposition
-        elif isinstance(disposition, PendingResult):
-            # Claim the call before running it again: the write-ahead checkpoint is stored
-            # first, so a second runner resuming the same session concurrently fails on its
-            # own append (StaleSessionError) instead of running the tool a second time.
-            yield self._claim(run, cp.snapshot, call)
-            resolved, actions = await self._rerun(run, tool, call)
-        elif isinstance(disposition, AwaitingConfirmation):
-            decision = _decision(ctx.run_config.tool_confirmation_decisions.get(call.call_key))
-            if decision is None:
-                yield self._confirmation_event(run, cp.snapshot, call)
+        snapshot = slot.snapshot
+        at = data.get("at") or []
+        if snapshot is not None:
+            if hashlib.sha256(snapshot).hexdigest() != data.get("snapshot_sha256"):
+                yield self._stale(run, "the stored continuation fails its integrity check (its SHA-256 differs)")
                 return
-            if decision is False:
-                denied = _denied(call.tool)
-                resolved = Resolved(error=denied.message, error_type=denied.exc_type)
-            elif tool is not None and tool.is_long_running and run.supports_suspension:
-                yield self._claim(run, cp.snapshot, call)
-                async with aclosing(self._start_long_running(run, tool, call, cp.snapshot)) as _events:
-                    async for event in _events:
-                        yield event
+            inspect_snapshot = getattr(self.runtime, "inspect", None)
+            if inspect_snapshot is not None:
+                try:
+                    await run_step(inspect_snapshot, snapshot)
+                except SnapshotError as exc:
+                    yield self._stale(run, str(exc))
+                    return
+            if not at or (len(at) > 1 and not hasattr(self.runtime, "resume_gather")):
+                yield self._stale(run, "the stored continuation awaits several calls; this runtime cannot resume it")
                 return
+        try:
+            run.transcript = [Content.model_validate(c) for c in data["transcript"]]
+            run.system_prompt = data["system_prompt"]
+            run.iteration = int(data["iteration"])
+            run.turn_invocation = data["invocation_id"]
+            run.turn_stdout = data.get("turn_stdout", "") if snapshot is not None else ""
+            run.schema_retries = int(data.get("schema_retries", 0))
+            namespace = data.get("namespace")
+            if self.persist_namespace and namespace is not None:
+                run.namespace = Namespace.from_state(namespace)
+                run.prepared = Prepared.from_state(namespace.get("script"))
+        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+            yield self._stale(run, f"the stored turn is malformed ({_first_line(exc)})")
+            return
+        s = run.ctx.session
+        journal = Journal.from_records(
+            await run.ctx.session_service.read_journal(  # type: ignore[union-attr]
+                app_name=s.app_name, user_id=s.user_id, session_id=s.id, turn=data["turn"]
+            )
+        )
+        claim = data.get("claim") or {}
+        state = TurnState(
+            turn=data["turn"],
+            record={k: data[k] for k in _RECORD_KEYS if k in data},
+            version=slot.version,
+            written=True,
+            journal=journal,
+            pending={p["pos"]: p for p in data.get("pending") or []},
+            decisions=dict(claim.get("decisions") or {}),
+            responses=dict(claim.get("responses") or {}),
+        )
+        if snapshot is not None:
+            state.next_pos = int(data.get("next_pos", 0))
+            state.advance = int(data.get("advance", 0))
+            state.positions = {int(a["call_id"]): int(a["pos"]) for a in at}
+            if len(at) > 1:
+                yield state, SnapshotGather(self.runtime, snapshot, at)
             else:
-                yield self._claim(run, cp.snapshot, call)
-                resolved, actions = await self._rerun(run, tool, call)
-        elif isinstance(disposition, AwaitingCompletion):
-            response = _completion_for(ctx.user_content, call)
-            if response is None:
-                run.outcome, run.stopped = "suspended", True
-                yield self._event(
-                    ctx,
-                    run.pending,
-                    content=Content(
-                        role="model",
-                        parts=[Part(function_call=FunctionCall(name=call.tool, args=call.args, id=call.call_key))],
-                    ),
-                    long_running_tool_ids=[call.call_key],
-                    state_delta={PENDING_STATE_KEY: raw},
+                yield state, Call(SnapshotCall(self.runtime, snapshot, at[0]))
+            return
+        replay = journal.os.get(0)
+        if replay:
+            try:
+                step = await run_step(
+                    functools.partial(self.runtime.start, data["script"], SCRIPT_NAME, os_replay=replay)
+                )
+            except CodeRuntimeError as exc:
+                if type(exc).__name__ != "ReplayDivergenceError":
+                    raise
+                run.keep_slot = True
+                yield self._error_event(
+                    run,
+                    "codeact.nondeterministic_replay",
+                    f"replaying turn {state.turn} diverged: {exc}. No tool ran. Run again with "
+                    "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to "
+                    "drop the turn.",
                 )
                 return
-            resolved = Resolved(value=response)
+        else:
+            step = await run_step(self.runtime.start, data["script"], SCRIPT_NAME)
+        yield state, step
 
-        assert resolved is not None
-        if actions is not None and terminal_signal(actions):
-            yield self._terminal_event(run, actions)
+    async def _drop_slot(self, run: _Run) -> None:
+        """Deletes this run's turn slot once the run has ended (its last event is stored)."""
+        service = run.ctx.session_service
+        if not run.slot_version or service is None:
             return
-        if not isinstance(disposition, Resolved):
-            yield self._event(ctx, run.pending, state_delta=self._checkpoint_delta(run, cp.snapshot, call, resolved))
-        outcome = (
-            ResumeError(resolved.error, resolved.error_type)
-            if resolved.error is not None
-            else ResumeValue(resolved.value)
-        )
+        s = run.ctx.session
         try:
-            run.next_step = await run_step(self.runtime.resume, cp.snapshot, outcome)
-        except SnapshotError as exc:
-            yield self._stale(run, str(exc))
-
-    def _claim(self, run: _Run, snapshot: bytes, call: PendingToolCall) -> Event:
-        """The write-ahead checkpoint stored before a resumed call's tool runs (approval or
-        recovery): durable proof the call is being run, and the point where a concurrent
-        resume of the same session loses (its append is stale)."""
-        delta = self._checkpoint_delta(run, snapshot, call, PendingResult())
-        return self._event(run.ctx, run.pending, state_delta=delta)
-
-    async def _rerun(self, run: _Run, tool: Tool | None, call: PendingToolCall) -> tuple[Resolved, EventActions | None]:
-        if tool is None:
-            return Resolved(error=f"tool {call.tool!r} is not available", error_type="LookupError"), None
-        value, failure, actions = await self._execute(run, tool, call.args, call.call_key)
-        return _resolved(value, failure), actions
+            await service.save_turn(
+                app_name=s.app_name,
+                user_id=s.user_id,
+                session_id=s.id,
+                data=None,
+                snapshot=None,
+                expected_version=run.slot_version,
+            )
+        except TurnConflictError:
+            pass  # another runner owns the slot now; it is theirs to finish
+        run.slot_version = 0
 
     def _stale(self, run: _Run, reason: str) -> Event:
+        run.keep_slot = True
         return self._error_event(
             run,
             "codeact.stale_checkpoint",
@@ -1016,49 +945,6 @@ class CodeActAgent(BaseAgent):
 
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def _decision(raw: Any) -> bool | None:
-    if raw is None:
-        return None
-    if isinstance(raw, bool):
-        return raw
-    if raw in ("approve", "approved", "yes"):
-        return True
-    if raw in ("deny", "denied", "no"):
-        return False
-    raise CodeActError(f"a tool confirmation decision must be True/False or 'approve'/'deny', got {raw!r}")
-
-
-def _denied(tool: str) -> ResumeError:
-    return ResumeError(f"call to {tool!r} was denied by a human reviewer", "PermissionError")
-
-
-def _outcome(value: Any, failure: ToolFailure | None) -> ResumeValue | ResumeError:
-    return ResumeError(failure.message, failure.exc_type) if failure is not None else ResumeValue(value)
-
-
-def _resolved(value: Any, failure: ToolFailure | None) -> Resolved:
-    if failure is not None:
-        return Resolved(error=failure.message, error_type=failure.exc_type)
-    return Resolved(value=value)
-
-
-def _completion_for(content: Content | None, call: PendingToolCall) -> Any | None:
-    """The function response in ``content`` that completes ``call``: one with the call
-    key, else one without a key naming the tool (only one call is ever pending)."""
-    if content is None:
-        return None
-    keyless = None
-    for part in content.parts:
-        fr = part.function_response
-        if fr is None:
-            continue
-        if fr.id == call.call_key:
-            return fr.response if fr.response is not None else {}
-        if fr.id is None and fr.name == call.tool and keyless is None:
-            keyless = fr.response if fr.response is not None else {}
-    return keyless
 
 
 def _as_content(value: Any) -> Content:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..services._access import ServiceAccess
+from ..sessions._journal import TurnSlot
 from ..sessions._types import Content, Event, EventActions, Session
 from ..tools._context import State
 
@@ -44,6 +45,17 @@ class RunConfig(BaseModel):
             runner.
         parent_agent: which of ``transfer_targets`` is the parent.
         max_transfers: how many agent hand-offs one ``run_async`` follows.
+        tool_denial_reasons: call key -> why it was denied (given to the script with the
+            ``PermissionError``).
+        on_pending_message: what a new user message does while calls are pending (SPEC §5):
+            ``"reject"`` raises ``CallsPendingError`` and stores nothing; ``"deny"`` denies
+            the pending calls (a long-running one gets an error result), resumes the script
+            and then gives the message to the model; ``"discard"`` drops the paused script
+            and runs the message fresh.
+        max_model_calls: model calls this run may make; reaching it ends the run with a
+            ``codeact.usage_limit`` error event.
+        max_total_tokens: tokens (prompt + completion, as the model reports them) this run
+            may use; reaching it ends the run with a ``codeact.usage_limit`` error event.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -53,6 +65,10 @@ class RunConfig(BaseModel):
     transfer_targets: list[str] = Field(default_factory=list)
     parent_agent: str | None = None
     max_transfers: int = Field(default=10, ge=0)
+    tool_denial_reasons: dict[str, str] = Field(default_factory=dict)
+    on_pending_message: Literal["reject", "deny", "discard"] = "reject"
+    max_model_calls: int | None = Field(default=None, ge=0)
+    max_total_tokens: int | None = Field(default=None, ge=0)
 
 
 @dataclass
@@ -68,6 +84,8 @@ class InvocationContext:
         run_config: per-run options.
         artifact_service / memory_service / secrets: the runner's services, reachable
             from tools (``ToolContext``) and callbacks (``CallbackContext``) alike.
+        turn_slot: the session's in-flight turn, claimed by the runner for this run (the
+            agent resumes it), or None.
     """
 
     invocation_id: str
@@ -79,6 +97,7 @@ class InvocationContext:
     artifact_service: BaseArtifactService | None = None
     memory_service: BaseMemoryService | None = None
     secrets: SecretsProvider | None = None
+    turn_slot: TurnSlot | None = None
 
     @property
     def app_name(self) -> str:

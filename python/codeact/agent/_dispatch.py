@@ -209,7 +209,7 @@ async def run_tool(
         outcome.attempts = attempt + 1
         scope: anyio.CancelScope | None = None
         try:
-            if timeout is None:
+            if timeout is None or getattr(tool, "runs_inline", False):
                 value = await tool.run(args, tool_context)
             else:
                 with anyio.fail_after(timeout) as scope:

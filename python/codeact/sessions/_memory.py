@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pydantic_core
 
+from ._journal import JournalRecord, TurnSlot
 from ._service import (
     BaseSessionService,
     PreparedAppend,
@@ -22,7 +23,10 @@ from ._service import (
     next_update_time,
     prepare_append,
     resolve_session_id,
+    sort_journal,
     split_state,
+    to_json,
+    turn_conflict,
 )
 from ._types import Event, Session
 
@@ -43,6 +47,10 @@ class _StoredSession:
     state: dict[str, Any]
     last_update_time: float
     events: list[str] = field(default_factory=list)  # event JSON, append order
+    turn: tuple[int, str, bytes | None] | None = None  # (version, record JSON, snapshot)
+    version: int = 0  # the turn slot's version (kept after a delete: versions never repeat)
+    journal: dict[str, dict[tuple[str, int], str]] = field(default_factory=dict)  # turn -> (kind, seq) -> data
+    blobs: dict[str, bytes] = field(default_factory=dict)
 
 
 class InMemorySessionService(BaseSessionService):
@@ -157,3 +165,63 @@ class InMemorySessionService(BaseSessionService):
         user_state.update(user_delta)
         app_state.update(app_delta)
         stored.last_update_time = update_time
+
+    # --- durability --------------------------------------------------------------------
+
+    def _stored(self, app_name: str, user_id: str, session_id: str) -> _StoredSession:
+        stored = self._sessions.get((app_name, user_id, session_id))
+        if stored is None:
+            raise SessionNotFoundError(f"session {session_id!r} not found for app {app_name!r}, user {user_id!r}")
+        return stored
+
+    async def load_turn(self, *, app_name: str, user_id: str, session_id: str) -> TurnSlot | None:
+        stored = self._sessions.get((app_name, user_id, session_id))
+        if stored is None or stored.turn is None:
+            return None
+        version, text, snapshot = stored.turn
+        return TurnSlot(version, pydantic_core.from_json(text), snapshot)
+
+    async def save_turn(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        data: dict[str, Any] | None,
+        snapshot: bytes | None,
+        expected_version: int,
+    ) -> int:
+        stored = self._stored(app_name, user_id, session_id)
+        current = stored.turn[0] if stored.turn is not None else 0
+        if current != expected_version:
+            raise turn_conflict(session_id, expected_version, current)
+        if data is None:
+            stored.turn = None
+            return 0
+        text = to_json(data, "the turn record")
+        stored.version += 1
+        stored.turn = (stored.version, text, bytes(snapshot) if snapshot is not None else None)
+        return stored.version
+
+    async def append_journal(self, session: Session, turn: str, records: list[JournalRecord]) -> None:
+        # No await: each call is atomic with respect to other tasks.
+        stored = self._stored(session.app_name, session.user_id, session.id)
+        journal = stored.journal.get(turn)
+        if journal is None:
+            journal = stored.journal[turn] = {}
+        for record in records:
+            journal[(record.kind, record.seq)] = record.data
+
+    async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
+        stored = self._sessions.get((app_name, user_id, session_id))
+        if stored is None:
+            return []
+        rows = stored.journal.get(turn, {})
+        return sort_journal([JournalRecord(kind, seq, data) for (kind, seq), data in rows.items()])  # type: ignore[arg-type]
+
+    async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
+        self._stored(app_name, user_id, session_id).blobs.setdefault(digest, bytes(data))
+
+    async def get_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str) -> bytes | None:
+        stored = self._sessions.get((app_name, user_id, session_id))
+        return stored.blobs.get(digest) if stored is not None else None

@@ -24,7 +24,14 @@ from typing import Any
 
 import pydantic_core
 
-from ..exceptions import SessionExistsError, SessionNotFoundError, SessionStoreError, StaleSessionError
+from ..exceptions import (
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionStoreError,
+    StaleSessionError,
+    TurnConflictError,
+)
+from ._journal import JournalRecord, TurnSlot
 from ._types import Event, Session, new_id
 
 __all__ = (
@@ -36,6 +43,7 @@ __all__ = (
     "SessionNotFoundError",
     "SessionStoreError",
     "StaleSessionError",
+    "TurnConflictError",
 )
 
 APP_PREFIX = "app:"
@@ -144,6 +152,74 @@ class BaseSessionService(ABC):
             SessionStoreError: the store failed or a value is not JSON-serializable; nothing
                 was written and ``session`` is unchanged.
         """
+
+    # --- durability (SPEC §5 v2; see ``codeact.sessions._journal``) ---------------------
+
+    async def load_turn(self, *, app_name: str, user_id: str, session_id: str) -> TurnSlot | None:
+        """The session's turn slot, or None when no turn is in flight.
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
+
+    async def save_turn(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        data: dict[str, Any] | None,
+        snapshot: bytes | None,
+        expected_version: int,
+    ) -> int:
+        """Replaces the session's turn slot (``data=None`` deletes it) if its stored version
+        is ``expected_version`` (0: there is no slot). Durable when it returns.
+
+        Returns:
+            The new version (0 after a delete).
+
+        Raises:
+            TurnConflictError: the stored version differs (another runner wrote it first).
+            SessionNotFoundError: the session does not exist.
+            SessionStoreError: the store failed or ``data`` is not JSON-serializable.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
+
+    async def append_journal(self, session: Session, turn: str, records: list[JournalRecord]) -> None:
+        """Appends ``records`` to the journal of ``turn`` in one transaction (durable when it
+        returns). An ``outcome`` record completes the ``intent`` of the same ``seq``; writing a
+        record again replaces it.
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
+
+    async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
+        """The journal of ``turn``: ``os`` records by seq, then per call its ``intent`` and
+        (when recorded) its ``outcome``, by seq.
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
+
+    async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
+        """Stores ``data`` under ``digest`` (its SHA-256 hex) once; storing it again is a no-op.
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
+
+    async def get_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str) -> bytes | None:
+        """The bytes stored under ``digest``, or None.
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release resources (idempotent). The base implementation does nothing."""
@@ -260,6 +336,19 @@ def next_update_time(stored_last_update_time: float) -> float:
     """The new update time of a session: now, but strictly after the stored one, so a
     ``Session`` copy loaded before an append is always detected as stale."""
     return max(time.time(), math.nextafter(stored_last_update_time, math.inf))
+
+
+def turn_conflict(session_id: str, expected: int, stored: int) -> TurnConflictError:
+    return TurnConflictError(
+        f"the turn slot of session {session_id!r} is at version {stored}, not {expected}: another runner "
+        "wrote or claimed it first"
+    )
+
+
+def sort_journal(records: list[JournalRecord]) -> list[JournalRecord]:
+    """``os`` records by seq, then each call's intent and outcome by seq."""
+    order = {"os": 0, "intent": 1, "outcome": 2}
+    return sorted(records, key=lambda r: (r.kind != "os", r.seq, order[r.kind]))
 
 
 def check_not_stale(session: Session, stored_last_update_time: float) -> None:

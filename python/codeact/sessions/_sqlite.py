@@ -1,6 +1,6 @@
 """``SqliteSessionService``: sessions in a SQLite database file (stdlib ``sqlite3``).
 
-Layout (schema version 1)::
+Layout (schema version 2; a version 1 file from codeact 0.1.0 is upgraded in place)::
 
     schema_version(id = 1, version)
     sessions(app_name, user_id, id, create_time, last_update_time)   -- PK (app_name, user_id, id)
@@ -8,21 +8,26 @@ Layout (schema version 1)::
     session_state(app_name, user_id, session_id, key, value)          -- value: JSON
     user_state(app_name, user_id, key, value)
     app_state(app_name, key, value)
+    turns(app_name, user_id, session_id, version, data, snapshot)      -- the turn slot (SPEC §5)
+    journal(app_name, user_id, session_id, turn, kind, seq, data)      -- WITHOUT ROWID
+    blobs(app_name, user_id, session_id, digest, data)                 -- values above the inline limit
 
 State keys are stored with their prefixes. The database runs in WAL mode with a 5 s busy
-timeout; writes use ``BEGIN IMMEDIATE`` and are retried when the database stays locked, so
+timeout (``synchronous=NORMAL`` unless FULL is asked for); writes use
+``BEGIN IMMEDIATE`` and are retried when the database stays locked, so
 several services and processes can share one file.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import random
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -30,6 +35,7 @@ import pydantic
 import pydantic_core
 from anyio.lowlevel import RunVar
 
+from ._journal import JournalRecord, TurnSlot
 from ._service import (
     BaseSessionService,
     PreparedAppend,
@@ -44,15 +50,21 @@ from ._service import (
     next_update_time,
     prepare_append,
     resolve_session_id,
+    sort_journal,
     split_state,
     to_json,
+    turn_conflict,
 )
 from ._types import Event, Session
 
 __all__ = ("SCHEMA_VERSION", "SqliteSessionService")
 
-SCHEMA_VERSION = 1
-"""The database layout this version of codeact writes. A newer file is refused."""
+SCHEMA_VERSION = 2
+"""The database layout this version of codeact writes. A newer file is refused; a version 1
+file (codeact 0.1.0) is upgraded in place (the durability tables are added)."""
+
+_INLINE_WAIT = 0.002
+"""Seconds a caller blocks waiting for a journal write before yielding to the event loop."""
 
 _T = TypeVar("_T")
 
@@ -98,6 +110,33 @@ CREATE TABLE IF NOT EXISTS app_state (
     key TEXT NOT NULL,
     value TEXT NOT NULL,
     PRIMARY KEY (app_name, key)
+);
+CREATE TABLE IF NOT EXISTS turns (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    data TEXT,
+    snapshot BLOB,
+    PRIMARY KEY (app_name, user_id, session_id)
+);
+CREATE TABLE IF NOT EXISTS journal (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (app_name, user_id, session_id, turn, kind, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blobs (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (app_name, user_id, session_id, digest)
 );
 """
 
@@ -151,6 +190,10 @@ class SqliteSessionService(BaseSessionService):
     Args:
         path: the database file; created (with its tables) on first use. ``":memory:"``
             gives a private in-memory database.
+        synchronous: SQLite's ``synchronous`` setting in WAL mode. ``"NORMAL"`` (default): a
+            commit survives a crash of the process, and the last commits before a power loss
+            or OS crash may be lost. ``"FULL"``: each commit is fsynced (slower per journal
+            record) and survives a power loss.
 
     The connection is opened lazily on the first call, in a worker thread; every call runs
     in a worker thread (``anyio.to_thread.run_sync``) on the one connection, serialized by
@@ -165,7 +208,13 @@ class SqliteSessionService(BaseSessionService):
             ``sqlite3.Error`` is chained as ``__cause__``.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL") -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        self._synchronous = synchronous
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._inline_conn: sqlite3.Connection | None = None
+        self._inline_lock = threading.Lock()
         self._path = os.fspath(path)
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -191,6 +240,7 @@ class SqliteSessionService(BaseSessionService):
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             _run_in_transaction(conn, self._init_schema, write=True)
         except BaseException:
             conn.close()
@@ -208,6 +258,11 @@ class SqliteSessionService(BaseSessionService):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT INTO schema_version (id, version) VALUES (1, ?)", (SCHEMA_VERSION,))
+        elif row[0] == 1:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("UPDATE schema_version SET version = ? WHERE id = 1", (SCHEMA_VERSION,))
         elif row[0] != SCHEMA_VERSION:
             raise SessionStoreError(
                 f"session database {self._path!r} has schema version {row[0]}; this codeact supports "
@@ -242,9 +297,28 @@ class SqliteSessionService(BaseSessionService):
 
         return await anyio.to_thread.run_sync(run)
 
+    async def _call_quick(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
+        """Like ``_call`` for small transactions (journal records): the call runs on this
+        service's writer thread and the caller blocks up to ``_INLINE_WAIT`` seconds for it
+        (no event-loop round trip for a quick commit), then awaits it without blocking."""
+        if self._writer is None:
+            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="codeact-sqlite")
+        future = self._writer.submit(self._run, fn, write=write)
+        try:
+            return future.result(timeout=_INLINE_WAIT)
+        except concurrent.futures.TimeoutError:
+            pass
+        return await anyio.to_thread.run_sync(future.result)
+
     def close(self) -> None:
         """Close the connection (idempotent; waits for a call in progress). Later calls
         raise ``SessionStoreError``."""
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+        with self._inline_lock:
+            if self._inline_conn is not None:
+                self._inline_conn.close()
+                self._inline_conn = None
         with self._lock:
             self._closed = True
             if self._conn is not None:
@@ -369,6 +443,8 @@ class SqliteSessionService(BaseSessionService):
             key = (app_name, user_id, session_id)
             conn.execute("DELETE FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
             conn.execute("DELETE FROM session_state WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
+            for table in ("turns", "journal", "blobs"):
+                conn.execute(f"DELETE FROM {table} WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
             conn.execute("DELETE FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key)
 
         await self._call(txn, write=True)
@@ -408,3 +484,129 @@ class SqliteSessionService(BaseSessionService):
             (update_time, *key),
         )
         return update_time
+
+    # --- durability --------------------------------------------------------------------
+
+    async def load_turn(self, *, app_name: str, user_id: str, session_id: str) -> TurnSlot | None:
+        def txn(conn: sqlite3.Connection) -> TurnSlot | None:
+            row = conn.execute(
+                "SELECT version, data, snapshot FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
+                (app_name, user_id, session_id),
+            ).fetchone()
+            if row is None or row[1] is None:
+                return None
+            return TurnSlot(row[0], pydantic_core.from_json(row[1]), bytes(row[2]) if row[2] is not None else None)
+
+        return await self._call_quick(txn, write=False)
+
+    async def save_turn(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        data: dict[str, Any] | None,
+        snapshot: bytes | None,
+        expected_version: int,
+    ) -> int:
+        text = to_json(data, "the turn record") if data is not None else None
+        key = (app_name, user_id, session_id)
+
+        def txn(conn: sqlite3.Connection) -> int:
+            if (
+                conn.execute("SELECT 1 FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key).fetchone()
+                is None
+            ):
+                raise SessionNotFoundError(f"session {session_id!r} not found for app {app_name!r}, user {user_id!r}")
+            row = conn.execute(
+                "SELECT version, data IS NOT NULL FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
+                key,
+            ).fetchone()
+            current = row[0] if row is not None and row[1] else 0
+            if current != expected_version:
+                raise turn_conflict(session_id, expected_version, current)
+            if text is None:
+                conn.execute(
+                    "UPDATE turns SET data = NULL, snapshot = NULL WHERE app_name = ? AND user_id = ? "
+                    "AND session_id = ?",
+                    key,
+                )
+                return 0
+            version = (row[0] if row is not None else 0) + 1
+            conn.execute(
+                "INSERT OR REPLACE INTO turns (app_name, user_id, session_id, version, data, snapshot) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (*key, version, text, snapshot),
+            )
+            return version
+
+        return await self._call_quick(txn, write=True)
+
+    async def append_journal(self, session: Session, turn: str, records: list[JournalRecord]) -> None:
+        rows = [(session.app_name, session.user_id, session.id, turn, r.kind, r.seq, r.data) for r in records]
+
+        def txn(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "INSERT OR REPLACE INTO journal (app_name, user_id, session_id, turn, kind, seq, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+        if not self._try_inline(txn):
+            await self._call_quick(txn, write=True)
+
+    def _try_inline(self, fn: Callable[[sqlite3.Connection], None]) -> bool:
+        """Runs a small write transaction on the calling thread when that cannot wait: on a
+        second connection whose busy timeout is 0, only when nobody in this service holds
+        it and no other writer holds the database. Returns False (nothing written) when it
+        would have to wait; the caller then uses a worker thread. A journal record commits
+        in tens of microseconds, far less than a thread round trip."""
+        if self._closed or self._conn is None or not self._inline_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._inline_conn is None:
+                conn = sqlite3.connect(self._path, timeout=0, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA busy_timeout = 0")
+                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                self._inline_conn = conn
+            try:
+                _run_in_transaction(self._inline_conn, fn, write=True)
+            except sqlite3.OperationalError as e:
+                if _is_locked(e):
+                    return False
+                raise SessionStoreError(f"session database {self._path!r}: {e}") from e
+            except sqlite3.Error as e:
+                raise SessionStoreError(f"session database {self._path!r}: {e}") from e
+            return True
+        finally:
+            self._inline_lock.release()
+
+    async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
+        def txn(conn: sqlite3.Connection) -> list[JournalRecord]:
+            rows = conn.execute(
+                "SELECT kind, seq, data FROM journal WHERE app_name = ? AND user_id = ? AND session_id = ? "
+                "AND turn = ?",
+                (app_name, user_id, session_id, turn),
+            ).fetchall()
+            return sort_journal([JournalRecord(k, q, d) for k, q, d in rows])
+
+        return await self._call_quick(txn, write=False)
+
+    async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
+        def txn(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR IGNORE INTO blobs (app_name, user_id, session_id, digest, data) VALUES (?, ?, ?, ?, ?)",
+                (app_name, user_id, session_id, digest, data),
+            )
+
+        await self._call(txn, write=True)
+
+    async def get_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str) -> bytes | None:
+        def txn(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute(
+                "SELECT data FROM blobs WHERE app_name = ? AND user_id = ? AND session_id = ? AND digest = ?",
+                (app_name, user_id, session_id, digest),
+            ).fetchone()
+            return bytes(row[0]) if row is not None else None
+
+        return await self._call(txn, write=False)

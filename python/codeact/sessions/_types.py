@@ -146,15 +146,18 @@ class Event(BaseModel):
 
     def is_final_response(self) -> bool:
         """True when the event ends the run from the caller's point of view: a final
-        answer, an error, a transfer, an escalation, or a pause for human input."""
+        answer, an error, a transfer, an escalation, or a pause for a long-running tool's
+        result. A confirmation request is not final (as in Google ADK, it asks the caller
+        for a decision; ``actions.requested_tool_confirmations`` holds the calls)."""
         a = self.actions
+        if a.requested_tool_confirmations and not self.error_code:
+            return False
         return bool(
             self.error_code
             or a.transfer_to_agent
             or a.escalate
             or a.skip_summarization
             or self.long_running_tool_ids
-            or a.requested_tool_confirmations
             or (self.content is not None and self.author != "user")
         )
 

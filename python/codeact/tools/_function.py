@@ -9,11 +9,15 @@ tools returning a handle).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import enum
 import functools
 import inspect
+import logging
+import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar, overload
 
@@ -27,6 +31,55 @@ from typing_extensions import NotRequired, TypedDict
 from ..exceptions import ToolArgumentError
 from ._base import Tool
 from ._context import ToolContext
+
+_log = logging.getLogger("codeact.tools")
+
+_INLINE_WAIT = 0.002
+"""Seconds the caller blocks waiting for a sync tool before awaiting it without blocking."""
+
+_TOOL_THREADS = concurrent.futures.ThreadPoolExecutor(
+    max_workers=max(8, min(64, (os.cpu_count() or 2) * 4)), thread_name_prefix="codeact-tool"
+)
+
+
+QUICK_CALL = 0.001
+"""Seconds within which a sync tool's call counts as quick (see ``FunctionTool``)."""
+
+_QUICK_STREAK = 3
+
+
+def _timed(timing: list[float], func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    started = time.perf_counter()
+    try:
+        return func(*args, **kwargs)
+    finally:
+        timing.append(time.perf_counter() - started)
+
+
+async def _in_thread(name: str, fn: Callable[[], Any]) -> Any:
+    """Runs a sync tool on a worker thread. A quick one is waited for in place (no event-loop
+    round trip); past ``_INLINE_WAIT`` it is awaited without blocking and can be cancelled
+    (a timeout): the thread runs on, and its result is discarded and logged."""
+    future = _TOOL_THREADS.submit(fn)
+    try:
+        return future.result(timeout=_INLINE_WAIT)
+    except concurrent.futures.TimeoutError:
+        pass
+    try:
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        future.add_done_callback(functools.partial(_late, name))
+        raise
+
+
+def _late(name: str, future: concurrent.futures.Future[Any]) -> None:
+    error = future.exception()
+    _log.warning(
+        "tool %r finished after its call was abandoned (timeout or cancellation); its %s was discarded",
+        name,
+        f"error ({error!r})" if error is not None else "result",
+    )
+
 
 __all__ = ("FunctionTool", "LongRunningFunctionTool", "ToolArgumentError", "tool")
 
@@ -254,10 +307,17 @@ class FunctionTool(Tool):
             parameter section (summary, body, ``Returns:`` and ``Raises:`` kept). The return
             annotation becomes ``returns`` (its JSON schema), shown as the return type.
         requires_confirmation: a human must approve each call.
-        run_in_thread: run a sync ``func`` in a worker thread (``anyio.to_thread.run_sync``)
-            instead of inline on the event loop thread. Inline is fastest and right for quick
-            functions; use a thread for blocking I/O or long computations. Ignored for async
-            functions.
+        run_in_thread: run a sync ``func`` in a worker thread (default), so a blocking
+            function never stalls the event loop: the caller waits up to 2 ms for a quick
+            function, then awaits the thread without blocking. The agent's ``tool_timeout``
+            holds: at the deadline the script gets ``TimeoutError``; the thread cannot be
+            killed, so it runs on and its late result is discarded (logged on the
+            ``codeact.tools`` logger). A function whose first three calls each returned
+            within 1 ms (``QUICK_CALL``) then runs inline, where a thread round trip would
+            cost more than the call; its first call slower than that puts it back on
+            threads for good (so at most one slow call ever runs inline, and a timeout
+            cannot interrupt an inline call). ``False`` always calls it inline on the event
+            loop thread. Ignored for async functions.
 
     Raises:
         TypeError: ``func`` is not callable, takes ``*args`` or ``**kwargs``, has two
@@ -279,7 +339,7 @@ class FunctionTool(Tool):
         name: str | None = None,
         description: str | None = None,
         requires_confirmation: bool = False,
-        run_in_thread: bool = False,
+        run_in_thread: bool = True,
     ) -> None:
         if not callable(func):
             raise TypeError(f"FunctionTool needs a callable, got {type(func).__name__}")
@@ -352,6 +412,7 @@ class FunctionTool(Tool):
         )
         self.func = func
         self.run_in_thread = run_in_thread
+        self._quick_calls = 0  # threaded calls that each took <= QUICK_CALL; -1: always threaded
         self.context_parameter = context_parameter
         self._positional_only = tuple(positional_only)
         self._validate = adapter.validator.validate_python
@@ -359,6 +420,12 @@ class FunctionTool(Tool):
         self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             getattr(func, "__call__", None)  # noqa: B004 - an instance with an async __call__
         )
+
+    @property
+    def runs_inline(self) -> bool:
+        """Whether the next call runs on the event loop thread (then a timeout cannot
+        interrupt it; see ``run_in_thread``)."""
+        return not self._is_async and (not self.run_in_thread or self._quick_calls >= _QUICK_STREAK)
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
         """Validates ``args``, calls the function and returns its result as plain data.
@@ -394,7 +461,16 @@ class FunctionTool(Tool):
         if self._is_async:
             result = await func(*positional, **values)
         elif self.run_in_thread:
-            result = await anyio.to_thread.run_sync(functools.partial(func, *positional, **values))
+            if self._quick_calls >= _QUICK_STREAK:
+                started = time.perf_counter()
+                result = func(*positional, **values)
+                if time.perf_counter() - started > QUICK_CALL:  # wall time: a sleep counts
+                    self._quick_calls = -1
+            else:
+                timing: list[float] = []
+                result = await _in_thread(self.name, functools.partial(_timed, timing, func, *positional, **values))
+                if self._quick_calls >= 0:
+                    self._quick_calls = self._quick_calls + 1 if timing and timing[0] <= QUICK_CALL else -1
         else:
             result = func(*positional, **values)
         if inspect.isawaitable(result):
@@ -403,6 +479,8 @@ class FunctionTool(Tool):
             return _to_plain(result)
         except PydanticSerializationError as e:
             raise TypeError(f"tool {self.name!r} returned a value that is not plain data: {e}") from e
+        except RecursionError:
+            raise ValueError(f"the result of {self.name!r} is nested too deeply to cross the boundary") from None
 
     def _describe_errors(self, error: ValidationError) -> list[tuple[str, str]]:
         described: list[tuple[str, str]] = []
@@ -445,7 +523,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_confirmation: bool = False,
-    run_in_thread: bool = False,
+    run_in_thread: bool = True,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -456,7 +534,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_confirmation: bool = False,
-    run_in_thread: bool = False,
+    run_in_thread: bool = True,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Makes a ``FunctionTool``, as ``@tool``, ``@tool(name="x")`` or ``tool(func)``.
 

@@ -1,0 +1,625 @@
+"""The turn driver: one script's run from its first stop to its end or suspension (SPEC §5).
+
+The same code runs a live turn, a turn resumed after a decision or a completion, and a turn
+recovered after a crash. Every tool call goes through one state machine::
+
+    replay?  -- the journal has this position: a different tool or argument digest is a
+                divergence (the run ends, no tool runs); a recorded outcome is the answer
+    awaiting -- a call the suspension is paused at: a decision / completion answers it, else
+                the turn suspends again (nothing stored changes)
+    intent   -- written durably before the tool starts (with the OS answers of the advance)
+    running  -- the tool runs (confirmation first when required; a long-running tool starts
+                and the turn suspends awaiting its completion)
+    outcome  -- written durably before the script goes on
+
+The interpreter continuation is written only at suspensions and, with ``checkpoint_every``
+/ ``checkpoint_every_seconds``, at those intervals, always replacing the previous one in the
+session's turn slot. Each advance of the driver yields events and finally one ``TurnEnd``;
+nothing travels back through shared mutable fields.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import pydantic_core
+
+from ..exceptions import CodeRuntimeError, SnapshotError, TurnConflictError
+from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
+from ..runtime.monty import FINAL_ANSWER, final_answer_step
+from ..sessions._journal import JournalRecord
+from ..sessions._types import Event
+from ..tools import Tool
+from ._dispatch import terminal_signal
+from ._protocol import (
+    INLINE_VALUE_LIMIT,
+    MAX_VALUE_BYTES,
+    TURN_FORMAT,
+    PendingCallInfo,
+    announcement_events,
+    args_digest,
+    decode_outcome,
+    encode_outcome,
+    value_problem,
+)
+from ._stepper import run_step
+
+if TYPE_CHECKING:
+    from ._agent import CodeActAgent, _Run
+
+__all__ = ("Journal", "SnapshotCall", "SnapshotGather", "TurnDriver", "TurnEnd", "TurnState")
+
+log = logging.getLogger("codeact.durability")
+
+Outcome = ResumeValue | ResumeError
+
+INLINE_ADVANCE = 0.002
+"""Seconds (CPU time of the calling thread) an inline advance may take before the turn's
+later advances go to workers (0: always workers)."""
+
+
+@dataclass(slots=True)
+class TurnEnd:
+    """How a turn's drive ended.
+
+    Attributes:
+        how: ``"finished"`` (``step`` is the script's ``Complete`` / ``Raised``),
+            ``"suspended"`` (the pending calls were announced), ``"stopped"`` (the run ended:
+            an error event, a hand-off signalled by a tool) or ``"budget"`` (the script broke
+            a per-script budget; ``message`` is fed back to the model).
+    """
+
+    how: Literal["finished", "suspended", "stopped", "budget"]
+    step: Complete | Raised | None = None
+    message: str = ""
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A journaled call: the intent, and the outcome once recorded."""
+
+    tool: str
+    digest: str
+    outcome: Any = None  # parsed outcome record, or None
+
+
+@dataclass
+class Journal:
+    """The journal of one turn as read back for replay: calls by position, OS answers by
+    advance index."""
+
+    calls: dict[int, _Entry] = field(default_factory=dict)
+    os: dict[int, list[Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_records(cls, records: list[JournalRecord]) -> Journal:
+        journal = cls()
+        for r in records:
+            data = pydantic_core.from_json(r.data)
+            if r.kind == "os":
+                journal.os[r.seq] = data
+            elif r.kind == "intent":
+                journal.calls[r.seq] = _Entry(data[0], data[1])
+            elif r.seq in journal.calls:
+                journal.calls[r.seq].outcome = data
+        return journal
+
+
+@dataclass
+class TurnState:
+    """What the driver knows about the turn it runs.
+
+    Attributes:
+        turn: the turn id (``<invocation id>:<iteration>``); call keys are ``<turn>:<pos>``.
+        record: the turn record's fixed part (script, transcript, ...), stored in the slot.
+        version: the slot version this runner last wrote or claimed (0: none yet).
+        written: whether this turn's record is in the slot.
+        journal: the journal read back (empty for a live turn).
+        pending: positions of calls the suspension is paused at -> their info.
+        decisions: call key -> True (approve) / reason text (deny), from the claim.
+        responses: call key -> completion value, from the claim.
+        next_pos / advance: the next call position and advance index.
+        positions: the interpreter's call id -> position, for the calls of this turn.
+    """
+
+    turn: str
+    record: dict[str, Any]
+    version: int = 0
+    written: bool = False
+    journal: Journal = field(default_factory=Journal)
+    pending: dict[int, dict[str, Any]] = field(default_factory=dict)
+    decisions: dict[str, Any] = field(default_factory=dict)
+    responses: dict[str, Any] = field(default_factory=dict)
+    next_pos: int = 0
+    advance: int = 0
+    positions: dict[int, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    last_checkpoint: float = field(default_factory=time.monotonic)
+    calls_since_checkpoint: int = 0
+
+
+class SnapshotCall:
+    """A ``PendingCall`` restored from snapshot bytes: resuming it resumes the runtime from
+    the bytes, so a resumed turn is driven exactly like a live one."""
+
+    def __init__(self, runtime: Any, snapshot: bytes, at: dict[str, Any]) -> None:
+        self._runtime = runtime
+        self._snapshot = snapshot
+        self.name: str = at["tool"]
+        self.positional_args: tuple[Any, ...] = tuple(at.get("positional") or ())
+        self.keyword_args: dict[str, Any] = dict(at.get("keyword") or {})
+        self.call_id: int = int(at["call_id"])
+        native = getattr(runtime, "resume_async", None)
+        if native is not None:
+            self.resume_async = functools.partial(native, snapshot)
+
+    def dump(self) -> bytes:
+        return self._snapshot
+
+    def resume(self, outcome: Outcome) -> Any:
+        return self._runtime.resume(self._snapshot, outcome)
+
+
+class _SnapshotGatherCall:
+    """One call of a gather restored from snapshot bytes (read-only: the gather resumes)."""
+
+    def __init__(self, at: dict[str, Any]) -> None:
+        self.name: str = at["tool"]
+        self.positional_args: tuple[Any, ...] = tuple(at.get("positional") or ())
+        self.keyword_args: dict[str, Any] = dict(at.get("keyword") or {})
+        self.call_id: int = int(at["call_id"])
+
+
+class SnapshotGather:
+    """A ``Gather`` step restored from snapshot bytes (``MontyRuntime.resume_gather``)."""
+
+    stdout = ""
+    os_log: tuple[Any, ...] = ()
+
+    def __init__(self, runtime: Any, snapshot: bytes, at: list[dict[str, Any]]) -> None:
+        self._runtime = runtime
+        self._snapshot = snapshot
+        self.calls = tuple(_SnapshotGatherCall(a) for a in at)
+
+    def dump(self) -> bytes:
+        return self._snapshot
+
+    def resume(self, outcomes: dict[int, Outcome], **kwargs: Any) -> Any:
+        return self._runtime.resume_gather(self._snapshot, outcomes, **kwargs)
+
+
+@dataclass(slots=True)
+class _Suspend:
+    info: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Stop:
+    event: Event
+
+
+@dataclass(slots=True)
+class _Budget:
+    message: str
+
+
+@dataclass(slots=True)
+class _Ran:
+    """A tool ran: its outcome is to be recorded (after its state changes are stored)."""
+
+    pos: int
+    tool: str
+    digest: str
+    outcome: Outcome
+
+
+@dataclass(slots=True)
+class _Final:
+    step: Complete
+
+
+class TurnDriver:
+    """Drives one turn of ``agent`` in ``run`` (see the module docstring)."""
+
+    def __init__(self, agent: CodeActAgent, run: _Run, state: TurnState) -> None:
+        self.agent = agent
+        self.run = run
+        self.state = state
+        ctx = run.ctx
+        self._key = (ctx.session.app_name, ctx.session.user_id, ctx.session.id)
+        self._service = ctx.session_service
+        self._os_unwritten: list[JournalRecord] = []
+        self._inline = INLINE_ADVANCE > 0  # advances run inline until one overruns
+
+    # ------------------------------------------------------------------ the loop
+
+    async def drive(self, step: Any) -> AsyncIterator[Event | TurnEnd]:
+        """Advances the script from ``step`` until it ends, suspends or the run stops;
+        yields the events to store and, last, one ``TurnEnd``."""
+        run, st = self.run, self.state
+        while True:
+            run.turn_stdout += step.stdout
+            os_log = getattr(step, "os_log", ())
+            if os_log and st.advance not in st.journal.os:
+                self._os_unwritten = [JournalRecord("os", st.advance, _json(list(os_log)))]
+            if isinstance(step, (Complete, Raised)):
+                yield TurnEnd("finished", step)
+                return
+            gather = not isinstance(step, Call)
+            calls = list(step.calls) if gather else [step.call]
+            for call in calls:
+                if call.call_id not in st.positions:
+                    st.positions[call.call_id] = st.next_pos
+                    st.next_pos += 1
+            if self._checkpoint_due() and self._service is not None:
+                await self._checkpoint(step, calls)
+            outcomes: dict[int, Outcome] = {}
+            suspended: list[dict[str, Any]] = []
+            for call in calls:
+                result = await self._resolve(call, st.positions[call.call_id])
+                if isinstance(result, _Final):
+                    yield TurnEnd("finished", result.step)
+                    return
+                if isinstance(result, _Stop):
+                    yield result.event
+                    yield TurnEnd("stopped")
+                    return
+                if isinstance(result, _Budget):
+                    yield TurnEnd("budget", message=result.message)
+                    return
+                if isinstance(result, _Ran):
+                    if run.pending.state_delta or run.pending.artifact_delta:
+                        # The tool's state / artifact changes are stored before its outcome:
+                        # a recorded outcome never runs again, so its changes must not be lost.
+                        yield self.agent._event(run.ctx, run.pending)
+                    result = await self._record(result.pos, result.tool, result.digest, result.outcome)
+                if isinstance(result, _Suspend):
+                    suspended.append(result.info)
+                else:
+                    outcomes[call.call_id] = result
+            if suspended:
+                async for event in self._suspend(step, calls, suspended):
+                    yield event
+                yield TurnEnd("suspended")
+                return
+            try:
+                step = await self._advance(step, outcomes, gather)
+            except SnapshotError as exc:
+                yield self.agent._stale(run, str(exc))
+                yield TurnEnd("stopped")
+                return
+            except CodeRuntimeError as exc:
+                if type(exc).__name__ != "ReplayDivergenceError":
+                    raise
+                yield self._os_divergence(exc)
+                yield TurnEnd("stopped")
+                return
+
+    async def _advance(self, step: Any, outcomes: dict[int, Outcome], gather: bool) -> Any:
+        """Resumes the script with the outcomes of its pending calls.
+
+        After a tool call the script usually runs for microseconds before its next stop,
+        far less than a round trip to a worker thread, so advances run inline on the
+        calling thread; the first one that takes longer than ``INLINE_ADVANCE`` puts the
+        rest of the turn on workers (``run_step``, which keeps the event loop free). The
+        event loop is thus held by at most one slow advance per turn (bounded by the
+        runtime's per-advance time limit); the script's start always runs on a worker.
+        """
+        st = self.state
+        st.advance += 1
+        replay = st.journal.os.get(st.advance)
+        if gather:
+            fn: Callable[..., Any] = step.resume
+            arg: Any = outcomes
+        else:
+            fn, arg = step.call.resume, next(iter(outcomes.values()))
+        if replay:
+            fn = functools.partial(fn, os_replay=replay)
+        if self._inline and not isinstance(fn, functools.partial):
+            started = time.thread_time()  # CPU time: being preempted is no overrun
+            result = fn(arg)
+            if time.thread_time() - started > INLINE_ADVANCE:
+                self._inline = False  # overran: workers for the rest of the turn
+            return result
+        return await run_step(fn, arg)
+
+    # ------------------------------------------------------------------ one call
+
+    async def _resolve(self, call: Any, pos: int) -> Outcome | _Ran | _Suspend | _Stop | _Budget | _Final:
+        agent, run, st = self.agent, self.run, self.state
+        tool = run.tools.get(call.name)
+        if tool is None and call.name == FINAL_ANSWER and getattr(agent.runtime, "tool_style", None) == "functions":
+            outcome = final_answer_step(call.positional_args, call.keyword_args)
+            if isinstance(outcome, Complete):
+                return _Final(outcome)
+            return outcome
+        if tool is None:
+            available = ", ".join(run.roster) if run.roster else "(none)"
+            return ResumeError(f"tool {call.name!r} is not available; available tools: {available}", "LookupError")
+        try:
+            args = bind_call_args(tool, call.positional_args, call.keyword_args)
+        except TypeError as exc:
+            return ResumeError(str(exc), "TypeError")
+        problem = value_problem(args, f"the arguments of {tool.name!r}", "are")
+        if problem is not None:
+            return ResumeError(f"{problem}; the tool did not run", "ValueError")
+        try:
+            digest = args_digest(args)
+        except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
+            return ResumeError(
+                f"the arguments of {tool.name!r} cannot cross the boundary ({exc}); the tool did not run", "ValueError"
+            )
+        call_key = f"{st.turn}:{pos}"
+        entry = st.journal.calls.get(pos)
+        if entry is not None:
+            if entry.tool != tool.name or entry.digest != digest:
+                return _Stop(self._divergence(pos, entry, tool.name, digest))
+            if entry.outcome is not None:
+                return await self._recorded(entry.outcome)
+        elif pos not in st.pending:
+            budget = self._budget_breach(pos)
+            if budget is not None:
+                return _Budget(budget)
+        waiting = st.pending.get(pos)
+        if waiting is not None:
+            decision = st.decisions.get(call_key)
+            if decision is not None and decision is not True:
+                reason = f": {decision}" if isinstance(decision, str) and decision else ""
+                what = "call to" if waiting["kind"] == "confirmation" else "long-running call to"
+                denied = ResumeError(f"{what} {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
+                return await self._record(pos, tool.name, digest, denied, intent=entry is None)
+            if waiting["kind"] == "completion":
+                if call_key not in st.responses:
+                    return _Suspend(waiting)
+                result = self._checked_result(tool, st.responses[call_key])
+                return await self._record(pos, tool.name, digest, result, intent=entry is None)
+            if decision is None:
+                return _Suspend(waiting)
+        elif entry is None and agent._needs_confirmation(tool):
+            decision = st.decisions.get(call_key)
+            if decision is None:
+                if not run.supports_suspension:
+                    return ResumeError(
+                        f"tool {tool.name!r} requires confirmation, but this runtime cannot pause for a human "
+                        "decision; the call was refused",
+                        "PermissionError",
+                    )
+                return _Suspend(_info(call_key, pos, call, tool.name, args, "confirmation", None))
+            if decision is not True:
+                reason = f": {decision}" if isinstance(decision, str) and decision else ""
+                denied = ResumeError(f"call to {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
+                return await self._record(pos, tool.name, digest, denied, intent=True)
+        # The tool runs: intent first (unless replaying an intent with no outcome).
+        if entry is None:
+            await self._write([JournalRecord("intent", pos, _json([tool.name, digest]))])
+        value, failure, actions = await agent._execute(run, tool, args, call_key)
+        if terminal_signal(actions):
+            return _Stop(agent._terminal_event(run, actions))
+        if failure is not None:
+            return _Ran(pos, tool.name, digest, ResumeError(failure.message, failure.exc_type))
+        if tool.is_long_running and run.supports_suspension:
+            hint = value if isinstance(value, str) or value is None else _json(value)
+            return _Suspend(_info(call_key, pos, call, tool.name, args, "completion", hint))
+        return _Ran(pos, tool.name, digest, self._checked_result(tool, value))
+
+    def _checked_result(self, tool: Tool, value: Any) -> Outcome:
+        problem = value_problem(value, f"the result of {tool.name!r}")
+        if problem is not None:
+            return ResumeError(problem, "ValueError")
+        return ResumeValue(value)
+
+    def _budget_breach(self, pos: int) -> str | None:
+        agent, st = self.agent, self.state
+        if agent.max_tool_calls is not None and pos >= agent.max_tool_calls:
+            return (
+                f"the script made more than max_tool_calls={agent.max_tool_calls} tool calls and was stopped; "
+                "do the work in fewer calls"
+            )
+        if agent.max_script_seconds is not None and time.monotonic() - st.started > agent.max_script_seconds:
+            return (
+                f"the script ran longer than max_script_seconds={agent.max_script_seconds:g} s and was stopped "
+                f"after {pos} tool call(s)"
+            )
+        return None
+
+    def _os_divergence(self, exc: Exception) -> Event:
+        """The runtime's ``ReplayDivergenceError``: the script asked the OS for another kind
+        of answer than the journaled one."""
+        self.run.keep_slot = True
+        return self.agent._error_event(
+            self.run,
+            "codeact.nondeterministic_replay",
+            f"replaying turn {self.state.turn} diverged: {exc}. No tool ran. Run again with "
+            "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to drop "
+            "the turn.",
+        )
+
+    def _divergence(self, pos: int, entry: _Entry, tool: str, digest: str) -> Event:
+        what = (
+            f"the journal has a call to {entry.tool!r} at position {pos}, the script now calls {tool!r}"
+            if entry.tool != tool
+            else f"the call to {tool!r} at position {pos} has other arguments than the journaled one"
+        )
+        self.run.keep_slot = True
+        return self.agent._error_event(
+            self.run,
+            "codeact.nondeterministic_replay",
+            f"replaying turn {self.state.turn} diverged: {what}. No tool ran. Run again with "
+            "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to drop "
+            "the turn.",
+        )
+
+    # ------------------------------------------------------------------ journal
+
+    async def _record(self, pos: int, tool: str, digest: str, outcome: Outcome, *, intent: bool = False) -> Outcome:
+        """Writes ``outcome`` (and the intent when none is stored) durably; returns it, or the
+        error the script gets when the value is too large for the boundary."""
+        data = encode_outcome(outcome)
+        if len(data) > MAX_VALUE_BYTES:
+            outcome = ResumeError(f"the result of {tool!r} is larger than {MAX_VALUE_BYTES} bytes", "ValueError")
+            data = encode_outcome(outcome)
+        elif len(data) > INLINE_VALUE_LIMIT and self._service is not None:
+            blob = hashlib.sha256(data).hexdigest()
+            app, user, sid = self._key
+            await self._service.put_blob(app_name=app, user_id=user, session_id=sid, digest=blob, data=data)
+            data = _json({"r": blob, "n": len(data)}).encode()
+        records = [JournalRecord("intent", pos, _json([tool, digest]))] if intent else []
+        records.append(JournalRecord("outcome", pos, data.decode()))
+        await self._write(records)
+        return outcome
+
+    async def _recorded(self, data: dict[str, Any]) -> Outcome:
+        if "r" in data and self._service is not None:
+            app, user, sid = self._key
+            blob = await self._service.get_blob(app_name=app, user_id=user, session_id=sid, digest=data["r"])
+            if blob is None:
+                return ResumeError("the journaled result is missing from the store", "RuntimeError")
+            data = pydantic_core.from_json(blob)
+        return decode_outcome(data)
+
+    async def _write(self, records: list[JournalRecord]) -> None:
+        if self._service is None:
+            return
+        if not self.state.written:
+            await self.save("running")
+        if self._os_unwritten:
+            records = self._os_unwritten + records
+            self._os_unwritten = []
+        await self._service.append_journal(self.run.ctx.session, self.state.turn, records)
+        if records[-1].kind == "outcome":
+            self.state.calls_since_checkpoint += 1
+
+    # ------------------------------------------------------------------ the slot
+
+    async def save(
+        self,
+        status: str,
+        *,
+        snapshot: bytes | None = None,
+        at: list[dict[str, Any]] | None = None,
+        pending: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Writes the turn slot (compare-and-set on the version this runner holds).
+
+        Raises:
+            AlreadyResumingError: another runner wrote the slot since (it owns the turn now).
+        """
+        from ..exceptions import AlreadyResumingError
+
+        st, run = self.state, self.run
+        data = {
+            **st.record,
+            "format": TURN_FORMAT,
+            "status": status,
+            "turn_stdout": run.turn_stdout,
+            "next_pos": st.next_pos,
+            "advance": st.advance,
+            "at": at or [],
+            "pending": pending or [],
+            "snapshot_sha256": hashlib.sha256(snapshot).hexdigest() if snapshot is not None else None,
+        }
+        app, user, sid = self._key
+        if self._service is None:  # a run without a store (direct agent runs): nothing is durable
+            st.written = True
+            return
+        try:
+            st.version = await self._service.save_turn(
+                app_name=app, user_id=user, session_id=sid, data=data, snapshot=snapshot, expected_version=st.version
+            )
+        except TurnConflictError as exc:
+            raise AlreadyResumingError(
+                f"another runner took over turn {st.turn} of session {sid!r} ({exc}); this runner stops"
+            ) from exc
+        st.written = True
+
+    def _checkpoint_due(self) -> bool:
+        agent, st = self.agent, self.state
+        if not self.run.supports_suspension or not st.written:
+            return False
+        if agent.checkpoint_every is not None and st.calls_since_checkpoint >= agent.checkpoint_every:
+            return True
+        return (
+            agent.checkpoint_every_seconds is not None
+            and time.monotonic() - st.last_checkpoint >= agent.checkpoint_every_seconds
+        )
+
+    async def _checkpoint(self, step: Any, calls: list[Any]) -> None:
+        st = self.state
+        snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
+        await self.save("running", snapshot=snapshot, at=[self._at(c) for c in calls])
+        st.calls_since_checkpoint = 0
+        st.last_checkpoint = time.monotonic()
+
+    def _at(self, call: Any) -> dict[str, Any]:
+        return {
+            "call_id": call.call_id,
+            "pos": self.state.positions[call.call_id],
+            "tool": call.name,
+            "positional": list(call.positional_args),
+            "keyword": dict(call.keyword_args),
+        }
+
+    async def _suspend(self, step: Any, calls: list[Any], suspended: list[dict[str, Any]]) -> AsyncIterator[Event]:
+        agent, run, st = self.agent, self.run, self.state
+        snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
+        pending = list(suspended)
+        await self.save("suspended", snapshot=snapshot, at=[self._at(c) for c in calls], pending=pending)
+        run.outcome, run.stopped = "suspended", True
+        infos = [
+            PendingCallInfo(
+                call_key=p["call_key"],
+                tool=p["tool"],
+                args=p["args"],
+                kind=p["kind"],
+                invocation_id=st.record.get("invocation_id", ""),
+                hint=p.get("hint"),
+            )
+            for p in pending
+        ]
+        events = announcement_events(agent.name, run.ctx.invocation_id, infos)
+        for i, event in enumerate(events):
+            if i == 0:
+                event = agent._event(run.ctx, run.pending, **_fields(event))
+            yield event
+
+
+def _info(call_key: str, pos: int, call: Any, tool: str, args: dict[str, Any], kind: str, hint: Any) -> dict[str, Any]:
+    """A pending call as stored in the turn slot."""
+    return {
+        "call_key": call_key,
+        "pos": pos,
+        "call_id": call.call_id,
+        "tool": tool,
+        "args": args,
+        "kind": kind,
+        "hint": hint,
+    }
+
+
+def _fields(event: Event) -> dict[str, Any]:
+    """An event's fields for ``CodeActAgent._event`` (which adds pending tool deltas)."""
+    return {
+        "content": event.content,
+        "actions": event.actions,
+        "long_running_tool_ids": event.long_running_tool_ids,
+        "interrupted": event.interrupted,
+        "turn_complete": event.turn_complete,
+    }
+
+
+def _json(value: Any) -> str:
+    return pydantic_core.to_json(value, inf_nan_mode="constants").decode()
+
+
+def position_of(call_key: str) -> int:
+    """The position part of a call key (``<turn>:<pos>``)."""
+    return int(call_key.rsplit(":", 1)[1])
+
+
+TurnDriverFactory = Callable[..., TurnDriver]

@@ -1,0 +1,269 @@
+"""The durable forms of a turn (SPEC §5 v2): the turn record kept in the session's turn
+slot, the journal's encodings of arguments and outcomes, the value limits of the boundary,
+and the events that announce pending calls.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any, Literal
+
+import pydantic_core
+from pydantic import BaseModel, Field
+
+from ..runtime import ResumeError, ResumeValue
+from ..sessions._types import Content, Event, EventActions, FunctionCall, Part, ToolConfirmation
+
+__all__ = (
+    "INLINE_VALUE_LIMIT",
+    "MAX_VALUE_BYTES",
+    "MAX_VALUE_DEPTH",
+    "TURN_FORMAT",
+    "PendingCallInfo",
+    "announcement_events",
+    "args_digest",
+    "decode_outcome",
+    "encode_outcome",
+    "pending_infos",
+    "value_problem",
+)
+
+TURN_FORMAT = 2
+"""The turn record format this version writes (0.1.0 wrote format 1 checkpoints in session
+state; they are reported as stale, see docs/durability.md)."""
+
+INLINE_VALUE_LIMIT = 64 * 1024
+"""Bytes of an encoded outcome above which the value is stored once as a blob and the
+journal holds its SHA-256."""
+
+MAX_VALUE_DEPTH = 100
+"""Deepest nesting of lists / tuples / dicts that crosses the boundary (arguments and
+results)."""
+
+MAX_VALUE_BYTES = 64 * 1024 * 1024
+"""Largest encoded size (bytes) of an argument set or result that crosses the boundary."""
+
+
+class PendingCallInfo(BaseModel):
+    """A tool call of a suspended script waiting for the caller.
+
+    Attributes:
+        call_key: unique within the session; pass it to ``Runner.approve`` / ``deny`` /
+            ``complete`` (also ``ToolContext.function_call_id`` and the key of
+            ``Event.actions.requested_tool_confirmations``).
+        tool: the tool name.
+        args: the bound arguments.
+        kind: ``"confirmation"`` (waits for approve / deny) or ``"completion"`` (a
+            long-running tool started; waits for its result).
+        invocation_id: the invocation whose turn paused.
+        hint: what the long-running tool returned when it started, or the confirmation
+            hint, as text (None when there is none).
+    """
+
+    call_key: str
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    kind: Literal["confirmation", "completion"]
+    invocation_id: str
+    hint: str | None = None
+
+
+def decision_value(raw: Any) -> bool:
+    """A confirmation decision as a bool (``True`` / ``"approve"`` approve; ``False`` /
+    ``"deny"`` deny).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if isinstance(raw, bool):
+        return raw
+    if raw in ("approve", "approved", "yes"):
+        return True
+    if raw in ("deny", "denied", "no"):
+        return False
+    raise ValueError(f"a tool confirmation decision must be True/False or 'approve'/'deny', got {raw!r}")
+
+
+def claim_decisions(decisions: dict[str, Any], reasons: dict[str, str]) -> dict[str, Any]:
+    """Decisions in the claim's form: call key -> True (approve) or the denial reason."""
+    return {k: True if decision_value(v) else reasons.get(k, "") for k, v in decisions.items()}
+
+
+def pending_infos(record: dict[str, Any] | None) -> list[PendingCallInfo]:
+    """The pending calls of a suspended turn record (``[]`` unless it is suspended)."""
+    if not record or record.get("status") != "suspended":
+        return []
+    return [
+        PendingCallInfo(
+            call_key=p["call_key"],
+            tool=p["tool"],
+            args=p.get("args") or {},
+            kind=p["kind"],
+            invocation_id=record.get("invocation_id", ""),
+            hint=p.get("hint"),
+        )
+        for p in record.get("pending", ())
+    ]
+
+
+def announcement_events(
+    author: str, invocation_id: str, pending: list[PendingCallInfo], handles: dict[str, Any] | None = None
+) -> list[Event]:
+    """The events announcing ``pending`` calls: one confirmation request for the calls
+    awaiting a decision (``requested_tool_confirmations``, not ``is_final_response()``), one
+    function-call event for the long-running calls awaiting a result
+    (``long_running_tool_ids``)."""
+    events: list[Event] = []
+    confirm = [p for p in pending if p.kind == "confirmation"]
+    complete = [p for p in pending if p.kind == "completion"]
+    if confirm:
+        keys = ", ".join(p.call_key for p in confirm)
+        tools = ", ".join(sorted({repr(p.tool) for p in confirm}))
+        events.append(
+            Event(
+                invocation_id=invocation_id,
+                author=author,
+                content=Content.from_text(
+                    f"Tool confirmation required for {tools}. Approve or deny call {keys} to continue.", role="model"
+                ),
+                actions=EventActions(
+                    requested_tool_confirmations={
+                        p.call_key: ToolConfirmation(
+                            tool_name=p.tool, function_call_id=p.call_key, args=p.args, hint=p.hint or ""
+                        )
+                        for p in confirm
+                    }
+                ),
+                interrupted=True,
+                turn_complete=True,
+            )
+        )
+    if complete:
+        events.append(
+            Event(
+                invocation_id=invocation_id,
+                author=author,
+                content=Content(
+                    role="model",
+                    parts=[Part(function_call=FunctionCall(name=p.tool, args=p.args, id=p.call_key)) for p in complete],
+                ),
+                long_running_tool_ids=[p.call_key for p in complete],
+            )
+        )
+    return events
+
+
+# ---------------------------------------------------------------------- values
+
+
+def value_problem(value: Any, what: str, verb: str = "is") -> str | None:
+    """Why ``value`` cannot cross the boundary (too deep, or a dict key that is not plain),
+    or None. Iterative, so any depth is safe to check."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return None
+    if kind is dict and all(type(v) in _SCALARS and type(k) is str for k, v in value.items()):
+        return None  # the common case: a flat dict of scalars
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, tuple)):
+            if depth >= MAX_VALUE_DEPTH:
+                return f"{what} {verb} nested more than {MAX_VALUE_DEPTH} levels deep"
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, dict):
+            if depth >= MAX_VALUE_DEPTH:
+                return f"{what} {verb} nested more than {MAX_VALUE_DEPTH} levels deep"
+            for k, v in item.items():
+                if not isinstance(k, (str, int, float, bool, bytes, tuple)) and k is not None:
+                    return f"{what} has a dict key of type {type(k).__name__}"
+                stack.append((v, depth + 1))
+    return None
+
+
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def _json_native(value: Any) -> bool:
+    """Whether a JSON round trip gives ``value`` back exactly (no tuples, bytes, non-str
+    keys). Only called on values ``value_problem`` accepted (bounded depth)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return True
+    if isinstance(value, list):
+        return all(_json_native(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_native(v) for k, v in value.items())
+    return False
+
+
+_TAGS = ("$b", "$t", "$d")
+
+
+def _tag(value: Any) -> Any:
+    """A JSON form of plain data that keeps bytes, tuples and non-str dict keys."""
+    if isinstance(value, bytes):
+        return {"$b": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, tuple):
+        return {"$t": [_tag(v) for v in value]}
+    if isinstance(value, list):
+        return [_tag(v) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and not (len(value) == 1 and next(iter(value)) in _TAGS):
+            return {k: _tag(v) for k, v in value.items()}
+        return {"$d": [[_tag(k), _tag(v)] for k, v in value.items()]}
+    return value
+
+
+def _untag(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_untag(v) for v in value]
+    if isinstance(value, dict):
+        if len(value) == 1:
+            key = next(iter(value))
+            if key == "$b":
+                return base64.b64decode(value["$b"])
+            if key == "$t":
+                return tuple(_untag(v) for v in value["$t"])
+            if key == "$d":
+                return {_untag(k): _untag(v) for k, v in value["$d"]}
+        return {k: _untag(v) for k, v in value.items()}
+    return value
+
+
+def _to_json(value: Any) -> bytes:
+    return pydantic_core.to_json(value, inf_nan_mode="constants")
+
+
+def args_digest(args: dict[str, Any]) -> str:
+    """A digest of bound arguments (16 hex digits of BLAKE2b over their tagged JSON form):
+    what the journal's intent records instead of the arguments themselves.
+
+    Raises:
+        ValueError: the arguments are larger than ``MAX_VALUE_BYTES`` encoded, or have no
+            JSON form.
+    """
+    data = _to_json(args) if _json_native(args) else _to_json(_tag(args))
+    if len(data) > MAX_VALUE_BYTES:
+        raise ValueError(f"they are larger than {MAX_VALUE_BYTES} bytes")
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def encode_outcome(outcome: ResumeValue | ResumeError) -> bytes:
+    """The journal form of an outcome: ``{"v": value}``, ``{"x": tagged value}`` or
+    ``{"e": message, "t": exception type}`` (JSON bytes)."""
+    if isinstance(outcome, ResumeError):
+        return _to_json({"e": outcome.message, "t": outcome.exc_type})
+    value = outcome.value
+    if _json_native(value):
+        return _to_json({"v": value})
+    return _to_json({"x": _tag(value)})
+
+
+def decode_outcome(data: Any) -> ResumeValue | ResumeError:
+    """The outcome of a parsed journal record (``encode_outcome``'s inverse)."""
+    if "e" in data:
+        return ResumeError(data["e"], data.get("t", "RuntimeError"))
+    if "x" in data:
+        return ResumeValue(_untag(data["x"]))
+    return ResumeValue(data.get("v"))
