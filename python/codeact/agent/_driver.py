@@ -103,7 +103,7 @@ class Journal:
         for r in records:
             data = pydantic_core.from_json(r.data)
             if r.kind == "os":
-                journal.os[r.seq] = data
+                journal.os[r.seq] = [(kind, value) for kind, value in data]  # JSON gave [kind, value] lists
             elif r.kind == "intent":
                 journal.calls[r.seq] = _Entry(data[0], data[1])
             elif r.seq in journal.calls:
