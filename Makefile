@@ -63,12 +63,12 @@ example: install-wheel  ## the runtime example: one script composing two tools, 
 	$(BIN)/python examples/runtime_steps/main.py
 
 benchmark: install-wheel  ## the benchmarks, full length
-	$(BIN)/python benchmarks/runtime.py
+	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py
 	$(BIN)/python benchmarks/agent.py
 	$(BIN)/python benchmarks/isolation.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
-	$(BIN)/python benchmarks/runtime.py --quick
+	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py --quick
 	$(BIN)/python benchmarks/agent.py --quick
 
 FUZZ_SECONDS ?= 600

@@ -73,7 +73,8 @@ def test_sixteen_concurrent_runs_of_mixed_size() -> None:
 
 HOST_SURVIVES = """
 from codeact import MontyRuntime, ResourceLimits
-for limits in (ResourceLimits(max_memory=None), ResourceLimits(max_memory=64 * 1024 * 1024), ResourceLimits.unlimited()):
+capped = ResourceLimits(max_memory=64 * 1024 * 1024)
+for limits in (ResourceLimits(max_memory=None), capped, ResourceLimits.unlimited()):
     rt = MontyRuntime(limits, check_scripts=False)
     for script in ({scripts}):
         step = rt.start(script)
