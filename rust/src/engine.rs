@@ -53,13 +53,15 @@ impl Limits {
     }
 
     fn tracker(&self) -> ResourceTracker {
-        let mut limits = ResourceLimits::default();
-        // Limits apply per advance: Monty's turn budget restarts at every resume.
-        limits.max_turn_duration = self.max_duration;
-        limits.max_memory = Some(self.max_memory.unwrap_or_else(memory_ceiling));
-        limits.max_recursion_depth = self.recursion_depth();
-        // Tool calls are counted by the agent (max_tool_calls), not by the interpreter.
-        limits.max_suspensions = usize::MAX;
+        let limits = ResourceLimits {
+            // Limits apply per advance: Monty's turn budget restarts at every resume.
+            max_turn_duration: self.max_duration,
+            max_memory: Some(self.max_memory.unwrap_or_else(memory_ceiling)),
+            max_recursion_depth: self.recursion_depth(),
+            // Tool calls are counted by the agent (max_tool_calls), not by the interpreter.
+            max_suspensions: usize::MAX,
+            ..ResourceLimits::default()
+        };
         ResourceTracker::new(limits)
     }
 }

@@ -97,7 +97,9 @@ const HEADER: usize = 16;
 fn outer(layout: Layout) -> Option<(Layout, usize)> {
     let offset = layout.align().max(HEADER);
     let size = layout.size().checked_add(offset)?;
-    Layout::from_size_align(size, offset).ok().map(|l| (l, offset))
+    Layout::from_size_align(size, offset)
+        .ok()
+        .map(|l| (l, offset))
 }
 
 /// The system allocator, charging each block to the run advancing on the thread that
@@ -152,7 +154,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
             let run = (p.sub(8) as *const *const RunMemory).read();
             System.dealloc(p.sub(offset), full);
             if !run.is_null() {
-                (*run).bytes.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+                (*run)
+                    .bytes
+                    .fetch_sub(layout.size() as isize, Ordering::Relaxed);
                 Arc::decrement_strong_count(run);
             }
         }
@@ -172,9 +176,10 @@ unsafe impl GlobalAlloc for CountingAlloc {
             // The header moved with the block; the owner stays the same.
             let run = (q.sub(8) as *const *const RunMemory).read();
             if !run.is_null() {
-                (*run)
-                    .bytes
-                    .fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+                (*run).bytes.fetch_add(
+                    new_size as isize - layout.size() as isize,
+                    Ordering::Relaxed,
+                );
             }
             q
         }
@@ -224,7 +229,9 @@ mod tests {
             drop(other);
         }
         // Freed on another thread, outside any run: still credited to its owner.
-        std::thread::spawn(move || drop(kept)).join().expect("thread");
+        std::thread::spawn(move || drop(kept))
+            .join()
+            .expect("thread");
         assert!(a.used() < 1 << 16);
         // Reallocation moves the charge with the block.
         let grown = {
