@@ -5,8 +5,8 @@ VENV ?= $(HOME)/.cache/codeact/venv
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/codeact/target
 BIN := $(VENV)/bin
 # Monty 1.4 needs rustc 1.96: Debian's rustc-web/cargo-web put it in /usr/bin, behind the
-# rustup 1.95 proxies in ~/.cargo/bin; build with /usr/bin first. rustfmt and clippy come
-# from rustup (1.95): clippy runs with --ignore-rust-version.
+# rustup 1.95 proxies in ~/.cargo/bin; build with /usr/bin first. clippy must be 1.96 too
+# (Debian's rust-web-clippy): clippy 1.95 cannot check crates that need 1.96's std.
 RUST_PATH := /usr/bin:$(PATH)
 PATCHED := rust/patched/monty-types/.codeact-patched
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
@@ -43,7 +43,7 @@ lint: $(PATCHED)
 	$(BIN)/ruff format --check python tests examples benchmarks tools fuzz
 	$(BIN)/ruff check python tests examples benchmarks tools fuzz
 	cargo fmt --all -- --check
-	cargo clippy --ignore-rust-version --workspace --all-targets -- -D warnings
+	PATH=$(RUST_PATH) cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/python -m mypy.stubtest codeact._monty --allowlist .ci/stubtest-allowlist.txt
 
 test-rust: $(PATCHED)
@@ -65,13 +65,13 @@ example: install-wheel  ## the runtime example: one script composing two tools, 
 	$(BIN)/python examples/runtime_steps/main.py
 
 benchmark: install-wheel  ## the benchmarks, full length
-	$(BIN)/python benchmarks/runtime.py
+	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py
 	$(BIN)/python benchmarks/agent.py
 	$(BIN)/python benchmarks/isolation.py
 	$(BIN)/python benchmarks/integrations.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
-	$(BIN)/python benchmarks/runtime.py --quick
+	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py --quick
 	$(BIN)/python benchmarks/agent.py --quick
 	$(BIN)/python benchmarks/integrations.py --quick
 

@@ -56,6 +56,11 @@ ROUND_TRIP_TARGET_US = 3.0
 DUMP_LOAD_TARGET_US = 10.0
 THREADS_TARGET = 1.3
 BARE_RATIO_GOAL = 2.0  # codeact / bare crate, at most
+ROUND_TRIP_BARE_RATIO_GOAL = 1.5  # issue 10: the tool round trip, codeact / bare crate
+
+# codeact 0.1.0 on Monty 0.0.19, measured on the same 2-core machine (issue 10): the row the
+# 1.4 figures are compared with. Only the round trip was recorded for both columns.
+BASELINE_0_1_0 = {"round_trip_us": {"codeact": 1.82, "bare": 0.70}}
 PM_RATIO_GOAL = 30.0  # pydantic-monty / codeact round trip, at least
 
 
@@ -518,12 +523,25 @@ def main(argv: list[str] | None = None) -> int:
         "machine": platform.machine(),
         "cpus": cpus,
         "other_processes_cpus_busy": others,
-        "monty_crate": (results.get("bare") or {}).get("monty", "0.0.19"),
+        "monty_crate": (results.get("bare") or {}).get("monty", "1.4.0"),
+        "baseline_0_1_0": BASELINE_0_1_0,
         "pydantic_monty": (results.get("pm") or {}).get("version"),
         "notes": notes,
     }
     report = build_report(results)
     render(report, meta)
+    rt_now = (results.get("codeact") or {}).get("round_trip_us")
+    rt_bare = (results.get("bare") or {}).get("round_trip_us")
+    base = BASELINE_0_1_0["round_trip_us"]
+    print(
+        f"\ntool round trip, codeact / bare crate: 0.1.0 on Monty 0.0.19 {base['codeact']:.2f} / {base['bare']:.2f} µs"
+        f" = {base['codeact'] / base['bare']:.2f}x; now on Monty 1.4.0 "
+        + (
+            f"{rt_now:.2f} / {rt_bare:.2f} µs = {rt_now / rt_bare:.2f}x (goal <= {ROUND_TRIP_BARE_RATIO_GOAL}x)"
+            if rt_now and rt_bare
+            else "n/a"
+        )
+    )
     elapsed = time.perf_counter() - t0
     print(f"\n(total {elapsed:.1f} s)")
     for e in errors:

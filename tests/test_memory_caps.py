@@ -73,7 +73,8 @@ def test_sixteen_concurrent_runs_of_mixed_size() -> None:
 
 HOST_SURVIVES = """
 from codeact import MontyRuntime, ResourceLimits
-for limits in (ResourceLimits(max_memory=None), ResourceLimits(max_memory=64 * 1024 * 1024), ResourceLimits.unlimited()):
+capped = ResourceLimits(max_memory=64 * 1024 * 1024)
+for limits in (ResourceLimits(max_memory=None), capped, ResourceLimits.unlimited()):
     rt = MontyRuntime(limits, check_scripts=False)
     for script in ({scripts}):
         step = rt.start(script)
@@ -94,3 +95,20 @@ def test_no_script_allocation_aborts_the_host() -> None:
     child = run_child(HOST_SURVIVES.format(scripts=", ".join(repr(s) for s in HUGE)), timeout=300)
     assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
     assert child.stdout.strip() == "survived"
+
+
+def test_blocks_handed_back_to_the_host_are_credited_to_their_run() -> None:
+    """50,000 tool round trips under a 4 MiB cap: each advance hands the host its stdout, the
+    call's name and arguments, freed on the Python thread; they must leave the run's count."""
+    from codeact import ResumeValue
+
+    rt = MontyRuntime(ResourceLimits(max_memory=4 * MiB), check_scripts=False)
+    step = rt.start(
+        'total = 0\nfor i in range(50_000):\n    print(i)\n    total += call_tool("inc", {"x": [i, str(i)]})\ntotal'
+    )
+    calls = 0
+    while type(step).__name__ == "Call":
+        step = step.call.resume(ResumeValue(1))
+        calls += 1
+    assert calls == 50_000
+    assert type(step).__name__ == "Complete" and step.value == 50_000, step

@@ -24,7 +24,7 @@ d = date.today().isoformat()
 
 
 def _run(rt: MontyRuntime, replay: list[tuple[str, object]]) -> tuple[list[object], list[tuple[str, object]]]:
-    step = rt.start(SCRIPT, os_replay=replay[:2] if replay else ())
+    step = rt.start(SCRIPT, os_replay=replay)
     log = list(step.os_log)
     call = expect_call(step).call
     done = expect_complete(call.resume(ResumeValue(7), os_replay=replay[len(log) :]))
@@ -33,7 +33,7 @@ def _run(rt: MontyRuntime, replay: list[tuple[str, object]]) -> tuple[list[objec
 
 
 def test_clock_reads_and_the_seed_are_logged_in_order() -> None:
-    rt = MontyRuntime()
+    rt = MontyRuntime(check_scripts=False, rewrite_scripts=False)
     value, log = _run(rt, [])
     kinds = [k for k, _ in log]
     assert kinds == ["random_seed", "clock", "clock", "clock"]
@@ -43,7 +43,7 @@ def test_clock_reads_and_the_seed_are_logged_in_order() -> None:
 
 
 def test_a_replay_reproduces_the_run_exactly() -> None:
-    rt = MontyRuntime()
+    rt = MontyRuntime(check_scripts=False, rewrite_scripts=False)
     first, log = _run(rt, [])
     second, log2 = _run(rt, log)
     assert second == first  # the clock values and the random draw
@@ -51,7 +51,7 @@ def test_a_replay_reproduces_the_run_exactly() -> None:
 
 
 def test_a_different_seed_gives_a_different_draw() -> None:
-    rt = MontyRuntime()
+    rt = MontyRuntime(check_scripts=False, rewrite_scripts=False)
     first, log = _run(rt, [])
     changed = [("random_seed", log[0][1] + 1), *log[1:]]
     second, _ = _run(rt, changed)
@@ -59,7 +59,7 @@ def test_a_different_seed_gives_a_different_draw() -> None:
 
 
 def test_a_divergent_replay_raises() -> None:
-    rt = MontyRuntime()
+    rt = MontyRuntime(check_scripts=False, rewrite_scripts=False)
     with pytest.raises(ReplayDivergenceError) as info:
         rt.start(SCRIPT, os_replay=[("random_seed", 1), ("urandom", "00")])
     assert isinstance(info.value, CodeRuntimeError)
@@ -67,7 +67,7 @@ def test_a_divergent_replay_raises() -> None:
 
 
 def test_urandom_is_journaled_as_hex() -> None:
-    rt = MontyRuntime()
+    rt = MontyRuntime(check_scripts=False, rewrite_scripts=False)
     step = expect_complete(start(rt, "import os\nos.urandom(4).hex()"))
     assert step.os_log[1] == ("urandom", step.value)
     again = rt.start("import os\nos.urandom(4).hex()", os_replay=step.os_log)
@@ -75,14 +75,14 @@ def test_urandom_is_journaled_as_hex() -> None:
 
 
 def test_without_the_clock_nothing_is_logged_but_the_seed() -> None:
-    rt = MontyRuntime(system_clock=False)
+    rt = MontyRuntime(system_clock=False, check_scripts=False, rewrite_scripts=False)
     step = rt.start("from datetime import date\ntry:\n    date.today()\nexcept OSError:\n    r = 'refused'\nr")
     assert expect_complete(step).value == "refused"
     assert [k for k, _ in step.os_log] == ["random_seed"]
 
 
 def test_the_process_isolation_mode_logs_and_replays_too() -> None:
-    rt = MontyRuntime(isolation="process")
+    rt = MontyRuntime(isolation="process", check_scripts=False, rewrite_scripts=False)
     first, log = _run(rt, [])
     second, _ = _run(rt, log)
     assert second == first

@@ -110,11 +110,7 @@ pub fn monty_to_py(
 }
 
 /// Converts one node of an arena (e.g. one call argument) to a Python value.
-pub fn ref_to_py(
-    py: Python<'_>,
-    value: V<'_>,
-    root: &str,
-) -> Result<Py<PyAny>, ConvertError> {
+pub fn ref_to_py(py: Python<'_>, value: V<'_>, root: &str) -> Result<Py<PyAny>, ConvertError> {
     let mut steps = Vec::new();
     let mut memo = Memo::default();
     to_py(py, value, root, &mut steps, &mut memo).map(Bound::unbind)
@@ -197,8 +193,7 @@ fn to_py<'py>(
             return Ok(obj.clone());
         }
         // Too deep along this path: walk it again to name where.
-        return check(value, root, steps, &mut Checked::default())
-            .and(Err(too_deep(root, steps)));
+        return check(value, root, steps, &mut Checked::default()).and(Err(too_deep(root, steps)));
     }
     let mut height = 0usize;
     let obj = match n {

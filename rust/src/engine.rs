@@ -16,13 +16,13 @@ use monty_types::{
 };
 
 use crate::convert::{V, check_plain, check_ref};
+use crate::errors::HostError;
 use crate::journal::Journal;
 use crate::memory::{RunMemory, charge_to};
-use std::sync::Arc;
-use crate::errors::HostError;
 use crate::os_policy::OsPolicy;
 use crate::output::CappedOutput;
 use crate::snapshot;
+use std::sync::Arc;
 
 /// Highest recursion depth a script may ask for, in frames, even when "unlimited".
 pub const RECURSION_CEILING: usize = 10_000;
@@ -53,13 +53,15 @@ impl Limits {
     }
 
     fn tracker(&self) -> ResourceTracker {
-        let mut limits = ResourceLimits::default();
-        // Limits apply per advance: Monty's turn budget restarts at every resume.
-        limits.max_turn_duration = self.max_duration;
-        limits.max_memory = Some(self.max_memory.unwrap_or_else(memory_ceiling));
-        limits.max_recursion_depth = self.recursion_depth();
-        // Tool calls are counted by the agent (max_tool_calls), not by the interpreter.
-        limits.max_suspensions = usize::MAX;
+        let limits = ResourceLimits {
+            // Limits apply per advance: Monty's turn budget restarts at every resume.
+            max_turn_duration: self.max_duration,
+            max_memory: Some(self.max_memory.unwrap_or_else(memory_ceiling)),
+            max_recursion_depth: self.recursion_depth(),
+            // Tool calls are counted by the agent (max_tool_calls), not by the interpreter.
+            max_suspensions: usize::MAX,
+            ..ResourceLimits::default()
+        };
         ResourceTracker::new(limits)
     }
 }
@@ -327,14 +329,7 @@ fn classify(style: ToolStyle, call: &FunctionCall) -> Result<ToolRequest, MontyE
             check_request(graph, &req)?;
             return Ok(req);
         }
-        return Err(MontyException::new(
-            ExcType::NameError,
-            Some(format!(
-                "name '{}' is not defined. Tools are not Python functions here: call them only as \
-                 call_tool(\"<tool-name>\", {{\"arg\": value}})",
-                call.function_name
-            )),
-        ));
+        return Err(undefined_name(&call.function_name));
     }
     let name = match arg_ids.first().map(|id| graph.value(*id).as_str()) {
         Some(Some(s)) => s.to_owned(),
@@ -575,7 +570,7 @@ const PYTHON_BUILTINS: &[&str] = &[
     "tuple",
     "type",
     "vars",
-    "zip"
+    "zip",
 ];
 
 /// How the script's undefined names resolve: `call_tool` (and, in the functions style,
@@ -590,13 +585,25 @@ fn name_answer(style: ToolStyle, name: &str, called: bool) -> NameLookupResult {
     if builtin || name == "final_answer" || !called {
         return NameLookupResult::Undefined;
     }
-    NameLookupResult::Error(MontyException::new(
+    NameLookupResult::Error(undefined_name(name))
+}
+
+/// The `NameError` for a called name the host does not serve: with the tool hint unless
+/// the name is a Python builtin or `final_answer`.
+fn undefined_name(name: &str) -> MontyException {
+    if PYTHON_BUILTINS.binary_search(&name).is_ok() || name == "final_answer" {
+        return MontyException::new(
+            ExcType::NameError,
+            Some(format!("name '{name}' is not defined")),
+        );
+    }
+    MontyException::new(
         ExcType::NameError,
         Some(format!(
             "name '{name}' is not defined. Tools are not Python functions here: call them only as \
              call_tool(\"<tool-name>\", {{\"arg\": value}})"
         )),
-    ))
+    )
 }
 
 /// Whether the name at `at` is called (`name(`), read from the script's source; true when
@@ -642,10 +649,7 @@ fn drive(
             }
             RunProgress::FunctionCall(call) => match classify(cfg.tool_style, &call) {
                 Ok(req) => {
-                    return Ok(Stop::Call(
-                        Box::new(Paused(call, Arc::clone(ctx))),
-                        req,
-                    ));
+                    return Ok(Stop::Call(Box::new(Paused(call, Arc::clone(ctx))), req));
                 }
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },

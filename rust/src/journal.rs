@@ -109,8 +109,14 @@ mod tests {
     #[test]
     fn replays_in_order_then_answers_live() {
         let mut j = Journal::new(vec![(CLOCK.into(), JVal::Float(1.5))]);
-        assert_eq!(j.answer(CLOCK, || JVal::Float(9.0)).unwrap(), JVal::Float(1.5));
-        assert_eq!(j.answer(CLOCK, || JVal::Float(9.0)).unwrap(), JVal::Float(9.0));
+        assert_eq!(
+            j.answer(CLOCK, || JVal::Float(9.0)).unwrap(),
+            JVal::Float(1.5)
+        );
+        assert_eq!(
+            j.answer(CLOCK, || JVal::Float(9.0)).unwrap(),
+            JVal::Float(9.0)
+        );
         assert_eq!(j.into_log().len(), 2);
     }
 

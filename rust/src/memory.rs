@@ -8,9 +8,10 @@
 //! step worker or the caller's thread), so the run is known per thread without locks and
 //! runs on different threads never wait for each other.
 //!
-//! What a run is charged: bytes allocated minus bytes freed on its thread while it is
-//! being advanced (including loading its snapshot). Memory a run frees outside an advance
-//! (a dropped continuation) is not credited back; the run is over by then.
+//! What a run is charged: the live bytes of every block allocated while it was being
+//! advanced (snapshot loads included), wherever and whenever the block is freed: each block
+//! records its owner in a 16-byte header. Blocks allocated outside any run (values built
+//! by the host) are never charged.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -61,16 +62,10 @@ impl Drop for Charging {
     }
 }
 
-fn add(delta: isize) {
-    // `try_with`: during thread teardown the slot may be gone; such frees are not a run's.
-    let _ = CURRENT.try_with(|c| {
-        let run = c.get();
-        if !run.is_null() {
-            // SAFETY: the pointer is set only by a live `Charging`, which holds an `Arc` to
-            // the counter until it clears the pointer again.
-            unsafe { &*run }.bytes.fetch_add(delta, Ordering::Relaxed);
-        }
-    });
+/// The run this thread is advancing, or null.
+fn current() -> *const RunMemory {
+    // `try_with`: during thread teardown the slot may be gone; no run is advancing then.
+    CURRENT.try_with(|c| c.get()).unwrap_or(ptr::null())
 }
 
 /// The memory probe Monty reads (installed with [`install_probe`]): the bytes of the run
@@ -94,39 +89,100 @@ pub fn install_probe() {
     let _ = monty_types::MEMORY_PROBE.set(probe);
 }
 
-/// The system allocator, counting each allocation for the run being advanced.
+/// Bytes in front of every block: the owning run's counter (or null), right before the
+/// block, at an offset that keeps the block's alignment.
+const HEADER: usize = 16;
+
+/// The block as the system allocator sees it: header room plus the caller's layout.
+fn outer(layout: Layout) -> Option<(Layout, usize)> {
+    let offset = layout.align().max(HEADER);
+    let size = layout.size().checked_add(offset)?;
+    Layout::from_size_align(size, offset)
+        .ok()
+        .map(|l| (l, offset))
+}
+
+/// The system allocator, charging each block to the run advancing on the thread that
+/// allocated it. The owner is recorded in a header, so a block is credited back to the
+/// same run wherever it is freed (another worker, the Python thread), and a block
+/// allocated outside any run is never charged nor credited.
 pub struct CountingAlloc;
 
-// SAFETY: every method forwards to `System` unchanged; the bookkeeping only touches a
-// thread-local pointer and an atomic counter, and never allocates.
+impl CountingAlloc {
+    unsafe fn finish(base: *mut u8, offset: usize, size: usize) -> *mut u8 {
+        if base.is_null() {
+            return base;
+        }
+        let run = current();
+        // SAFETY: `base` has `offset >= 16` bytes of header room, aligned to at least 16.
+        unsafe {
+            let p = base.add(offset);
+            (p.sub(8) as *mut *const RunMemory).write(run);
+            if !run.is_null() {
+                // The block keeps its run's counter alive until it is freed.
+                Arc::increment_strong_count(run);
+                (*run).bytes.fetch_add(size as isize, Ordering::Relaxed);
+            }
+            p
+        }
+    }
+}
+
+// SAFETY: every block is a system block with `offset` header bytes in front; the pointer
+// handed out is `offset` bytes in and keeps the requested alignment (offset is a multiple
+// of it). The bookkeeping never allocates through this allocator while a header is being
+// read or written (dropping the last counter reference frees a block allocated outside any
+// run, which has no owner to update).
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            add(layout.size() as isize);
-        }
-        p
+        let Some((full, offset)) = outer(layout) else {
+            return ptr::null_mut();
+        };
+        unsafe { Self::finish(System.alloc(full), offset, layout.size()) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            add(layout.size() as isize);
-        }
-        p
+        let Some((full, offset)) = outer(layout) else {
+            return ptr::null_mut();
+        };
+        unsafe { Self::finish(System.alloc_zeroed(full), offset, layout.size()) }
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(p, layout) };
-        add(-(layout.size() as isize));
+        let (full, offset) = outer(layout).expect("the layout was accepted at allocation");
+        unsafe {
+            let run = (p.sub(8) as *const *const RunMemory).read();
+            System.dealloc(p.sub(offset), full);
+            if !run.is_null() {
+                (*run)
+                    .bytes
+                    .fetch_sub(layout.size() as isize, Ordering::Relaxed);
+                Arc::decrement_strong_count(run);
+            }
+        }
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, layout, new_size) };
-        if !q.is_null() {
-            add(new_size as isize - layout.size() as isize);
+        let (full, offset) = outer(layout).expect("the layout was accepted at allocation");
+        let Some(new_full) = new_size.checked_add(offset) else {
+            return ptr::null_mut();
+        };
+        unsafe {
+            let base = System.realloc(p.sub(offset), full, new_full);
+            if base.is_null() {
+                return base;
+            }
+            let q = base.add(offset);
+            // The header moved with the block; the owner stays the same.
+            let run = (q.sub(8) as *const *const RunMemory).read();
+            if !run.is_null() {
+                (*run).bytes.fetch_add(
+                    new_size as isize - layout.size() as isize,
+                    Ordering::Relaxed,
+                );
+            }
+            q
         }
-        q
     }
 }
 
@@ -172,10 +228,20 @@ mod tests {
             assert!(b.used() < 1 << 16, "another thread's allocation is not b's");
             drop(other);
         }
-        {
-            let _g = charge_to(&a);
-            drop(kept);
-        }
+        // Freed on another thread, outside any run: still credited to its owner.
+        std::thread::spawn(move || drop(kept))
+            .join()
+            .expect("thread");
         assert!(a.used() < 1 << 16);
+        // Reallocation moves the charge with the block.
+        let grown = {
+            let _g = charge_to(&b);
+            let mut v: Vec<u8> = Vec::with_capacity(16);
+            v.resize(1 << 20, 1);
+            v
+        };
+        assert!(b.used() >= 1 << 20);
+        drop(grown);
+        assert!(b.used() < 1 << 16);
     }
 }

@@ -140,7 +140,12 @@ impl OsPolicy {
                 let pairs: Vec<(MontyObject, MontyObject)> = self
                     .environ
                     .iter()
-                    .map(|(k, v)| (MontyObject::string(k.clone()), MontyObject::string(v.clone())))
+                    .map(|(k, v)| {
+                        (
+                            MontyObject::string(k.clone()),
+                            MontyObject::string(v.clone()),
+                        )
+                    })
                     .collect();
                 ExtFunctionResult::Return(MontyObject::dict(pairs))
             }
@@ -240,7 +245,9 @@ impl OsPolicy {
             if size > MAX_URANDOM {
                 return Ok(Some(ExtFunctionResult::Error(MontyException::new(
                     ExcType::ValueError,
-                    Some(format!("os.urandom() is limited to {MAX_URANDOM} bytes here")),
+                    Some(format!(
+                        "os.urandom() is limited to {MAX_URANDOM} bytes here"
+                    )),
                 ))));
             }
             let hex = match journal.answer(URANDOM, || {
@@ -257,10 +264,15 @@ impl OsPolicy {
             };
             let bytes: Option<Vec<u8>> = (0..hex.len())
                 .step_by(2)
-                .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+                .map(|i| {
+                    hex.get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                })
                 .collect();
             return match bytes {
-                Some(b) if b.len() == size => Ok(Some(ExtFunctionResult::Return(MontyObject::bytes(b)))),
+                Some(b) if b.len() == size => {
+                    Ok(Some(ExtFunctionResult::Return(MontyObject::bytes(b))))
+                }
                 _ => Err(HostError::ReplayDivergence(
                     "the journal's urandom entry does not match the requested size".into(),
                 )),
@@ -300,10 +312,18 @@ fn shift(utc: NaiveDateTime, offset_seconds: i32) -> NaiveDateTime {
     utc + chrono::TimeDelta::seconds(i64::from(offset_seconds))
 }
 
-fn now_datetime(utc: NaiveDateTime, local_offset: i32, tz: Option<MontyTimeZone>) -> ExtFunctionResult {
+fn now_datetime(
+    utc: NaiveDateTime,
+    local_offset: i32,
+    tz: Option<MontyTimeZone>,
+) -> ExtFunctionResult {
     let (naive, offset, name) = match tz {
         None => (shift(utc, local_offset), None, None),
-        Some(tz) => (shift(utc, tz.offset_seconds), Some(tz.offset_seconds), tz.name),
+        Some(tz) => (
+            shift(utc, tz.offset_seconds),
+            Some(tz.offset_seconds),
+            tz.name,
+        ),
     };
     ExtFunctionResult::Return(MontyObject::datetime(MontyDateTime {
         year: naive.year(),

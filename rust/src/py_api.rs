@@ -14,9 +14,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
 
 use crate::convert::{V, monty_to_py, py_to_monty, ref_to_py};
-use crate::journal::{JVal, Journal, OsLog};
 use crate::engine::{self, Advance, EngineConfig, Limits, Outcome, Paused, Stop, ToolStyle};
 use crate::errors::{CodeRuntimeError, HostError};
+use crate::journal::{JVal, Journal, OsLog};
 use crate::os_policy::{MountSpec, OsPolicy};
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 use crate::worker::{self, Slot};
@@ -117,9 +117,9 @@ fn journal_from_py(replay: Option<&Bound<'_, PyAny>>) -> PyResult<Journal> {
     };
     let mut entries = Vec::new();
     for item in replay.try_iter()? {
-        let (kind, value): (String, Bound<'_, PyAny>) = item?.extract().map_err(|_| {
-            PyTypeError::new_err("os_replay entries must be (kind, value) pairs")
-        })?;
+        let (kind, value): (String, Bound<'_, PyAny>) = item?
+            .extract()
+            .map_err(|_| PyTypeError::new_err("os_replay entries must be (kind, value) pairs"))?;
         let value = if value.is_instance_of::<pyo3::types::PyBool>() {
             return Err(PyTypeError::new_err(format!(
                 "os_replay value for {kind:?} must be an int, float or str"
@@ -259,7 +259,9 @@ impl MontyEngine {
         let needed = start_stack(&self.cfg, &script);
         let advance = py
             .detach(move || {
-                with_stack(needed, || engine::start(&cfg, script, &script_name, journal))
+                with_stack(needed, || {
+                    engine::start(&cfg, script, &script_name, journal)
+                })
             })
             .map_err(PyErr::from)?;
         build_step(py, &self.cfg, advance)
@@ -277,7 +279,9 @@ impl MontyEngine {
         let cfg = Arc::clone(&self.cfg);
         let needed = start_stack(&self.cfg, &script);
         let slot = worker::submit(move || {
-            with_stack(needed, || engine::start(&cfg, script, &script_name, journal))
+            with_stack(needed, || {
+                engine::start(&cfg, script, &script_name, journal)
+            })
         });
         Ok(StepTicket::new(&self.cfg, slot))
     }
@@ -345,7 +349,8 @@ impl MontyEngine {
         for (k, v) in &req.keyword {
             keyword.set_item(
                 k,
-                ref_to_py(py, V::at(arena, *v), k).map_err(|e| HostError::Internal(e.describe()))?,
+                ref_to_py(py, V::at(arena, *v), k)
+                    .map_err(|e| HostError::Internal(e.describe()))?,
             )?;
         }
         Ok((

@@ -249,7 +249,10 @@ mod tests {
         bytes.extend_from_slice(b"0.0.19");
         bytes.extend_from_slice(&[0; 48]);
         let msg = refusal(&bytes, None);
-        assert!(msg.contains("0.0.19") && msg.contains(MONTY_VERSION), "{msg}");
+        assert!(
+            msg.contains("0.0.19") && msg.contains(MONTY_VERSION),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -77,7 +77,8 @@ FILESYSTEM = [
     Case(
         "rename-out-of-mount",
         "from pathlib import Path\nPath('/out/f.txt').write_text('x')\nPath('/out/f.txt').rename('/tmp/f.txt')",
-        PE,
+        # monty-fs 1.4 refuses a rename whose target is outside the source's mount as a cross-device move.
+        ("raised", "OSError: [Errno 18] Invalid cross-device link"),
     ),
     Case(
         "rename-into-read-only",
@@ -91,7 +92,11 @@ FILESYSTEM = [
         ("complete", [False, False]),
     ),
     Case("relative-path", "from pathlib import Path\nPath('etc/passwd').read_text()", PE),
-    Case("nul-in-path", "from pathlib import Path\nPath('/data/inside.txt\\x00/../../etc/passwd').read_text()", PE),
+    Case(
+        "nul-in-path",
+        "from pathlib import Path\nPath('/data/inside.txt\\x00/../../etc/passwd').read_text()",
+        ("raised", "ValueError: embedded null byte"),  # CPython's own refusal, before any path lookup
+    ),
     Case(
         "very-long-name",
         "from pathlib import Path\nPath('/out/' + 'a' * 5000).write_text('x')",
@@ -119,23 +124,21 @@ FILESYSTEM = [
         "",
         ("complete_in", ["denied", "missing", "public"]),
         limits={"max_duration": 10.0},
+        # 0.1.0 (monty-fs 0.0.19) followed a symlink swapped in between the mount check and the open;
+        # monty-fs 1.4 resolves through the mount's directory descriptor and never leaves it.
         driver="race_symlink_swap",
-        bug=(
-            "BUG: the mount check and the open are separate steps (time-of-check to time-of-use): a symlink "
-            "swapped into a mount by another writer between them is followed out of the mount"
-        ),
     ),
     Case(
         "rmdir-mount-root",
         "from pathlib import Path\nPath('/out').rmdir()",
-        ("raised", "OSError: [Errno 39] Directory not empty"),
+        ("raised", "PermissionError"),
     ),
     Case(
         "symlink-to-is-refused",
         "from pathlib import Path\nPath('/out/l').symlink_to('/etc/passwd')",
         ("raised", "AttributeError"),
     ),
-    Case("os-listdir-missing", "import os\nos.listdir('/')", ("raised", "AttributeError")),
+    Case("os-listdir-root-refused", "import os\nos.listdir('/')", ("raised", "PermissionError")),
 ]
 """``race-symlink-swap`` (a host thread swapping a file for an escaping symlink while the
 script reads it) is in ``test_adversarial.py``: it needs a live host thread."""
@@ -151,10 +154,10 @@ ENVIRONMENT = [
     ),
     Case("getenv-default", f"import os\nos.getenv('{HOST_ENV_SECRET}', 'dflt')", ("complete", "dflt")),
     Case("environ-keys", "import os\nlist(os.environ.keys())", ("complete", ["VISIBLE"])),
-    Case("sys-argv", "import sys\nsys.argv", ("raised", "AttributeError")),
+    Case("sys-argv", "import sys\nsys.argv", ("complete", ["agent"])),  # the script's name only
     Case("sys-path", "import sys\nsys.path", ("raised", "AttributeError")),
     Case("sys-modules", "import sys\nsys.modules", ("raised", "AttributeError")),
-    Case("sys-executable", "import sys\nsys.executable", ("raised", "AttributeError")),
+    Case("sys-executable", "import sys\nsys.executable", ("complete", "")),  # no host path
     Case("os-system", "import os\nos.system('echo pwned')", ("raised", "AttributeError")),
     Case("os-popen", "import os\nos.popen('id')", ("raised", "AttributeError")),
     Case("os-putenv", f"import os\nos.putenv('{HOST_ENV_SECRET}', 'x')", ("raised", "AttributeError")),
@@ -178,7 +181,7 @@ INTERPRETER = [
     Case("dunder-builtins", "__builtins__", ("raised", "NameError")),
     Case("class-mro", "().__class__.__mro__", ("raised", "AttributeError")),
     Case("subclasses", "''.__class__.__subclasses__()", ("raised", "AttributeError")),
-    Case("object-subclasses", "object.__subclasses__()", ("raised", "NameError")),
+    Case("object-subclasses", "object.__subclasses__()", ("raised", "AttributeError")),
     Case(
         "type-call-3-args",
         "type('X', (), {})",
@@ -188,8 +191,10 @@ INTERPRETER = [
     Case("getattr-dunder-class", "getattr(1, '__class__')", ("raised", "AttributeError")),
     Case("getattr-dunder-globals", "def f():\n    pass\ngetattr(f, '__globals__')", ("raised", "AttributeError")),
     Case("function-code", "def f():\n    pass\nf.__code__", ("raised", "AttributeError")),
-    Case("eval", "eval('1+1')", ("raised", "NameError")),
-    Case("exec", "exec('x = 1')", ("raised", "NameError")),
+    # Monty 1.4 compiles eval/exec code inside the sandbox: same interpreter, same limits.
+    Case("eval", "eval('1+1')", ("complete", 2)),
+    Case("exec", "exec('x = 1')", ("complete", None)),
+    Case("eval-escapes-nothing", 'eval(\'__import__("os").system("id")\')', ("raised", "NameError")),
     Case("compile", "compile('1', 'f', 'eval')", ("raised", "NameError")),
     Case("globals", "globals()", ("raised", "NameError")),
     Case("locals-vars", "vars()", ("raised", "NameError")),
@@ -206,7 +211,7 @@ INTERPRETER = [
     Case("str-dict", "str.__dict__", ("raised", "AttributeError")),
     Case("setattr-on-builtin-type", "setattr(int, 'x', 1)", ("raised", "AttributeError")),
     Case("class-inheritance-refused", "class A(Exception):\n    pass", ("raised", "NotImplementedError")),
-    Case("decorator-refused", "def d(f):\n    return f\n@d\ndef g():\n    pass", ("raised", "NotImplementedError")),
+    Case("decorator", "def d(f):\n    return f\n@d\ndef g():\n    return 3\ng()", ("complete", 3)),
     Case("generator-refused", "def g():\n    yield 1", ("raised", "NotImplementedError")),
     Case("json-object-hook-absent", "import json\njson.loads('{}', object_hook=print)", ("raised", "TypeError")),
     Case("re-catastrophic-backtracking", "import re\nre.match('(a+)+$', 'a' * 40 + '!')", ("complete", None)),

@@ -35,12 +35,10 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
-from collections.abc import Sequence
-
 from ._seam import Call, Complete, Raised, ReplayDivergenceError, ResumeError, ResumeValue, RunStep
 
 __all__ = ("HANG_GRACE", "ProcessEngine", "ProcessPendingCall", "pool_size", "shutdown_pool")

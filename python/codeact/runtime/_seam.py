@@ -152,9 +152,7 @@ class CodeRuntime(Protocol):
     """An interpreter behind the seam. Synchronous: the agent decides how to call it
     without blocking its event loop."""
 
-    def start(
-        self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()
-    ) -> RunStep:
+    def start(self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
         """Runs ``script`` to its first stop. A syntax error is a ``Raised`` step."""
         ...
 

@@ -95,9 +95,7 @@ class CPythonRuntime:
     ) -> RunStep:
         raise CodeRuntimeError("CPythonRuntime cannot suspend, so it cannot resume from snapshot bytes")
 
-    def start(
-        self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()
-    ) -> RunStep:
+    def start(self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
         try:
             tree = ast.parse(script, filename=script_name)
         except SyntaxError as exc:

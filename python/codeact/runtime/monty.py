@@ -303,9 +303,7 @@ class MontyRuntime:
 
     # -- the seam -------------------------------------------------------------------------
 
-    def start(
-        self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()
-    ) -> RunStep:
+    def start(self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
         """Compiles and runs ``script`` to its first stop (the GIL is released meanwhile).
 
         ``os_replay``: ``(kind, value)`` entries of earlier ``os_log``s, answered first, in

@@ -215,7 +215,8 @@ fn main() {
     let mut call = Some(paused());
     let mut dump_once = || -> Vec<u8> {
         let progress = RunProgress::FunctionCall(call.take().unwrap());
-        let bytes = monty::dump("main.py", None, &[], SessionRef::Running(&progress)).expect("dump");
+        let bytes =
+            monty::dump("main.py", None, &[], SessionRef::Running(&progress)).expect("dump");
         call = progress.into_function_call();
         bytes
     };
