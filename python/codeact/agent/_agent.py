@@ -33,8 +33,8 @@ from ..sessions._types import (
     Part,
     UsageMetadata,
 )
-from ..telemetry import AgentRun, start_agent_run
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
+from ..telemetry import AgentRun, start_agent_run
 from ..tools import FunctionTool, Tool, ToolContext
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
@@ -586,7 +586,9 @@ class CodeActAgent(BaseAgent):
             end: TurnEnd | None = None
             driver = TurnDriver(self, run, state)
             otel = run.otel
-            span = otel.begin_script(state.record.get("script"), script_name=SCRIPT_NAME) if otel and otel.active else None
+            span = (
+                otel.begin_script(state.record.get("script"), script_name=SCRIPT_NAME) if otel and otel.active else None
+            )
             try:
                 async with aclosing(driver.drive(step)) as driven:
                     async for item in driven:

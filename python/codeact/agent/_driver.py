@@ -103,7 +103,7 @@ class Journal:
         for r in records:
             data = pydantic_core.from_json(r.data)
             if r.kind == "os":
-                journal.os[r.seq] = data
+                journal.os[r.seq] = [tuple(entry) for entry in data]  # JSON gives lists; the runtime takes pairs
             elif r.kind == "intent":
                 journal.calls[r.seq] = _Entry(data[0], data[1])
             elif r.seq in journal.calls:
@@ -522,7 +522,8 @@ class TurnDriver:
             invocation_id=self.run.ctx.invocation_id,
             author=self.agent.name,
             content=Content(
-                role="model", parts=[Part(function_call=FunctionCall(name=inv.tool.name, args=inv.args, id=inv.call_key))]
+                role="model",
+                parts=[Part(function_call=FunctionCall(name=inv.tool.name, args=inv.args, id=inv.call_key))],
             ),
             custom_metadata={"codeact_kind": "tool_call"},
         )
