@@ -84,7 +84,8 @@ class EventPrinter:
                 result = part.code_execution_result
                 ok = result.outcome == "OUTCOME_OK"
                 body.append(Text(f"script {'ended' if ok else result.outcome}", style="green" if ok else "red"))
-                if result.output:
+                shown = "".join(p.text or "" for p in content.parts) if content is not None else ""
+                if result.output and result.output.strip() not in shown:  # the feedback shows it already
                     body.append(Text(result.output.rstrip("\n"), style="dim"))
             elif part.text:
                 if event.author == "user" or event.kind == "script_result":
