@@ -476,3 +476,18 @@ async def test_the_event_printer_shows_scripts_results_and_tool_events(anyio_bac
     bare.content.parts.append(Part.model_validate({"executable_code": {"code": "x = 41 + 1"}}))
     printer(bare)
     assert "x = 41 + 1" in out.getvalue()
+
+
+async def test_a_bytes_result_is_stored_in_its_tool_response_as_base64(tmp_path, anyio_backend):
+    def blob() -> bytes:
+        """Returns raw bytes."""
+        return b"\xff\x00"
+
+    model = ScriptedModel([fence('b = call_tool("blob", {})\n{"type": "final_result", "value": len(b)}')])
+    agent = CodeActAgent(name="coder", model=model, runtime=MontyRuntime(), tools=[blob])
+    with SqliteSessionService(tmp_path / "b.db") as service:
+        events = await run_once(agent, service, emit_tool_events=True)
+        stored = await service.get_session(app_name=APP, user_id=USER, session_id="s")
+    assert events[-1].text == "2"
+    (response,) = [e for e in stored.events if e.kind == "tool_response"]
+    assert response.get_function_responses()[0].response == {"result": "_wA="}

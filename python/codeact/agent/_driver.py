@@ -533,7 +533,8 @@ class TurnDriver:
         ``response`` is the result (a non-dict value as ``{"result": value}``, as Google ADK
         does) or ``{"error": "<ExceptionType>: <message>"}`` (what the script got)."""
         if isinstance(outcome, ResumeValue):
-            value = outcome.value
+            # plain JSON for the session store (bytes as base64, as pydantic does)
+            value = pydantic_core.to_jsonable_python(outcome.value, bytes_mode="base64", inf_nan_mode="constants")
             response = value if isinstance(value, dict) else {"result": value}
         else:
             response = {"error": f"{outcome.exc_type}: {outcome.message}"}
