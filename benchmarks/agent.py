@@ -13,6 +13,7 @@ Targets (issue 3): <= 200 us per turn beyond the runtime, heartbeat worst delay 
 Durability (issue 9, SPEC §5 v2; the "before" column holds 0.1.0's figures from the issue):
 
 * per inline tool call through the agent: <= 20 us (in-memory store), <= 150 us (SQLite);
+  also shown with ``RunConfig(emit_tool_events=True)`` (issue 11: why those events are opt-in);
 * SQLite storage per inline call: <= 300 B + the JSON size of arguments and result, the same
   with a 20,000-string heap as with an empty one;
 * 10,000 calls take <= 11x the time of 1,000, and memory stays flat;
@@ -45,6 +46,7 @@ from codeact import (
     MontyRuntime,
     ResourceLimits,
     ResumeValue,
+    RunConfig,
     Runner,
     ScriptedModel,
     SqliteSessionService,
@@ -169,7 +171,7 @@ def loop_script(n: int, heap: bool = False) -> str:
     return LOOP_SCRIPT.format(n=n, heap=HEAP if heap else "")
 
 
-async def loop_run_s(service: Any, n: int, sid: str, *, heap: bool = False) -> float:
+async def loop_run_s(service: Any, n: int, sid: str, *, heap: bool = False, tool_events: bool = False) -> float:
     """Seconds of one agent run whose script makes ``n`` inline calls in a loop."""
     reply = f"```python\n{loop_script(n, heap)}\n```"
     agent = CodeActAgent(
@@ -178,7 +180,8 @@ async def loop_run_s(service: Any, n: int, sid: str, *, heap: bool = False) -> f
     runner = Runner(app_name="bench", agent=agent, session_service=service)
     await service.create_session(app_name="bench", user_id="u", session_id=sid)
     t0 = time.perf_counter()
-    events = [e async for e in runner.run_async(user_id="u", session_id=sid, new_message="go")]
+    config = RunConfig(emit_tool_events=tool_events)
+    events = [e async for e in runner.run_async(user_id="u", session_id=sid, new_message="go", run_config=config)]
     elapsed = time.perf_counter() - t0
     assert events[-1].text == str(sum(range(1, n + 1))), events[-1]
     return elapsed
@@ -193,15 +196,16 @@ def bare_loop_s(n: int) -> float:
     return time.perf_counter() - t0
 
 
-async def per_call_us(service_factory: Any, repeats: int) -> float:
+async def per_call_us(service_factory: Any, repeats: int, *, tool_events: bool = False) -> float:
     """Median microseconds per inline call through the agent: (run of 1,000 calls - run of
-    100 calls) / 900, so the turn's fixed cost cancels out."""
+    100 calls) / 900, so the turn's fixed cost cancels out. ``tool_events``: with
+    ``RunConfig(emit_tool_events=True)`` (two more events stored per call)."""
     samples = []
     for i in range(repeats):
         service, _ = service_factory()
         with service:
-            big = await loop_run_s(service, 1000, f"a{i}")
-            small = await loop_run_s(service, 100, f"b{i}")
+            big = await loop_run_s(service, 1000, f"a{i}", tool_events=tool_events)
+            small = await loop_run_s(service, 100, f"b{i}", tool_events=tool_events)
         samples.append((big - small) / 900)
     return statistics.median(samples) * 1e6
 
@@ -315,6 +319,7 @@ async def main_async(quick: bool) -> dict[str, Any]:
         folder = Path(tmp)
         durable = {
             "per_call_memory_us": await per_call_us(memory_store, 3 if quick else 9),
+            "per_call_memory_tool_events_us": await per_call_us(memory_store, 3 if quick else 9, tool_events=True),
             "per_call_sqlite_us": await per_call_us(sqlite_store_factory(folder), 3 if quick else 7),
             "bare_per_call_us": statistics.median((bare_loop_s(1000) - bare_loop_s(100)) / 900 for _ in range(5)) * 1e6,
             "storage_empty_heap": await storage_per_call(folder, heap=False),
@@ -368,6 +373,7 @@ def render(r: dict[str, Any]) -> None:
     heap, _ = d["storage_20k_heap"]
     rows = [
         ("per inline call through the agent, memory", "174 us", d["per_call_memory_us"], "us", 20),
+        ("  the same with RunConfig(emit_tool_events=True)", "-", d["per_call_memory_tool_events_us"], "us", None),
         ("per inline call through the agent, sqlite", "1300 us", d["per_call_sqlite_us"], "us", 150),
         ("  (bare runtime round trip per call)", "1.8 us", d["bare_per_call_us"], "us", None),
         ("sqlite bytes per inline call, empty heap", "8000 B", empty, "B", 300 + payload),

@@ -68,10 +68,13 @@ async def run(
     run_config: RunConfig | None = None,
     state: dict[str, Any] | None = None,
     session_id: str = SESSION,
+    progress: bool = False,
 ) -> tuple[list[Event], Session, BaseSessionService]:
     """One invocation through a ``Runner``; creates the session (with ``state``) if needed.
 
-    Returns the events, the session as stored afterwards, and the service."""
+    Returns the events (without the run's progress events, ``Event.kind`` set, unless
+    ``progress``: tests/test_events.py covers those), the session as stored afterwards, and
+    the service."""
     service = service if service is not None else InMemorySessionService()
     existing = await service.get_session(app_name=APP, user_id=USER, session_id=session_id)
     if existing is None:
@@ -80,6 +83,7 @@ async def run(
     events = [
         e
         async for e in runner.run_async(user_id=USER, session_id=session_id, new_message=message, run_config=run_config)
+        if progress or e.kind is None
     ]
     session = await service.get_session(app_name=APP, user_id=USER, session_id=session_id)
     assert session is not None
@@ -94,9 +98,10 @@ async def run_direct(
     state: dict[str, Any] | None = None,
     invocation_id: str = "inv",
     history: Sequence[Event] = (),
+    progress: bool = False,
 ) -> list[Event]:
     """Runs ``agent.run_async`` on a hand-built context (no runner, nothing persisted), with
-    a known invocation id."""
+    a known invocation id (progress events left out unless ``progress``, as in ``run``)."""
     session = Session(id=SESSION, app_name=APP, user_id=USER, state=dict(state or {}), events=list(history))
     ctx = InvocationContext(
         invocation_id=invocation_id,
@@ -106,7 +111,7 @@ async def run_direct(
         user_content=Content.from_text(message) if message is not None else None,
         run_config=run_config or RunConfig(),
     )
-    return [e async for e in agent.run_async(ctx)]
+    return [e async for e in agent.run_async(ctx) if progress or e.kind is None]
 
 
 def journal_of(service: BaseSessionService, session_id: str = SESSION) -> list[tuple[str, int, Any]]:

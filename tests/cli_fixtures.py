@@ -23,8 +23,11 @@ def send(amount: int) -> str:
 
 
 def _reply(request: LlmRequest) -> str:
-    """Answers the last user message: "add" composes a tool call, "send" a gated one."""
+    """Answers the last user message: "add" composes a tool call, "send" a gated one; a denial
+    (fed back as an error naming the call) ends the run."""
     last = request.contents[-1].text
+    if "denied" in last:
+        return '```python\n{"type": "final_result", "value": "not sent"}\n```'
     if "send" in last:
         return '```python\nr = call_tool("send", {"amount": 5})\n{"type": "final_result", "value": r}\n```'
     if "observation" in last.lower() or "result" in last.lower():

@@ -636,7 +636,7 @@ async def test_suspend_then_resume_in_a_fresh_process(tmp_path: Path, monkeypatc
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["errors"] == [None]
+    assert set(out["errors"]) == {None}
     assert out["texts"][-1] == "cleared 3"
     assert out["prompt"] == ['Observation:\n{"n":3,"status":"deleted"}', "Output (stdout):\nitems: 3\n"]
     lines = log.read_text().splitlines()

@@ -255,7 +255,7 @@ async def test_max_iterations_exceeded_is_an_error() -> None:
     events, _, _ = await run(agent)
     last = events[-1]
     assert last.error_code == "codeact.max_iterations"
-    assert last.error_message == "max iterations (1) exceeded without a final result"
+    assert last.error_message.startswith("max iterations (1) exceeded without a final result. The transcript is kept")
     assert last.is_final_response()
     assert len(model.requests) == 1
 
@@ -263,7 +263,7 @@ async def test_max_iterations_exceeded_is_an_error() -> None:
 async def test_default_max_iterations_is_twelve() -> None:
     agent, _, model = scripted_agent([[observation(i)] for i in range(13)])
     events, _, _ = await run(agent)
-    assert events[-1].error_message == "max iterations (12) exceeded without a final result"
+    assert events[-1].error_message.startswith("max iterations (12) exceeded without a final result.")
     assert len(model.requests) == 12
 
 

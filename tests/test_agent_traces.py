@@ -304,7 +304,7 @@ async def test_trace_max_iterations(tmp_path: Path) -> None:
     assert len(model.requests) == 12
     (last,) = events
     assert last.error_code == "codeact.max_iterations"
-    assert last.error_message == "max iterations (12) exceeded without a final result"
+    assert last.error_message.startswith("max iterations (12) exceeded without a final result.")
     stored = await stored_session(db)
     assert stored.events[-1].error_code == "codeact.max_iterations"
     # 11 failed turns fed back: reply + error + stdout note each

@@ -38,7 +38,9 @@ def test_run_blocking_form(backend: str) -> None:
     agent, _, _ = scripted_agent([[PlannedCall("echo", {}), final("five")]], tools=[echo])
     runner = Runner(app_name=APP, agent=agent, auto_create_session=True)
     events = runner.run(user_id=USER, session_id=SESSION, new_message="hi", backend=backend)
-    assert [e.text for e in events] == ["five"]  # the call is in the journal, not the event log
+    # the call is in the journal; the events show the script and its result, then the answer
+    assert [e.kind for e in events] == ["model_reply", "script_result", None]
+    assert events[-1].text == "five"
 
 
 async def test_missing_session_raises_unless_auto_create() -> None:
@@ -62,7 +64,7 @@ async def test_user_message_is_stored_as_an_event() -> None:
     assert first.author == "user"
     assert first.text == "the question"
     assert first.invocation_id == events[0].invocation_id
-    assert [e.id for e in session.events[1:]] == [e.id for e in events]
+    assert [e.id for e in session.events[1:] if e.kind is None] == [e.id for e in events]
 
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
@@ -82,7 +84,7 @@ async def test_events_are_persisted_before_the_next_step(store: str, tmp_path) -
         events, _, _ = await run(agent, service=service)
         journal_after = journal_of(service)
     count, slot, journal = seen
-    assert count == 1  # the user message
+    assert count == 2  # the user message and the model's reply (the script)
     # before the tool ran: the turn record is in the slot and the intent is durable
     assert slot.data["turn"] == f"{events[0].invocation_id}:1" and slot.data["status"] == "running"
     assert [(kind, seq, data[0]) for kind, seq, data in journal] == [("intent", 0, "peek")]
@@ -114,7 +116,7 @@ async def test_runner_gives_a_sub_agent_its_parent_and_peers() -> None:
     await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
     runner = Runner(app_name=APP, agent=root, session_service=service)
     events = [e async for e in runner.run_async(user_id=USER, session_id=SESSION, new_message="hi")]
-    assert [(e.author, e.actions.transfer_to_agent, e.text) for e in events] == [
+    assert [(e.author, e.actions.transfer_to_agent, e.text) for e in events if e.kind is None] == [
         ("router", "coder", ""),
         ("coder", "peer", ""),
         ("peer", None, "peer here"),
@@ -133,7 +135,7 @@ async def test_a_pending_checkpoint_resumes_with_its_owner_agent() -> None:
     assert first[-1].long_running_tool_ids
     msg = Content(role="user", parts=[Part(function_response=FunctionResponse(name="slow", response=1))])
     second = [e async for e in runner.run_async(user_id=USER, session_id=SESSION, new_message=msg)]
-    assert [e.author for e in second] == ["coder"]  # the router did not run again
+    assert {e.author for e in second} == {"coder"}  # the router did not run again
     assert second[-1].text == "resumed"
 
 
@@ -149,7 +151,9 @@ async def test_monty_runner_round_trip_with_sqlite(tmp_path) -> None:
         events = [e async for e in runner.run_async(user_id=USER, session_id=SESSION, new_message="1+2?")]
         session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
     assert events[-1].text == "3"
-    assert len(session.events) == 2  # the question and the answer; the call is in the journal
+    # the question, the model's reply (the script), the script's result and the answer;
+    # the call is in the journal
+    assert [e.kind for e in session.events] == [None, "model_reply", "script_result", None]
 
 
 class Closable(BaseAgent):

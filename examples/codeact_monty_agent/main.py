@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,12 @@ from codeact import (
     MontyRuntime,
     Mount,
     OpenAIChatModel,
+    RunConfig,
     Runner,
     ScriptedModel,
     SqliteSessionService,
     Tool,
     ToolContext,
-    extract_code,
     tool,
 )
 
@@ -159,41 +160,17 @@ def scripted_reply(request: LlmRequest) -> str:
 # ------------------------------------------------------------------ printing
 
 
-def show_feedback(callback_context: Any, request: LlmRequest) -> None:
-    """Prints what the loop fed back to the model after the previous script."""
-    tail = []
-    for content in reversed(request.contents):
-        if content.role != "user" or not content.text.startswith(("Error during", "Observation:", "Output")):
-            break
-        tail.append(content.text)
-    for text in reversed(tail):
-        first, _, rest = text.partition("\n")
-        body = rest if len(rest) < 400 else rest[:200] + " ... " + rest[-150:]
-        print(f"  fed back: {first}\n    " + body.replace("\n", "\n    "))
-
-
-def show_script(callback_context: Any, response: Any) -> None:
-    script = extract_code(response.text)
-    print("\n--- model script ---")
-    print(script if script is not None else response.text)
-    print("--------------------")
-
-
-def show_tool(tool_obj: Tool, args: dict[str, Any], tool_context: ToolContext) -> None:
-    shown = {k: (f"<{len(v)} values>" if isinstance(v, list) else v) for k, v in args.items()}
-    print(f"  tool  {tool_obj.name}({json.dumps(shown)[:100]})")
-
-
-def show_event(event: Event) -> None:
-    if event.error_code:
-        print(f"EVENT error {event.error_code}: {event.error_message}")
-    elif event.actions.requested_tool_confirmations:
-        for key, conf in event.actions.requested_tool_confirmations.items():
-            print(f"EVENT suspended: {conf.tool_name} needs approval (call {key}); continuation stored")
-    elif event.content is not None:
-        print(f"EVENT final answer from {event.author}:\n{event.text}")
-    else:
-        print(f"EVENT {event.author}: state {sorted(event.actions.state_delta)}")
+def make_printer() -> Callable[[Event], None]:
+    """``codeact.console.EventPrinter`` (rich, from ``codeact[cli]``): each model reply with its
+    script, each tool call and result, what was fed back to the model, the approval request
+    and the final answer. Without rich, one plain line per event."""
+    try:
+        from codeact.console import EventPrinter
+    except ImportError:
+        return lambda event: print(
+            f"[{event.kind or 'event'}] {event.author}: {event.text or event.error_message or ''}"
+        )
+    return EventPrinter()
 
 
 # ------------------------------------------------------------------ main
@@ -214,14 +191,13 @@ def build_agent(args: argparse.Namespace) -> CodeActAgent:
         instruction="You analyse the Iris dataset mounted at /data/iris.csv (columns: sepal_length, "
         "sepal_width, petal_length, petal_width, species).",
         tools=[describe, species_info, make_send_report(Path(args.outbox))],
-        before_model=show_feedback,
-        after_model=show_script,
-        before_tool=show_tool,
         max_iterations=8,
     )
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    show_event = make_printer()
+    config = RunConfig(emit_tool_events=True)  # tool calls and results as events, for the printer
     with SqliteSessionService(args.db) as sessions:
         if args.reset:
             await sessions.delete_session(app_name=APP, user_id=USER, session_id=SESSION)
@@ -233,7 +209,7 @@ async def main_async(args: argparse.Namespace) -> int:
         if session is None:
             await sessions.create_session(app_name=APP, user_id=USER, session_id=SESSION)
             print(f"USER  {QUESTION}")
-            events = runner.run_async(user_id=USER, session_id=SESSION, new_message=QUESTION)
+            events = runner.run_async(user_id=USER, session_id=SESSION, new_message=QUESTION, run_config=config)
         elif pending := await runner.pending(user_id=USER, session_id=SESSION):
             (call,) = pending
             if not (args.approve or args.deny):
@@ -242,7 +218,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 return 2
             print(f"HUMAN {'approves' if args.approve else 'denies'} call {call.call_key}; resuming the paused script")
             decide = runner.approve if args.approve else runner.deny
-            events = decide(user_id=USER, session_id=SESSION, call_key=call.call_key)
+            events = decide(user_id=USER, session_id=SESSION, call_key=call.call_key, run_config=config)
         else:
             print("This demo session has finished. Run with --reset to start over.")
             return 0

@@ -74,9 +74,11 @@ from .services import (
 )
 from .sessions import (
     BaseSessionService,
+    CodeExecutionResult,
     Content,
     Event,
     EventActions,
+    ExecutableCode,
     FunctionCall,
     FunctionResponse,
     InMemorySessionService,
@@ -84,6 +86,7 @@ from .sessions import (
     Session,
     SqliteSessionService,
     ToolConfirmation,
+    UsageMetadata,
 )
 from .skills import Skill, SkillIndex, SkillPolicy
 from .tools import FunctionTool, LongRunningFunctionTool, State, Tool, ToolContext, tool
@@ -108,12 +111,14 @@ __all__ = (
     "CodeActCheckpoint",
     "CallsPendingError",
     "CodeActError",
+    "CodeExecutionResult",
     "CodeRuntime",
     "CodeRuntimeError",
     "Complete",
     "Content",
     "Event",
     "EventActions",
+    "ExecutableCode",
     "FileArtifactService",
     "FunctionCall",
     "FunctionResponse",
@@ -168,6 +173,7 @@ __all__ = (
     "Tool",
     "ToolArgumentError",
     "ToolConfirmation",
+    "UsageMetadata",
     "ToolContext",
     "ToolOutcome",
     "Toolset",

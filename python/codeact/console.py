@@ -1,7 +1,9 @@
 """A rich console printer for agent events (``pip install 'codeact[cli]'`` for rich).
 
 ``EventPrinter()(event)`` prints one event: the author, model text as Markdown (so the
-script's code fence is syntax-highlighted), tool calls (``function_call`` parts) and results
+script's code fence is syntax-highlighted; an ``executable_code`` part not shown by the text
+is printed as Python), the script's result (``code_execution_result``: outcome and stdout,
+with the feedback sent to the model), tool calls (``function_call`` parts) and results
 (``function_response`` parts), state changes, confirmation requests and errors::
 
     printer = EventPrinter()
@@ -73,8 +75,23 @@ class EventPrinter:
             elif part.function_response is not None:
                 resp = part.function_response
                 body.append(Text.assemble(("← ", "green"), (resp.name, "bold green"), f": {_short(resp.response)}"))
+            elif part.executable_code is not None:
+                code = part.executable_code.code
+                texts = "".join(p.text or "" for p in content.parts if p is not part) if content is not None else ""
+                if code.strip() not in texts:  # a fenced block in the reply shows it already
+                    body.append(Syntax(code, "python", line_numbers=True))
+            elif part.code_execution_result is not None:
+                result = part.code_execution_result
+                ok = result.outcome == "OUTCOME_OK"
+                body.append(Text(f"script {'ended' if ok else result.outcome}", style="green" if ok else "red"))
+                shown = "".join(p.text or "" for p in content.parts) if content is not None else ""
+                if result.output and result.output.strip() not in shown:  # the feedback shows it already
+                    body.append(Text(result.output.rstrip("\n"), style="dim"))
             elif part.text:
-                body.append(Markdown(part.text) if event.author != "user" else Text(part.text))
+                if event.author == "user" or event.kind == "script_result":
+                    body.append(Text(part.text, style="dim" if event.kind else ""))
+                else:
+                    body.append(Markdown(part.text))
         actions = event.actions
         if self.show_state and actions.state_delta:
             body.append(Text(f"state Δ {_short(actions.state_delta)}", style="magenta"))
@@ -93,7 +110,11 @@ class EventPrinter:
         if not body:
             return Text(f"[{event.author}] ·", style="dim") if self.show_empty else None
         style = "red" if event.error_code else ("blue" if event.author == "user" else "white")
-        return Panel(Group(*body), title=event.author, title_align="left", border_style=style)
+        title = event.author if event.kind is None else f"{event.author} · {event.kind.replace('_', ' ')}"
+        usage = event.usage_metadata
+        if usage is not None and usage.total_token_count is not None:
+            title += f" · {usage.total_token_count} tokens"
+        return Panel(Group(*body), title=title, title_align="left", border_style=style)
 
     def __call__(self, event: Event) -> None:
         renderable = self.render(event)

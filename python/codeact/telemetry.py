@@ -82,6 +82,7 @@ class SpanHandle:
     def __init__(self, span: Any, capture_content: bool) -> None:
         self.span = span
         self.capture_content = capture_content
+        self._owned = False
 
     def set(self, key: str, value: Any) -> None:
         """Sets an attribute (skipped when ``value`` is None)."""
@@ -108,6 +109,12 @@ class SpanHandle:
             self.fail(error, getattr(response, "error_message", None) or "")
         if self.capture_content:
             self.set("gen_ai.output.messages", _json([{"role": "assistant", "content": getattr(response, "text", "")}]))
+
+    def end(self) -> None:
+        """Ends a span opened with ``AgentRun.begin_script`` (a no-op for context-managed spans)."""
+        if self.span is not None and getattr(self, "_owned", False):
+            self._owned = False
+            self.span.end()
 
     def record_result(self, value: Any) -> None:
         """For an ``execute_tool`` span: the result (only when capturing contents)."""
@@ -136,6 +143,12 @@ class AgentRun:
         self.agent_name = agent_name
         self.capture_content = capture_content
         self._ended = False
+
+    @property
+    def active(self) -> bool:
+        """Whether spans are recorded (opentelemetry-api installed and a recording provider
+        set); callers skip their span bookkeeping otherwise."""
+        return self.handle.span is not None
 
     def _child(self, name: str, kind: Any, attributes: dict[str, Any]) -> Iterator[SpanHandle]:
         if _trace is None or self.handle.span is None:
@@ -200,6 +213,26 @@ class AgentRun:
         kind = SpanKind.INTERNAL if _trace is not None else None
         yield from self._child("execute_script", kind, attrs)
 
+    def begin_script(self, code: str | None = None, *, script_name: str = "main.py") -> SpanHandle:
+        """Starts an ``execute_script`` span that is not made current, so it may stay open
+        across the agent's yields; end it with ``SpanHandle.end()``."""
+        if _trace is None or self.handle.span is None:
+            return SpanHandle(None, self.capture_content)
+        attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_script", "codeact.script.name": script_name}
+        if code is not None:
+            attrs["codeact.script.bytes"] = len(code.encode())
+            if self.capture_content:
+                attrs["codeact.script.code"] = _clip(code)
+        span = self.tracer.start_span(
+            "execute_script",
+            context=_trace.set_span_in_context(self.handle.span),
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+        )
+        handle = SpanHandle(span, self.capture_content)
+        handle._owned = True
+        return handle
+
     def end(self, *, error_code: str | None = None, error_message: str | None = None, usage: Any = None) -> None:
         """Ends the run span (once): ``error_code`` fails it; ``usage`` (with ``prompt_tokens``
         / ``completion_tokens``) records the run's totals."""
@@ -256,4 +289,7 @@ def start_agent_run(
         kind=SpanKind.INTERNAL,
         attributes={k: v for k, v in attrs.items() if v is not None},
     )
+    if not span.is_recording():  # no SDK configured: skip the children's bookkeeping
+        span.end()
+        return AgentRun(None, agent_name, capture)
     return AgentRun(span, agent_name, capture, tracer)

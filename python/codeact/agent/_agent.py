@@ -23,8 +23,18 @@ from ..models import GenerateContentConfig, LlmRequest, LlmResponse
 from ..runtime import Call, Raised
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
-from ..sessions._types import Content, Event, EventActions
+from ..sessions._types import (
+    INTERMEDIATE_KINDS,
+    CodeExecutionResult,
+    Content,
+    Event,
+    EventActions,
+    ExecutableCode,
+    Part,
+    UsageMetadata,
+)
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
+from ..telemetry import AgentRun, start_agent_run
 from ..tools import FunctionTool, Tool, ToolContext
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
@@ -107,6 +117,21 @@ class _Run:
     message_seen: bool = False
     model_calls: int = 0
     total_tokens: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    last_usage: UsageMetadata | None = None  # of the latest model call
+    outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
+    otel: AgentRun | None = None
+
+    def usage_totals(self) -> UsageMetadata:
+        """The run's model usage so far."""
+        reported = self.prompt_tokens is not None or self.completion_tokens is not None
+        return UsageMetadata(
+            prompt_token_count=self.prompt_tokens,
+            candidates_token_count=self.completion_tokens,
+            total_token_count=self.total_tokens if reported else None,
+            model_calls=self.model_calls,
+        )
 
     @property
     def turn_id(self) -> str:
@@ -262,9 +287,33 @@ class CodeActAgent(BaseAgent):
             cb_ctx=cb_ctx,
             plugins=list(self.plugins),
         )
-        async with aclosing(self._loop(run)) as _events:
-            async for event in _events:
-                yield event
+        run.otel = start_agent_run(
+            self.name,
+            session_id=ctx.session.id,
+            user_id=ctx.session.user_id,
+            invocation_id=ctx.invocation_id,
+            description=self.description or None,
+        )
+        ending: Event | None = None
+        try:
+            async with aclosing(self._loop(run)) as _events:
+                async for event in _events:
+                    if run.stopped and ending is None and event.author == self.name:
+                        # The event that ends the run carries the run's usage totals.
+                        ending = event
+                        event.usage_metadata = run.usage_totals()
+                    yield event
+        except GeneratorExit:
+            run.otel.end(usage=_otel_usage(run))
+            raise
+        except BaseException as exc:
+            run.otel.end(error_code=type(exc).__qualname__, error_message=str(exc), usage=_otel_usage(run))
+            raise
+        run.otel.end(
+            error_code=ending.error_code if ending is not None else None,
+            error_message=ending.error_message if ending is not None else None,
+            usage=_otel_usage(run),
+        )
         if run.outcome != "suspended" and not run.keep_slot:
             await self._drop_slot(run)
         if run.outcome == "final":
@@ -415,7 +464,21 @@ class CodeActAgent(BaseAgent):
         if self.include_contents == "none":
             return [ctx.user_content] if ctx.user_content is not None else []
         history: list[Content] = []
-        for ev in ctx.session.events:
+        events = ctx.session.events
+        # A run that ended at max_iterations keeps its transcript: the next run goes on with it.
+        continued = {
+            ev.invocation_id for ev in events if ev.author != "user" and ev.error_code == "codeact.max_iterations"
+        }
+        for ev in events:
+            if ev.kind is not None:
+                if ev.kind in INTERMEDIATE_KINDS and ev.invocation_id in continued and ev.content is not None:
+                    if ev.kind == "model_reply":
+                        history.append(Content.from_text(ev.content.text, role="model"))
+                    elif ev.kind == "script_result":
+                        history.extend(
+                            Content.from_text(p.text, role="user") for p in ev.content.parts if p.text is not None
+                        )
+                continue
             if ev.content is None or ev.error_code or ev.actions.state_delta.get(PENDING_STATE_KEY):
                 continue
             if ev.author == "user" and ev.invocation_id == ctx.invocation_id:
@@ -473,6 +536,10 @@ class CodeActAgent(BaseAgent):
 
         rc = ctx.run_config
         while True:
+            if run.outbox:
+                for event in run.outbox:
+                    yield event
+                run.outbox.clear()
             if state is None:
                 run.iteration += 1
                 run.turn_invocation = ""
@@ -480,7 +547,9 @@ class CodeActAgent(BaseAgent):
                     yield self._error_event(
                         run,
                         "codeact.max_iterations",
-                        f"max iterations ({self.max_iterations}) exceeded without a final result",
+                        f"max iterations ({self.max_iterations}) exceeded without a final result. The transcript "
+                        "is kept in the session: send another message (for example 'continue') to go on from "
+                        "here, or raise CodeActAgent.max_iterations",
                     )
                     return
                 limit = self._usage_breach(run)
@@ -490,14 +559,17 @@ class CodeActAgent(BaseAgent):
                 reply = await self._call_model(run)
                 script = extract_code(reply)
                 run.transcript.append(Content.from_text(reply, role="model"))
+                yield self._model_event(run, reply, script)
                 if script is None:
-                    run.transcript.append(Content.from_text(explain_no_code(reply), role="user"))
+                    explained = explain_no_code(reply)
+                    run.transcript.append(Content.from_text(explained, role="user"))
+                    run.outbox.append(self._result_event(run, [explained], None))
                     continue
                 run.turn_stdout = ""
                 run.tools_ran = []
                 hint = script_hint(script, self.runtime, run.roster)
                 if hint is not None:
-                    self._feed_back(run, "Error during execution:\n" + hint)
+                    self._feed_back(run, "Error during execution:\n" + hint, outcome=None)
                     continue
                 if self.persist_namespace:
                     run.prepared = prepare_script(script, run.namespace)
@@ -513,19 +585,35 @@ class CodeActAgent(BaseAgent):
             # One turn: the driver advances the script until it ends, suspends or stops the run.
             end: TurnEnd | None = None
             driver = TurnDriver(self, run, state)
-            async with aclosing(driver.drive(step)) as driven:
-                async for item in driven:
-                    if isinstance(item, TurnEnd):
-                        end = item
-                    else:
-                        yield item
+            otel = run.otel
+            span = (
+                otel.begin_script(state.record.get("script"), script_name=SCRIPT_NAME) if otel and otel.active else None
+            )
+            try:
+                async with aclosing(driver.drive(step)) as driven:
+                    async for item in driven:
+                        if isinstance(item, TurnEnd):
+                            end = item
+                        else:
+                            yield item
+            finally:
+                if span is not None:
+                    span.set("codeact.script.tool_calls", state.next_pos)
+                    span.set("codeact.script.turn", state.turn)
+                    if end is not None and end.step is not None:
+                        span.record_step(end.step)
+                    elif end is not None:
+                        span.set("codeact.script.outcome", end.how)
+                        if end.how == "budget":
+                            span.fail("script_budget", end.message[:200])
+                    span.end()
             run.slot_version = state.version
             state = None
             assert end is not None
             if end.how in ("suspended", "stopped"):
                 return
             if end.how == "budget":
-                self._feed_back(run, "Error during execution:\n" + end.message)
+                self._feed_back(run, "Error during execution:\n" + end.message, outcome="OUTCOME_DEADLINE_EXCEEDED")
                 self._after_resumed_turn(run)
                 continue
             assert end.step is not None
@@ -535,7 +623,11 @@ class CodeActAgent(BaseAgent):
                 if run.prepared is not None:
                     message = shift_traceback(message, run.prepared)
                 message = explain_raised(message, run.transcript, persist_namespace=self.persist_namespace)
-                self._feed_back(run, "Error during execution:\n" + truncate_middle(message, self.max_error_chars))
+                self._feed_back(
+                    run,
+                    "Error during execution:\n" + truncate_middle(message, self.max_error_chars),
+                    outcome="OUTCOME_FAILED",
+                )
                 self._after_resumed_turn(run)
                 continue
             value = final_step.value
@@ -546,14 +638,17 @@ class CodeActAgent(BaseAgent):
                 observation = compact_json(output.value)
                 if self.max_observation_chars is not None:
                     observation = truncate_middle(observation, self.max_observation_chars)
-                self._feed_back(run, "Observation:\n" + observation)
+                self._feed_back(run, "Observation:\n" + observation, outcome="OUTCOME_OK")
             elif isinstance(output, Error):
                 self._feed_back(
-                    run, "Error during execution:\n" + truncate_middle(output.message, self.max_error_chars)
+                    run,
+                    "Error during execution:\n" + truncate_middle(output.message, self.max_error_chars),
+                    outcome="OUTCOME_FAILED",
                 )
             elif isinstance(output, TransferToAgent):
                 targets = self.transfer_targets(ctx)
                 if output.agent_name in targets:
+                    yield self._result_event(run, [], "OUTCOME_OK")
                     run.outcome, run.stopped = "handed_off", True
                     yield self._event(
                         ctx,
@@ -564,7 +659,9 @@ class CodeActAgent(BaseAgent):
                     return
                 valid = ", ".join(targets) if targets else "(none)"
                 self._feed_back(
-                    run, f"Error during execution:\ncannot transfer to {output.agent_name!r}; valid agents: {valid}"
+                    run,
+                    f"Error during execution:\ncannot transfer to {output.agent_name!r}; valid agents: {valid}",
+                    outcome="OUTCOME_FAILED",
                 )
             else:
                 assert isinstance(output, FinalResult)
@@ -595,15 +692,48 @@ class CodeActAgent(BaseAgent):
             )
         return None
 
-    def _feed_back(self, run: _Run, message: str) -> None:
-        """Appends model-facing feedback (secret values redacted) to the transcript."""
+    def _feed_back(self, run: _Run, message: str, *, outcome: str | None) -> None:
+        """Appends model-facing feedback (secret values redacted) to the transcript, and the
+        ``script_result`` event showing it (yielded at the loop's next step)."""
         redact = run.ctx.secrets.redact if run.ctx.secrets is not None else (lambda text: text)
-        run.transcript.append(Content.from_text(redact(message), role="user"))
+        texts = [redact(message)]
         if run.turn_stdout:
-            run.transcript.append(
-                Content.from_text(redact("Output (stdout):\n" + truncate_middle(run.turn_stdout, self.max_error_chars)))
-            )
+            texts.append(redact("Output (stdout):\n" + truncate_middle(run.turn_stdout, self.max_error_chars)))
+        run.transcript.extend(Content.from_text(t, role="user") for t in texts)
+        run.outbox.append(self._result_event(run, texts, outcome))
         run.turn_stdout = ""
+
+    def _model_event(self, run: _Run, reply: str, script: str | None) -> Event:
+        """The ``model_reply`` event: the reply's text and the script extracted from it
+        (an ``executable_code`` part), with this call's usage."""
+        parts = [Part(text=reply)]
+        if script is not None:
+            parts.append(Part(executable_code=ExecutableCode(code=script)))
+        return self._event(
+            run.ctx,
+            run.pending,
+            content=Content(role="model", parts=parts),
+            usage_metadata=run.last_usage,
+            custom_metadata={"codeact_kind": "model_reply"},
+        )
+
+    def _result_event(self, run: _Run, texts: list[str], outcome: str | None) -> Event:
+        """The ``script_result`` event: the feedback sent to the model (text parts, one per
+        user message of the transcript) and, when a script ran, how it ended and its stdout
+        (a trailing ``code_execution_result`` part)."""
+        parts = [Part(text=t) for t in texts]
+        if outcome is not None:
+            redact = run.ctx.secrets.redact if run.ctx.secrets is not None else (lambda text: text)
+            stdout = run.turn_stdout
+            if self.max_observation_chars is not None:
+                stdout = truncate_middle(stdout, self.max_observation_chars)
+            parts.append(Part(code_execution_result=CodeExecutionResult(outcome=outcome, output=redact(stdout))))
+        return self._event(
+            run.ctx,
+            run.pending,
+            content=Content(role="user", parts=parts),
+            custom_metadata={"codeact_kind": "script_result"},
+        )
 
     def _check_input(self, content: Content | None) -> str | None:
         """Why the user's message does not match ``input_schema``, or None."""
@@ -658,12 +788,31 @@ class CodeActAgent(BaseAgent):
             if result is not None:
                 response = _as_response(result)
                 break
+        run.last_usage = None
         if response is None:
             run.model_calls += 1
-            response = await self.model.generate_content(request)
+            otel = run.otel
+            if otel is not None and otel.active:
+                with otel.chat(request.model, request=request) as chat:
+                    response = await self.model.generate_content(request)
+                    chat.record_response(response)
+            else:
+                response = await self.model.generate_content(request)
             usage = getattr(response, "usage", None)
+            run.last_usage = UsageMetadata(model_calls=1)
             if usage is not None:
+                prompt, completion = usage.prompt_tokens, usage.completion_tokens
                 run.total_tokens += int(getattr(usage, "total_tokens", 0) or 0)
+                if prompt is not None:
+                    run.prompt_tokens = (run.prompt_tokens or 0) + prompt
+                if completion is not None:
+                    run.completion_tokens = (run.completion_tokens or 0) + completion
+                run.last_usage = UsageMetadata(
+                    prompt_token_count=prompt,
+                    candidates_token_count=completion,
+                    total_token_count=usage.total_tokens,
+                    model_calls=1,
+                )
         for plugin in run.plugins:
             result = await call_callback(plugin.after_model, run.cb_ctx, response)
             if result is not None:
@@ -692,6 +841,7 @@ class CodeActAgent(BaseAgent):
                 run,
                 "Error during execution:\nfinal_result did not match the required schema: "
                 f"{errors}. Return a conforming final_result.",
+                outcome="OUTCOME_FAILED",
             )
             return
         if self._schema_adapter is not None:
@@ -714,6 +864,8 @@ class CodeActAgent(BaseAgent):
                 value = content.text
         if self.output_key:
             delta[self.output_key] = value
+        yield self._result_event(run, [], "OUTCOME_OK")
+        run.turn_stdout = ""
         run.outcome, run.stopped = "final", True
         yield self._event(run.ctx, run.pending, content=content, state_delta=delta)
 
@@ -941,6 +1093,13 @@ class CodeActAgent(BaseAgent):
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _otel_usage(run: _Run) -> Any:
+    """The run's token totals in the shape ``AgentRun.end`` reads (``prompt_tokens`` / ``completion_tokens``)."""
+    from ..models import Usage
+
+    return Usage(prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens)
 
 
 def _first_line(exc: Exception) -> str:

@@ -96,7 +96,7 @@ class AgentTool(Tool):
                     )
                 if output_key and output_key in event.actions.state_delta:
                     output, has_output = event.actions.state_delta[output_key], True
-                if event.content is not None and event.author != "user" and event.content.text:
+                if event.content is not None and event.author != "user" and event.kind is None and event.content.text:
                     last_text = event.content.text
         if self.skip_summarization:
             tool_context.actions.skip_summarization = True

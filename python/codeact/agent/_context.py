@@ -56,6 +56,10 @@ class RunConfig(BaseModel):
             ``codeact.usage_limit`` error event.
         max_total_tokens: tokens (prompt + completion, as the model reports them) this run
             may use; reaching it ends the run with a ``codeact.usage_limit`` error event.
+        emit_tool_events: also yield (and store) one ``tool_call`` event (a ``function_call``
+            part) before each tool runs and one ``tool_response`` event (a
+            ``function_response`` part) after its outcome is journaled (docs/events.md). Off by
+            default: each is one more session append per call (see benchmarks/agent.py).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -69,6 +73,7 @@ class RunConfig(BaseModel):
     on_pending_message: Literal["reject", "deny", "discard"] = "reject"
     max_model_calls: int | None = Field(default=None, ge=0)
     max_total_tokens: int | None = Field(default=None, ge=0)
+    emit_tool_events: bool = False
 
 
 @dataclass

@@ -19,6 +19,8 @@ import anyio
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from ..logs import log_tool_exception
+
 if TYPE_CHECKING:
     from ..tools import Tool, ToolContext
 
@@ -222,6 +224,13 @@ async def run_tool(
                 failure = ToolFailure(f"tool {tool.name!r} timed out after {timeout:g} s", "TimeoutError")
                 outcome.timed_out, outcome.error_category = True, "timeout"
             else:  # the tool's own exception, a TimeoutError of its own included
+                session = getattr(tool_context, "session", None)
+                log_tool_exception(
+                    tool.name,
+                    exc,
+                    call_key=getattr(tool_context, "function_call_id", None),
+                    session_id=getattr(session, "id", None),
+                )
                 exc_type = _exc_type_name(exc)
                 failure = ToolFailure(failure_message(exc, exc_type), exc_type)
                 outcome.timed_out, outcome.error_category = False, "exception"

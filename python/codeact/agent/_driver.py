@@ -34,7 +34,7 @@ from ..exceptions import CodeRuntimeError, SnapshotError, TurnConflictError
 from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
-from ..sessions._types import Event
+from ..sessions._types import Content, Event, FunctionCall, FunctionResponse, Part
 from ..tools import Tool
 from ._dispatch import terminal_signal
 from ._protocol import (
@@ -224,6 +224,19 @@ class _Final:
     step: Complete
 
 
+@dataclass(slots=True)
+class _Invoke:
+    """The tool is to run now (after its intent is written)."""
+
+    tool: Tool
+    args: dict[str, Any]
+    pos: int
+    digest: str
+    call_key: str
+    journaled: bool  # the journal holds its intent already (a recovery re-runs it)
+    call: Any
+
+
 class TurnDriver:
     """Drives one turn of ``agent`` in ``run`` (see the module docstring)."""
 
@@ -236,6 +249,8 @@ class TurnDriver:
         self._service = ctx.session_service
         self._os_unwritten: list[JournalRecord] = []
         self._inline = INLINE_ADVANCE > 0  # advances run inline until one overruns
+        self._emit = ctx.run_config.emit_tool_events
+        self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
 
     # ------------------------------------------------------------------ the loop
 
@@ -263,6 +278,10 @@ class TurnDriver:
             suspended: list[dict[str, Any]] = []
             for call in calls:
                 result = await self._resolve(call, st.positions[call.call_id])
+                if isinstance(result, _Invoke):
+                    if self._emit and not (result.tool.is_long_running and run.supports_suspension):
+                        yield self._call_event(result)  # a long-running call's announcement shows it
+                    result = await self._invoke(result)
                 if isinstance(result, _Final):
                     yield TurnEnd("finished", result.step)
                     return
@@ -279,6 +298,10 @@ class TurnDriver:
                         # a recorded outcome never runs again, so its changes must not be lost.
                         yield self.agent._event(run.ctx, run.pending)
                     result = await self._record(result.pos, result.tool, result.digest, result.outcome)
+                if self._events:
+                    for event in self._events:
+                        yield event
+                    self._events.clear()
                 if isinstance(result, _Suspend):
                     suspended.append(result.info)
                 else:
@@ -331,7 +354,7 @@ class TurnDriver:
 
     # ------------------------------------------------------------------ one call
 
-    async def _resolve(self, call: Any, pos: int) -> Outcome | _Ran | _Suspend | _Stop | _Budget | _Final:
+    async def _resolve(self, call: Any, pos: int) -> Outcome | _Ran | _Suspend | _Stop | _Budget | _Final | _Invoke:
         agent, run, st = self.agent, self.run, self.state
         tool = run.tools.get(call.name)
         if tool is None and call.name == FINAL_ANSWER and getattr(agent.runtime, "tool_style", None) == "functions":
@@ -395,10 +418,24 @@ class TurnDriver:
                 reason = f": {decision}" if isinstance(decision, str) and decision else ""
                 denied = ResumeError(f"call to {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
                 return await self._record(pos, tool.name, digest, denied, intent=True)
-        # The tool runs: intent first (unless replaying an intent with no outcome).
-        if entry is None:
+        return _Invoke(tool, args, pos, digest, call_key, entry is not None, call)
+
+    async def _invoke(self, inv: _Invoke) -> _Ran | _Suspend | _Stop:
+        """Runs the tool: the intent first (unless replaying an intent with no outcome)."""
+        agent, run = self.agent, self.run
+        tool, args, pos, digest, call_key, call = inv.tool, inv.args, inv.pos, inv.digest, inv.call_key, inv.call
+        if not inv.journaled:
             await self._write([JournalRecord("intent", pos, _json([tool.name, digest]))])
-        value, failure, actions = await agent._execute(run, tool, args, call_key)
+        otel = run.otel
+        if otel is not None and otel.active:
+            with otel.tool(tool.name, call_key, args) as span:
+                value, failure, actions = await agent._execute(run, tool, args, call_key)
+                if failure is not None:
+                    span.fail(failure.exc_type, failure.message)
+                else:
+                    span.record_result(value)
+        else:
+            value, failure, actions = await agent._execute(run, tool, args, call_key)
         if terminal_signal(actions):
             return _Stop(agent._terminal_event(run, actions))
         if failure is not None:
@@ -472,7 +509,43 @@ class TurnDriver:
         records = [JournalRecord("intent", pos, _json([tool, digest]))] if intent else []
         records.append(JournalRecord("outcome", pos, data.decode()))
         await self._write(records)
+        if self._emit:
+            self._events.append(self._response_event(f"{self.state.turn}:{pos}", tool, outcome))
         return outcome
+
+    # ------------------------------------------------------------------ tool events
+
+    def _call_event(self, inv: _Invoke) -> Event:
+        """The ``tool_call`` event (``RunConfig.emit_tool_events``): a ``function_call`` part
+        whose id is the call key, yielded (and so stored) before the tool runs."""
+        return Event(
+            invocation_id=self.run.ctx.invocation_id,
+            author=self.agent.name,
+            content=Content(
+                role="model",
+                parts=[Part(function_call=FunctionCall(name=inv.tool.name, args=inv.args, id=inv.call_key))],
+            ),
+            custom_metadata={"codeact_kind": "tool_call"},
+        )
+
+    def _response_event(self, call_key: str, tool: str, outcome: Outcome) -> Event:
+        """The ``tool_response`` event: a ``function_response`` part with the call key as id;
+        ``response`` is the result (a non-dict value as ``{"result": value}``, as Google ADK
+        does) or ``{"error": "<ExceptionType>: <message>"}`` (what the script got)."""
+        if isinstance(outcome, ResumeValue):
+            # plain JSON for the session store (bytes as base64, as pydantic does)
+            value = pydantic_core.to_jsonable_python(outcome.value, bytes_mode="base64", inf_nan_mode="constants")
+            response = value if isinstance(value, dict) else {"result": value}
+        else:
+            response = {"error": f"{outcome.exc_type}: {outcome.message}"}
+        return Event(
+            invocation_id=self.run.ctx.invocation_id,
+            author=self.agent.name,
+            content=Content(
+                role="user", parts=[Part(function_response=FunctionResponse(name=tool, response=response, id=call_key))]
+            ),
+            custom_metadata={"codeact_kind": "tool_response"},
+        )
 
     async def _recorded(self, data: dict[str, Any]) -> Outcome:
         if "r" in data and self._service is not None:

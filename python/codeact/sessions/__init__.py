@@ -11,22 +11,27 @@ from ._service import (
 )
 from ._sqlite import SqliteSessionService
 from ._types import (
+    CodeExecutionResult,
     Content,
     Event,
     EventActions,
+    ExecutableCode,
     FunctionCall,
     FunctionResponse,
     Part,
     Session,
     ToolConfirmation,
+    UsageMetadata,
     new_id,
 )
 
 __all__ = (
     "BaseSessionService",
+    "CodeExecutionResult",
     "Content",
     "Event",
     "EventActions",
+    "ExecutableCode",
     "FunctionCall",
     "FunctionResponse",
     "InMemorySessionService",
@@ -38,5 +43,6 @@ __all__ = (
     "SqliteSessionService",
     "StaleSessionError",
     "ToolConfirmation",
+    "UsageMetadata",
     "new_id",
 )

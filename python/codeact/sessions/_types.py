@@ -12,14 +12,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = (
+    "CodeExecutionResult",
     "Content",
     "Event",
     "EventActions",
+    "ExecutableCode",
     "FunctionCall",
     "FunctionResponse",
     "Part",
     "Session",
     "ToolConfirmation",
+    "UsageMetadata",
     "new_id",
 )
 
@@ -48,8 +51,36 @@ class FunctionResponse(BaseModel):
     id: str | None = None
 
 
+class ExecutableCode(BaseModel):
+    """A script the model wrote and the agent ran (``google.genai.types.ExecutableCode``).
+
+    Attributes:
+        code: the script as run (extracted from the model's reply).
+        language: always ``"PYTHON"``.
+    """
+
+    code: str
+    language: str = "PYTHON"
+
+
+class CodeExecutionResult(BaseModel):
+    """How a script ended (``google.genai.types.CodeExecutionResult``).
+
+    Attributes:
+        outcome: ``"OUTCOME_OK"`` (the script returned a value), ``"OUTCOME_FAILED"`` (it
+            raised or returned an error) or ``"OUTCOME_DEADLINE_EXCEEDED"`` (it broke a
+            per-script budget: ``max_tool_calls`` / ``max_script_seconds``).
+        output: what the script printed (its stdout, secret values redacted, middle
+            truncated beyond ``CodeActAgent.max_observation_chars``).
+    """
+
+    outcome: str = "OUTCOME_OK"
+    output: str = ""
+
+
 class Part(BaseModel):
-    """One piece of a message: text, a function call or a function response."""
+    """One piece of a message: text, a function call or response, a script
+    (``executable_code``) or its result (``code_execution_result``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -57,6 +88,8 @@ class Part(BaseModel):
     thought: bool = False
     function_call: FunctionCall | None = None
     function_response: FunctionResponse | None = None
+    executable_code: ExecutableCode | None = None
+    code_execution_result: CodeExecutionResult | None = None
 
     @classmethod
     def from_text(cls, text: str) -> Part:
@@ -77,6 +110,23 @@ class Content(BaseModel):
     def text(self) -> str:
         """The non-thought text parts, concatenated without separator."""
         return "".join(p.text for p in self.parts if p.text is not None and not p.thought)
+
+
+class UsageMetadata(BaseModel):
+    """Model usage (the names of ``google.genai.types.GenerateContentResponseUsageMetadata``).
+
+    On a model-reply event: that one call. On the event ending a run: the run's totals.
+
+    Attributes:
+        prompt_token_count / candidates_token_count / total_token_count: tokens as the
+            model reported them (``None`` when it did not say).
+        model_calls: model calls counted (codeact's addition; 1 on a model-reply event).
+    """
+
+    prompt_token_count: int | None = None
+    candidates_token_count: int | None = None
+    total_token_count: int | None = None
+    model_calls: int = 0
 
 
 class ToolConfirmation(BaseModel):
@@ -125,6 +175,11 @@ class Event(BaseModel):
         long_running_tool_ids: call keys of long-running calls this event suspends on.
         error_code / error_message: set when the run ended with a run-level error.
         interrupted / turn_complete: the run paused for human input.
+        usage_metadata: model usage: of one call on a model-reply event, the run's totals
+            on the event that ends a run.
+        custom_metadata: ``{"codeact_kind": ...}`` on the intermediate events of a run
+            (``"model_reply"``, ``"script_result"``, ``"tool_call"``, ``"tool_response"``);
+            see docs/events.md.
     """
 
     id: str = Field(default_factory=new_id)
@@ -139,10 +194,27 @@ class Event(BaseModel):
     error_message: str | None = None
     interrupted: bool = False
     turn_complete: bool = False
+    usage_metadata: UsageMetadata | None = None
+    custom_metadata: dict[str, Any] | None = None
 
     @property
     def text(self) -> str:
         return self.content.text if self.content is not None else ""
+
+    def get_function_calls(self) -> list[FunctionCall]:
+        """The ``function_call`` parts of the content."""
+        parts = self.content.parts if self.content is not None else []
+        return [p.function_call for p in parts if p.function_call is not None]
+
+    def get_function_responses(self) -> list[FunctionResponse]:
+        """The ``function_response`` parts of the content."""
+        parts = self.content.parts if self.content is not None else []
+        return [p.function_response for p in parts if p.function_response is not None]
+
+    @property
+    def kind(self) -> str | None:
+        """``custom_metadata["codeact_kind"]``: what an intermediate event of a run shows, or None."""
+        return (self.custom_metadata or {}).get("codeact_kind")
 
     def is_final_response(self) -> bool:
         """True when the event ends the run from the caller's point of view: a final
@@ -152,6 +224,8 @@ class Event(BaseModel):
         a = self.actions
         if a.requested_tool_confirmations and not self.error_code:
             return False
+        if not self.error_code and (self.kind is not None and self.kind in INTERMEDIATE_KINDS):
+            return False
         return bool(
             self.error_code
             or a.transfer_to_agent
@@ -160,6 +234,10 @@ class Event(BaseModel):
             or self.long_running_tool_ids
             or (self.content is not None and self.author != "user")
         )
+
+
+INTERMEDIATE_KINDS = frozenset({"model_reply", "script_result", "tool_call", "tool_response"})
+"""``Event.kind`` values of events that show a run's progress (never final)."""
 
 
 class Session(BaseModel):

@@ -85,7 +85,7 @@ class CodeActAdkAgent(BaseAgent):
             user_id=session.user_id, session_id=session.id, new_message=_user_text(ctx)
         ):
             delta = {k: v for k, v in event.actions.state_delta.items() if not k.startswith(_OWN_KEYS)}
-            text = event.text
+            text = event.text if event.kind is None else ""  # a run's progress events stay inside
             if not text and not delta:
                 continue
             yield AdkEvent(
