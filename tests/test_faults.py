@@ -497,7 +497,7 @@ async def test_large_result_is_stored_once_and_referenced(tmp_path: Path, size: 
 async def test_gather_over_long_running_calls_loses_no_result(tmp_path: Path, n: int) -> None:
     db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
     calls = ", ".join(f'call_tool("render", {{"scene": "s{i}"}})' for i in range(n))
-    gather = "import asyncio\nasync def main():\n" f"    return await asyncio.gather({calls})\n" "r = await main()\n"
+    gather = f"import asyncio\nasync def main():\n    return await asyncio.gather({calls})\nr = await main()\n"
     # A runtime that cannot await tool calls refuses the gather before any tool starts (the
     # model is told to call the tools one after another); one with Gather steps runs it.
     awaits = MontyRuntime().capabilities().supports_await
