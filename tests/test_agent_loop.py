@@ -304,6 +304,9 @@ async def test_tool_failure_raises_into_script(exc: Exception, type_name: str) -
     # the class name leads the text only when the script sees another type (never "ValueError: ValueError:")
     renamed = type(exc).__name__ != type_name
     assert outcome.message.startswith(type(exc).__name__ + ": ") is renamed
+    # a KeyError passes its key's text (not its repr), so the script's str(e) is CPython's 'not_found'
+    if type_name == "KeyError":
+        assert outcome.message == "not_found"
     # the failure is the journaled outcome too
     assert outcomes_of(service) == [{"e": outcome.message, "t": type_name}]
 

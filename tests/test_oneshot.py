@@ -98,7 +98,8 @@ def test_uncaught_tool_exception_is_a_script_error_caused_by_it():
         MontyRuntime().run('print("before")\ncall_tool("secret")', tools={"secret": secret})
     err = info.value
     assert isinstance(err.__cause__, Private)
-    assert "Exception: database at 10.0.0.3 refused" in err.message and "database at 10.0.0.3 refused" in err.message
+    # the agent loop's mapping: no builtin class every runtime has, so RuntimeError naming the class
+    assert "RuntimeError: Private: database at 10.0.0.3 refused" in err.message
     assert err.stdout == "before\n" and err.tool_calls == 1
 
 
@@ -226,3 +227,49 @@ async def test_inline_steps_give_the_same_results(anyio_backend):
     inline = await rt.arun(code, tools={"add": add}, inline_steps=True)
     worker = await rt.arun(code, tools={"add": add})
     assert inline == worker == RunResult(sum(range(200)), f"{sum(range(200))}\n", 200)
+
+
+def test_tool_connection_error_maps_like_the_agent_loop():
+    def fetch() -> None:
+        raise ConnectionError("refused")
+
+    code = 'try:\n    call_tool("fetch")\nexcept OSError as e:\n    r = str(e)\nr'
+    assert MontyRuntime().run(code, tools={"fetch": fetch}).value == "ConnectionError: refused"
+
+
+def test_tool_key_error_text_is_cpython_s():
+    def lookup() -> None:
+        raise KeyError("zz")
+
+    code = 'try:\n    call_tool("lookup")\nexcept KeyError as e:\n    r = [str(e), repr(e)]\nr'
+    assert MontyRuntime().run(code, tools={"lookup": lookup}).value == [str(KeyError("zz")), repr(KeyError("zz"))]
+
+
+@pytest.mark.parametrize(
+    "code", ['x = await call_tool("add", {"a": 1, "b": 2})\nx', 'print("hi")\nawait call_tool("add")']
+)
+def test_awaited_tool_call_is_refused_before_any_tool_runs(code):
+    ran: list[int] = []
+
+    def counting_add(a: int = 0, b: int = 0) -> int:
+        ran.append(1)
+        return a + b
+
+    runtime = MontyRuntime()
+    assert not runtime.capabilities().supports_await
+    with pytest.raises(ScriptError) as info:
+        runtime.run(code, tools={"add": counting_add})
+    assert "not run" in info.value.message and "without `await`" in info.value.message
+    assert ran == [] and info.value.tool_calls == 0 and info.value.stdout == ""
+
+
+async def test_arun_refuses_an_awaited_tool_call_too(anyio_backend):
+    ran: list[int] = []
+
+    def counting_add(a: int = 0, b: int = 0) -> int:
+        ran.append(1)
+        return a + b
+
+    with pytest.raises(ScriptError, match="without `await`"):
+        await MontyRuntime().arun('await call_tool("add", {"a": 1})', tools={"add": counting_add})
+    assert ran == []

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from ..logs import log_tool_exception
+from ..runtime._failures import failure_message, script_exc_type
 
 if TYPE_CHECKING:
     from ..tools import Tool, ToolContext
@@ -95,41 +96,6 @@ async def call_callback(cb: Callable[..., Any], *args: Any) -> Any:
     if inspect.isawaitable(result):
         result = await result
     return result
-
-
-SCRIPT_EXCEPTION_TYPES = frozenset(
-    {
-        "ArithmeticError", "AssertionError", "AttributeError", "FileExistsError", "FileNotFoundError",
-        "ImportError", "IndexError", "IsADirectoryError", "KeyError", "LookupError", "MemoryError",
-        "ModuleNotFoundError", "NameError", "NotADirectoryError", "NotImplementedError", "OSError",
-        "OverflowError", "PermissionError", "RecursionError", "RuntimeError", "StopIteration", "TimeoutError",
-        "TypeError", "UnboundLocalError", "UnicodeDecodeError", "UnicodeEncodeError", "ValueError",
-        "ZeroDivisionError",
-    }
-)  # fmt: skip
-"""Builtin exception types every runtime raises into a script as themselves (Monty knows no
-others: ``ConnectionError``, ``BrokenPipeError``, ``InterruptedError`` ... are not in it)."""
-
-
-def _exc_type_name(exc: BaseException) -> str:
-    """The exception type a tool failure is raised into the script as: the nearest builtin
-    class in ``exc``'s MRO that every runtime has (``ConnectionError`` -> ``OSError``, a
-    ``ValueError`` subclass -> ``ValueError``), else ``RuntimeError``."""
-    for cls in type(exc).__mro__:
-        if cls.__module__ == "builtins" and cls.__name__ in SCRIPT_EXCEPTION_TYPES:
-            return cls.__name__
-    return "RuntimeError"
-
-
-def failure_message(exc: BaseException, exc_type: str) -> str:
-    """The text of the exception the script sees. The script prints ``<exc_type>: <text>``, so
-    the original class name leads the text only when it differs from ``exc_type``
-    (``OSError: ConnectionError: refused``, never ``TypeError: TypeError: ...``)."""
-    text = str(exc)
-    name = type(exc).__name__
-    if name == exc_type:
-        return text or name
-    return f"{name}: {text}" if text else name
 
 
 def plain(value: Any) -> Any:
@@ -231,7 +197,7 @@ async def run_tool(
                     call_key=getattr(tool_context, "function_call_id", None),
                     session_id=getattr(session, "id", None),
                 )
-                exc_type = _exc_type_name(exc)
+                exc_type = script_exc_type(exc)
                 failure = ToolFailure(failure_message(exc, exc_type), exc_type)
                 outcome.timed_out, outcome.error_category = False, "exception"
     outcome.duration = time.perf_counter() - started

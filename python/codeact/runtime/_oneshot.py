@@ -17,7 +17,6 @@ can catch it; only the message crosses into the script.
 from __future__ import annotations
 
 import base64
-import builtins
 import dataclasses
 import functools
 import inspect
@@ -33,6 +32,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..exceptions import CodeActError
 from ..logs import log_tool_exception
+from ._failures import failure_message, script_exc_type
 from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep
 
 if TYPE_CHECKING:
@@ -162,14 +162,6 @@ class ScriptSuspended(CodeActError):
         return cls(**fields)
 
 
-def _exc_type_name(exc: BaseException) -> str:
-    """The builtin exception name closest to ``exc`` (its first builtin base class)."""
-    for cls in type(exc).__mro__:
-        if getattr(builtins, cls.__name__, None) is cls and issubclass(cls, Exception):
-            return cls.__name__
-    return "RuntimeError"
-
-
 def _plain(value: Any) -> Any:
     """``value`` as data the interpreter accepts (pydantic models, dataclasses, datetimes,
     enums and sets go through ``pydantic_core.to_jsonable_python``)."""
@@ -231,6 +223,14 @@ class _Drive:
     last_error: BaseException | None = None
 
     def code(self, code: str) -> str:
+        """``code`` with the inputs prelude; raises ``ScriptError`` before anything runs for
+        the mistakes the agent loop refuses up front (``agent._hints.script_hint``: ``await
+        call_tool(...)`` on a runtime without ``supports_await``, importing a tool)."""
+        from ..agent._hints import script_hint  # here: the agent package imports this one
+
+        hint = script_hint(code, self.runtime, sorted(self.tools))
+        if hint is not None:
+            raise ScriptError(hint)
         if not self.inputs:
             return code
         self.offset = 1
@@ -289,7 +289,8 @@ class _Drive:
     def failed(self, name: str, exc: BaseException) -> ResumeError:
         log_tool_exception(name, exc)
         self.last_error = exc
-        return ResumeError(str(exc), _exc_type_name(exc))
+        exc_type = script_exc_type(exc)
+        return ResumeError(failure_message(exc, exc_type), exc_type)
 
 
 def run_script(
