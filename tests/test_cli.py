@@ -97,6 +97,24 @@ def test_bad_usage_exits_2(tmp_path):
     assert cli.invoke(app, ["chat", "--model", "x", "--model-from", "cli_fixtures:MODEL", "-m", "hi"]).exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("source", "fragment"),
+    [("tools = 5", "is of type int"), ('tools = {"a": 5}', "maps 'a' to a value of type int"), ("", "no attribute")],
+)
+def test_run_tools_that_are_not_a_dict_of_callables_is_bad_usage(tmp_path, monkeypatch, source, fragment):
+    module = f"badtools_{abs(hash(source))}"  # one module per case: imports are cached
+    (tmp_path / f"{module}.py").write_text(source + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    script = write(tmp_path, "1")
+    result = cli.invoke(app, ["run", str(script), "--tools", f"{module}:tools"])
+    assert result.exit_code == 2 and not isinstance(result.exception, (TypeError, AttributeError))
+    assert "Invalid value" in result.stderr and result.stdout == ""
+    as_json = cli.invoke(app, ["run", str(script), "--tools", f"{module}:tools", "--json"])
+    payload = json.loads(as_json.stdout)
+    assert as_json.exit_code == 2 and payload["ok"] is False
+    assert payload["error"].startswith("Invalid value") and fragment in payload["error"]
+
+
 def test_the_module_runs_as_the_codeact_command(tmp_path):
     script = write(tmp_path, "6 * 7")
     proc = subprocess.run(

@@ -18,7 +18,7 @@ import importlib
 import json
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -113,6 +113,23 @@ def _tools_from(specs: Sequence[str]) -> tuple[list[Any], list[Any]]:
     return tools, toolsets
 
 
+def _callables_from(spec: str) -> dict[str, Any]:
+    """``run --tools``: the object at ``spec``, which must be a dict {name: callable}.
+
+    Raises:
+        typer.BadParameter: not loadable, or not a dict of callables keyed by name.
+    """
+    obj = load_object(spec)
+    if not isinstance(obj, Mapping):
+        raise typer.BadParameter(f"{spec!r} is of type {type(obj).__name__}, expected a dict {{name: callable}}")
+    for name, fn in obj.items():
+        if not isinstance(name, str) or not callable(fn):
+            raise typer.BadParameter(
+                f"{spec!r} maps {name!r} to a value of type {type(fn).__name__}, expected a dict {{name: callable}}"
+            )
+    return dict(obj)
+
+
 # ------------------------------------------------------------------ run
 
 
@@ -135,14 +152,19 @@ def run(
     from .runtime.monty import MiB
 
     try:
-        runtime = MontyRuntime(
-            limits=ResourceLimits(max_duration=max_duration, max_memory=max_memory_mib * MiB),
-            mounts=[parse_mount(m) for m in mount or []],
-        )
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    callables = load_object(tools) if tools else {}
-    bound = dict(_parse_input(i) for i in inputs or [])
+        try:
+            runtime = MontyRuntime(
+                limits=ResourceLimits(max_duration=max_duration, max_memory=max_memory_mib * MiB),
+                mounts=[parse_mount(m) for m in mount or []],
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        callables = _callables_from(tools) if tools else {}
+        bound = dict(_parse_input(i) for i in inputs or [])
+    except typer.BadParameter as exc:
+        if json_output:  # the JSON reader gets an object too; typer still prints its usage error
+            sys.stdout.write(json.dumps({"ok": False, "error": f"Invalid value: {exc.message}", "stdout": ""}) + "\n")
+        raise
     code = script.read_text(encoding="utf-8")
     try:
         result = runtime.run(code, tools=callables, inputs=bound, script_name=script.name)
