@@ -350,3 +350,39 @@ def test_docs_extraction_table_is_up_to_date() -> None:
     from gen_docs import ROOT, extraction_md
 
     assert (ROOT / "docs" / "extraction.md").read_text() == extraction_md(SHARED), "run python tools/gen_docs.py"
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ("1. Do this:\n   ```python\n   x = 1\n   print(x)\n   ```", "x = 1\nprint(x)"),
+        (
+            "- step\n  ```python\n  for i in range(2):\n      print(i)\n  ```\n- next",
+            "for i in range(2):\n    print(i)",
+        ),
+        ("1. a\n   ```python\n   x = 1\n\n  y = 2\n   ```", "x = 1\n\ny = 2"),  # less than the opener: all removed
+        ("2. Then:\n    ~~~py\n    if x:\n        y = 1\n    ~~~", "if x:\n    y = 1"),
+        ("Run this ```python\n  x = 1\n```", "  x = 1"),  # opener after prose: no indent of its own
+    ],
+)
+def test_a_fence_s_own_indentation_is_removed_from_its_lines(reply: str, code: str) -> None:
+    script = extract_code(reply)
+    assert script == code
+    if not code.startswith(" "):
+        compile(script, "<reply>", "exec")
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ('```python\ns = """\n```\n"""\nprint(s)\n```', 's = """\n```\n"""\nprint(s)'),
+        ('```python\ns = """\n```\n"""\n```\nThen:\n```python\nt = 1\n```', 's = """\n```\n"""\n\nt = 1'),
+        ('<code>s = "</code>"</code>', 's = "</code>"'),
+        ('<code>s = "</code>"\nprint(s)</code> and <code>y = 2</code>', 's = "</code>"\nprint(s)\n\ny = 2'),
+        # a block that does not parse either way keeps its first closer: the next block is not swallowed
+        ("```python\nx = (\n```\nOutput:\n```\n42\n```", "x = ("),
+        ("<code>x = (</code> <code>y = 2</code>", "x = (\n\ny = 2"),
+    ],
+)
+def test_a_closer_inside_a_string_literal_does_not_cut_the_script(reply: str, code: str) -> None:
+    assert extract_code(reply) == code

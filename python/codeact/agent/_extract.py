@@ -235,9 +235,11 @@ def _fences(text: str) -> list[_Block]:
             pos = m.end() - 1
             continue
         fence = m.group("fence")
+        indent = _opener_indent(text, m.start())
         end = _closer(text, fence, m.end())
-        body = text[m.end() : end[0]] if end else text[m.end() :]
-        body = _drop_stray_openers(body.strip("\n")).strip("\n").rstrip()
+        body = _fence_body(text, m.end(), end, indent)
+        if end is not None and lang in _PYTHON and not _parses(body):
+            end, body = _past_closers_in_strings(text, fence, m.end(), end, indent)
         block = _Block(lang, body, _classify(lang, body))
         if lang == "" and block.kind in ("python", "unknown"):
             # Program output shown after the code ("Output:" then a bare fence with 42) is
@@ -249,6 +251,75 @@ def _fences(text: str) -> list[_Block]:
         if end is None:
             return blocks
         pos = end[1]
+
+
+def _opener_indent(text: str, opener_start: int) -> int:
+    """Columns of blank space before a fence opener that starts its line (3 for
+    ``   ```python`` in a list item), 0 for one after prose on the same line."""
+    before = text[text.rfind("\n", 0, opener_start) + 1 : opener_start]
+    return len(before) if not before.strip(" \t") else 0
+
+
+def _dedent(body: str, indent: int) -> str:
+    """Each line without up to ``indent`` leading blanks: the fence's own indentation, removed
+    as CommonMark does for an indented fence (a list item's code block); deeper indentation
+    (the code's own) is kept."""
+    if not indent:
+        return body
+    return "\n".join(line[min(indent, len(line) - len(line.lstrip(" \t"))) :] for line in body.split("\n"))
+
+
+def _fence_body(text: str, start: int, end: tuple[int, int] | None, indent: int) -> str:
+    body = text[start : end[0]] if end else text[start:]
+    return _drop_stray_openers(_dedent(body.strip("\n"), indent)).strip("\n").rstrip()
+
+
+_MAX_STRING_CLOSERS = 3
+"""Closer lines inside string literals looked past before the first closer is kept."""
+
+
+def _past_closers_in_strings(
+    text: str, fence: str, start: int, end: tuple[int, int], indent: int
+) -> tuple[tuple[int, int] | None, str]:
+    """(end, body) of a Python block whose first closer does not leave code that parses: a
+    closer line inside a string literal (``s = \"\"\"`` then a ```` ``` ```` line) does not end
+    it when running to a later closer gives code that parses. Else the first closer stands."""
+    later: tuple[int, int] | None = end
+    for _ in range(_MAX_STRING_CLOSERS):
+        later = _closer(text, fence, later[1])
+        body = _fence_body(text, start, later, indent)
+        if _parses(body):
+            return later, body
+        if later is None:
+            break
+    return end, _fence_body(text, start, end, indent)
+
+
+def _tag_bodies(text: str) -> list[tuple[str, str]]:
+    """(tag, body) of each execution tag. A closing tag inside a string literal
+    (``<code>s = "</code>"</code>``) does not end the body when running to the next closing
+    tag (up to ``_MAX_STRING_CLOSERS`` of them) gives code that parses and the first does not."""
+    found: list[tuple[str, str]] = []
+    pos = 0
+    while (m := _TAG.search(text, pos)) is not None:
+        tag = m.group("tag")
+        closer = f"</{tag}>"
+        body = _strip_inner_fence(_strip_cut_closer(m.group("body"), closer))
+        pos = max(m.end(), pos + 1)
+        if m.end() < len(text) and not _parses(body.strip("\n").rstrip()):
+            later = re.compile(re.escape(closer), re.I)
+            search_from = m.end()
+            for _ in range(_MAX_STRING_CLOSERS):
+                nxt = later.search(text, search_from)
+                if nxt is None:
+                    break
+                longer = _strip_inner_fence(text[m.start("body") : nxt.start()])
+                if _parses(longer.strip("\n").rstrip()):
+                    body, pos = longer, nxt.end()
+                    break
+                search_from = nxt.end()
+        found.append((tag, body))
+    return found
 
 
 def _strip_cut_closer(body: str, closer: str) -> str:
@@ -276,12 +347,9 @@ def _normalise(reply: str) -> str:
 def _analyse(reply: str) -> tuple[str | None, list[_Block], str]:
     """(script, non-Python blocks seen, text outside think blocks)."""
     text = _THINK.sub("", _normalise(reply))
-    tags = list(_TAG.finditer(text))
+    tags = _tag_bodies(text)
     if tags:
-        bodies = [_strip_inner_fence(_strip_cut_closer(t.group("body"), f"</{t.group('tag')}>")) for t in tags]
-        blocks = [
-            _Block(t.group("tag").lower(), b.strip("\n").rstrip(), "python") for t, b in zip(tags, bodies, strict=True)
-        ]
+        blocks = [_Block(tag.lower(), b.strip("\n").rstrip(), "python") for tag, b in tags]
         for b in blocks:
             if _is_magic(b.body):
                 b.kind = "shell"
@@ -328,7 +396,10 @@ def extract_code(reply: str) -> str | None:
        ``\\n``; a doubled opener (a bare fence, then a ```` ```py ```` line) is one opener; a
        closer cut short (``</code``, ``<end_co``, a line of two backticks) or glued to the
        last code line still closes; a one-line fence (```` ```python print('hi')``` ````) is
-       a block. A bare fence that shows program output (after a line such as ``Output:`` or
+       a block. A fence indented in a list item loses that indentation from its lines (up to
+       the opener's, as in CommonMark). A closer inside a string literal (a ```` ``` ```` line
+       in a ``\"\"\"`` string, ``"</code>"``) does not end a Python block when the code up to
+       it does not parse and the code up to a later closer does. A bare fence that shows program output (after a line such as ``Output:`` or
        ``This prints:``, or holding only values such as ``42`` after a Python block) is not
        joined: it would change the script's result.
 
