@@ -399,9 +399,10 @@ def extract_code(reply: str) -> str | None:
        a block. A fence indented in a list item loses that indentation from its lines (up to
        the opener's, as in CommonMark). A closer inside a string literal (a ```` ``` ```` line
        in a ``\"\"\"`` string, ``"</code>"``) does not end a Python block when the code up to
-       it does not parse and the code up to a later closer does. A bare fence that shows program output (after a line such as ``Output:`` or
-       ``This prints:``, or holding only values such as ``42`` after a Python block) is not
-       joined: it would change the script's result.
+       it does not parse and the code up to a later closer does. A bare fence that shows
+       program output (after a line such as ``Output:`` or ``This prints:``, or holding only
+       values such as ``42`` after a Python block) is not joined: it would change the
+       script's result.
 
     Returns:
         The script, or None (then ``explain_no_code(reply)`` is the message to feed back).
