@@ -9,9 +9,13 @@ Tool calls are served here, between interpreter steps (never from inside the
 interpreter): a script's ``call_tool("name", {"a": 1})`` (``call_tool`` style) or
 ``name(1, b=2)`` (``functions`` style) calls ``tools["name"](**args)`` /
 ``tools["name"](1, b=2)`` on the host. An exception raised by a tool is logged on the
-``codeact.tools`` logger with its traceback and raised into the script as the same
-builtin type with the same message (other types become ``RuntimeError``), so the script
-can catch it; only the message crosses into the script.
+``codeact.tools`` logger with its traceback and raised into the script the way the agent
+loop raises it (``runtime._failures``): as the nearest builtin type every runtime has
+(``ConnectionError("refused")`` -> ``OSError("ConnectionError: refused")``; a type with no
+such base -> ``RuntimeError``), so the script can catch it; only the message crosses.
+Before anything runs, a script the agent loop would refuse up front (``await call_tool(...)``
+on a runtime without ``supports_await``, importing a tool; ``agent._hints.script_hint``)
+raises ``ScriptError`` with that advice, so no tool runs for it.
 """
 
 from __future__ import annotations

@@ -396,7 +396,8 @@ class MontyRuntime:
             ``RunResult(value, stdout, tool_calls)``.
 
         Raises:
-            ScriptError: the script failed (syntax error, uncaught exception, limit, subset check).
+            ScriptError: the script failed (syntax error, uncaught exception, limit, subset check),
+                or was refused before it ran (``await call_tool(...)``, importing a tool; no tool ran).
             ToolCallLimitError: more than ``max_tool_calls`` tool calls.
             ValueConversionError: a tool returned a value that cannot cross into the script.
         """
