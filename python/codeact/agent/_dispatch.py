@@ -19,6 +19,7 @@ import anyio
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from ..exceptions import ToolArgumentError
 from ..logs import log_tool_exception
 
 if TYPE_CHECKING:
@@ -127,7 +128,9 @@ def failure_message(exc: BaseException, exc_type: str) -> str:
     (``OSError: ConnectionError: refused``, never ``TypeError: TypeError: ...``)."""
     text = str(exc)
     name = type(exc).__name__
-    if name == exc_type:
+    if name == exc_type or (isinstance(exc, ToolArgumentError) and text):
+        # A ToolArgumentError's text names the tool and what is wrong; "TypeError:
+        # ToolArgumentError: ..." would say the kind twice.
         return text or name
     return f"{name}: {text}" if text else name
 
