@@ -413,8 +413,10 @@ class TurnDriver:
                         "decision; the call was refused",
                         "PermissionError",
                     )
+                check = getattr(tool, "check_args", None)  # a call that can never validate is not put to a human
                 try:
-                    tool.check_args(args)  # a call that can never validate is not put to a human
+                    if check is not None:
+                        check(args)
                 except ToolArgumentError as exc:
                     return ResumeError(f"{exc}; the tool did not run and no confirmation was requested", "TypeError")
                 return _Suspend(_info(call_key, pos, call, tool.name, args, "confirmation", None))
