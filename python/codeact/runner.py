@@ -11,13 +11,20 @@ import anyio
 
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InvocationContext, RunConfig
-from .agent._protocol import PendingCallInfo, announcement_events, decision_value, pending_infos
+from .agent._protocol import (
+    PendingCallInfo,
+    announcement_events,
+    decision_value,
+    pending_infos,
+    plain_value_problem,
+)
 from .exceptions import (
     AlreadyResumingError,
     CallsPendingError,
     NoPendingCallError,
     StaleSessionError,
     TurnConflictError,
+    ValueConversionError,
     describe_pending,
 )
 from .services import BaseArtifactService, BaseMemoryService, SecretsProvider
@@ -76,9 +83,14 @@ class Runner:
         session = await self.session_service.get_session(app_name=self.app_name, user_id=user_id, session_id=session_id)
         if session is None:
             if not self.auto_create_session or not create:
-                raise SessionNotFoundError(
-                    f"session {session_id!r} of user {user_id!r} not found in app {self.app_name!r}; "
+                hint = (
                     "create it with session_service.create_session(...) or pass auto_create_session=True"
+                    if create
+                    else "this call never creates a session (there is nothing to resume in a new one); create it "
+                    "with session_service.create_session(...) and start a run first"
+                )
+                raise SessionNotFoundError(
+                    f"session {session_id!r} of user {user_id!r} not found in app {self.app_name!r}; {hint}"
                 )
             session = await self.session_service.create_session(
                 app_name=self.app_name, user_id=user_id, session_id=session_id
@@ -280,8 +292,31 @@ class Runner:
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         return pending_infos(slot.data if slot is not None else None)
 
-    async def _pick(self, user_id: str, session_id: str, call_key: str | None, kind: str, verb: str) -> PendingCallInfo:
-        pending = await self.pending(user_id=user_id, session_id=session_id)
+    async def _pick(
+        self,
+        user_id: str,
+        session_id: str,
+        call_key: str | None,
+        kind: str,
+        verb: str,
+        run_config: RunConfig | None,
+    ) -> PendingCallInfo:
+        if run_config is not None and run_config.discard_pending_checkpoint:
+            raise ValueError(
+                f"cannot {verb} with RunConfig(discard_pending_checkpoint=True): discarding drops the paused script "
+                f"the {verb} resumes; call Runner.discard_pending_checkpoint() instead. Nothing ran"
+            )
+        await self._session(user_id, session_id, create=False)
+        slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
+        pending = pending_infos(slot.data if slot is not None else None)
+        if slot is not None and slot.data.get("status") == "running" and slot.data.get("claim") is not None:
+            claim = slot.data["claim"]
+            claimed = set(claim.get("decisions") or {}) | set(claim.get("responses") or {})
+            if call_key is None or call_key in claimed:
+                raise AlreadyResumingError(
+                    f"cannot {verb} in session {session_id!r}: another runner claimed the paused script and is "
+                    "resuming it; nothing ran here"
+                )
         matching = [p for p in pending if p.kind == kind or kind == "any"]
         if call_key is None:
             if len(matching) == 1:
@@ -318,8 +353,9 @@ class Runner:
                 pending (nothing ran).
             AlreadyResumingError: another runner claimed the suspension first (the tool runs
                 there, once).
+            ValueError: ``run_config`` asks to discard the pending checkpoint (nothing ran).
         """
-        info = await self._pick(user_id, session_id, call_key, "confirmation", "approve")
+        info = await self._pick(user_id, session_id, call_key, "confirmation", "approve", run_config)
         rc = (run_config or RunConfig()).model_copy(update={"tool_confirmation_decisions": {info.call_key: True}})
         async with aclosing(self.run_async(user_id=user_id, session_id=session_id, run_config=rc)) as events:
             async for event in events:
@@ -341,7 +377,7 @@ class Runner:
         Raises:
             SessionNotFoundError / NoPendingCallError / AlreadyResumingError: as ``approve``.
         """
-        info = await self._pick(user_id, session_id, call_key, "any", "deny")
+        info = await self._pick(user_id, session_id, call_key, "any", "deny", run_config)
         rc = (run_config or RunConfig()).model_copy(
             update={
                 "tool_confirmation_decisions": {info.call_key: False},
@@ -366,9 +402,14 @@ class Runner:
         function response.
 
         Raises:
-            SessionNotFoundError / NoPendingCallError / AlreadyResumingError: as ``approve``.
+            ValueConversionError: ``value`` is not plain data (SPEC §3), is nested more than
+                ``MAX_VALUE_DEPTH`` levels or encodes to more than ``MAX_VALUE_BYTES``; checked
+                before anything is claimed or stored (nothing changed).
+            SessionNotFoundError / NoPendingCallError / AlreadyResumingError / ValueError: as
+                ``approve``.
         """
-        info = await self._pick(user_id, session_id, call_key, "completion", "complete")
+        _check_completion(value, call_key)
+        info = await self._pick(user_id, session_id, call_key, "completion", "complete", run_config)
         message = Content(
             role="user", parts=[Part(function_response=FunctionResponse(name=info.tool, response=value, id=call_key))]
         )
@@ -449,7 +490,9 @@ class Runner:
                         pending,
                     )
                 info = found
-            results[info.call_key] = response.response if response.response is not None else {}
+            value = response.response if response.response is not None else {}
+            _check_completion(value, info.call_key)
+            results[info.call_key] = value
         if not decided:
             if content is None or not content.text:
                 return _ANNOUNCE
@@ -528,6 +571,18 @@ class Runner:
             raise AlreadyResumingError(
                 f"another runner is resuming session {session.id!r}; its turn was not discarded"
             ) from exc
+
+
+def _check_completion(value: Any, call_key: str) -> None:
+    """Refuses a completion value that cannot cross into the script, before anything is
+    claimed or stored.
+
+    Raises:
+        ValueConversionError: not plain data, too deep or too large.
+    """
+    problem = plain_value_problem(value, f"the value completing call {call_key!r}")
+    if problem is not None:
+        raise ValueConversionError(f"{problem}; nothing was claimed or stored")
 
 
 _ANNOUNCE = object()

@@ -40,6 +40,12 @@ class PrefixedTool(Tool):
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
         return await self.original.run(args, tool_context)
 
+    def check_args(self, args: dict[str, Any]) -> None:
+        """The original tool's check (``ToolArgumentError`` when ``args`` never validate)."""
+        check = getattr(self.original, "check_args", None)
+        if check is not None:
+            check(args)
+
 
 class Toolset:
     """Base class: override ``get_tools``.

@@ -975,6 +975,9 @@ class CodeActAgent(BaseAgent):
         anything runs, then restores the run from it; yields a stale-checkpoint event, or
         the ``TurnState`` and first step to drive."""
         data = slot.data
+        if isinstance(data.get("unreadable"), str):
+            yield self._stale(run, data["unreadable"])
+            return
         if data.get("format") != TURN_FORMAT:
             yield self._stale(run, f"the stored turn has format {data.get('format')!r}, not {TURN_FORMAT}")
             return

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic_core
 
-from ..exceptions import CodeRuntimeError, SnapshotError, TurnConflictError
+from ..exceptions import CodeRuntimeError, SnapshotError, ToolArgumentError, TurnConflictError
 from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
@@ -413,6 +413,12 @@ class TurnDriver:
                         "decision; the call was refused",
                         "PermissionError",
                     )
+                check = getattr(tool, "check_args", None)  # a call that can never validate is not put to a human
+                try:
+                    if check is not None:
+                        check(args)
+                except ToolArgumentError as exc:
+                    return ResumeError(f"{exc}; the tool did not run and no confirmation was requested", "TypeError")
                 return _Suspend(_info(call_key, pos, call, tool.name, args, "confirmation", None))
             if decision is not True:
                 reason = f": {decision}" if isinstance(decision, str) and decision else ""

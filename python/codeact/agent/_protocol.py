@@ -26,6 +26,7 @@ __all__ = (
     "decode_outcome",
     "encode_outcome",
     "pending_infos",
+    "plain_value_problem",
     "value_problem",
 )
 
@@ -183,6 +184,39 @@ def value_problem(value: Any, what: str, verb: str = "is") -> str | None:
 
 
 _SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def plain_value_problem(value: Any, what: str) -> str | None:
+    """Why a host-supplied ``value`` is not plain data that can cross the boundary (SPEC §3:
+    None, bool, int, float, str, bytes, list, tuple, dict), is nested more than
+    ``MAX_VALUE_DEPTH`` levels, or encodes to more than ``MAX_VALUE_BYTES`` bytes; or None.
+    Iterative, so any depth is safe to check."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, what)]
+    while stack:
+        item, depth, where = stack.pop()
+        kind = type(item)
+        if kind in _SCALARS:
+            continue
+        if kind not in (list, tuple, dict):
+            return (
+                f"{where} is a {kind.__name__}, not plain data (None, bool, int, float, str, bytes, list, tuple, dict)"
+            )
+        if depth >= MAX_VALUE_DEPTH:
+            return f"{what} is nested more than {MAX_VALUE_DEPTH} levels deep"
+        if kind is dict:
+            for k, v in item.items():
+                if type(k) not in _SCALARS and type(k) is not tuple:
+                    return f"{where} has a dict key of type {type(k).__name__}"
+                stack.append((v, depth + 1, f"{where}[{k!r}]"))
+        else:
+            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(item))
+    try:
+        size = len(encode_outcome(ResumeValue(value)))
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
+        return f"{what} cannot be encoded ({exc})"
+    if size > MAX_VALUE_BYTES:
+        return f"{what} is larger than {MAX_VALUE_BYTES} bytes encoded"
+    return None
 
 
 def _json_native(value: Any) -> bool:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from ..exceptions import ToolArgumentError
+
 __all__ = ("SCRIPT_EXCEPTION_TYPES", "failure_message", "script_exc_type")
 
 SCRIPT_EXCEPTION_TYPES = frozenset(
@@ -42,6 +44,8 @@ def failure_message(exc: BaseException, exc_type: str) -> str:
     else:
         text = str(exc)
     name = type(exc).__name__
-    if name == exc_type:
+    if name == exc_type or (isinstance(exc, ToolArgumentError) and text):
+        # A ToolArgumentError's text names the tool and what is wrong; "TypeError:
+        # ToolArgumentError: ..." would say the kind twice.
         return text or name
     return f"{name}: {text}" if text else name

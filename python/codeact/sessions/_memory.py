@@ -21,6 +21,7 @@ from ._service import (
     json_roundtrip_state,
     merge_state,
     next_update_time,
+    parse_turn,
     prepare_append,
     resolve_session_id,
     sort_journal,
@@ -179,7 +180,7 @@ class InMemorySessionService(BaseSessionService):
         if stored is None or stored.turn is None:
             return None
         version, text, snapshot = stored.turn
-        return TurnSlot(version, pydantic_core.from_json(text), snapshot)
+        return TurnSlot(version, parse_turn(text), snapshot)
 
     async def save_turn(
         self,

@@ -286,6 +286,20 @@ def to_json(value: Any, what: str) -> str:
         raise SessionStoreError(f"cannot store {what}: not JSON-serializable ({e})") from e
 
 
+def parse_turn(text: str | bytes) -> dict[str, Any]:
+    """A stored turn record. One that cannot be parsed (corrupt, or nested deeper than the
+    JSON parser allows) comes back as an unreadable record of no known format, so the
+    agent reports it as a stale checkpoint and it can be discarded, instead of every call
+    on the session failing."""
+    try:
+        data = pydantic_core.from_json(text)
+    except ValueError as exc:
+        return {"format": None, "status": "unreadable", "unreadable": f"the stored turn record cannot be read ({exc})"}
+    if not isinstance(data, dict):
+        return {"format": None, "status": "unreadable", "unreadable": "the stored turn record is not a JSON object"}
+    return data
+
+
 def json_roundtrip_state(state: dict[str, Any], what: str = "state") -> dict[str, Any]:
     """A deep copy of ``state`` holding exactly what the store would give back.
 

@@ -48,6 +48,7 @@ from ._service import (
     json_roundtrip_state,
     merge_state,
     next_update_time,
+    parse_turn,
     prepare_append,
     resolve_session_id,
     sort_journal,
@@ -495,7 +496,7 @@ class SqliteSessionService(BaseSessionService):
             ).fetchone()
             if row is None or row[1] is None:
                 return None
-            return TurnSlot(row[0], pydantic_core.from_json(row[1]), bytes(row[2]) if row[2] is not None else None)
+            return TurnSlot(row[0], parse_turn(row[1]), bytes(row[2]) if row[2] is not None else None)
 
         return await self._call_quick(txn, write=False)
 

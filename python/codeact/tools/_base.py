@@ -66,5 +66,14 @@ class Tool:
         """
         raise NotImplementedError(f"tool {self.name!r} does not implement run()")
 
+    def check_args(self, args: dict[str, Any]) -> None:
+        """Checks ``args`` against the tool's signature without running it (the agent does so
+        before asking a human to approve a call). The default accepts anything; ``run``
+        still validates.
+
+        Raises:
+            ToolArgumentError: ``args`` can never be valid for this tool.
+        """
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

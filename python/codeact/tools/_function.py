@@ -427,6 +427,18 @@ class FunctionTool(Tool):
         interrupt it; see ``run_in_thread``)."""
         return not self._is_async and (not self.run_in_thread or self._quick_calls >= _QUICK_STREAK)
 
+    def check_args(self, args: dict[str, Any]) -> None:
+        """Validates ``args`` against the signature (as ``run`` does) without calling the
+        function.
+
+        Raises:
+            ToolArgumentError: ``args`` do not match the signature.
+        """
+        try:
+            self._validate(args if args is not None else {})
+        except ValidationError as e:
+            raise ToolArgumentError(self.name, self._describe_errors(e)) from e
+
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
         """Validates ``args``, calls the function and returns its result as plain data.
 
