@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
 import subprocess
 import sys
@@ -313,20 +312,18 @@ async def test_two_processes_approving_run_the_tool_once(tmp_path: Path, delay: 
     await start(db, ledger, 'r = call_tool("charge", {"item": "x"})\n' + final_script("r"))
     child = tmp_path / "resumer.py"
     child.write_text(RESUMER)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     procs = [
         subprocess.Popen(
             [sys.executable, str(child), str(db), str(ledger.path), str(d), "1.0"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
-        )
+        )  # the child imports codeact as installed (the wheel in CI), not from the source tree
         for d in (0.0, delay)
     ]
+    outputs = [p.communicate(timeout=120) for p in procs]  # both reaped before any assertion
     results = []
-    for p in procs:
-        out, err = p.communicate(timeout=120)
+    for p, (out, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, err[-3000:]
         results.append(json.loads(out.strip().splitlines()[-1])["result"])
     assert sorted(results) in (["already-resuming", "charged x"], ["charged x", "nothing-pending"]), results
