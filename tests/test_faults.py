@@ -394,13 +394,13 @@ async def test_unmatched_function_responses_raise(tmp_path: Path) -> None:
     assert ledger.lines() == ["render a"]
 
 
-@pytest.mark.parametrize("verb", ["pending", "approve", "deny", "complete", "decision"])
+@pytest.mark.parametrize("verb", ["pending", "approve", "deny", "complete", "discard", "decision"])
 async def test_unmatched_session_raises_and_is_not_created(tmp_path: Path, verb: str) -> None:
     ledger = Ledger(tmp_path / "ledger")
     model = ScriptedModel([fence(final_script("1"))])
     with SqliteSessionService(tmp_path / "s.db") as service:
         runner = Runner(app_name=APP, agent=agent_for(ledger, model), session_service=service, auto_create_session=True)
-        with pytest.raises(SessionNotFoundError):
+        with pytest.raises(SessionNotFoundError) as caught:
             if verb == "pending":
                 await runner.pending(user_id=USER, session_id="missing")
             elif verb == "approve":
@@ -409,9 +409,14 @@ async def test_unmatched_session_raises_and_is_not_created(tmp_path: Path, verb:
                 await collect(runner.deny(user_id=USER, session_id="missing", call_key="k"))
             elif verb == "complete":
                 await collect(runner.complete(user_id=USER, session_id="missing", call_key="k", value=1))
+            elif verb == "discard":
+                await runner.discard_pending_checkpoint(user_id=USER, session_id="missing")
             else:
                 rc = RunConfig(tool_confirmation_decisions={"k": True})
                 await collect(runner.run_async(user_id=USER, session_id="missing", run_config=rc))
+        # these calls never create a session, so the error does not advise auto_create_session
+        assert "auto_create_session" not in str(caught.value)
+        assert "never creates a session" in str(caught.value)
         assert await service.get_session(app_name=APP, user_id=USER, session_id="missing") is None
     assert model.requests == []
 
