@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import enum
-import keyword
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -150,32 +148,6 @@ _FUNCTIONS_CONTRACT = (
     "`final_answer(value)` ends the script with `value` as the final result (the same as ending with "
     '`{"type": "final_result", "value": value}`).'
 )
-
-
-def _placeholder(prop: Any) -> str:
-    kind = prop.get("type") if isinstance(prop, Mapping) else None
-    return (
-        {
-            "string": "str",
-            "integer": "int",
-            "number": "float",
-            "boolean": "bool",
-            "array": "list",
-            "object": "dict",
-        }.get(kind, "Any")
-        if isinstance(kind, str)
-        else "Any"
-    )
-
-
-def _ordered_params(schema: Mapping[str, Any] | None) -> list[tuple[str, Any, bool]]:
-    if not schema:
-        return []
-    props = schema.get("properties", {}) or {}
-    required = [n for n in schema.get("required", ()) if isinstance(n, str)]
-    out = [(n, props.get(n, {}), True) for n in required]
-    out += [(n, p, False) for n, p in props.items() if n not in required]
-    return out
 
 
 class _Ready:
@@ -474,8 +446,6 @@ class MontyRuntime:
         return "\n".join(lines)
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
 FINAL_ANSWER = "final_answer"
 """In the functions style, ``final_answer(x)`` ends the script with the final result ``x``
 (a synonym of the last expression ``{"type": "final_result", "value": x}``) unless a tool of
@@ -501,20 +471,3 @@ def final_answer_step(
             "final_answer() takes exactly one argument, the final result: final_answer(value)", "TypeError"
         )
     return Complete({"type": "final_result", "value": value}, stdout)
-
-
-def _is_identifier(name: str) -> bool:
-    return bool(_IDENTIFIER.match(name)) and not keyword.iskeyword(name)
-
-
-def _render_functions(tools: Sequence[Tool]) -> str:
-    """Each tool as a Python signature with its description as the docstring.
-
-    Tools whose name is not a Python identifier (``fetch-cart``, ``class``) cannot be
-    called bare: they are listed apart, reachable through ``call_tool("name", {...})``, which
-    works in this style too. Parameter names that are not identifiers are omitted from the
-    signature and named in the docstring (pass them with ``call_tool``).
-    """
-    from ..tools._render import render_functions
-
-    return render_functions(tools)
