@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
+try:  # the installed package when there is one; the source tree only as a fallback
+    import codeact  # noqa: F401
+except ImportError:
+    sys.path.append(str(ROOT / "python"))
 
 from codeact.agent._extract import _TAG, _THINK, _fences, explain_no_code, extract_code  # noqa: E402
 from codeact.runtime._subset import SUBSET  # noqa: E402

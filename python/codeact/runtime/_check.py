@@ -668,15 +668,22 @@ def _detect_call(
         odd = [a for a in node.args if isinstance(a, ast.Starred)] or node.args[1:]
         odd += [a for a in node.args[:1] if isinstance(a, ast.Constant) and not isinstance(a.value, str)]
         if odd or node.keywords:
-            found.append(
-                _finding(
-                    src,
-                    node,
-                    "exception_args",
-                    f"{func.id}(...) takes at most one argument here, a string; instead: "
-                    f"{func.id}(f'...{{value}}...') with everything in one message",
+            if func.id == "SystemExit" and not node.args[1:] and not node.keywords:
+                text = (
+                    "SystemExit takes no exit code here, only a message string; instead: end the script "
+                    "normally (put the rest under an if), or SystemExit('message')"
                 )
-            )
+            elif len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and not node.keywords:
+                text = (
+                    f"{func.id}(...) takes a string message here, not {type(node.args[0].value).__name__}; "
+                    f"instead: {func.id}(f'...{{value}}...')"
+                )
+            else:
+                text = (
+                    f"{func.id}(...) takes at most one argument here, a string; instead: "
+                    f"{func.id}(f'...{{value}}...') with everything in one message"
+                )
+            found.append(_finding(src, node, "exception_args", text))
     if isinstance(func, ast.Attribute):
         if func.attr == "format_map":
             found.append(
