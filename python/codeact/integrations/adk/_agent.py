@@ -92,7 +92,7 @@ def _adk_part(part: Part) -> types.Part:
 
 def _usage(event: Event) -> types.GenerateContentResponseUsageMetadata | None:
     u = event.usage_metadata
-    if u is None:
+    if u is None or (u.prompt_token_count is None and u.candidates_token_count is None and u.total_token_count is None):
         return None
     return types.GenerateContentResponseUsageMetadata(
         prompt_token_count=u.prompt_token_count,
@@ -128,12 +128,7 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
     metadata = dict(event.custom_metadata or {})
     if event.usage_metadata is not None:
         metadata["codeact_model_calls"] = event.usage_metadata.model_calls
-    common: dict[str, Any] = {
-        "invocation_id": invocation_id,
-        "author": author,
-        "branch": branch,
-        "custom_metadata": metadata or None,
-    }
+    common: dict[str, Any] = {"invocation_id": invocation_id, "author": author, "branch": branch}
     delta = {k: v for k, v in event.actions.state_delta.items() if not k.startswith(_OWN_KEYS)}
     asked = event.actions.requested_tool_confirmations
     if asked and not event.error_code:
@@ -163,6 +158,7 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
                 content=types.Content(role="model", parts=[types.Part(function_call=r) for r in requests]),
                 long_running_tool_ids={r.id for r in requests if r.id},
                 usage_metadata=_usage(event),
+                custom_metadata=metadata or None,
             ),
             AdkEvent(
                 **common,
@@ -200,6 +196,7 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
             interrupted=event.interrupted or None,
             turn_complete=event.turn_complete or None,
             usage_metadata=_usage(event),
+            custom_metadata=metadata or None,
         )
     ]
 
