@@ -24,8 +24,10 @@ from google.genai import types
 
 from codeact import (
     CodeActAgent,
+    Content,
     LlmResponse,
     MontyRuntime,
+    Part,
     RunConfig,
     Runner,
     ScriptedModel,
@@ -33,7 +35,6 @@ from codeact import (
 )
 from codeact.integrations.adk import CodeActAdkAgent, from_adk
 from codeact.models import Usage
-from codeact.sessions._types import Content, Part
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]  # ADK is asyncio-only
 
@@ -398,3 +399,29 @@ async def test_codeact_runner_predicate_without_adk_runner(anyio_backend):
     events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go")]
     [asked] = events[-1].actions.requested_tool_confirmations.values()
     assert asked.args == {"item": "cake", "qty": 9} and CALLED == [("tea", 1)]
+
+
+class TransfersTo(AdkBaseLlm):
+    """An ADK model double: hands the conversation to ``target`` (and says "back" if asked again)."""
+
+    model: str = "transfers"
+    target: str
+
+    async def generate_content_async(
+        self, llm_request: AdkLlmRequest, stream: bool = False
+    ) -> AsyncGenerator[AdkLlmResponse, None]:
+        call = types.FunctionCall(name="transfer_to_agent", args={"agent_name": self.target})
+        yield AdkLlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+
+
+async def test_confirmation_of_a_sub_agent_returns_to_it(anyio_backend):
+    """Under an LlmAgent root, ADK routes the answer to the agent that asked (the author of the
+    ``adk_request_confirmation`` call): the paused CodeAct sub-agent, not the root."""
+    CALLED.clear()
+    root = LlmAgent(name="root", model=TransfersTo(target="shop"), sub_agents=[shop(True)])
+    runner = await start(root)
+    [(event, request)] = requests_in(await send(runner, text("tea please")))
+    assert event.author == "shop" and CALLED == []
+    resumed = await send(runner, answer(request.id, {"confirmed": True}))
+    assert CALLED == [("tea", 9)]
+    assert (resumed[-1].author, resumed[-1].content.parts[0].text) == ("shop", "recorded, 1 line(s)")

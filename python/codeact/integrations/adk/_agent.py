@@ -254,9 +254,13 @@ class CodeActAdkAgent(BaseAgent):
         """An ADK agent named and described like ``agent``."""
         return cls(name=agent.name, description=agent.description or "", agent=agent, **kwargs)
 
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        # Made here, not on first use: ADK may run a copy of the agent, and copies share it.
+        self._service = self.session_service if self.session_service is not None else InMemorySessionService()
+
     def _store(self) -> BaseSessionService:
-        if self._service is None:
-            self._service = self.session_service if self.session_service is not None else InMemorySessionService()
+        assert self._service is not None
         return self._service
 
     def _error(self, ctx: InvocationContext, code: str, message: str) -> AdkEvent:
@@ -268,12 +272,24 @@ class CodeActAdkAgent(BaseAgent):
             error_message=message,
         )
 
+    def _answers(self, ctx: InvocationContext) -> list[types.FunctionResponse]:
+        """The function responses of the user's latest message meant for this agent. Read from
+        the session, not ``ctx.user_content``: when ADK resumes a sub-agent on an answer, the
+        context keeps the invocation's first message. A response to a call another agent made
+        is left to that agent."""
+        events = ctx.session.events
+        latest = next((e for e in reversed(events) if e.author == "user"), None)
+        responses = latest.get_function_responses() if latest is not None else []
+        if not responses:
+            return []
+        owners = {fc.id: e.author for e in events for fc in e.get_function_calls() if fc.id}
+        return [r for r in responses if owners.get(r.id) in (None, self.name)]
+
     def _request(self, ctx: InvocationContext) -> tuple[Content | str | None, RunConfig] | AdkEvent:
         """What this invocation sends codeact: the message and the run config with the
         decisions its ``adk_request_confirmation`` answers carry, or the error event."""
         base = self.run_config if self.run_config is not None else RunConfig()
-        parts = ctx.user_content.parts if ctx.user_content is not None and ctx.user_content.parts else []
-        responses = [p.function_response for p in parts if p.function_response is not None]
+        responses = self._answers(ctx)
         if not responses:
             return _user_text(ctx), base
         decisions: dict[str, bool] = {}
