@@ -425,3 +425,31 @@ async def test_confirmation_of_a_sub_agent_returns_to_it(anyio_backend):
     resumed = await send(runner, answer(request.id, {"confirmed": True}))
     assert CALLED == [("tea", 9)]
     assert (resumed[-1].author, resumed[-1].content.parts[0].text) == ("shop", "recorded, 1 line(s)")
+
+
+def start_refund(order: int) -> dict[str, Any]:
+    """Opens a refund ticket; a person answers it later."""
+    return {"ticket": f"T-{order}", "status": "pending"}
+
+
+async def test_long_running_call_is_answered_with_its_function_response(anyio_backend):
+    from google.adk.tools import LongRunningFunctionTool
+
+    script = """```python
+r = call_tool("start_refund", {"order": 7})
+{"type": "final_result", "value": f"refund {r['status']}"}
+```"""
+    agent = CodeActAgent(
+        name="desk",
+        model=ScriptedModel(lambda request: script),
+        runtime=MontyRuntime(),
+        tools=from_adk([LongRunningFunctionTool(start_refund)]),
+    )
+    runner = await start(CodeActAdkAgent.wrap(agent))
+    events = await send(runner, text("refund order 7"))
+    [paused] = [e for e in events if e.long_running_tool_ids]
+    [call] = paused.get_function_calls()
+    assert (call.name, call.args, paused.long_running_tool_ids) == ("start_refund", {"order": 7}, {call.id})
+    reply = types.FunctionResponse(name="start_refund", id=call.id, response={"status": "approved"})
+    done = await send(runner, types.Part(function_response=reply))
+    assert done[-1].content.parts[0].text == "refund approved"
