@@ -453,3 +453,16 @@ r = call_tool("start_refund", {"order": 7})
     reply = types.FunctionResponse(name="start_refund", id=call.id, response={"status": "approved"})
     done = await send(runner, types.Part(function_response=reply))
     assert done[-1].content.parts[0].text == "refund approved"
+
+
+async def test_example_runs(anyio_backend):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "adk_approval" / "main.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any("adk_request_confirmation(" in line and "'amount': 450" in line for line in lines)
+    assert lines[-1].strip() == "[answer] refunded 470 euros"
