@@ -466,3 +466,17 @@ async def test_example_runs(anyio_backend):
     lines = done.stdout.splitlines()
     assert any("adk_request_confirmation(" in line and "'amount': 450" in line for line in lines)
     assert lines[-1].strip() == "[answer] refunded 470 euros"
+
+
+async def test_predicate_survives_a_prefixed_toolset(anyio_backend):
+    from codeact import FunctionToolset
+
+    CALLED.clear()
+    [tool] = from_adk([AdkFunctionTool(record, require_confirmation=lambda item, qty: qty > 5)])
+    toolset = FunctionToolset([tool], prefix="shop")
+    script = TWO_ORDERS.replace('"record"', '"shop_record"')
+    agent = CodeActAgent(name="shop", model=ScriptedModel([script]), runtime=MontyRuntime(), toolsets=[toolset])
+    runner = Runner(app_name="a", agent=agent, auto_create_session=True)
+    events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go")]
+    [asked] = events[-1].actions.requested_tool_confirmations.values()
+    assert (asked.tool_name, asked.args) == ("shop_record", {"item": "cake", "qty": 9}) and CALLED == [("tea", 1)]
