@@ -46,6 +46,11 @@ class PrefixedTool(Tool):
         if check is not None:
             check(args)
 
+    async def confirmation_required(self, args: dict[str, Any]) -> bool:
+        """The original tool's per-call confirmation check."""
+        check = getattr(self.original, "confirmation_required", None)
+        return True if check is None else bool(await check(args))
+
 
 class Toolset:
     """Base class: override ``get_tools``.

@@ -891,6 +891,14 @@ class CodeActAgent(BaseAgent):
             or tool.name in self.require_tool_confirmation
         )
 
+    def _gates_all(self, tool: Tool) -> bool:
+        """The agent gates every call of ``tool`` (no per-call check of the tool applies)."""
+        return (
+            self.require_tool_confirmation_for_all
+            or tool.name in self.require_tool_confirmation
+            or not hasattr(tool, "confirmation_required")
+        )
+
     def _tool_context(self, run: _Run, call_key: str) -> ToolContext:
         committed = collections.ChainMap(run.pending.state_delta, run.ctx.session.state)
         return ToolContext(

@@ -406,6 +406,17 @@ class TurnDriver:
                 return _Suspend(waiting)
         elif entry is None and agent._needs_confirmation(tool):
             decision = st.decisions.get(call_key)
+            if decision is None and not agent._gates_all(tool):
+                try:
+                    asks = await tool.confirmation_required(args)
+                except Exception as exc:  # a per-call check of the host failed: the script hears of it
+                    log.warning("confirmation check of tool %r failed", tool.name, exc_info=True)
+                    return ResumeError(
+                        f"the confirmation check of {tool.name!r} failed ({type(exc).__name__}); the tool did not run",
+                        "RuntimeError",
+                    )
+                if not asks:
+                    return _Invoke(tool, args, pos, digest, call_key, False, call)
             if decision is None:
                 if not run.supports_suspension:
                     return ResumeError(

@@ -23,7 +23,8 @@ class Tool:
         is_long_running: the result arrives later: the run suspends after starting it and
             resumes when the caller sends a function response (runtimes that cannot
             suspend run it inline).
-        requires_confirmation: a human must approve each call (human in the loop).
+        requires_confirmation: a human must approve each call (human in the loop); a tool
+            that decides per call overrides ``confirmation_required``.
         returns: a JSON schema of the result, or None when undeclared; tool listings show
             it as the return type (``FunctionTool`` takes it from the return annotation).
     """
@@ -74,6 +75,18 @@ class Tool:
         Raises:
             ToolArgumentError: ``args`` can never be valid for this tool.
         """
+
+    async def confirmation_required(self, args: dict[str, Any]) -> bool:
+        """Whether this call (its bound ``args``) waits for a human, asked only when
+        ``requires_confirmation`` is set and the agent does not already gate the tool. The
+        default says yes; a subclass may decide per call (the ADK adapter evaluates an ADK
+        ``require_confirmation`` predicate here, as ADK's ``FunctionTool`` does).
+
+        Raises:
+            Exception: the check failed; the script gets the error and the tool does not run.
+        """
+        del args
+        return True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

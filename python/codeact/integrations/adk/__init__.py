@@ -2,13 +2,16 @@
 agents, and codeact agents in ADK.
 
 ``from_adk([FunctionTool(f, require_confirmation=True), LongRunningFunctionTool(g), h])`` gives
-codeact tools with the same name, description, parameters and flags; a ``tool_context``
-parameter receives codeact's ``ToolContext`` (``state`` writes become the event's
-``state_delta``, as in ADK).
+codeact tools with the same name, description, parameters and flags (a ``require_confirmation``
+predicate is asked per call); a ``tool_context`` parameter receives codeact's ``ToolContext``
+(``state`` writes become the event's ``state_delta``, as in ADK).
 
-``CodeActAdkAgent.wrap(codeact_agent)`` is an ADK ``BaseAgent``: an ``LlmAgent`` sub-agent or an
-``AgentTool``. Not yet: script, tool call and result events in ADK's shape (they come with the
-durability work's event model), and approving a paused run from ADK's confirmation flow.
+``CodeActAdkAgent.wrap(codeact_agent)`` is an ADK ``BaseAgent``: the root agent of an ADK
+``Runner``, an ``LlmAgent`` sub-agent or an ``AgentTool``. Its runs show as ADK events (the
+model's reply with its ``executable_code``, the script's ``code_execution_result``, tool
+``function_call`` / ``function_response`` pairs, the answer, state deltas, usage:
+``to_adk_events``), and a call awaiting a human goes through ADK's ``adk_request_confirmation``
+flow.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from .. import require
 
 require("google.adk", "adk")
 
-from ._agent import CodeActAdkAgent  # noqa: E402
+from ._agent import REQUEST_CONFIRMATION, CodeActAdkAgent, confirmation_call_id, to_adk_events  # noqa: E402
 from ._tools import from_adk  # noqa: E402
 
-__all__ = ("CodeActAdkAgent", "from_adk")
+__all__ = ("REQUEST_CONFIRMATION", "CodeActAdkAgent", "confirmation_call_id", "from_adk", "to_adk_events")

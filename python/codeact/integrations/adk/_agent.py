@@ -1,12 +1,13 @@
 """``CodeActAdkAgent``: a codeact ``CodeActAgent`` as a Google ADK ``BaseAgent``, so it can be an
-``LlmAgent`` sub-agent (reached by ``transfer_to_agent``) or wrapped in ``AgentTool``.
+``LlmAgent`` sub-agent (reached by ``transfer_to_agent``), wrapped in ``AgentTool``, or the root
+agent of an ADK ``Runner`` / ``adk web``.
 
-Each ADK invocation runs the codeact agent once on the invocation's user message, in a codeact
-session with the same app, user and session ids (held by ``session_service``, in memory by
-default, seeded with the ADK session's state on first use). codeact events come back as ADK
-events authored by this agent: their text as a model ``Content`` and their ``state_delta``
-(without codeact's own ``codeact*`` bookkeeping keys), so state written by codeact tools lands
-in the ADK session.
+Each ADK invocation runs the codeact agent once, in a codeact session with the same app, user
+and session ids (held by ``session_service``, in memory by default, seeded with the ADK
+session's state on first use). Every codeact event comes back as ADK events authored by this
+agent (see ``to_adk_events``), and a call awaiting a human decision goes through ADK's own
+confirmation flow (``adk_request_confirmation``), as an ``LlmAgent`` with the same
+``FunctionTool`` would.
 """
 
 from __future__ import annotations
@@ -14,20 +15,48 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import pydantic
 from google.adk.agents import BaseAgent
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event as AdkEvent
 from google.adk.events import EventActions as AdkEventActions
+from google.adk.tools.tool_confirmation import ToolConfirmation as AdkToolConfirmation
 from google.genai import types
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from ...agent import CodeActAgent
+from ...agent import CodeActAgent, RunConfig
+from ...exceptions import AlreadyResumingError, CallsPendingError, NoPendingCallError
 from ...runner import Runner
 from ...sessions import BaseSessionService, InMemorySessionService
+from ...sessions._types import Content, Event, FunctionResponse, Part
 
-__all__ = ("CodeActAdkAgent",)
+__all__ = ("REQUEST_CONFIRMATION", "CodeActAdkAgent", "confirmation_call_id", "to_adk_events")
 
+REQUEST_CONFIRMATION = "adk_request_confirmation"
+"""The function-call name of ADK's confirmation request (``google.adk`` keeps it private)."""
+
+_CONFIRM_PREFIX = "adk-codeact-confirm-"
 _OWN_KEYS = "codeact"
+_REJECTED = {"error": "This tool call requires confirmation, please approve or reject."}  # ADK's FunctionTool text
+
+
+def confirmation_call_id(call_key: str) -> str:
+    """The id of the ``adk_request_confirmation`` function call asking about codeact call
+    ``call_key``: derived from the key (``"adk-codeact-confirm-<call key>"``), so an answer
+    maps back to the call after a restart without any stored table."""
+    return _CONFIRM_PREFIX + call_key
+
+
+def _call_key(request_id: str) -> str | None:
+    return request_id[len(_CONFIRM_PREFIX) :] if request_id.startswith(_CONFIRM_PREFIX) else None
+
+
+def _confirm_hint(tool: str) -> str:
+    # The hint ADK's FunctionTool gives when require_confirmation asks (function_tool.py).
+    return (
+        f"Please approve or reject the tool call {tool}() by responding with a FunctionResponse with an expected "
+        "ToolConfirmation payload."
+    )
 
 
 def _user_text(ctx: InvocationContext) -> str:
@@ -39,7 +68,146 @@ def _user_text(ctx: InvocationContext) -> str:
                 break
     if content is None:
         return ""
-    return "".join(p.text or "" for p in content.parts or [])
+    return "".join(p.text or "" for p in content.parts or [] if not p.thought)
+
+
+def _adk_part(part: Part) -> types.Part:
+    if part.function_call is not None:
+        fc = part.function_call
+        return types.Part(function_call=types.FunctionCall(id=fc.id, name=fc.name, args=fc.args))
+    if part.function_response is not None:
+        fr = part.function_response
+        response = fr.response if isinstance(fr.response, dict) else {"result": fr.response}
+        return types.Part(function_response=types.FunctionResponse(id=fr.id, name=fr.name, response=response))
+    if part.executable_code is not None:
+        code = part.executable_code
+        return types.Part(executable_code=types.ExecutableCode(code=code.code, language=types.Language.PYTHON))
+    if part.code_execution_result is not None:
+        result = part.code_execution_result
+        return types.Part(
+            code_execution_result=types.CodeExecutionResult(outcome=types.Outcome(result.outcome), output=result.output)
+        )
+    return types.Part(text=part.text or "", thought=part.thought or None)
+
+
+def _usage(event: Event) -> types.GenerateContentResponseUsageMetadata | None:
+    u = event.usage_metadata
+    if u is None or (u.prompt_token_count is None and u.candidates_token_count is None and u.total_token_count is None):
+        return None
+    return types.GenerateContentResponseUsageMetadata(
+        prompt_token_count=u.prompt_token_count,
+        candidates_token_count=u.candidates_token_count,
+        total_token_count=u.total_token_count,
+    )
+
+
+def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str | None = None) -> list[AdkEvent]:
+    """``event`` (a codeact event) as the ADK events an ADK app reads.
+
+    - content: each part as the ``google.genai.types.Part`` of the same kind (``text``,
+      ``executable_code``, ``code_execution_result``, ``function_call``, ``function_response``;
+      a non-dict function response as ``{"result": value}``), the role kept;
+    - ``actions``: ``state_delta`` without codeact's ``codeact*`` bookkeeping keys,
+      ``artifact_delta``, ``escalate``, ``skip_summarization`` (a transfer inside the codeact
+      agent tree stays inside);
+    - ``long_running_tool_ids``, ``error_code`` / ``error_message``, ``interrupted``,
+      ``turn_complete``;
+    - ``usage_metadata`` as ``GenerateContentResponseUsageMetadata`` (prompt, candidates and
+      total tokens); codeact's ``model_calls`` and ``kind`` go to ``custom_metadata``
+      (``codeact_model_calls``, ``codeact_kind``).
+
+    A confirmation request (``actions.requested_tool_confirmations``) becomes the three events
+    an ADK ``LlmAgent`` emits for a ``FunctionTool`` with ``require_confirmation`` (ADK 1.x-2.x
+    ``functions.py`` / ``_functions.py``): the original ``function_call`` (id = the codeact
+    call key), the ``adk_request_confirmation`` function call (args ``originalFunctionCall``
+    and ``toolConfirmation``, its id from ``confirmation_call_id`` in
+    ``long_running_tool_ids``), and the tool's placeholder ``function_response`` carrying
+    ``requested_tool_confirmations`` and ``skip_summarization``. An event with nothing left to
+    show (only bookkeeping) gives no ADK event.
+    """
+    metadata = dict(event.custom_metadata or {})
+    if event.usage_metadata is not None:
+        metadata["codeact_model_calls"] = event.usage_metadata.model_calls
+    common: dict[str, Any] = {"invocation_id": invocation_id, "author": author, "branch": branch}
+    delta = {k: v for k, v in event.actions.state_delta.items() if not k.startswith(_OWN_KEYS)}
+    asked = event.actions.requested_tool_confirmations
+    if asked and not event.error_code:
+        calls = [
+            types.FunctionCall(id=key, name=request.tool_name, args=dict(request.args))
+            for key, request in asked.items()
+        ]
+        confirmations = {
+            key: AdkToolConfirmation(hint=request.hint or _confirm_hint(request.tool_name))
+            for key, request in asked.items()
+        }
+        requests = [
+            types.FunctionCall(
+                id=confirmation_call_id(call.id or ""),
+                name=REQUEST_CONFIRMATION,
+                args={
+                    "originalFunctionCall": call.model_dump(exclude_none=True, by_alias=True),
+                    "toolConfirmation": confirmations[call.id or ""].model_dump(by_alias=True, exclude_none=True),
+                },
+            )
+            for call in calls
+        ]
+        return [
+            AdkEvent(**common, content=types.Content(role="model", parts=[types.Part(function_call=c) for c in calls])),
+            AdkEvent(
+                **common,
+                content=types.Content(role="model", parts=[types.Part(function_call=r) for r in requests]),
+                long_running_tool_ids={r.id for r in requests if r.id},
+                usage_metadata=_usage(event),
+                custom_metadata=metadata or None,
+            ),
+            AdkEvent(
+                **common,
+                content=types.Content(
+                    role="user",
+                    parts=[
+                        types.Part(function_response=types.FunctionResponse(id=c.id, name=c.name, response=_REJECTED))
+                        for c in calls
+                    ],
+                ),
+                actions=AdkEventActions(
+                    state_delta=delta, skip_summarization=True, requested_tool_confirmations=confirmations
+                ),
+            ),
+        ]
+    content = None
+    if event.content is not None and event.content.parts:
+        content = types.Content(role=event.content.role, parts=[_adk_part(p) for p in event.content.parts])
+    a = event.actions
+    if not (content or delta or a.artifact_delta or a.escalate or a.skip_summarization or event.error_code):
+        return []
+    return [
+        AdkEvent(
+            **common,
+            content=content,
+            actions=AdkEventActions(
+                state_delta=delta,
+                artifact_delta=dict(a.artifact_delta),
+                escalate=a.escalate or None,
+                skip_summarization=a.skip_summarization or None,
+            ),
+            long_running_tool_ids=set(event.long_running_tool_ids) or None,
+            error_code=event.error_code,
+            error_message=event.error_message,
+            interrupted=event.interrupted or None,
+            turn_complete=event.turn_complete or None,
+            usage_metadata=_usage(event),
+            custom_metadata=metadata or None,
+        )
+    ]
+
+
+def _reason(confirmation: AdkToolConfirmation) -> str:
+    payload = confirmation.payload
+    if isinstance(payload, str):
+        return payload
+    if isinstance(payload, dict) and isinstance(payload.get("reason"), str):
+        return payload["reason"]
+    return ""
 
 
 class CodeActAdkAgent(BaseAgent):
@@ -50,15 +218,35 @@ class CodeActAdkAgent(BaseAgent):
             codeact agent's).
         agent: the codeact agent.
         session_service: codeact's store for the agent's own sessions (default: in memory).
+            A paused script lives there: use a persistent store (``SqliteSessionService``) for
+            approvals that must survive a restart of the app.
+        run_config: codeact ``RunConfig`` for every run (for example
+            ``RunConfig(emit_tool_events=True)`` for a ``function_call`` / ``function_response``
+            event pair per tool call, or ``on_pending_message="deny"``).
 
-    Not yet: a run that pauses for a human (confirmation, long-running tool) surfaces as an
-    ADK event with the codeact pause text only; approving it goes through codeact's ``Runner``.
+    Each invocation runs the codeact agent on the invocation's user message and yields its
+    events through ``to_adk_events``. Human in the loop follows ADK's confirmation flow: a
+    call awaiting confirmation surfaces as an ``adk_request_confirmation`` function call (in
+    ``long_running_tool_ids``); the app answers as it answers an ``LlmAgent``, with a user
+    message holding a ``FunctionResponse`` named ``adk_request_confirmation`` with that id and a
+    ``ToolConfirmation`` (``{"confirmed": true}``; a denial's ``payload``, a string or
+    ``{"reason": ...}``, is the reason the script's ``PermissionError`` gives). The next
+    invocation approves or denies the codeact call and the script resumes. A long-running
+    tool's ``function_call`` is answered with a ``FunctionResponse`` of the same id.
+
+    An answer that matches no pending call (an unknown or stale id, a finished run), an
+    unreadable ``ToolConfirmation``, a new text message while calls are pending (unless
+    ``run_config`` says otherwise) or a decision another runner is already resuming ends the
+    invocation with one ADK event carrying ``error_code`` (``codeact.no_pending_call``,
+    ``codeact.bad_confirmation``, ``codeact.calls_pending``, ``codeact.already_resuming``) and
+    ``error_message``; nothing runs.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     agent: Any = Field(description="the codeact CodeActAgent")
     session_service: Any = None
+    run_config: Any = None
     _service: BaseSessionService | None = PrivateAttr(default=None)
 
     @classmethod
@@ -66,10 +254,80 @@ class CodeActAdkAgent(BaseAgent):
         """An ADK agent named and described like ``agent``."""
         return cls(name=agent.name, description=agent.description or "", agent=agent, **kwargs)
 
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        # Made here, not on first use: ADK may run a copy of the agent, and copies share it.
+        self._service = self.session_service if self.session_service is not None else InMemorySessionService()
+
     def _store(self) -> BaseSessionService:
-        if self._service is None:
-            self._service = self.session_service if self.session_service is not None else InMemorySessionService()
+        assert self._service is not None
         return self._service
+
+    def _error(self, ctx: InvocationContext, code: str, message: str) -> AdkEvent:
+        return AdkEvent(
+            invocation_id=ctx.invocation_id,
+            author=self.name,
+            branch=ctx.branch,
+            error_code=code,
+            error_message=message,
+        )
+
+    def _answers(self, ctx: InvocationContext) -> list[types.FunctionResponse]:
+        """The function responses of the user's latest message meant for this agent. Read from
+        the session, not ``ctx.user_content``: when ADK resumes a sub-agent on an answer, the
+        context keeps the invocation's first message. A response to a call another agent made
+        is left to that agent."""
+        events = ctx.session.events
+        latest = next((e for e in reversed(events) if e.author == "user"), None)
+        responses = latest.get_function_responses() if latest is not None else []
+        if not responses:
+            return []
+        owners = {fc.id: e.author for e in events for fc in e.get_function_calls() if fc.id}
+        return [r for r in responses if owners.get(r.id) in (None, self.name)]
+
+    def _request(self, ctx: InvocationContext) -> tuple[Content | str | None, RunConfig] | AdkEvent:
+        """What this invocation sends codeact: the message and the run config with the
+        decisions its ``adk_request_confirmation`` answers carry, or the error event."""
+        base = self.run_config if self.run_config is not None else RunConfig()
+        responses = self._answers(ctx)
+        if not responses:
+            return _user_text(ctx), base
+        decisions: dict[str, bool] = {}
+        reasons: dict[str, str] = {}
+        completions: list[Part] = []
+        for response in responses:
+            if response.name != REQUEST_CONFIRMATION:
+                completions.append(
+                    Part(
+                        function_response=FunctionResponse(
+                            name=response.name or "", response=response.response, id=response.id
+                        )
+                    )
+                )
+                continue
+            key = _call_key(response.id or "")
+            if key is None:
+                return self._error(
+                    ctx,
+                    "codeact.no_pending_call",
+                    f"the {REQUEST_CONFIRMATION} response {response.id!r} answers no confirmation request of agent "
+                    f"{self.name!r} (its ids start with {_CONFIRM_PREFIX!r}); nothing ran",
+                )
+            try:
+                confirmation = AdkToolConfirmation.from_response_dict(response.response or {})
+            except (pydantic.ValidationError, ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+                return self._error(
+                    ctx,
+                    "codeact.bad_confirmation",
+                    f"the {REQUEST_CONFIRMATION} response {response.id!r} holds no ToolConfirmation "
+                    f"({type(exc).__name__}: {exc}); nothing ran",
+                )
+            decisions[key] = confirmation.confirmed
+            if not confirmation.confirmed:
+                reasons[key] = _reason(confirmation)
+        rc = base.model_copy(update={"tool_confirmation_decisions": decisions, "tool_denial_reasons": reasons})
+        message = Content(role="user", parts=completions) if completions else None
+        return message, rc
 
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[AdkEvent, None]:
         session = ctx.session
@@ -80,18 +338,24 @@ class CodeActAdkAgent(BaseAgent):
             await store.create_session(
                 app_name=session.app_name, user_id=session.user_id, session_id=session.id, state=seed
             )
+        request = self._request(ctx)
+        if isinstance(request, AdkEvent):
+            yield request
+            return
+        message, run_config = request
         runner = Runner(app_name=session.app_name, agent=self.agent, session_service=store)
-        async for event in runner.run_async(
-            user_id=session.user_id, session_id=session.id, new_message=_user_text(ctx)
-        ):
-            delta = {k: v for k, v in event.actions.state_delta.items() if not k.startswith(_OWN_KEYS)}
-            text = event.text if event.kind is None else ""  # a run's progress events stay inside
-            if not text and not delta:
-                continue
-            yield AdkEvent(
-                invocation_id=ctx.invocation_id,
-                author=self.name,
-                branch=ctx.branch,
-                content=types.Content(role="model", parts=[types.Part.from_text(text=text)]) if text else None,
-                actions=AdkEventActions(state_delta=delta),
-            )
+        events = runner.run_async(
+            user_id=session.user_id, session_id=session.id, new_message=message, run_config=run_config
+        )
+        try:
+            async for event in events:
+                for adk_event in to_adk_events(
+                    event, author=self.name, invocation_id=ctx.invocation_id, branch=ctx.branch
+                ):
+                    yield adk_event
+        except NoPendingCallError as exc:
+            yield self._error(ctx, "codeact.no_pending_call", str(exc))
+        except CallsPendingError as exc:
+            yield self._error(ctx, "codeact.calls_pending", str(exc))
+        except AlreadyResumingError as exc:
+            yield self._error(ctx, "codeact.already_resuming", str(exc))

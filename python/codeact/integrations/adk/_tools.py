@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,6 +14,31 @@ from ...tools import FunctionTool, LongRunningFunctionTool, Tool
 __all__ = ("from_adk",)
 
 
+class _PredicateTool(FunctionTool):
+    """An ADK function tool whose ``require_confirmation`` is a predicate: it is asked per
+    call with the call's arguments, as ADK's ``FunctionTool.check_require_confirmation``
+    does (sync or async; a ``tool_context`` parameter of the predicate gets None)."""
+
+    def __init__(self, func: Callable[..., Any], predicate: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(func, requires_confirmation=True, **kwargs)
+        self._predicate = predicate
+        try:
+            params = inspect.signature(predicate).parameters
+        except (TypeError, ValueError):
+            params = {}
+        self._takes_any = not params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        self._names = frozenset(params)
+
+    async def confirmation_required(self, args: dict[str, Any]) -> bool:
+        kwargs = dict(args) if self._takes_any else {k: v for k, v in args.items() if k in self._names}
+        if "tool_context" in self._names and "tool_context" not in kwargs:
+            kwargs["tool_context"] = None
+        verdict = self._predicate(**kwargs)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        return bool(verdict)
+
+
 def _one(tool: Any) -> Tool:
     if isinstance(tool, Tool):
         return tool
@@ -22,18 +48,18 @@ def _one(tool: Any) -> Tool:
         raise TypeError(f"expected an ADK FunctionTool, a codeact Tool or a function, got {type(tool).__name__}")
     func: Callable[..., Any] = tool.func
     confirm = tool._require_confirmation  # ADK keeps the flag (or predicate) here
-    # ADK's predicate decides per call; codeact decides per tool: a predicate asks every time.
-    requires_confirmation = bool(confirm) if not callable(confirm) else True
     if isinstance(tool, AdkLongRunningFunctionTool):
         return LongRunningFunctionTool(func, name=tool.name, description=tool.description or None)
-    return FunctionTool(
-        func, name=tool.name, description=tool.description or None, requires_confirmation=requires_confirmation
-    )
+    if callable(confirm):
+        return _PredicateTool(func, confirm, name=tool.name, description=tool.description or None)
+    return FunctionTool(func, name=tool.name, description=tool.description or None, requires_confirmation=bool(confirm))
 
 
 def from_adk(tools: Iterable[Any]) -> list[Tool]:
     """Each ADK ``FunctionTool`` (or ``LongRunningFunctionTool``) as a codeact tool with the same
-    name, description and parameters; ``require_confirmation=True`` (or a predicate, which
-    becomes "always ask") maps to ``requires_confirmation``. codeact tools and plain functions
-    pass through (functions wrapped in ``FunctionTool``)."""
+    name, description and parameters. ``require_confirmation=True`` maps to
+    ``requires_confirmation``; a predicate is called per call with the call's arguments (as
+    keywords, sync or async, as ADK does) and the call waits for a human only when it returns
+    true. codeact tools and plain functions pass through (functions wrapped in
+    ``FunctionTool``)."""
     return [_one(t) for t in tools]
