@@ -86,7 +86,7 @@ async def test_a_denied_call_of_a_gather_raises_in_the_script(tmp_path: Path) ->
         runner = fresh_runner(service, ledger)
         events = await collect(runner.deny(user_id=USER, session_id=SESSION, reason="too much"))
     assert ledger.lines() == ["note n"]
-    assert "denied" in json.loads(events[-1].text)
+    assert "denied by a human reviewer: too much" in events[-1].text
 
 
 async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_path: Path) -> None:

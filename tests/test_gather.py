@@ -236,7 +236,8 @@ def test_calls_not_awaited_stay_synchronous() -> None:
         r = await asyncio.gather(call_tool("c", {"v": call_tool("d", {})}), g(lambda: call_tool("e", {})))
         """
     )
-    found = {script.encode()[o:].split(b'"')[1].decode() for o in deferred_offsets(script)}
+    data = script.encode()
+    found = {data[o:].split(b'"')[1].decode() for o in deferred_offsets(script) if data[o:].startswith(b"call_tool")}
     assert "c" in found
     assert not found & {"a", "inner", "b", "d", "e"}
     assert deferred_offsets('call_tool("a", {})') == ()
@@ -338,4 +339,4 @@ def test_run_raises_a_tool_error_in_the_gathering_script() -> None:
         "import asyncio\ntry:\n    await asyncio.gather(call_tool('ok'), call_tool('boom'))\n"
         "except Exception as e:\n    r = type(e).__name__\nr"
     )
-    assert MontyRuntime().run(script, tools={"ok": lambda: 1, "boom": boom}).value == "LookupError"
+    assert MontyRuntime().run(script, tools={"ok": lambda: 1, "boom": boom}).value == "KeyError"
