@@ -129,9 +129,7 @@ async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_pa
 
 
 def _agent(ledger: Ledger, replies: list[str]) -> CodeActAgent:
-    return CodeActAgent(
-        name="coder", model=ScriptedModel(replies), runtime=MontyRuntime(), tools=tools_for(ledger)
-    )
+    return CodeActAgent(name="coder", model=ScriptedModel(replies), runtime=MontyRuntime(), tools=tools_for(ledger))
 
 
 async def test_a_confirmation_gated_gather_checkpoint_survives_a_new_process(tmp_path: Path) -> None:

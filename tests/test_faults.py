@@ -503,7 +503,9 @@ async def test_gather_over_long_running_calls_loses_no_result(tmp_path: Path, n:
     assert MontyRuntime().capabilities().supports_await  # the gather is one Gather step
     with SqliteSessionService(db) as service:
         await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
-        runner = Runner(app_name=APP, agent=agent_for(ledger, [fence(gather + final_script("r"))]), session_service=service)
+        runner = Runner(
+            app_name=APP, agent=agent_for(ledger, [fence(gather + final_script("r"))]), session_service=service
+        )
         await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
         # every render started at once (concurrently: in any order), each waiting on its own completion
         assert sorted(ledger.lines()) == [f"render s{i}" for i in range(n)]

@@ -208,7 +208,10 @@ def test_tasks_built_first_and_awaited_later(monty: MontyRuntime, script: str) -
 
 
 def test_non_ascii_text_before_the_call(monty: MontyRuntime) -> None:
-    script = 'import asyncio\nlabel = "naïve café ✓ 日本"\nr = await asyncio.gather(call_tool("t", {"x": 1}), call_tool("t", {"x": 2}))  # ✓\n[label, r]\n'
+    script = (
+        'import asyncio\nlabel = "naïve café ✓ 日本"\n'
+        'r = await asyncio.gather(call_tool("t", {"x": 1}), call_tool("t", {"x": 2}))  # ✓\n[label, r]\n'
+    )
     step = expect_gather(monty.start(script))
     assert expect_complete(step.resume(answer(step))).value == ["naïve café ✓ 日本", [10, 20]]
 
@@ -245,9 +248,7 @@ def test_calls_not_awaited_stay_synchronous() -> None:
 
 def test_functions_style_tools_are_awaited_by_name() -> None:
     rt = MontyRuntime(tool_style="functions")
-    step = expect_gather(
-        rt.start("import asyncio\nr = await asyncio.gather(search(q='a'), search(q='b'))\nr\n")
-    )
+    step = expect_gather(rt.start("import asyncio\nr = await asyncio.gather(search(q='a'), search(q='b'))\nr\n"))
     assert [c.name for c in step.calls] == ["search", "search"]
     assert [c.keyword_args for c in step.calls] == [{"q": "a"}, {"q": "b"}]
     done = step.resume({c.call_id: ResumeValue(c.keyword_args["q"].upper()) for c in step.calls})

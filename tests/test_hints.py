@@ -76,9 +76,7 @@ async def test_await_on_a_tool_call_is_refused_before_any_tool_runs(script: str)
 async def test_await_hint_in_the_functions_style() -> None:
     ledger = Ledger()
     script = 'r = await search("x")\n{"type": "final_result", "value": r}'
-    feedback, _ = await _feedback(
-        script, runtime=NonAwaitingRuntime(tool_style="functions"), tools=ledger.tools()
-    )
+    feedback, _ = await _feedback(script, runtime=NonAwaitingRuntime(tool_style="functions"), tools=ledger.tools())
     assert ledger.calls == []
     assert "`await search(...)`" in feedback and "`result = search(...)` without `await`" in feedback
 

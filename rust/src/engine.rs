@@ -384,7 +384,8 @@ pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
             RunProgress::ResolveFutures(futures) => {
                 let mut ids = futures.pending_call_ids().to_vec();
                 ids.sort_unstable();
-                if ids.is_empty() || !ctx.with_pending(|t| ids.iter().all(|id| t.contains_key(id))) {
+                if ids.is_empty() || !ctx.with_pending(|t| ids.iter().all(|id| t.contains_key(id)))
+                {
                     return Err(HostError::Snapshot(
                         "snapshot awaits tool calls it does not describe".into(),
                     ));
@@ -795,8 +796,8 @@ fn drive(
                     ));
                 }
                 // A future the host did not start (never expected): fail it in the script.
-                let unknown: Vec<u32> =
-                    ctx.with_pending(|t| ids.into_iter().filter(|id| !t.contains_key(id)).collect());
+                let unknown: Vec<u32> = ctx
+                    .with_pending(|t| ids.into_iter().filter(|id| !t.contains_key(id)).collect());
                 let answers = unknown
                     .iter()
                     .map(|id| {
@@ -863,7 +864,10 @@ pub fn resume_gather(
 }
 
 /// Serializes a paused gather into sealed snapshot bytes; hands it back.
-pub fn dump_gather(cfg: &EngineConfig, paused: PausedGather) -> (Result<Vec<u8>, HostError>, PausedGather) {
+pub fn dump_gather(
+    cfg: &EngineConfig,
+    paused: PausedGather,
+) -> (Result<Vec<u8>, HostError>, PausedGather) {
     let PausedGather(futures, ctx) = paused;
     let progress = RunProgress::ResolveFutures(futures);
     let bytes = seal_progress(cfg, &progress, &ctx);
@@ -920,7 +924,9 @@ fn tasks_from_bytes(style: ToolStyle, bytes: &[u8]) -> Result<Tasks, HostError> 
     let (format, script, offsets, pending): TasksRecord =
         postcard::from_bytes(bytes).map_err(|e| bad(format!("cannot be decoded: {e}")))?;
     if format != TASKS_FORMAT {
-        return Err(bad(format!("have format {format}, this build reads {TASKS_FORMAT}")));
+        return Err(bad(format!(
+            "have format {format}, this build reads {TASKS_FORMAT}"
+        )));
     }
     let mut table = BTreeMap::new();
     for (call_id, name, positional, keyword, args) in pending {

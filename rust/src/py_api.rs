@@ -532,7 +532,10 @@ pub struct StepTicket {
 }
 
 impl StepTicket {
-    pub(crate) fn new(cfg: &Arc<EngineConfig>, slot: Arc<Slot<Result<Advance, HostError>>>) -> Self {
+    pub(crate) fn new(
+        cfg: &Arc<EngineConfig>,
+        slot: Arc<Slot<Result<Advance, HostError>>>,
+    ) -> Self {
         Self {
             cfg: Arc::clone(cfg),
             slot,

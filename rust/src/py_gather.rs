@@ -7,11 +7,11 @@
 
 use std::sync::{Arc, Mutex};
 
+use monty_types::unstable;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
-use monty_types::unstable;
 
 use crate::convert::{V, ref_to_py};
 use crate::engine::{self, EngineConfig, Outcome, PausedGather, PendingTool};
@@ -129,7 +129,10 @@ fn outcomes_from_py(
     let dict = outcomes.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!(
             "a Gather resumes with a dict {{call_id: ResumeValue | ResumeError}}, got {}",
-            outcomes.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+            outcomes
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".into(), |n| n.to_string())
         ))
     })?;
     if dict.is_empty() {
@@ -139,9 +142,9 @@ fn outcomes_from_py(
     }
     let mut out = Vec::with_capacity(dict.len());
     for (k, v) in dict.iter() {
-        let id: u32 = k
-            .extract()
-            .map_err(|_| PyTypeError::new_err("Gather outcomes are keyed by the calls' call_id (int)"))?;
+        let id: u32 = k.extract().map_err(|_| {
+            PyTypeError::new_err("Gather outcomes are keyed by the calls' call_id (int)")
+        })?;
         if !ids.contains(&id) {
             return Err(PyValueError::new_err(format!(
                 "call_id {id} is not a call this Gather awaits (it awaits {ids:?})"

@@ -329,7 +329,8 @@ PROTOCOL = [
     ),
     Case(
         "call-tool-gathered-bad-argument",
-        "import asyncio\ntry:\n    await asyncio.gather(call_tool('echo', {'a': {1}}))\nexcept TypeError:\n    r = 'caught'\nr",
+        "import asyncio\ntry:\n    await asyncio.gather(call_tool('echo', {'a': {1}}))\n"
+        "except TypeError:\n    r = 'caught'\nr",
         ("complete", "caught"),
     ),
     Case(

@@ -452,7 +452,9 @@ class ProcessGather:
         if self._used:
             raise CodeRuntimeError("this Gather was already resumed; a Gather is single use")
         self._used = True
-        return self._engine._advance(("resume_gather", self._engine.config, self._snapshot, encoded, _replay(os_replay)))
+        return self._engine._advance(
+            ("resume_gather", self._engine.config, self._snapshot, encoded, _replay(os_replay))
+        )
 
 
 def _encode_outcomes(outcomes: Any, call_ids: Sequence[int] | None) -> dict[int, tuple[Any, ...]]:
