@@ -301,7 +301,8 @@ def test_process_isolation_forwards_gather() -> None:
 
 
 @pytest.mark.anyio
-async def test_arun_runs_the_calls_of_a_gather_concurrently(anyio_backend: str) -> None:
+@pytest.mark.parametrize("isolation", ["in_process", "process"])
+async def test_arun_runs_the_calls_of_a_gather_concurrently(anyio_backend: str, isolation: str) -> None:
     # each tool waits for the other to start: only a concurrent run finishes
     started = {"a": anyio.Event(), "b": anyio.Event()}
 
@@ -313,7 +314,7 @@ async def test_arun_runs_the_calls_of_a_gather_concurrently(anyio_backend: str) 
     tools = {"a": lambda: tool("a", "b"), "b": lambda: tool("b", "a")}
     script = 'import asyncio\nawait asyncio.gather(call_tool("a"), call_tool("b"))'
     with anyio.fail_after(10):
-        result = await MontyRuntime().arun(script, tools=tools)
+        result = await MontyRuntime(isolation=isolation).arun(script, tools=tools)  # type: ignore[arg-type]
     assert list(result.value) == ["a", "b"]
     assert result.tool_calls == 2
 

@@ -247,6 +247,29 @@ mod tests {
     }
 
     #[test]
+    fn the_extra_section_round_trips_and_is_covered_by_the_tag() {
+        let key = b"0123456789abcdef";
+        for k in [None, Some(&key[..])] {
+            let bytes = seal_with_extra(b"payload bytes", k, 1000, Some(b"awaited calls"));
+            let (payload, extra) = open_with_extra(&bytes, k).map_err(|_| ()).expect("opens");
+            assert_eq!(payload, b"payload bytes");
+            assert_eq!(extra, Some(&b"awaited calls"[..]));
+            for cut in 0..bytes.len() {
+                refusal(&bytes[..cut], k);
+            }
+            for i in 0..bytes.len() {
+                let mut altered = bytes.clone();
+                altered[i] ^= 0x40;
+                refusal(&altered, k);
+            }
+        }
+        let (_, extra) = open_with_extra(&sealed(None), None)
+            .map_err(|_| ())
+            .expect("opens");
+        assert_eq!(extra, None);
+    }
+
+    #[test]
     fn every_truncation_is_refused() {
         let bytes = sealed(None);
         for cut in 0..bytes.len() {

@@ -363,7 +363,7 @@ def run_script(
                 with concurrent.futures.ThreadPoolExecutor(len(jobs), thread_name_prefix="codeact-tool") as pool:
                     running = {call.call_id: pool.submit(_call_sync, drive, fn, call) for call, fn in jobs}
                     outcomes.update((call_id, future.result()) for call_id, future in running.items())
-            step = step.resume(outcomes)
+            step = step.resume(dict(sorted(outcomes.items())))
             continue
         fn, outcome = drive.lookup(step)
         if isinstance(outcome, RunResult):
@@ -471,7 +471,12 @@ async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool, inlin
                 for gathered, fn in jobs:
                     # sync tools on worker threads, so the calls of a gather overlap
                     tg.start_soon(_serve_into, outcomes, drive, fn, gathered, True)
-            step = await _advance(step.resume_async(outcomes))
+            outcomes = dict(sorted(outcomes.items()))  # settled in call order, whichever finished first
+            gather_async = getattr(step, "resume_async", None)
+            if gather_async is not None:
+                step = await _advance(gather_async(outcomes))
+            else:
+                step = await anyio.to_thread.run_sync(step.resume, outcomes)
             continue
         fn, outcome = drive.lookup(step)
         if isinstance(outcome, RunResult):

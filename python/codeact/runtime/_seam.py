@@ -8,7 +8,7 @@ suspension, from snapshot bytes (``CodeRuntime.resume``, ``MontyRuntime.resume_g
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -149,16 +149,22 @@ class Gather:
         """
         return self._continuation().resume(dict(outcomes), tuple(os_replay) or None)
 
-    def resume_async(
-        self, outcomes: Mapping[int, ResumeValue | ResumeError], *, os_replay: Sequence[tuple[str, Any]] = ()
-    ) -> Any:
-        """Like ``resume``, on a native worker when the runtime has one; returns a ticket
-        with ``wait(timeout=None) -> bool`` and ``result() -> RunStep``."""
-        continuation = self._continuation()
-        native = getattr(continuation, "resume_async", None)
-        if native is not None:
+    @property
+    def resume_async(self) -> Callable[..., Any]:
+        """``resume_async(outcomes, *, os_replay=())``: like ``resume``, on the runtime's
+        native worker; returns a ticket with ``wait(timeout=None) -> bool`` and ``result()
+        -> RunStep``. Absent (``AttributeError``) when the runtime has no native worker: run
+        ``resume`` on a thread instead."""
+        native = getattr(self.continuation, "resume_async", None)
+        if native is None:
+            raise AttributeError("resume_async: this runtime's Gather has no native worker")
+
+        def resume_async(
+            outcomes: Mapping[int, ResumeValue | ResumeError], *, os_replay: Sequence[tuple[str, Any]] = ()
+        ) -> Any:
             return native(dict(outcomes), tuple(os_replay) or None)
-        return _ReadyTicket(continuation.resume(dict(outcomes), tuple(os_replay) or None))
+
+        return resume_async
 
     def dump(self) -> bytes:
         """The paused script as snapshot bytes (``MontyRuntime.resume_gather`` resumes them).
@@ -169,20 +175,6 @@ class Gather:
         if self.continuation is None:
             raise CodeRuntimeError("this Gather has no continuation to resume")
         return self.continuation
-
-
-class _ReadyTicket:
-    __slots__ = ("_step",)
-    done = True
-
-    def __init__(self, step: RunStep) -> None:
-        self._step = step
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return True
-
-    def result(self) -> RunStep:
-        return self._step
 
 
 RunStep = Call | Gather | Complete | Raised
