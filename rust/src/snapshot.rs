@@ -263,7 +263,8 @@ mod tests {
                 refusal(&altered, k);
             }
         }
-        let (_, extra) = open_with_extra(&sealed(None), None)
+        let plain = sealed(None);
+        let (_, extra) = open_with_extra(&plain, None)
             .map_err(|_| ())
             .expect("opens");
         assert_eq!(extra, None);
