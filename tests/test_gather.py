@@ -208,9 +208,12 @@ def test_tasks_built_first_and_awaited_later(monty: MontyRuntime, script: str) -
 
 
 def test_non_ascii_text_before_the_call(monty: MontyRuntime) -> None:
+    # non-ASCII text on an earlier line and before the calls on their own line: the offsets
+    # found by CPython's ast are Monty's call positions (else the calls would run synchronously)
     script = (
         'import asyncio\nlabel = "naïve café ✓ 日本"\n'
-        'r = await asyncio.gather(call_tool("t", {"x": 1}), call_tool("t", {"x": 2}))  # ✓\n[label, r]\n'
+        'k = "日本"; r = await asyncio.gather(call_tool("t", {"x": 1}), call_tool("t", {"x": 2}))  # ✓\n'
+        "[label, r]\n"
     )
     step = expect_gather(monty.start(script))
     assert expect_complete(step.resume(answer(step))).value == ["naïve café ✓ 日本", [10, 20]]
