@@ -22,6 +22,7 @@ with atheris.instrument_imports():
     from codeact import (
         Call,
         Complete,
+        Gather,
         MontyRuntime,
         Raised,
         ResourceLimits,
@@ -67,6 +68,13 @@ def value_from(fdp: atheris.FuzzedDataProvider, depth: int = 0) -> object:
 def drive(script: str, fdp: atheris.FuzzedDataProvider) -> None:
     step = RT.start(script, "fuzz")
     for n in range(50):
+        if isinstance(step, Gather):
+            outcomes = {c.call_id: ResumeValue(value_from(fdp)) for c in step.calls}
+            try:
+                step = RT.resume_gather(step.dump(), outcomes) if n % 2 else step.resume(outcomes)
+            except ValueConversionError:
+                return
+            continue
         if not isinstance(step, Call):
             break
         value = value_from(fdp)
@@ -74,7 +82,7 @@ def drive(script: str, fdp: atheris.FuzzedDataProvider) -> None:
             step = RT.resume(step.call.dump(), ResumeValue(value)) if n % 2 else step.call.resume(ResumeValue(value))
         except ValueConversionError:
             return
-    assert isinstance(step, (Call, Complete, Raised))
+    assert isinstance(step, (Call, Gather, Complete, Raised))
 
 
 def test_one_input(data: bytes) -> None:

@@ -23,6 +23,7 @@ from codeact import (
     Call,
     CodeRuntimeError,
     Complete,
+    Gather,
     MontyRuntime,
     Raised,
     ResourceLimits,
@@ -50,7 +51,7 @@ def count(name: str) -> None:
 
 
 def is_step(step: Any) -> bool:
-    return isinstance(step, (Call, Complete, Raised))
+    return isinstance(step, (Call, Gather, Complete, Raised))
 
 
 def timed_start(rt: MontyRuntime, script: str) -> Any:
@@ -152,6 +153,9 @@ def test_random_token_soup_never_crashes(source: str) -> None:
     if isinstance(step, Call):  # resume whatever it asked for, once, from bytes
         count("token_soup_resume")
         assert is_step(RT.resume(step.call.dump(), ResumeValue(None)))
+    elif isinstance(step, Gather):
+        count("token_soup_gather")
+        assert is_step(RT.resume_gather(step.dump(), {c.call_id: ResumeValue(None) for c in step.calls}))
 
 
 # ------------------------------------------------------------------ value trees

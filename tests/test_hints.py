@@ -65,7 +65,7 @@ async def _feedback(script: str, *, runtime: Any = None, tools: list | None = No
 )
 async def test_await_on_a_tool_call_is_refused_before_any_tool_runs(script: str) -> None:
     ledger = Ledger()
-    feedback, final = await _feedback(script, tools=ledger.tools())
+    feedback, final = await _feedback(script, runtime=NonAwaitingRuntime(), tools=ledger.tools())
     assert ledger.calls == []
     assert "The script was not run (no tool was called)" in feedback
     assert "without `await`" in feedback or "one after another" in feedback
@@ -76,7 +76,7 @@ async def test_await_on_a_tool_call_is_refused_before_any_tool_runs(script: str)
 async def test_await_hint_in_the_functions_style() -> None:
     ledger = Ledger()
     script = 'r = await search("x")\n{"type": "final_result", "value": r}'
-    feedback, _ = await _feedback(script, runtime=MontyRuntime(tool_style="functions"), tools=ledger.tools())
+    feedback, _ = await _feedback(script, runtime=NonAwaitingRuntime(tool_style="functions"), tools=ledger.tools())
     assert ledger.calls == []
     assert "`await search(...)`" in feedback and "`result = search(...)` without `await`" in feedback
 
@@ -96,11 +96,11 @@ async def test_await_in_a_string_or_comment_is_not_refused(script: str) -> None:
     assert len(ledger.calls) == 1
 
 
-class AwaitingRuntime(MontyRuntime):
-    """A runtime that says scripts may await tool calls (what a Monty 1.4 port may offer)."""
+class NonAwaitingRuntime(MontyRuntime):
+    """A runtime whose tool calls cannot be awaited (``supports_await=False``)."""
 
     def capabilities(self):  # type: ignore[no-untyped-def]
-        return dataclasses.replace(super().capabilities(), supports_await=True)
+        return dataclasses.replace(super().capabilities(), supports_await=False)
 
 
 async def test_await_hint_follows_the_runtime_capability() -> None:
@@ -108,11 +108,12 @@ async def test_await_hint_follows_the_runtime_capability() -> None:
     assert precheck(script, tools=["search"], await_supported=True) is None
     assert precheck(script, tools=["search"], await_supported=False) is not None
     ledger = Ledger()
-    feedback, _ = await _feedback(script, runtime=AwaitingRuntime(), tools=ledger.tools())
-    # no static refusal: the script runs (on 0.0.19 it then fails in the interpreter)
+    feedback, final = await _feedback(script, tools=ledger.tools())
+    # MontyRuntime awaits tool calls: no static refusal, the script runs and finishes
+    assert MontyRuntime().capabilities().supports_await is True
     assert "The script was not run" not in feedback
     assert ledger.calls == ["search:x"]
-    assert MontyRuntime().capabilities().supports_await is False
+    assert final.startswith("r:")
 
 
 # ------------------------------------------------------------------ importing tools

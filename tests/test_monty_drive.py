@@ -247,11 +247,13 @@ def test_a_bare_reference_to_call_tool_is_a_name_error(monty):
     assert last_line(raised.message).startswith("NameError")
 
 
-def test_await_call_tool_is_raised_not_a_host_error(monty):
-    step = start(monty, 'await call_tool("x")')
-    if isinstance(step, Call):
-        step = step.call.resume(ResumeValue(1))
-    raised = expect_raised(step)
+def test_await_call_tool_pauses_at_the_call_and_returns_its_value(monty):
+    step = expect_call(start(monty, 'await call_tool("x")'))
+    assert expect_complete(step.call.resume(ResumeValue(1))).value == 1
+
+
+def test_awaiting_a_synchronous_result_is_raised_not_a_host_error(monty):
+    raised = expect_raised(start(monty, "r = 1\nawait r"))
     assert last_line(raised.message).startswith("TypeError")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -11,7 +12,15 @@ import pytest
 from pydantic import BaseModel
 
 from codeact.exceptions import ValueConversionError
-from codeact.runtime import MontyRuntime, ResourceLimits, ResumeError, RunResult, ScriptError, ToolCallLimitError
+from codeact.runtime import (
+    MontyRuntime,
+    ResourceLimits,
+    ResumeError,
+    RunResult,
+    RuntimeCapabilities,
+    ScriptError,
+    ToolCallLimitError,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -255,12 +264,22 @@ def test_awaited_tool_call_is_refused_before_any_tool_runs(code):
         ran.append(1)
         return a + b
 
-    runtime = MontyRuntime()
+    runtime = NonAwaitingRuntime()
     assert not runtime.capabilities().supports_await
     with pytest.raises(ScriptError) as info:
         runtime.run(code, tools={"add": counting_add})
     assert "not run" in info.value.message and "without `await`" in info.value.message
     assert ran == [] and info.value.tool_calls == 0 and info.value.stdout == ""
+    # MontyRuntime awaits tool calls: the same script runs
+    assert MontyRuntime().capabilities().supports_await
+    assert MontyRuntime().run(code, tools={"add": counting_add}).tool_calls == 1 and ran == [1]
+
+
+class NonAwaitingRuntime(MontyRuntime):
+    """A runtime whose tool calls cannot be awaited (``supports_await=False``)."""
+
+    def capabilities(self) -> RuntimeCapabilities:
+        return dataclasses.replace(super().capabilities(), supports_await=False)
 
 
 async def test_arun_refuses_an_awaited_tool_call_too(anyio_backend):
@@ -271,5 +290,6 @@ async def test_arun_refuses_an_awaited_tool_call_too(anyio_backend):
         return a + b
 
     with pytest.raises(ScriptError, match="without `await`"):
-        await MontyRuntime().arun('await call_tool("add", {"a": 1})', tools={"add": counting_add})
+        await NonAwaitingRuntime().arun('await call_tool("add", {"a": 1})', tools={"add": counting_add})
     assert ran == []
+    assert (await MontyRuntime().arun('await call_tool("add", {"a": 1})', tools={"add": counting_add})).value == 1

@@ -1,14 +1,20 @@
 """Type stub of the native core ``codeact._monty`` (Rust, PyO3, embedding Monty)."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, final
 
-from .runtime._seam import Call, Complete, Raised, ResumeError, ResumeValue
+from .runtime._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue
+
+_Step = Call | Gather | Complete | Raised
+_CallInfo = tuple[str, tuple[Any, ...], dict[str, Any], int]
 
 __all__ = [
     "MontyEngine",
+    "MontyGather",
+    "MontyGatherCall",
     "MontyPendingCall",
     "StepTicket",
+    "register_gather_type",
     "register_seam_types",
     "remaining_stack",
     "MONTY_VERSION",
@@ -44,6 +50,9 @@ def register_seam_types(
 ) -> None:
     """Registers the pure-Python step and outcome classes the engine builds and reads."""
 
+def register_gather_type(gather: type[Gather]) -> None:
+    """Registers the pure-Python ``Gather`` step class the engine builds."""
+
 def remaining_stack() -> int | None:
     """Bytes of native stack left on the calling thread, or None when unknown."""
 
@@ -65,14 +74,35 @@ class MontyEngine:
         snapshot_key: bytes | None,
     ) -> MontyEngine: ...
     def start(
-        self, script: str, script_name: str, os_replay: Sequence[tuple[str, Any]] | None = None
-    ) -> Call | Complete | Raised: ...
+        self,
+        script: str,
+        script_name: str,
+        os_replay: Sequence[tuple[str, Any]] | None = None,
+        deferred: Sequence[int] | None = None,
+    ) -> _Step: ...
     def resume(
         self, snapshot: bytes, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
-    ) -> Call | Complete | Raised: ...
-    def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]: ...
+    ) -> _Step: ...
+    def resume_gather(
+        self,
+        snapshot: bytes,
+        outcomes: Mapping[int, ResumeValue | ResumeError],
+        os_replay: Sequence[tuple[str, Any]] | None = None,
+    ) -> _Step: ...
+    def resume_gather_async(
+        self,
+        snapshot: bytes,
+        outcomes: Mapping[int, ResumeValue | ResumeError],
+        os_replay: Sequence[tuple[str, Any]] | None = None,
+    ) -> StepTicket: ...
+    def inspect(self, snapshot: bytes) -> _CallInfo: ...
+    def inspect_gather(self, snapshot: bytes) -> tuple[_CallInfo, ...]: ...
     def start_async(
-        self, script: str, script_name: str, os_replay: Sequence[tuple[str, Any]] | None = None
+        self,
+        script: str,
+        script_name: str,
+        os_replay: Sequence[tuple[str, Any]] | None = None,
+        deferred: Sequence[int] | None = None,
     ) -> StepTicket: ...
     def resume_async(
         self, snapshot: bytes, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
@@ -93,10 +123,40 @@ class MontyPendingCall:
     def dump(self) -> bytes: ...
     def resume(
         self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
-    ) -> Call | Complete | Raised: ...
+    ) -> _Step: ...
     def resume_async(
         self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
     ) -> StepTicket: ...
+
+@final
+class MontyGather:
+    """The continuation behind a ``Gather`` step: a script whose tasks all wait on started
+    tool calls, held live; single use."""
+
+    @property
+    def call_ids(self) -> list[int]: ...
+    def dump(self) -> bytes: ...
+    def resume(
+        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> _Step: ...
+    def resume_async(
+        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> StepTicket: ...
+
+@final
+class MontyGatherCall:
+    """One call a ``Gather`` awaits; settled through the gather, never resumed by itself."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def positional_args(self) -> tuple[Any, ...]: ...
+    @property
+    def keyword_args(self) -> dict[str, Any]: ...
+    @property
+    def call_id(self) -> int: ...
+    def dump(self) -> bytes: ...
+    def resume(self, outcome: Any, os_replay: Sequence[tuple[str, Any]] | None = None) -> _Step: ...
 
 @final
 class StepTicket:
@@ -105,4 +165,4 @@ class StepTicket:
     def wait(self, timeout: float | None = None) -> bool: ...
     @property
     def done(self) -> bool: ...
-    def result(self) -> Call | Complete | Raised: ...
+    def result(self) -> _Step: ...

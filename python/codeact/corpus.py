@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ._monty import MONTY_VERSION
-from .runtime import Call, Complete, MontyRuntime, Raised, ResumeError, ResumeValue
+from .runtime import Call, Complete, Gather, MontyRuntime, Raised, ResumeError, ResumeValue
 from .runtime.monty import FINAL_ANSWER, final_answer_step
 
 __all__ = ("CorpusItem", "load_items", "main", "run_corpus")
@@ -160,6 +160,16 @@ def run_monty(rt: MontyRuntime, item: CorpusItem) -> tuple[Any, ...]:
             return ("ok", stdout, step.value)
         if isinstance(step, Raised):
             return ("error", stdout, _exc_type(step.message), step.message)
+        if isinstance(step, Gather):  # awaited together: every call answered as a lone one would be
+            step = step.resume(
+                {
+                    c.call_id: ResumeValue(STUB_RESULT)
+                    if c.name in item.tools
+                    else ResumeError(f"name {c.name!r} is not defined", "NameError")
+                    for c in step.calls
+                }
+            )
+            continue
         assert isinstance(step, Call)
         call = step.call
         if call.name == FINAL_ANSWER:

@@ -4,15 +4,17 @@
 //! refused call forms) is answered here, in place, so an advance only stops at a tool
 //! call, at completion, or at an uncaught exception.
 
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::str::FromStr;
+use std::sync::Mutex;
 use std::time::Duration;
 
-use monty::{FunctionCall, MontyRun, RunProgress};
+use monty::{FunctionCall, MontyRun, ResolveFutures, RunProgress};
 use monty_types::unstable::{self, NodeId};
 use monty_types::{
-    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult,
-    PrintWriter, ResourceLimits, ResourceTracker,
+    CallArgs, CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject,
+    NameLookupResult, PrintWriter, ResourceLimits, ResourceTracker,
 };
 
 use crate::convert::{V, check_plain, check_ref};
@@ -94,6 +96,53 @@ pub struct RunCtx {
     /// The script and its name, when known (not for a run restored from bytes): name
     /// lookups read it to tell a called name from a bare reference.
     source: Option<(String, String)>,
+    /// The tool calls the script awaits, and those started and not yet settled.
+    tasks: Tasks,
+}
+
+/// Where a script awaits tool calls: the call expressions (byte offsets of their start in
+/// the script named `script`) whose result the script awaits rather than uses at once.
+/// Computed by the host from the exact source Monty runs (`codeact.runtime._awaits`).
+#[derive(Debug, Default, Clone)]
+pub struct Deferred {
+    pub script: String,
+    /// Sorted byte offsets.
+    pub offsets: Vec<u32>,
+}
+
+/// A tool call the script started without waiting for it: its checked request and the
+/// arena its argument ids point into.
+pub struct PendingTool {
+    pub args: CallArgs,
+    pub req: ToolRequest,
+}
+
+/// The awaited-call state of a run.
+#[derive(Default)]
+pub struct Tasks {
+    pub deferred: Deferred,
+    /// Call id -> the started call, until the host settles it.
+    pub pending: Mutex<BTreeMap<u32, PendingTool>>,
+}
+
+impl RunCtx {
+    /// Whether the call expression at `at` is one the script awaits.
+    fn defers(&self, at: &monty_types::SourceRange) -> bool {
+        let d = &self.tasks.deferred;
+        !d.offsets.is_empty()
+            && (at.filename == d.script || d.script.ends_with(&format!("/{}", at.filename)))
+            && d.offsets.binary_search(&at.start).is_ok()
+    }
+
+    /// Runs `f` on the pending-call table.
+    pub fn with_pending<R>(&self, f: impl FnOnce(&mut BTreeMap<u32, PendingTool>) -> R) -> R {
+        let mut table = self
+            .tasks
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut table)
+    }
 }
 
 /// The tool call a paused script is waiting on, already checked. Arguments stay in the
@@ -114,9 +163,22 @@ impl Paused {
     }
 }
 
+/// A live continuation where every task of the script waits on started tool calls
+/// (`await asyncio.gather(call_tool(...), ...)`).
+pub struct PausedGather(ResolveFutures, Arc<RunCtx>);
+
+impl PausedGather {
+    /// The run's state (its pending-call table names the calls).
+    pub fn ctx(&self) -> &Arc<RunCtx> {
+        &self.1
+    }
+}
+
 /// Where an advance stopped.
 pub enum Stop {
     Call(Box<Paused>, ToolRequest),
+    /// The script awaits these started calls (sorted call ids, each in the run's table).
+    Gather(Box<PausedGather>, Vec<u32>),
     Complete(MontyObject),
     Raised(String),
 }
@@ -167,6 +229,7 @@ pub fn start(
     script: String,
     script_name: &str,
     mut journal: Journal,
+    deferred: Vec<u32>,
 ) -> Result<Advance, HostError> {
     if script.len() > MAX_SCRIPT_BYTES {
         return Ok(Advance {
@@ -179,9 +242,19 @@ pub fn start(
             os_log: Vec::new(),
         });
     }
+    let mut offsets = deferred;
+    offsets.sort_unstable();
+    offsets.dedup();
     let ctx = Arc::new(RunCtx {
         memory: RunMemory::new(),
         source: Some((script.clone(), script_name.to_owned())),
+        tasks: Tasks {
+            deferred: Deferred {
+                script: script_name.to_owned(),
+                offsets,
+            },
+            pending: Mutex::default(),
+        },
     });
     let _charging = charge_to(&ctx.memory);
     guarded("start", || {
@@ -224,19 +297,20 @@ pub fn resume(
     guarded("resume", || {
         // Monty restarts the turn budget (our per-advance time limit) at every resume.
         let call = paused.0;
-        let result = match outcome {
-            Outcome::Value(v) => ExtFunctionResult::Return(v),
-            Outcome::Error { exc_type, message } => {
-                // Only Exception subclasses: a script must be able to catch a tool failure.
-                let kind = ExcType::from_str(&exc_type)
-                    .ok()
-                    .filter(|k| k.is_subclass_of(ExcType::Exception))
-                    .unwrap_or(ExcType::RuntimeError);
-                ExtFunctionResult::Error(MontyException::new(kind, Some(message)))
-            }
-        };
+        let eager = call.allow_eager_await;
+        let result = ext_result(outcome);
         let mut out = CappedOutput::new(cfg.max_stdout);
-        let progress = call.resume(result, PrintWriter::Callback(&mut out));
+        let progress = if eager {
+            // `await call_tool(...)` with nothing else to run: the awaited value, settled now.
+            let settled = match result {
+                ExtFunctionResult::Error(exc) => Err(exc),
+                ExtFunctionResult::Return(v) => Ok(v),
+                _ => unreachable!("ext_result gives a value or an error"),
+            };
+            call.resume_eager(settled, PrintWriter::Callback(&mut out))
+        } else {
+            call.resume(result, PrintWriter::Callback(&mut out))
+        };
         let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
         Ok(Advance {
             stop,
@@ -250,15 +324,7 @@ pub fn resume(
 pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, Paused) {
     let Paused(call, ctx) = paused;
     let progress = RunProgress::FunctionCall(call);
-    let bytes = monty::dump("main.py", None, &[], monty::SessionRef::Running(&progress))
-        .map(|payload| {
-            snapshot::seal(
-                &payload,
-                cfg.snapshot_key.as_deref(),
-                cfg.limits.recursion_depth() as u32,
-            )
-        })
-        .map_err(|e| HostError::Snapshot(format!("cannot serialize the paused script: {e}")));
+    let bytes = seal_progress(cfg, &progress, &ctx);
     let call = progress
         .into_function_call()
         .expect("just wrapped a function call");
@@ -274,20 +340,59 @@ pub fn snapshot_depth(bytes: &[u8]) -> Result<usize, HostError> {
 
 /// Restores a paused call from sealed snapshot bytes.
 pub fn load(cfg: &EngineConfig, bytes: &[u8]) -> Result<(Paused, ToolRequest), HostError> {
-    let payload = snapshot::open(bytes, cfg.snapshot_key.as_deref())?;
+    match load_any(cfg, bytes)? {
+        Loaded::Call(paused, req) => Ok((paused, req)),
+        Loaded::Gather(..) => Err(HostError::Snapshot(
+            "snapshot is a script awaiting several tool calls (a gather): resume it with \
+             resume_gather"
+                .into(),
+        )),
+    }
+}
+
+/// A continuation restored from bytes.
+pub enum Loaded {
+    Call(Paused, ToolRequest),
+    /// Paused where its tasks await started calls (sorted call ids).
+    Gather(PausedGather, Vec<u32>),
+}
+
+/// Restores a paused call or a paused gather from sealed snapshot bytes.
+pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
+    let (payload, extra) = snapshot::open_with_extra(bytes, cfg.snapshot_key.as_deref())?;
     // The restored heap is the run's memory: charge its allocation to a fresh counter.
-    let ctx = Arc::new(RunCtx {
-        memory: RunMemory::new(),
-        source: None,
-    });
-    let _charging = charge_to(&ctx.memory);
+    let memory = RunMemory::new();
+    let _charging = charge_to(&memory);
     guarded("load", || {
+        let tasks = match extra {
+            Some(extra) => tasks_from_bytes(cfg.tool_style, extra)?,
+            None => Tasks::default(),
+        };
+        let ctx = Arc::new(RunCtx {
+            memory: Arc::clone(&memory),
+            source: None,
+            tasks,
+        });
         let dump = monty::Dump::load(payload)
             .map_err(|e| HostError::Snapshot(format!("cannot decode the paused script: {e}")))?;
         let monty::Session::Running(progress) = dump.state else {
             return Err(HostError::Snapshot(
                 "snapshot is not a script paused at a tool call".into(),
             ));
+        };
+        let progress = match *progress {
+            RunProgress::ResolveFutures(futures) => {
+                let mut ids = futures.pending_call_ids().to_vec();
+                ids.sort_unstable();
+                if ids.is_empty() || !ctx.with_pending(|t| ids.iter().all(|id| t.contains_key(id)))
+                {
+                    return Err(HostError::Snapshot(
+                        "snapshot awaits tool calls it does not describe".into(),
+                    ));
+                }
+                return Ok(Loaded::Gather(PausedGather(futures, ctx), ids));
+            }
+            other => other,
         };
         let call = progress.into_function_call().ok_or_else(|| {
             HostError::Snapshot("snapshot is not a script paused at a tool call".into())
@@ -300,7 +405,7 @@ pub fn load(cfg: &EngineConfig, bytes: &[u8]) -> Result<(Paused, ToolRequest), H
                 ));
             }
         };
-        Ok((Paused(call, Arc::clone(&ctx)), request))
+        Ok(Loaded::Call(Paused(call, Arc::clone(&ctx)), request))
     })
 }
 
@@ -647,7 +752,14 @@ fn drive(
                     )),
                 });
             }
-            RunProgress::FunctionCall(call) => match classify(cfg.tool_style, &call) {
+            RunProgress::FunctionCall(mut call) => match classify(cfg.tool_style, &call) {
+                Ok(req) if !call.allow_eager_await && ctx.defers(&call.position) => {
+                    // An awaited call that competes with other work: start it as a future and
+                    // run on; the host runs it when every task waits (`ResolveFutures`).
+                    let args = std::mem::take(&mut call.args);
+                    ctx.with_pending(|t| t.insert(req.call_id, PendingTool { args, req }));
+                    call.resume_pending(PrintWriter::Callback(out))
+                }
                 Ok(req) => {
                     return Ok(Stop::Call(Box::new(Paused(call, Arc::clone(ctx))), req));
                 }
@@ -675,8 +787,18 @@ fn drive(
                 lookup.resume(answer, PrintWriter::Callback(out))
             }
             RunProgress::ResolveFutures(futures) => {
-                let answers = futures
-                    .pending_call_ids()
+                let mut ids = futures.pending_call_ids().to_vec();
+                ids.sort_unstable();
+                if ctx.with_pending(|t| ids.iter().all(|id| t.contains_key(id))) {
+                    return Ok(Stop::Gather(
+                        Box::new(PausedGather(futures, Arc::clone(ctx))),
+                        ids,
+                    ));
+                }
+                // A future the host did not start (never expected): fail it in the script.
+                let unknown: Vec<u32> = ctx
+                    .with_pending(|t| ids.into_iter().filter(|id| !t.contains_key(id)).collect());
+                let answers = unknown
                     .iter()
                     .map(|id| {
                         (
@@ -692,6 +814,143 @@ fn drive(
             }
         };
     }
+}
+
+/// What a tool outcome is to Monty.
+fn ext_result(outcome: Outcome) -> ExtFunctionResult {
+    match outcome {
+        Outcome::Value(v) => ExtFunctionResult::Return(v),
+        Outcome::Error { exc_type, message } => {
+            // Only Exception subclasses: a script must be able to catch a tool failure.
+            let kind = ExcType::from_str(&exc_type)
+                .ok()
+                .filter(|k| k.is_subclass_of(ExcType::Exception))
+                .unwrap_or(ExcType::RuntimeError);
+            ExtFunctionResult::Error(MontyException::new(kind, Some(message)))
+        }
+    }
+}
+
+/// Settles some (or all) of the calls a paused gather awaits and runs to the next stop.
+/// The caller has checked that every id is one the gather awaits.
+pub fn resume_gather(
+    cfg: &EngineConfig,
+    paused: PausedGather,
+    outcomes: Vec<(u32, Outcome)>,
+    mut journal: Journal,
+) -> Result<Advance, HostError> {
+    let PausedGather(futures, ctx) = paused;
+    let _charging = charge_to(&ctx.memory);
+    guarded("resume", || {
+        ctx.with_pending(|t| {
+            for (id, _) in &outcomes {
+                t.remove(id);
+            }
+        });
+        let results = outcomes
+            .into_iter()
+            .map(|(id, o)| (id, ext_result(o)))
+            .collect();
+        let mut out = CappedOutput::new(cfg.max_stdout);
+        // Monty restarts the turn budget (our per-advance time limit) here too.
+        let progress = futures.resume(results, PrintWriter::Callback(&mut out));
+        let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
+        Ok(Advance {
+            stop,
+            stdout: out.text,
+            os_log: journal.into_log(),
+        })
+    })
+}
+
+/// Serializes a paused gather into sealed snapshot bytes; hands it back.
+pub fn dump_gather(
+    cfg: &EngineConfig,
+    paused: PausedGather,
+) -> (Result<Vec<u8>, HostError>, PausedGather) {
+    let PausedGather(futures, ctx) = paused;
+    let progress = RunProgress::ResolveFutures(futures);
+    let bytes = seal_progress(cfg, &progress, &ctx);
+    let futures = progress
+        .into_resolve_futures()
+        .expect("just wrapped a paused gather");
+    (bytes, PausedGather(futures, ctx))
+}
+
+/// Monty's dump of `progress` in the envelope, with the run's awaited-call state when it
+/// has any (a run that awaits nothing seals exactly as before).
+fn seal_progress(
+    cfg: &EngineConfig,
+    progress: &RunProgress,
+    ctx: &RunCtx,
+) -> Result<Vec<u8>, HostError> {
+    let extra = tasks_to_bytes(ctx)?;
+    monty::dump("main.py", None, &[], monty::SessionRef::Running(progress))
+        .map(|payload| {
+            snapshot::seal_with_extra(
+                &payload,
+                cfg.snapshot_key.as_deref(),
+                cfg.limits.recursion_depth() as u32,
+                extra.as_deref(),
+            )
+        })
+        .map_err(|e| HostError::Snapshot(format!("cannot serialize the paused script: {e}")))
+}
+
+/// Version of the awaited-call section of the envelope.
+const TASKS_FORMAT: u8 = 1;
+
+type PendingRecord = (u32, String, Vec<NodeId>, Vec<(String, NodeId)>, CallArgs);
+type TasksRecord = (u8, String, Vec<u32>, Vec<PendingRecord>);
+
+fn tasks_to_bytes(ctx: &RunCtx) -> Result<Option<Vec<u8>>, HostError> {
+    let d = &ctx.tasks.deferred;
+    ctx.with_pending(|t| {
+        if d.offsets.is_empty() && t.is_empty() {
+            return Ok(None);
+        }
+        let pending: Vec<_> = t
+            .iter()
+            .map(|(id, p)| (*id, &p.req.name, &p.req.positional, &p.req.keyword, &p.args))
+            .collect();
+        postcard::to_allocvec(&(TASKS_FORMAT, &d.script, &d.offsets, pending))
+            .map(Some)
+            .map_err(|e| HostError::Snapshot(format!("cannot serialize the awaited calls: {e}")))
+    })
+}
+
+fn tasks_from_bytes(style: ToolStyle, bytes: &[u8]) -> Result<Tasks, HostError> {
+    let bad = |why: String| HostError::Snapshot(format!("snapshot's awaited calls {why}"));
+    let (format, script, offsets, pending): TasksRecord =
+        postcard::from_bytes(bytes).map_err(|e| bad(format!("cannot be decoded: {e}")))?;
+    if format != TASKS_FORMAT {
+        return Err(bad(format!(
+            "have format {format}, this build reads {TASKS_FORMAT}"
+        )));
+    }
+    let mut table = BTreeMap::new();
+    for (call_id, name, positional, keyword, args) in pending {
+        let graph = unstable::call_args_parts(&args).0;
+        let req = ToolRequest {
+            name,
+            positional,
+            keyword,
+            call_id,
+        };
+        let in_range = |id: &NodeId| (id.0 as usize) < graph.len();
+        if !req.positional.iter().all(in_range) || !req.keyword.iter().all(|(_, v)| in_range(v)) {
+            return Err(bad("are malformed".into()));
+        }
+        if style == ToolStyle::CallTool && !req.positional.is_empty() {
+            return Err(bad("are malformed".into()));
+        }
+        check_request(graph, &req).map_err(|_| bad("hold a value that cannot cross".into()))?;
+        table.insert(call_id, PendingTool { args, req });
+    }
+    Ok(Tasks {
+        deferred: Deferred { script, offsets },
+        pending: Mutex::new(table),
+    })
 }
 
 #[cfg(test)]

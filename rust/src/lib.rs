@@ -8,6 +8,7 @@ mod memory;
 mod os_policy;
 mod output;
 mod py_api;
+mod py_gather;
 mod snapshot;
 mod stack;
 mod worker;
@@ -24,7 +25,10 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_api::MontyEngine>()?;
     m.add_class::<py_api::MontyPendingCall>()?;
     m.add_class::<py_api::StepTicket>()?;
+    m.add_class::<py_gather::MontyGather>()?;
+    m.add_class::<py_gather::MontyGatherCall>()?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
+    m.add_function(wrap_pyfunction!(py_gather::register_gather_type, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;
     m.add("MONTY_VERSION", snapshot::MONTY_VERSION)?;
     m.add("SNAPSHOT_FORMAT_VERSION", snapshot::FORMAT_VERSION)?;

@@ -72,7 +72,7 @@ pub fn remaining_stack() -> Option<usize> {
     stacker::remaining_stack()
 }
 
-fn outcome_from_py(py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Outcome> {
+pub(crate) fn outcome_from_py(py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Outcome> {
     let types = seam(py)?;
     if outcome.is_instance(types.resume_value.bind(py))? {
         let value = outcome.getattr("value")?;
@@ -97,7 +97,7 @@ fn outcome_from_py(py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Outco
     )))
 }
 
-fn os_log_to_py<'py>(py: Python<'py>, log: &OsLog) -> PyResult<Bound<'py, PyTuple>> {
+pub(crate) fn os_log_to_py<'py>(py: Python<'py>, log: &OsLog) -> PyResult<Bound<'py, PyTuple>> {
     let mut items = Vec::with_capacity(log.len());
     for (kind, value) in log {
         let v: Bound<'py, PyAny> = match value {
@@ -111,7 +111,7 @@ fn os_log_to_py<'py>(py: Python<'py>, log: &OsLog) -> PyResult<Bound<'py, PyTupl
 }
 
 /// Reads `os_replay`: a sequence of `(kind, value)` pairs, values int, float or str.
-fn journal_from_py(replay: Option<&Bound<'_, PyAny>>) -> PyResult<Journal> {
+pub(crate) fn journal_from_py(replay: Option<&Bound<'_, PyAny>>) -> PyResult<Journal> {
     let Some(replay) = replay else {
         return Ok(Journal::default());
     };
@@ -140,7 +140,11 @@ fn journal_from_py(replay: Option<&Bound<'_, PyAny>>) -> PyResult<Journal> {
     Ok(Journal::new(entries))
 }
 
-fn build_step(py: Python<'_>, cfg: &Arc<EngineConfig>, advance: Advance) -> PyResult<Py<PyAny>> {
+pub(crate) fn build_step(
+    py: Python<'_>,
+    cfg: &Arc<EngineConfig>,
+    advance: Advance,
+) -> PyResult<Py<PyAny>> {
     let types = seam(py)?;
     let stdout = advance.stdout;
     let os_log = os_log_to_py(py, &advance.os_log)?;
@@ -151,6 +155,9 @@ fn build_step(py: Python<'_>, cfg: &Arc<EngineConfig>, advance: Advance) -> PyRe
             types.complete.call1(py, (value, stdout, os_log))
         }
         Stop::Raised(message) => types.raised.call1(py, (message, stdout, os_log)),
+        Stop::Gather(paused, ids) => {
+            crate::py_gather::build_gather(py, cfg, *paused, ids, stdout, os_log)
+        }
         Stop::Call(paused, req) => {
             let arena = paused.arena();
             let mut positional = Vec::with_capacity(req.positional.len());
@@ -245,22 +252,25 @@ impl MontyEngine {
         Ok(Self { cfg: Arc::new(cfg) })
     }
 
-    /// Compiles and runs `script` to its first stop; returns a `Call`, `Complete` or `Raised`.
-    #[pyo3(signature = (script, script_name, os_replay=None))]
+    /// Compiles and runs `script` to its first stop; returns a `Call`, `Gather`, `Complete`
+    /// or `Raised`. `deferred`: byte offsets of the call expressions the script awaits.
+    #[pyo3(signature = (script, script_name, os_replay=None, deferred=None))]
     fn start(
         &self,
         py: Python<'_>,
         script: String,
         script_name: String,
         os_replay: Option<&Bound<'_, PyAny>>,
+        deferred: Option<Vec<u32>>,
     ) -> PyResult<Py<PyAny>> {
         let journal = journal_from_py(os_replay)?;
         let cfg = Arc::clone(&self.cfg);
         let needed = start_stack(&self.cfg, &script);
+        let deferred = deferred.unwrap_or_default();
         let advance = py
             .detach(move || {
                 with_stack(needed, || {
-                    engine::start(&cfg, script, &script_name, journal)
+                    engine::start(&cfg, script, &script_name, journal, deferred)
                 })
             })
             .map_err(PyErr::from)?;
@@ -268,19 +278,21 @@ impl MontyEngine {
     }
 
     /// Like `start`, but runs on a native worker; returns a `StepTicket` to wait on.
-    #[pyo3(signature = (script, script_name, os_replay=None))]
+    #[pyo3(signature = (script, script_name, os_replay=None, deferred=None))]
     fn start_async(
         &self,
         script: String,
         script_name: String,
         os_replay: Option<&Bound<'_, PyAny>>,
+        deferred: Option<Vec<u32>>,
     ) -> PyResult<StepTicket> {
         let journal = journal_from_py(os_replay)?;
         let cfg = Arc::clone(&self.cfg);
         let needed = start_stack(&self.cfg, &script);
+        let deferred = deferred.unwrap_or_default();
         let slot = worker::submit(move || {
             with_stack(needed, || {
-                engine::start(&cfg, script, &script_name, journal)
+                engine::start(&cfg, script, &script_name, journal, deferred)
             })
         });
         Ok(StepTicket::new(&self.cfg, slot))
@@ -329,13 +341,50 @@ impl MontyEngine {
         build_step(py, &self.cfg, advance)
     }
 
+    /// Restores a script paused at a gather from `snapshot` bytes and settles the calls in
+    /// `outcomes` (call id -> `ResumeValue` / `ResumeError`, a subset allowed).
+    #[pyo3(signature = (snapshot, outcomes, os_replay=None))]
+    fn resume_gather(
+        &self,
+        py: Python<'_>,
+        snapshot: Vec<u8>,
+        outcomes: &Bound<'_, PyAny>,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        crate::py_gather::resume_gather_bytes(py, &self.cfg, snapshot, outcomes, os_replay)
+    }
+
+    /// Like `resume_gather`, but runs on a native worker; returns a `StepTicket`.
+    #[pyo3(signature = (snapshot, outcomes, os_replay=None))]
+    fn resume_gather_async(
+        &self,
+        py: Python<'_>,
+        snapshot: Vec<u8>,
+        outcomes: &Bound<'_, PyAny>,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<StepTicket> {
+        crate::py_gather::resume_gather_bytes_async(py, &self.cfg, snapshot, outcomes, os_replay)
+    }
+
+    /// The calls a snapshot paused at a gather awaits, in call order, each as
+    /// `(name, positional_args, keyword_args, call_id)`; one entry for a paused call.
+    fn inspect_gather(&self, py: Python<'_>, snapshot: Vec<u8>) -> PyResult<Py<PyAny>> {
+        crate::py_gather::inspect_bytes(py, &self.cfg, snapshot)
+    }
+
     /// Reads the tool call a snapshot is paused at, without resuming it:
-    /// `(name, positional_args, keyword_args, call_id)`.
+    /// `(name, positional_args, keyword_args, call_id)` (for a gather: its first call).
     fn inspect(&self, py: Python<'_>, snapshot: Vec<u8>) -> PyResult<Py<PyAny>> {
         let cfg = Arc::clone(&self.cfg);
-        let (paused, req) = run_interpreter(py, engine::RECURSION_CEILING, move || {
-            engine::load(&cfg, &snapshot)
+        let loaded = run_interpreter(py, engine::RECURSION_CEILING, move || {
+            engine::load_any(&cfg, &snapshot)
         })?;
+        let (paused, req) = match loaded {
+            engine::Loaded::Call(paused, req) => (paused, req),
+            engine::Loaded::Gather(paused, ids) => {
+                return crate::py_gather::first_call(py, &paused, &ids);
+            }
+        };
         let arena = paused.arena();
         let positional: Vec<Py<PyAny>> = req
             .positional
@@ -483,7 +532,10 @@ pub struct StepTicket {
 }
 
 impl StepTicket {
-    fn new(cfg: &Arc<EngineConfig>, slot: Arc<Slot<Result<Advance, HostError>>>) -> Self {
+    pub(crate) fn new(
+        cfg: &Arc<EngineConfig>,
+        slot: Arc<Slot<Result<Advance, HostError>>>,
+    ) -> Self {
         Self {
             cfg: Arc::clone(cfg),
             slot,

@@ -31,6 +31,7 @@ pub const FORMAT_VERSION: u16 = 2;
 pub const MONTY_VERSION: &str = "1.4.0";
 const TAG_LEN: usize = 32;
 const FLAG_SIGNED: u8 = 1;
+const FLAG_EXTRA: u8 = 2;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -46,17 +47,37 @@ fn tag(key: Option<&[u8]>, data: &[u8]) -> [u8; TAG_LEN] {
 }
 
 /// Wraps Monty's payload in the envelope; signs it when `key` is given.
+#[cfg(test)]
 pub fn seal(payload: &[u8], key: Option<&[u8]>, recursion_depth: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + 64);
+    seal_with_extra(payload, key, recursion_depth, None)
+}
+
+/// Like [`seal`], with codeact's own section after the payload when `extra` is given
+/// (flag bit 1; its length, 8 bytes, then the bytes): the calls a script awaits.
+pub fn seal_with_extra(
+    payload: &[u8],
+    key: Option<&[u8]>,
+    recursion_depth: u32,
+    extra: Option<&[u8]>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 64 + extra.map_or(0, |e| e.len() + 8));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.push(MONTY_VERSION.len() as u8);
     out.extend_from_slice(MONTY_VERSION.as_bytes());
     out.extend_from_slice(&monty::DUMP_VERSION.to_le_bytes());
-    out.push(if key.is_some() { FLAG_SIGNED } else { 0 });
+    let mut flags = if key.is_some() { FLAG_SIGNED } else { 0 };
+    if extra.is_some() {
+        flags |= FLAG_EXTRA;
+    }
+    out.push(flags);
     out.extend_from_slice(&recursion_depth.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     out.extend_from_slice(payload);
+    if let Some(extra) = extra {
+        out.extend_from_slice(&(extra.len() as u64).to_le_bytes());
+        out.extend_from_slice(extra);
+    }
     let t = tag(key, &out);
     out.extend_from_slice(&t);
     out
@@ -82,7 +103,16 @@ pub fn peek_depth(bytes: &[u8]) -> Result<usize, HostError> {
 }
 
 /// Checks the envelope and returns the payload slice.
+#[cfg(test)]
 pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostError> {
+    open_with_extra(bytes, key).map(|(payload, _)| payload)
+}
+
+/// Checks the envelope and returns the payload slice and codeact's own section, if any.
+pub fn open_with_extra<'a>(
+    bytes: &'a [u8],
+    key: Option<&[u8]>,
+) -> Result<(&'a [u8], Option<&'a [u8]>), HostError> {
     let bad = |msg: String| Err(HostError::Snapshot(msg));
     if bytes.len() < 4 || &bytes[..4] != MAGIC {
         return bad("these bytes are not a codeact snapshot (bad magic)".to_string());
@@ -137,6 +167,17 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostErr
     let plen = usize::try_from(plen)
         .map_err(|_| HostError::Snapshot("snapshot payload length overflows".into()))?;
     let payload = take(&mut pos, plen)?;
+    if flags & !(FLAG_SIGNED | FLAG_EXTRA) != 0 {
+        return bad(format!("snapshot has unknown flags {flags:#04x}"));
+    }
+    let extra = if flags & FLAG_EXTRA != 0 {
+        let elen = u64::from_le_bytes(take(&mut pos, 8)?.try_into().expect("8 bytes"));
+        let elen = usize::try_from(elen)
+            .map_err(|_| HostError::Snapshot("snapshot section length overflows".into()))?;
+        Some(take(&mut pos, elen)?)
+    } else {
+        None
+    };
     let body_end = pos;
     let found = take(&mut pos, TAG_LEN)?;
     if pos != bytes.len() {
@@ -170,7 +211,7 @@ pub fn open<'a>(bytes: &'a [u8], key: Option<&[u8]>) -> Result<&'a [u8], HostErr
             "integrity check failed: the bytes were altered".into()
         });
     }
-    Ok(payload)
+    Ok((payload, extra))
 }
 
 #[cfg(test)]
@@ -203,6 +244,30 @@ mod tests {
             Err(HostError::Snapshot(msg)) => msg,
             Err(other) => panic!("wrong error {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_extra_section_round_trips_and_is_covered_by_the_tag() {
+        let key = b"0123456789abcdef";
+        for k in [None, Some(&key[..])] {
+            let bytes = seal_with_extra(b"payload bytes", k, 1000, Some(b"awaited calls"));
+            let (payload, extra) = open_with_extra(&bytes, k).map_err(|_| ()).expect("opens");
+            assert_eq!(payload, b"payload bytes");
+            assert_eq!(extra, Some(&b"awaited calls"[..]));
+            for cut in 0..bytes.len() {
+                refusal(&bytes[..cut], k);
+            }
+            for i in 0..bytes.len() {
+                let mut altered = bytes.clone();
+                altered[i] ^= 0x40;
+                refusal(&altered, k);
+            }
+        }
+        let plain = sealed(None);
+        let (_, extra) = open_with_extra(&plain, None)
+            .map_err(|_| ())
+            .expect("opens");
+        assert_eq!(extra, None);
     }
 
     #[test]

@@ -320,7 +320,18 @@ PROTOCOL = [
     Case(
         "call-tool-awaited",
         "import asyncio\nasync def m():\n    return await call_tool('echo', {})\nasyncio.run(m())",
-        ("raised", "TypeError: 'dict' object can't be awaited"),
+        ("complete", {}),
+    ),
+    Case(
+        "call-tool-gathered",
+        "import asyncio\nr = await asyncio.gather(*[call_tool('echo', {'i': i}) for i in range(3)])\nr",
+        ("complete", [{"i": 0}, {"i": 1}, {"i": 2}]),
+    ),
+    Case(
+        "call-tool-gathered-bad-argument",
+        "import asyncio\ntry:\n    await asyncio.gather(call_tool('echo', {'a': {1}}))\n"
+        "except TypeError:\n    r = 'caught'\nr",
+        ("complete", "caught"),
     ),
     Case(
         "call-tool-aliased",

@@ -1009,7 +1009,8 @@ class CodeActAgent(BaseAgent):
                 except SnapshotError as exc:
                     yield self._stale(run, str(exc))
                     return
-            if not at or (len(at) > 1 and not hasattr(self.runtime, "resume_gather")):
+            gather = bool(data.get("gather")) or len(at) > 1
+            if not at or (gather and not hasattr(self.runtime, "resume_gather")):
                 yield self._stale(run, "the stored continuation awaits several calls; this runtime cannot resume it")
                 return
         try:
@@ -1047,7 +1048,7 @@ class CodeActAgent(BaseAgent):
             state.next_pos = int(data.get("next_pos", 0))
             state.advance = int(data.get("advance", 0))
             state.positions = {int(a["call_id"]): int(a["pos"]) for a in at}
-            if len(at) > 1:
+            if bool(data.get("gather")) or len(at) > 1:
                 yield state, SnapshotGather(self.runtime, snapshot, at)
             else:
                 yield state, Call(SnapshotCall(self.runtime, snapshot, at[0]))

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
 import pydantic_core
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ToolArgumentError, TurnConflictError
@@ -177,7 +178,8 @@ class _SnapshotGatherCall:
 
 
 class SnapshotGather:
-    """A ``Gather`` step restored from snapshot bytes (``MontyRuntime.resume_gather``)."""
+    """A ``Gather`` step restored from snapshot bytes (``MontyRuntime.resume_gather``): the
+    calls are settled together, whichever of them were decided or completed."""
 
     stdout = ""
     os_log: tuple[Any, ...] = ()
@@ -276,12 +278,24 @@ class TurnDriver:
                 await self._checkpoint(step, calls)
             outcomes: dict[int, Outcome] = {}
             suspended: list[dict[str, Any]] = []
+            # Each call goes through the same policy; the calls to run now run together
+            # (the calls of a gather concurrently), after their intents are written.
+            resolved: list[tuple[Any, Any]] = []
             for call in calls:
                 result = await self._resolve(call, st.positions[call.call_id])
-                if isinstance(result, _Invoke):
-                    if self._emit and not (result.tool.is_long_running and run.supports_suspension):
-                        yield self._call_event(result)  # a long-running call's announcement shows it
-                    result = await self._invoke(result)
+                resolved.append((call, result))
+                if isinstance(result, (_Final, _Stop, _Budget)):
+                    break
+            invokes = [r for _, r in resolved if isinstance(r, _Invoke)]
+            if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)):
+                for inv in invokes:
+                    if self._emit and not (inv.tool.is_long_running and run.supports_suspension):
+                        yield self._call_event(inv)  # a long-running call's announcement shows it
+                ran = await self._invoke_all(invokes)
+                resolved = [(call, ran.get(id(r), r)) for call, r in resolved]
+            for call, result in resolved:
+                if isinstance(result, _Invoke):  # not run: a later call of the gather ends the turn
+                    continue
                 if isinstance(result, _Final):
                     yield TurnEnd("finished", result.step)
                     return
@@ -437,12 +451,31 @@ class TurnDriver:
                 return await self._record(pos, tool.name, digest, denied, intent=True)
         return _Invoke(tool, args, pos, digest, call_key, entry is not None, call)
 
+    async def _invoke_all(self, invokes: list[_Invoke]) -> dict[int, _Ran | _Suspend | _Stop]:
+        """Runs the tools of ``invokes`` (keyed by ``id()`` of each): their intents first, in
+        one write (unless replaying an intent with no outcome), then the tools, concurrently
+        when there are several (the calls of one gather)."""
+        intents = [
+            JournalRecord("intent", inv.pos, _json([inv.tool.name, inv.digest])) for inv in invokes if not inv.journaled
+        ]
+        if intents:
+            await self._write(intents)
+        if len(invokes) == 1:
+            return {id(invokes[0]): await self._invoke(invokes[0])}
+        results: dict[int, _Ran | _Suspend | _Stop] = {}
+
+        async def one(inv: _Invoke) -> None:
+            results[id(inv)] = await self._invoke(inv)
+
+        async with anyio.create_task_group() as tg:
+            for inv in invokes:
+                tg.start_soon(one, inv)
+        return results
+
     async def _invoke(self, inv: _Invoke) -> _Ran | _Suspend | _Stop:
-        """Runs the tool: the intent first (unless replaying an intent with no outcome)."""
+        """Runs the tool (its intent is written already)."""
         agent, run = self.agent, self.run
         tool, args, pos, digest, call_key, call = inv.tool, inv.args, inv.pos, inv.digest, inv.call_key, inv.call
-        if not inv.journaled:
-            await self._write([JournalRecord("intent", pos, _json([tool.name, digest]))])
         otel = run.otel
         if otel is not None and otel.active:
             with otel.tool(tool.name, call_key, args) as span:
@@ -594,6 +627,7 @@ class TurnDriver:
         snapshot: bytes | None = None,
         at: list[dict[str, Any]] | None = None,
         pending: list[dict[str, Any]] | None = None,
+        gather: bool = False,
     ) -> None:
         """Writes the turn slot (compare-and-set on the version this runner holds).
 
@@ -611,6 +645,7 @@ class TurnDriver:
             "next_pos": st.next_pos,
             "advance": st.advance,
             "at": at or [],
+            "gather": gather,
             "pending": pending or [],
             "snapshot_sha256": hashlib.sha256(snapshot).hexdigest() if snapshot is not None else None,
         }
@@ -642,7 +677,9 @@ class TurnDriver:
     async def _checkpoint(self, step: Any, calls: list[Any]) -> None:
         st = self.state
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
-        await self.save("running", snapshot=snapshot, at=[self._at(c) for c in calls])
+        await self.save(
+            "running", snapshot=snapshot, at=[self._at(c) for c in calls], gather=not isinstance(step, Call)
+        )
         st.calls_since_checkpoint = 0
         st.last_checkpoint = time.monotonic()
 
@@ -659,7 +696,13 @@ class TurnDriver:
         agent, run, st = self.agent, self.run, self.state
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
         pending = list(suspended)
-        await self.save("suspended", snapshot=snapshot, at=[self._at(c) for c in calls], pending=pending)
+        await self.save(
+            "suspended",
+            snapshot=snapshot,
+            at=[self._at(c) for c in calls],
+            pending=pending,
+            gather=not isinstance(step, Call),
+        )
         run.outcome, run.stopped = "suspended", True
         infos = [
             PendingCallInfo(

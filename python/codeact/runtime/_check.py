@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .._monty import remaining_stack
+from ._awaits import deferred_offsets
 from ._subset import STDLIB_MODULES, SUBSET, SubsetEntry
 
 __all__ = ("CheckResult", "Finding", "Rewrite", "check_script", "check_script_safely", "format_findings")
@@ -70,11 +71,14 @@ class CheckResult:
         script: the script to run (rewritten when rewrites were applied).
         rewrites: the rewrites applied, in source order.
         findings: the constructs left that Monty cannot run; empty means the check passed.
+        deferred: UTF-8 byte offsets of the call expressions ``script`` awaits
+            (``_awaits.deferred_offsets``), for the engine.
     """
 
     script: str
     rewrites: tuple[Rewrite, ...] = ()
     findings: tuple[Finding, ...] = field(default_factory=tuple)
+    deferred: tuple[int, ...] = ()
 
 
 def format_findings(findings: tuple[Finding, ...] | list[Finding]) -> str:
@@ -811,7 +815,7 @@ def _check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
             applied += done
             script, tree = new_script, new_tree
     findings = _detect(tree, _Source(script), functions_style)
-    return CheckResult(script, tuple(applied), tuple(findings))
+    return CheckResult(script, tuple(applied), tuple(findings), deferred_offsets(script, tree))
 
 
 # ------------------------------------------------------------------ a stack the parser cannot overflow

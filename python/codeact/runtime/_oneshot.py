@@ -16,11 +16,18 @@ such base -> ``RuntimeError``), so the script can catch it; only the message cro
 Before anything runs, a script the agent loop would refuse up front (``await call_tool(...)``
 on a runtime without ``supports_await``, importing a tool; ``agent._hints.script_hint``)
 raises ``ScriptError`` with that advice, so no tool runs for it.
+
+Tool calls the script awaits together (``await asyncio.gather(call_tool(...), ...)``, a
+``Gather`` step) run concurrently: async tools as tasks of one task group, sync tools each on
+a worker thread (also in ``run``); their results are resumed together. A tool raising
+``SuspendScript`` inside a gather cannot pause the script: the script gets a ``RuntimeError``
+for that call.
 """
 
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import dataclasses
 import functools
 import inspect
@@ -37,7 +44,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from ..exceptions import CodeActError
 from ..logs import log_tool_exception
 from ._failures import failure_message, script_exc_type
-from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep
+from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep
 
 if TYPE_CHECKING:
     from .monty import MontyRuntime
@@ -254,7 +261,23 @@ class _Drive:
         """The callable for ``step`` and, when the call is answered without one, its outcome
         (``ResumeValue``/``ResumeError``, or a ``RunResult`` for ``final_answer``)."""
         self.stdout.append(step.stdout)
-        call = step.call
+        return self.lookup_call(step.call)
+
+    def gather_jobs(self, step: Gather) -> tuple[list[tuple[Any, Callable[..., Any]]], dict[int, Any]]:
+        """The calls of ``step`` to run (call, callable) and the outcomes known without
+        running anything (call id -> outcome, or a ``RunResult`` for ``final_answer``)."""
+        self.stdout.append(step.stdout)
+        jobs: list[tuple[Any, Callable[..., Any]]] = []
+        known: dict[int, Any] = {}
+        for call in step.calls:
+            fn, outcome = self.lookup_call(call)
+            if fn is None:
+                known[call.call_id] = outcome
+            else:
+                jobs.append((call, fn))
+        return jobs, known
+
+    def lookup_call(self, call: Any) -> tuple[Callable[..., Any] | None, Any]:
         name = call.name
         if name == INPUTS_TOOL and self.inputs:
             return None, ResumeValue({k: _plain(v) for k, v in self.inputs.items()})
@@ -327,7 +350,21 @@ def run_script(
         )
     drive = _Drive(runtime, tools, dict(inputs or {}), script_name, max_tool_calls)
     step: RunStep = runtime.start(drive.code(code), script_name)
-    while isinstance(step, Call):
+    while isinstance(step, (Call, Gather)):
+        if isinstance(step, Gather):
+            jobs, outcomes = drive.gather_jobs(step)
+            final = _final(outcomes)
+            if final is not None:
+                return final
+            if len(jobs) == 1:
+                call, fn = jobs[0]
+                outcomes[call.call_id] = _call_sync(drive, fn, call)
+            elif jobs:
+                with concurrent.futures.ThreadPoolExecutor(len(jobs), thread_name_prefix="codeact-tool") as pool:
+                    running = {call.call_id: pool.submit(_call_sync, drive, fn, call) for call, fn in jobs}
+                    outcomes.update((call_id, future.result()) for call_id, future in running.items())
+            step = step.resume(dict(sorted(outcomes.items())))
+            continue
         fn, outcome = drive.lookup(step)
         if isinstance(outcome, RunResult):
             return outcome
@@ -343,6 +380,40 @@ def run_script(
                 outcome = drive.failed(step.call.name, exc)
         step = step.call.resume(outcome)
     return drive.finish(step)
+
+
+_GATHER_SUSPEND = (
+    "this tool asked to pause the script (SuspendScript), which a call awaited in asyncio.gather cannot do; "
+    "call it on its own, without gather"
+)
+
+
+def _final(outcomes: dict[int, Any]) -> RunResult | None:
+    """The ``final_answer`` result among a gather's known outcomes, if any."""
+    return next((o for o in outcomes.values() if isinstance(o, RunResult)), None)
+
+
+def _call_sync(drive: _Drive, fn: Callable[..., Any], call: Any) -> ResumeValue | ResumeError:
+    """One call of a gather in ``run``: on the caller's thread or a pool thread."""
+    try:
+        value = fn(*call.positional_args, **call.keyword_args)
+        if inspect.isawaitable(value):
+            value = anyio.run(_awaited, value)
+        return ResumeValue(_plain(value))
+    except SuspendScript:
+        return ResumeError(_GATHER_SUSPEND, "RuntimeError")
+    except Exception as exc:
+        return drive.failed(call.name, exc)
+
+
+async def _serve_into(
+    outcomes: dict[int, Any], drive: _Drive, fn: Callable[..., Any], call: Any, sync_in_thread: bool
+) -> None:
+    try:
+        outcome = await _serve(drive, fn, call.name, call.positional_args, call.keyword_args, sync_in_thread)
+    except SuspendScript:
+        outcome = ResumeError(_GATHER_SUSPEND, "RuntimeError")
+    outcomes[call.call_id] = outcome
 
 
 def _boxed(fn: Callable[..., Any], positional: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[Any]:
@@ -390,7 +461,23 @@ async def _serve(
 
 async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool, inline_steps: bool = False) -> RunResult:
     inline = inline_steps
-    while isinstance(step, Call):
+    while isinstance(step, (Call, Gather)):
+        if isinstance(step, Gather):
+            jobs, outcomes = drive.gather_jobs(step)
+            final = _final(outcomes)
+            if final is not None:
+                return final
+            async with anyio.create_task_group() as tg:
+                for gathered, fn in jobs:
+                    # sync tools on worker threads, so the calls of a gather overlap
+                    tg.start_soon(_serve_into, outcomes, drive, fn, gathered, True)
+            outcomes = dict(sorted(outcomes.items()))  # settled in call order, whichever finished first
+            gather_async = getattr(step, "resume_async", None)
+            if gather_async is not None:
+                step = await _advance(gather_async(outcomes))
+            else:
+                step = await anyio.to_thread.run_sync(step.resume, outcomes)
+            continue
         fn, outcome = drive.lookup(step)
         if isinstance(outcome, RunResult):
             return outcome

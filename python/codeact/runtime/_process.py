@@ -39,9 +39,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
-from ._seam import Call, Complete, Raised, ReplayDivergenceError, ResumeError, ResumeValue, RunStep
+from ._seam import Call, Complete, Gather, Raised, ReplayDivergenceError, ResumeError, ResumeValue, RunStep
 
-__all__ = ("HANG_GRACE", "ProcessEngine", "ProcessPendingCall", "pool_size", "shutdown_pool")
+__all__ = ("HANG_GRACE", "ProcessEngine", "ProcessGather", "ProcessPendingCall", "pool_size", "shutdown_pool")
 
 HANG_GRACE = 30.0
 """Seconds a worker may take beyond the script's ``max_duration`` before it is killed as hung
@@ -404,6 +404,74 @@ class ProcessPendingCall:
         return f"ProcessPendingCall(name={self.name!r}, keyword_args={self.keyword_args!r}, call_id={self.call_id})"
 
 
+class _ProcessGatherCall:
+    """One call a ``ProcessGather`` awaits (settled through the gather, never by itself)."""
+
+    __slots__ = ("_gather", "call_id", "keyword_args", "name", "positional_args")
+
+    def __init__(
+        self, gather: ProcessGather, name: str, positional: tuple[Any, ...], keyword: dict[str, Any], call_id: int
+    ) -> None:
+        self._gather = gather
+        self.name = name
+        self.positional_args = positional
+        self.keyword_args = keyword
+        self.call_id = call_id
+
+    def dump(self) -> bytes:
+        return self._gather.dump()
+
+    def resume(self, outcome: Any, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
+        raise CodeRuntimeError(
+            "a call of a Gather is not resumed by itself: resume the Gather step with {call_id: outcome}"
+        )
+
+    def __repr__(self) -> str:
+        return f"ProcessGatherCall(name={self.name!r}, keyword_args={self.keyword_args!r}, call_id={self.call_id})"
+
+
+class ProcessGather:
+    """A script awaiting several tool calls in a worker, held here as snapshot bytes
+    (the continuation of a ``Gather`` step); single use."""
+
+    __slots__ = ("_engine", "_snapshot", "_used", "call_ids")
+
+    def __init__(self, engine: ProcessEngine, call_ids: tuple[int, ...], snapshot: bytes) -> None:
+        self._engine = engine
+        self.call_ids = call_ids
+        self._snapshot = snapshot
+        self._used = False
+
+    def dump(self) -> bytes:
+        if self._used:
+            raise CodeRuntimeError("this Gather was already resumed; a Gather is single use")
+        return self._snapshot
+
+    def resume(self, outcomes: dict[int, Any], os_replay: Sequence[tuple[str, Any]] | None = None) -> RunStep:
+        encoded = _encode_outcomes(outcomes, self.call_ids)
+        if self._used:
+            raise CodeRuntimeError("this Gather was already resumed; a Gather is single use")
+        self._used = True
+        return self._engine._advance(
+            ("resume_gather", self._engine.config, self._snapshot, encoded, _replay(os_replay))
+        )
+
+
+def _encode_outcomes(outcomes: Any, call_ids: Sequence[int] | None) -> dict[int, tuple[Any, ...]]:
+    if not isinstance(outcomes, dict):
+        raise TypeError("a Gather resumes with a dict {call_id: ResumeValue | ResumeError}")
+    if not outcomes:
+        raise ValueError("settle at least one call of the Gather: {call_id: outcome}")
+    encoded: dict[int, tuple[Any, ...]] = {}
+    for call_id, outcome in outcomes.items():
+        if not isinstance(call_id, int) or isinstance(call_id, bool):
+            raise TypeError("Gather outcomes are keyed by the calls' call_id (int)")
+        if call_ids is not None and call_id not in call_ids:
+            raise ValueError(f"call_id {call_id} is not a call this Gather awaits (it awaits {list(call_ids)})")
+        encoded[int(call_id)] = _encode_outcome(outcome)
+    return encoded
+
+
 class ProcessEngine:
     """The native engine's API (start / resume / inspect), served by the worker pool."""
 
@@ -412,10 +480,27 @@ class ProcessEngine:
         duration = config["max_duration"]
         self.timeout = None if duration is None else float(duration) + HANG_GRACE
 
-    def start(self, script: str, script_name: str, os_replay: Sequence[tuple[str, Any]] | None = None) -> RunStep:
+    def start(
+        self,
+        script: str,
+        script_name: str,
+        os_replay: Sequence[tuple[str, Any]] | None = None,
+        deferred: Sequence[int] | None = None,
+    ) -> RunStep:
         if not isinstance(script, str) or not isinstance(script_name, str):
             raise TypeError("start() takes the script and its name as str")
-        return self._advance(("start", self.config, script, script_name, _replay(os_replay)))
+        offsets = tuple(int(o) for o in deferred or ())
+        return self._advance(("start", self.config, script, script_name, _replay(os_replay), offsets))
+
+    def resume_gather(
+        self, snapshot: bytes, outcomes: Any, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep:
+        encoded = _encode_outcomes(outcomes, None)
+        return self._advance(("resume_gather", self.config, bytes(snapshot), encoded, _replay(os_replay)))
+
+    def inspect_gather(self, snapshot: bytes) -> tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]:
+        reply = self._request(("inspect_gather", self.config, bytes(snapshot)))
+        return tuple((name, tuple(positional), keyword, call_id) for name, positional, keyword, call_id in reply[1])
 
     def resume(
         self, snapshot: bytes, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
@@ -441,6 +526,11 @@ class ProcessEngine:
             return Complete(reply[1], reply[2], reply[3])
         if kind == "raised":
             return Raised(reply[1], reply[2], reply[3])
+        if kind == "gather":
+            _, calls, snapshot, stdout, os_log = reply
+            gather = ProcessGather(self, tuple(c[3] for c in calls), snapshot)
+            items = tuple(_ProcessGatherCall(gather, n, tuple(p), k, i) for n, p, k, i in calls)
+            return Gather(items, stdout, os_log, gather)
         _, name, positional, keyword, call_id, snapshot, stdout, os_log = reply
         return Call(ProcessPendingCall(self, name, tuple(positional), keyword, call_id, snapshot), stdout, os_log)
 
@@ -467,6 +557,9 @@ def _serve(rfd: int, wfd: int) -> None:
             return ("complete", step.value, step.stdout, step.os_log)
         if isinstance(step, Raised):
             return ("raised", step.message, step.stdout, step.os_log)
+        if isinstance(step, Gather):
+            calls = tuple((c.name, tuple(c.positional_args), dict(c.keyword_args), c.call_id) for c in step.calls)
+            return ("gather", calls, step.dump(), step.stdout, step.os_log)
         call = step.call
         return (
             "call",
@@ -485,9 +578,15 @@ def _serve(rfd: int, wfd: int) -> None:
         return ResumeError(encoded[2], encoded[1])
 
     handlers: dict[str, Callable[..., tuple[Any, ...]]] = {
-        "start": lambda cfg, script, name, replay: step_reply(engine(cfg).start(script, name, replay)),
+        "start": lambda cfg, script, name, replay, deferred=(): step_reply(
+            engine(cfg).start(script, name, replay, list(deferred) or None)
+        ),
         "resume": lambda cfg, snap, enc, replay: step_reply(engine(cfg).resume(snap, outcome(enc), replay)),
+        "resume_gather": lambda cfg, snap, enc, replay: step_reply(
+            engine(cfg).resume_gather(snap, {k: outcome(v) for k, v in enc.items()}, replay)
+        ),
         "inspect": lambda cfg, snap: ("inspect", tuple(engine(cfg).inspect(snap))),
+        "inspect_gather": lambda cfg, snap: ("inspect_gather", tuple(engine(cfg).inspect_gather(snap))),
     }
     while True:
         try:

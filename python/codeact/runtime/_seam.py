@@ -1,14 +1,15 @@
 """The runtime seam: the only way the agent talks to an interpreter (SPEC §2).
 
-A runtime starts a script and advances it to its next stop: a tool ``Call``, ``Complete``
-or ``Raised``. A paused call is resumed in place (``PendingCall.resume``) or, when the
-runtime supports suspension, from snapshot bytes (``CodeRuntime.resume``).
+A runtime starts a script and advances it to its next stop: a tool ``Call``, a ``Gather``
+(the script awaits several tool calls at once), ``Complete`` or ``Raised``. A paused call is
+resumed in place (``PendingCall.resume``, ``Gather.resume``) or, when the runtime supports
+suspension, from snapshot bytes (``CodeRuntime.resume``, ``MontyRuntime.resume_gather``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..exceptions import CodeRuntimeError
@@ -22,6 +23,8 @@ __all__ = (
     "ReplayDivergenceError",
     "CodeRuntime",
     "Complete",
+    "Gather",
+    "GatherContinuation",
     "PendingCall",
     "Raised",
     "ResumeError",
@@ -104,9 +107,79 @@ class Raised:
     os_log: OsLog = ()
 
 
-RunStep = Call | Complete | Raised
-"""One stop of a script: ``Call | Complete | Raised``, each with the ``stdout`` printed since
-the previous stop."""
+@runtime_checkable
+class GatherContinuation(Protocol):
+    """The live continuation behind a ``Gather`` step (the runtime's own object)."""
+
+    def resume(
+        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep: ...
+
+    def dump(self) -> bytes: ...
+
+
+@dataclass(slots=True)
+class Gather:
+    """The script awaits several tool calls at once (``await asyncio.gather(call_tool(...),
+    call_tool(...))``): run them concurrently, then settle them with ``resume``.
+
+    Attributes:
+        calls: the awaited calls in call order (``name``, ``positional_args``,
+            ``keyword_args``, ``call_id`` as for a ``Call``); they are settled through this
+            step, never resumed one by one.
+        continuation: the runtime's continuation (``resume`` / ``dump``).
+    """
+
+    calls: tuple[PendingCall, ...]
+    stdout: str = ""
+    os_log: OsLog = ()
+    continuation: GatherContinuation | None = field(default=None, repr=False, compare=False)
+
+    def resume(
+        self, outcomes: Mapping[int, ResumeValue | ResumeError], *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> RunStep:
+        """Settles the calls in ``outcomes`` (``call_id -> ResumeValue | ResumeError``; a
+        subset is allowed) and runs the script to its next stop: another ``Gather`` with the
+        calls it still awaits, a ``Call``, ``Complete`` or ``Raised``.
+
+        Raises:
+            CodeRuntimeError: resumed twice.
+            ValueError: an empty mapping, or a ``call_id`` this step does not await.
+            ValueConversionError: a value that is not plain data.
+        """
+        return self._continuation().resume(dict(outcomes), tuple(os_replay) or None)
+
+    @property
+    def resume_async(self) -> Callable[..., Any]:
+        """``resume_async(outcomes, *, os_replay=())``: like ``resume``, on the runtime's
+        native worker; returns a ticket with ``wait(timeout=None) -> bool`` and ``result()
+        -> RunStep``. Absent (``AttributeError``) when the runtime has no native worker: run
+        ``resume`` on a thread instead."""
+        native = getattr(self.continuation, "resume_async", None)
+        if native is None:
+            raise AttributeError("resume_async: this runtime's Gather has no native worker")
+
+        def resume_async(
+            outcomes: Mapping[int, ResumeValue | ResumeError], *, os_replay: Sequence[tuple[str, Any]] = ()
+        ) -> Any:
+            return native(dict(outcomes), tuple(os_replay) or None)
+
+        return resume_async
+
+    def dump(self) -> bytes:
+        """The paused script as snapshot bytes (``MontyRuntime.resume_gather`` resumes them).
+        Raises ``CodeRuntimeError`` after ``resume``."""
+        return self._continuation().dump()
+
+    def _continuation(self) -> GatherContinuation:
+        if self.continuation is None:
+            raise CodeRuntimeError("this Gather has no continuation to resume")
+        return self.continuation
+
+
+RunStep = Call | Gather | Complete | Raised
+"""One stop of a script: ``Call | Gather | Complete | Raised``, each with the ``stdout``
+printed since the previous stop."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -138,8 +211,9 @@ class RuntimeCapabilities:
     Attributes:
         supports_suspension: whether ``PendingCall.dump`` and ``CodeRuntime.resume`` work.
         prompt: a description of the language and environment for the model.
-        supports_await: scripts may ``await`` tool calls (``asyncio.gather`` over several);
-            when False the agent refuses ``await call_tool(...)`` before the script runs.
+        supports_await: scripts may ``await`` tool calls (``asyncio.gather`` over several
+            gives a ``Gather`` step); when False the agent refuses ``await call_tool(...)``
+            before the script runs.
     """
 
     supports_suspension: bool = False

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import _monty
 from ._check import check_script_safely, format_findings
 from ._oneshot import RunResult, arun_script, run_script
-from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
+from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
 from ._subset import render_language_section
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ __all__ = (
 )
 
 _monty.register_seam_types(Call, Complete, Raised, ResumeValue, ResumeError)
+_monty.register_gather_type(Gather)
 
 MiB = 1024 * 1024
 DEFAULT_MAX_STDOUT = 10 * MiB
@@ -138,13 +139,18 @@ _CALL_CONTRACT = (
     "There is no top-level `return`: the script's result is the value of its LAST EXPRESSION.\n"
     'Tools are reached ONLY through the built-in `call_tool("tool_name", {"arg": value})`, with one dict of '
     "arguments (omit the dict for a tool without arguments). Tool names are never Python functions; never pass "
-    "keyword arguments to `call_tool`; call it synchronously, without `await`. A failed tool raises an exception "
-    "you can catch with try/except."
+    "keyword arguments to `call_tool`. `call_tool` returns the tool's result directly. A failed tool raises an "
+    "exception you can catch with try/except.\n"
+    "To run independent tool calls concurrently, await them together: "
+    '`a, b = await asyncio.gather(call_tool("x", {...}), call_tool("y", {...}))` (after `import asyncio`; '
+    "also `await asyncio.gather(*[call_tool(...) for ...])`); results come back in call order."
 )
 _FUNCTIONS_CONTRACT = (
     "There is no top-level `return`: the script's result is the value of its LAST EXPRESSION.\n"
-    "Each tool is a Python function you call directly with positional or keyword arguments, synchronously, "
-    "without `await`. A failed tool raises an exception you can catch with try/except. "
+    "Each tool is a Python function you call directly with positional or keyword arguments; it returns the "
+    "tool's result. A failed tool raises an exception you can catch with try/except. To run independent tool "
+    "calls concurrently, await them together: `a, b = await asyncio.gather(tool_a(...), tool_b(...))` (after "
+    "`import asyncio`); results come back in call order. "
     "`final_answer(value)` ends the script with `value` as the final result (the same as ending with "
     '`{"type": "final_result", "value": value}`).'
 )
@@ -271,7 +277,9 @@ class MontyRuntime:
             from ._process import ProcessEngine
 
             self._engine = ProcessEngine(**engine_config)
-        self._capabilities = RuntimeCapabilities(supports_suspension=True, prompt=self._build_prompt())
+        self._capabilities = RuntimeCapabilities(
+            supports_suspension=True, prompt=self._build_prompt(), supports_await=True
+        )
 
     # -- the seam -------------------------------------------------------------------------
 
@@ -290,23 +298,25 @@ class MontyRuntime:
             ``Call`` (paused at a tool call), ``Complete`` or ``Raised`` (syntax error,
             uncaught exception, limit hit, refused call form, subset check findings).
         """
-        script, findings = self._checked(script)
+        script, findings, deferred = self._checked(script)
         if findings is not None:
             return Raised(findings)
-        return self._engine.start(script, script_name, tuple(os_replay) or None)
+        return self._engine.start(script, script_name, tuple(os_replay) or None, deferred or None)
 
-    def _checked(self, script: str) -> tuple[str, str | None]:
-        """The script after the subset check's rewrites, and the findings text (or None)."""
+    def _checked(self, script: str) -> tuple[str, str | None, tuple[int, ...]]:
+        """The script after the subset check's rewrites, the findings text (or None), and
+        the byte offsets of the tool calls it awaits (``_awaits.deferred_offsets``)."""
         if len(script) > _monty.MAX_SCRIPT_BYTES:  # refused by the engine; no point parsing it
-            return script, None
+            return script, None, ()
+        functions_style = self.tool_style == "functions"
         if self.rewrite_scripts or self.check_scripts:
-            checked = check_script_safely(
-                script, rewrite=self.rewrite_scripts, functions_style=self.tool_style == "functions"
-            )
+            checked = check_script_safely(script, rewrite=self.rewrite_scripts, functions_style=functions_style)
             if checked.findings and self.check_scripts:
-                return script, format_findings(checked.findings)
-            return checked.script, None
-        return script, None
+                return script, format_findings(checked.findings), ()
+            return checked.script, None, checked.deferred
+        if "await" in script:
+            return script, None, check_script_safely(script, rewrite=False, functions_style=functions_style).deferred
+        return script, None, ()
 
     def start_async(
         self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()
@@ -318,14 +328,14 @@ class MontyRuntime:
         if len(script) > _INLINE_CHECK_BYTES and (self.rewrite_scripts or self.check_scripts):
             # A long script's check takes milliseconds of CPython parsing: off the caller's thread.
             return _Deferred(_CHECK_POOL.submit(self.start, script, script_name, os_replay=os_replay))
-        script, findings = self._checked(script)
+        script, findings, deferred = self._checked(script)
         if findings is not None:
             return _Ready(Raised(findings))
         replay = tuple(os_replay) or None
         start_async = getattr(self._engine, "start_async", None)
         if start_async is None:
-            return _Ready(self._engine.start(script, script_name, replay))
-        return start_async(script, script_name, replay)
+            return _Ready(self._engine.start(script, script_name, replay, deferred or None))
+        return start_async(script, script_name, replay, deferred or None)
 
     def resume_async(
         self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()
@@ -349,9 +359,47 @@ class MontyRuntime:
         """
         return self._engine.resume(snapshot, outcome, tuple(os_replay) or None)
 
+    def resume_gather(
+        self,
+        snapshot: bytes,
+        outcomes: Mapping[int, ResumeValue | ResumeError],
+        *,
+        os_replay: Sequence[tuple[str, Any]] = (),
+    ) -> RunStep:
+        """Restores a script paused at a ``Gather`` from its snapshot bytes and settles the
+        calls in ``outcomes`` (``call_id -> ResumeValue | ResumeError``, a subset allowed);
+        runs to the next stop (another ``Gather`` while the script still waits).
+
+        Raises:
+            SnapshotError: bytes that cannot be loaded, or a snapshot paused at one call.
+            ValueError: an empty mapping or a ``call_id`` the snapshot does not await.
+            ValueConversionError: a value that is not plain data.
+        """
+        return self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None)
+
+    def resume_gather_async(
+        self,
+        snapshot: bytes,
+        outcomes: Mapping[int, ResumeValue | ResumeError],
+        *,
+        os_replay: Sequence[tuple[str, Any]] = (),
+    ) -> Any:
+        """Like ``resume_gather``, on a native worker; returns a ticket (see ``start_async``)."""
+        native = getattr(self._engine, "resume_gather_async", None)
+        if native is None:
+            return _Ready(self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None))
+        return native(snapshot, dict(outcomes), tuple(os_replay) or None)
+
+    def inspect_gather(self, snapshot: bytes) -> tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]:
+        """The calls a snapshot awaits without resuming it, in call order, each as
+        ``(name, positional_args, keyword_args, call_id)`` (one entry for a snapshot paused
+        at a single call). Raises ``SnapshotError``."""
+        return tuple(self._engine.inspect_gather(snapshot))
+
     def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
         """Reads the call a snapshot is paused at without resuming it:
-        ``(name, positional_args, keyword_args, call_id)``. Raises ``SnapshotError``."""
+        ``(name, positional_args, keyword_args, call_id)`` (for a snapshot paused at a
+        ``Gather``, its first call; see ``inspect_gather``). Raises ``SnapshotError``."""
         return self._engine.inspect(snapshot)
 
     def run(self, code: str, *, tools: Mapping[str, Callable[..., Any]] | None = None, **options: Any) -> RunResult:

@@ -1,0 +1,147 @@
+"""`asyncio.gather` over tool calls through the agent and ``Runner``, on the real interpreter
+and real SQLite files: the calls of one gather run concurrently, each is journaled
+(intent, outcome), approvable and completable on its own, and a recovery re-runs no tool
+whose outcome is stored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agent_helpers import APP, SESSION, USER, fence, intents_of, outcomes_of, slot_of
+from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSessionService
+from test_faults import Ledger, collect, final_script, fresh_runner, start, tools_for
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_calls_of_a_gather_run_concurrently(tmp_path: Path) -> None:
+    started = {"a": anyio.Event(), "b": anyio.Event()}
+
+    async def meet(name: str) -> str:
+        """Waits until the other call has started too."""
+        started[name].set()
+        other = "b" if name == "a" else "a"
+        await started[other].wait()
+        return f"met {name}"
+
+    script = (
+        "import asyncio\n"
+        'r = await asyncio.gather(call_tool("meet", {"name": "a"}), call_tool("meet", {"name": "b"}))\n'
+        + final_script("r")
+    )
+    agent = CodeActAgent(name="coder", model=ScriptedModel([fence(script)]), runtime=MontyRuntime(), tools=[meet])
+    with SqliteSessionService(tmp_path / "s.db") as service:
+        await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+        runner = Runner(app_name=APP, agent=agent, session_service=service)
+        with anyio.fail_after(20):  # one call after the other would wait forever
+            events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+        assert intents_of(service) == ["meet", "meet"]
+        assert [o["v"] for o in outcomes_of(service)] == ["met a", "met b"]
+    assert json.loads(events[-1].text) == ["met a", "met b"]
+
+
+async def test_each_call_of_a_gather_is_approved_on_its_own(tmp_path: Path) -> None:
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+    script = (
+        "import asyncio\n"
+        'r = await asyncio.gather(call_tool("charge", {"item": "x"}), call_tool("note", {"text": "n"}),'
+        ' call_tool("charge", {"item": "y"}))\n' + final_script("r")
+    )
+    await start(db, ledger, script)
+    assert ledger.lines() == ["note n"]  # the ungated call ran; both charges wait for a human
+    with SqliteSessionService(db) as service:
+        runner = fresh_runner(service, ledger)
+        pending = await runner.pending(user_id=USER, session_id=SESSION)
+        assert [(p.tool, p.args, p.kind) for p in pending] == [
+            ("charge", {"item": "x"}, "confirmation"),
+            ("charge", {"item": "y"}, "confirmation"),
+        ]
+        await collect(runner.approve(user_id=USER, session_id=SESSION, call_key=pending[1].call_key))
+        assert ledger.lines() == ["note n", "charge y"]
+        left = await runner.pending(user_id=USER, session_id=SESSION)
+        assert [p.call_key for p in left] == [pending[0].call_key]
+    with SqliteSessionService(db) as service:
+        runner = fresh_runner(service, ledger)
+        events = await collect(runner.approve(user_id=USER, session_id=SESSION, call_key=pending[0].call_key))
+        assert await slot_of(service) is None
+        assert await runner.pending(user_id=USER, session_id=SESSION) == []
+    assert ledger.lines() == ["note n", "charge y", "charge x"]  # each ran once
+    assert json.loads(events[-1].text) == ["charged x", "noted n", "charged y"]
+
+
+async def test_a_denied_call_of_a_gather_raises_in_the_script(tmp_path: Path) -> None:
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+    script = (
+        "import asyncio\ntry:\n"
+        '    r = await asyncio.gather(call_tool("charge", {"item": "x"}), call_tool("note", {"text": "n"}))\n'
+        "except PermissionError as e:\n    r = str(e)\n" + final_script("r")
+    )
+    await start(db, ledger, script)
+    with SqliteSessionService(db) as service:
+        runner = fresh_runner(service, ledger)
+        events = await collect(runner.deny(user_id=USER, session_id=SESSION, reason="too much"))
+    assert ledger.lines() == ["note n"]
+    assert "denied by a human reviewer: too much" in events[-1].text
+
+
+async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_path: Path) -> None:
+    """The process dies after the first outcome of a gather is stored: the recovered turn
+    replays the script, takes that outcome from the journal and runs only the other call
+    again (its intent is stored without an outcome: the at-least-once window)."""
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+
+    class Crash(BaseException):
+        pass
+
+    class CrashingSqlite(SqliteSessionService):
+        outcomes = 0
+
+        async def append_journal(self, session: Any, turn: str, records: Any) -> None:
+            await super().append_journal(session, turn, records)
+            self.outcomes += sum(r.kind == "outcome" for r in records)
+            if self.outcomes == 1:
+                raise Crash
+
+    script = (
+        "import asyncio\n"
+        'r = await asyncio.gather(call_tool("note", {"text": "a"}), call_tool("note", {"text": "b"}))\n'
+        + final_script("r")
+    )
+    with CrashingSqlite(db) as service:
+        await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+        runner = Runner(app_name=APP, agent=_agent(ledger, [fence(script)]), session_service=service)
+        with pytest.raises(Crash):
+            await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+    assert sorted(ledger.lines()) == ["note a", "note b"]
+    with SqliteSessionService(db) as service:
+        assert await slot_of(service) is not None  # the turn in flight
+        runner = Runner(app_name=APP, agent=_agent(ledger, []), session_service=service)
+        events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message=None))
+        assert await slot_of(service) is None
+    assert ledger.lines().count("note a") == 1  # its outcome was stored: never again
+    assert ledger.lines().count("note b") == 2
+    assert json.loads(events[-1].text) == ["noted a", "noted b"]
+
+
+def _agent(ledger: Ledger, replies: list[str]) -> CodeActAgent:
+    return CodeActAgent(name="coder", model=ScriptedModel(replies), runtime=MontyRuntime(), tools=tools_for(ledger))
+
+
+async def test_a_confirmation_gated_gather_checkpoint_survives_a_new_process(tmp_path: Path) -> None:
+    """A single-call gather (the call competes with nothing, yet is a gather) suspends and
+    resumes from its stored continuation."""
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+    script = 'import asyncio\nr = await asyncio.gather(call_tool("charge", {"item": "z"}))\n' + final_script("r")
+    await start(db, ledger, script)
+    with SqliteSessionService(db) as service:
+        slot = await slot_of(service)
+        assert slot.data["gather"] is True
+        runner = fresh_runner(service, ledger)
+        events = await collect(runner.approve(user_id=USER, session_id=SESSION))
+    assert ledger.lines() == ["charge z"]
+    assert json.loads(events[-1].text) == ["charged z"]
