@@ -8,6 +8,7 @@ mod memory;
 mod os_policy;
 mod output;
 mod py_api;
+mod slot;
 mod snapshot;
 mod stack;
 mod worker;
