@@ -2,6 +2,11 @@
 //! show it catches the race issue 10 reported: `set` raised `done` after releasing the
 //! lock, and waiters slept until the *value* appeared, so `wait()` could return true while
 //! `result()` (which tests `done`) still refused. Same primitives as the real slot.
+//!
+//! `HalfFixedSlot` is the fix done by halves: waiters test the flag, as now, but `set`
+//! still raises it after releasing the lock. The model finds its lost wake-up (a waiter
+//! that tested the flag under the lock sleeps after the notify went out): both halves of
+//! the fix are needed.
 
 use std::time::Duration;
 
@@ -66,5 +71,56 @@ impl<T: Send> HandOff<T> for OldSlot<T> {
 
     fn take(&self) -> Option<T> {
         self.value.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// 0.1.0's `set` with today's waiter (tests the flag): loses a wake-up.
+pub struct HalfFixedSlot<T>(OldSlot<T>);
+
+impl<T: Send> HandOff<T> for HalfFixedSlot<T> {
+    fn fresh() -> Self {
+        Self(OldSlot::fresh())
+    }
+
+    fn set(&self, value: T) {
+        self.0.set(value);
+    }
+
+    fn is_done(&self) -> bool {
+        self.0.is_done()
+    }
+
+    fn wait(&self, timeout: Option<Duration>) -> bool {
+        let slot = &self.0;
+        let start = Instant::now();
+        while start.elapsed() < SPIN {
+            if slot.is_done() {
+                return true;
+            }
+            sync::spin_loop();
+        }
+        let guard = slot.value.lock().unwrap_or_else(|e| e.into_inner());
+        let pending = |_: &mut Option<T>| !slot.done.load(Ordering::Acquire);
+        match timeout {
+            None => {
+                let _guard = slot
+                    .ready
+                    .wait_while(guard, pending)
+                    .unwrap_or_else(|e| e.into_inner());
+                true
+            }
+            Some(t) => {
+                let left = t.saturating_sub(start.elapsed());
+                let (_guard, result) = slot
+                    .ready
+                    .wait_timeout_while(guard, left, pending)
+                    .unwrap_or_else(|e| e.into_inner());
+                !result.timed_out()
+            }
+        }
+    }
+
+    fn take(&self) -> Option<T> {
+        self.0.take()
     }
 }

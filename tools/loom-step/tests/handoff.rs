@@ -7,6 +7,9 @@
 //! 3. no lost wake-up and no deadlock: an untimed `wait` always returns (loom fails an
 //!    execution in which every live thread is blocked).
 //!
+//! The `old_ordering_*` tests run the same models on 0.1.0's ordering and expect property 1
+//! to fail; `half_fixed_*` expects the lost wake-up of fixing only the waiter side.
+//!
 //! Run with `make loom` (`RUSTFLAGS="--cfg loom"`). Every model is explored exhaustively except
 //! `two_consumers` (five threads), which is bounded by `LOOM_MAX_PREEMPTIONS`.
 #![cfg(loom)]
@@ -18,7 +21,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use loom_step::loom_sync::{expire, start_clock, stop_clock};
-use loom_step::old_slot::OldSlot;
+use loom_step::old_slot::{HalfFixedSlot, OldSlot};
 use loom_step::slot::Slot;
 use loom_step::{HandOff, Refused, ticket_result, ticket_wait};
 
@@ -276,4 +279,45 @@ fn old_ordering_timed_then_untimed_is_caught() {
         false,
         timed_then_untimed::<OldSlot<Step>>,
     );
+}
+
+// The fix by halves (flag-testing waiters, flag still raised outside the lock): loom finds
+// the lost wake-up as a deadlock. Loom aborts the process while unwinding from a deadlock,
+// so the model runs in a child process of this test binary.
+
+#[test]
+#[ignore = "run by half_fixed_lost_wakeup_is_caught in a child process"]
+fn half_fixed_untimed_waiter_model() {
+    check(
+        "half_fixed_untimed_waiter",
+        false,
+        untimed_waiter::<HalfFixedSlot<Step>>,
+    );
+}
+
+#[test]
+fn half_fixed_lost_wakeup_is_caught() {
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "half_fixed_untimed_waiter_model",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run the test binary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && stderr.contains("deadlock; threads"),
+        "expected loom to report a deadlock; status {:?}\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
+    let found = stderr
+        .lines()
+        .find(|l| l.contains("deadlock; threads"))
+        .unwrap_or("");
+    println!("loom half_fixed_untimed_waiter: lost wake-up found: {found}");
 }
