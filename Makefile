@@ -69,11 +69,13 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/agent.py
 	$(BIN)/python benchmarks/isolation.py
 	$(BIN)/python benchmarks/integrations.py
+	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py --quick
 	$(BIN)/python benchmarks/agent.py --quick
 	$(BIN)/python benchmarks/integrations.py --quick
+	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py --quick
 
 FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000

@@ -257,7 +257,8 @@ def report(sizes: list[int], today: dict[int, dict[str, float]], repl: dict[str,
         add(
             "agent turn, end to end (SQLite)",
             f"{t['turn_us']:,.0f} µs (carrying nothing: {t['plain_turn_us']:,.0f})",
-            "– (no binding)",
+            f"no binding; whole session: {r['wall_per_script_us']:,.0f} µs per script, "
+            "two restarts per script included",
         )
         add("carrying cost per script", f"{t['carry_us']:,.0f} µs (turn − carrying-nothing turn)", "see the rows below")
         add(
@@ -274,7 +275,8 @@ def report(sizes: list[int], today: dict[int, dict[str, float]], repl: dict[str,
         )
         add(
             "state saved per turn",
-            f"{t['state_bytes_last']:,} B (namespace JSON in the turn record)",
+            f"{t['state_bytes_last']:,} B namespace JSON + {t['prepared_chars_last']:,} B prepared script "
+            "(both in the turn record)",
             f"{r['idle_bytes_last']:,} B (idle REPL dump; {r['idle_bytes_first']:,} B after script 2)",
         )
         add(

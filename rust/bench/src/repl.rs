@@ -230,12 +230,11 @@ pub fn session(n: usize) -> Vec<(String, String)> {
 /// between scripts (what `persist_namespace` today drops or keeps as source). Prints one
 /// JSON object: each name's value after the restart, or the error.
 pub fn probe() -> String {
-    const DEFINE: &str = "def inc(x):\n    return x + 1\ndef counter():\n    n = [0]\n    def bump():\n        n[0] += 1\n        return n[0]\n    return bump\nbump = counter()\nbump()\nsquare = lambda x: x * x\ngen = (i * 10 for i in range(5))\nnext(gen)\nit = iter([1, 2, 3])\nnext(it)\nseen = {1, 2}\nclass Box:\n    def __init__(self, v):\n        self.v = v\nbox = Box(7)\nimport json\nNone\n";
+    const DEFINE: &str = "def inc(x):\n    return x + 1\ndef counter():\n    n = [0]\n    def bump():\n        n[0] += 1\n        return n[0]\n    return bump\nbump = counter()\nbump()\nsquare = lambda x: x * x\nit = iter([1, 2, 3])\nnext(it)\nseen = {1, 2}\nclass Box:\n    def __init__(self, v):\n        self.v = v\nbox = Box(7)\nimport json\nNone\n";
     const USES: &[(&str, &str)] = &[
         ("function", "inc(1)"),
         ("closure", "bump()"),
         ("lambda", "square(3)"),
-        ("generator", "next(gen)"),
         ("iterator", "next(it)"),
         ("set", "sorted(seen)"),
         ("instance", "box.v"),

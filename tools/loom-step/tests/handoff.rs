@@ -41,31 +41,58 @@ const STEP_ID: u32 = 7;
 /// `INLINE_WAIT`-like timeout of the agent's stepper (`wait(0.002)` in the issue).
 const SHORT: Duration = Duration::from_millis(2);
 
-/// Runs `model` under loom and prints how many executions were explored and how long it took.
-/// Exhaustive unless `bounded`: then up to `LOOM_MAX_PREEMPTIONS` preemptions per execution.
+/// Executions run so far in this process.
+static EXECUTIONS: StdCounter = StdCounter::new(0);
+
+/// Prints how many executions a model ran and how long it took, when the check ends
+/// (returns, or fails by panicking).
+struct Report {
+    name: String,
+    bound: String,
+    before: usize,
+    clock: WallClock,
+}
+
+impl Drop for Report {
+    fn drop(&mut self) {
+        let runs = EXECUTIONS.load(std::sync::atomic::Ordering::SeqCst) - self.before;
+        let outcome = if std::thread::panicking() {
+            "failed after"
+        } else {
+            "passed:"
+        };
+        println!(
+            "loom {} ({}): {outcome} {runs} executions in {:.2} s",
+            self.name,
+            self.bound,
+            self.clock.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// Runs `model` under loom and reports the executions explored. Exhaustive unless
+/// `bounded`: then up to `LOOM_MAX_PREEMPTIONS` preemptions per execution.
 fn check<F: Fn() + Sync + Send + 'static>(name: &str, bounded: bool, model: F) {
-    static EXECUTIONS: StdCounter = StdCounter::new(0);
-    let before = EXECUTIONS.load(std::sync::atomic::Ordering::SeqCst);
-    let clock = WallClock::now();
     let mut builder = loom::model::Builder::new();
     if !bounded {
         builder.preemption_bound = None;
     }
-    let bound = builder.preemption_bound;
+    let _report = Report {
+        name: name.to_string(),
+        bound: builder
+            .preemption_bound
+            .map_or("exhaustive".to_string(), |b| {
+                format!("at most {b} preemptions")
+            }),
+        before: EXECUTIONS.load(std::sync::atomic::Ordering::SeqCst),
+        clock: WallClock::now(),
+    };
     builder.check(move || {
         EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         start_clock();
         model();
         stop_clock();
     });
-    let runs = EXECUTIONS.load(std::sync::atomic::Ordering::SeqCst) - before;
-    let bound = bound.map_or("exhaustive".to_string(), |b| {
-        format!("at most {b} preemptions")
-    });
-    println!(
-        "loom {name} ({bound}): {runs} executions in {:.2} s",
-        clock.elapsed().as_secs_f64()
-    );
 }
 
 fn producer<H: HandOff<Step> + 'static>(slot: &Arc<H>, drops: &Arc<AtomicUsize>) {
