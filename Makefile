@@ -13,7 +13,7 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli
 
-.PHONY: patch install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load stress docs all clean
+.PHONY: patch install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load stress loom docs all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,11 +69,13 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/agent.py
 	$(BIN)/python benchmarks/isolation.py
 	$(BIN)/python benchmarks/integrations.py
+	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py --quick
 	$(BIN)/python benchmarks/agent.py --quick
 	$(BIN)/python benchmarks/integrations.py --quick
+	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py --quick
 
 FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000
@@ -86,6 +88,11 @@ STRESS_STEPS ?= 2000000
 STRESS_THREADS ?= 4
 stress: install-wheel  ## the step hand-off under contention for STRESS_STEPS round trips (default two million)
 	CODEACT_STRESS_STEPS=$(STRESS_STEPS) CODEACT_STRESS_THREADS=$(STRESS_THREADS) $(BIN)/python -m pytest -q tests/test_step_race.py
+
+LOOM_MAX_PREEMPTIONS ?= 3
+loom:  ## loom model check of the step hand-off (rust/src/slot.rs compiled under tools/loom-step; its own crate and lock)
+	cd tools/loom-step && PATH=$(RUST_PATH) RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
+		CARGO_TARGET_DIR=$(HOME)/.cache/codeact/target-loom cargo test --release --locked -- --nocapture --test-threads=1
 
 LOAD_SESSIONS ?= 1000
 load: install-wheel  ## full-size load and isolation run: LOAD_SESSIONS concurrent sessions, figures printed

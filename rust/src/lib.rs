@@ -9,6 +9,7 @@ mod os_policy;
 mod output;
 mod py_api;
 mod py_gather;
+mod slot;
 mod snapshot;
 mod stack;
 mod worker;

@@ -7,19 +7,17 @@
 //! holds on them. After a `fork`, the child starts its own workers on first use.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, unbounded};
 
 use crate::errors::HostError;
+pub use crate::slot::Slot;
 
 /// Stack of each worker thread, in bytes (virtual; pages are touched only when used). It
 /// covers `stack_needed(RECURSION_CEILING)` with room to spare.
 const WORKER_STACK: usize = 64 * 1024 * 1024;
-/// How long a waiter spins before sleeping on the condition variable.
-const SPIN: Duration = Duration::from_micros(50);
 /// How long a worker keeps polling for the next job before parking.
 const WORKER_LINGER: Duration = Duration::from_micros(250);
 
@@ -67,88 +65,6 @@ fn sender() -> Sender<Job> {
     }
     *pool = Some((pid, tx.clone()));
     tx
-}
-
-/// The result of one submitted job, filled in once.
-///
-/// Hand-off protocol: the worker stores the value and raises `done` while holding the
-/// lock; `done` is never lowered. So whoever sees `done` (by the atomic or under the lock)
-/// finds the value there until it is taken, and a waiter that wakes from the condition
-/// variable tests the same flag `result()` tests. (0.1.0 raised `done` after releasing
-/// the lock while waiters woke on the value: `wait()` could return True before `done`
-/// was set, and `result()` then refused.)
-pub struct Slot<T> {
-    done: AtomicBool,
-    value: Mutex<Option<T>>,
-    ready: Condvar,
-}
-
-impl<T> Slot<T> {
-    /// An empty slot.
-    pub fn new() -> Self {
-        Self {
-            done: AtomicBool::new(false),
-            value: Mutex::new(None),
-            ready: Condvar::new(),
-        }
-    }
-
-    /// Fills the slot (once) and wakes every waiter.
-    pub fn set(&self, value: T) {
-        let mut guard = self.value.lock().unwrap_or_else(|e| e.into_inner());
-        *guard = Some(value);
-        self.done.store(true, Ordering::Release);
-        drop(guard);
-        self.ready.notify_all();
-    }
-
-    /// Whether the job has finished.
-    pub fn is_done(&self) -> bool {
-        self.done.load(Ordering::Acquire)
-    }
-
-    /// Waits up to `timeout` (forever when None); returns whether the job finished.
-    pub fn wait(&self, timeout: Option<Duration>) -> bool {
-        let start = Instant::now();
-        while start.elapsed() < SPIN {
-            if self.is_done() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        let guard = self.value.lock().unwrap_or_else(|e| e.into_inner());
-        // The flag, not the value: a value already taken by `take` must not make a
-        // waiter sleep forever, and a value present means the flag is up (set under lock).
-        let pending = |_: &mut Option<T>| !self.done.load(Ordering::Acquire);
-        match timeout {
-            None => {
-                let _guard = self
-                    .ready
-                    .wait_while(guard, pending)
-                    .unwrap_or_else(|e| e.into_inner());
-                true
-            }
-            Some(t) => {
-                let left = t.saturating_sub(start.elapsed());
-                let (_guard, result) = self
-                    .ready
-                    .wait_timeout_while(guard, left, pending)
-                    .unwrap_or_else(|e| e.into_inner());
-                !result.timed_out()
-            }
-        }
-    }
-
-    /// Takes the value once the job is done (None before, or when already taken).
-    pub fn take(&self) -> Option<T> {
-        self.value.lock().unwrap_or_else(|e| e.into_inner()).take()
-    }
-}
-
-impl<T> Default for Slot<T> {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 /// Runs `job` on a worker; its result lands in the returned slot. A panic that escapes the

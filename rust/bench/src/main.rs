@@ -3,6 +3,10 @@
 //!
 //! Prints one JSON object of medians to stdout: microseconds for the per-operation
 //! workloads, milliseconds for the CPU set. `--quick` runs few repeats (CI smoke).
+//! `codeact-bench repl N...` runs the MontyRepl sessions of `benchmarks/namespace.py`
+//! instead (src/repl.rs).
+
+mod repl;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -183,6 +187,25 @@ fn load(bytes: &[u8]) -> FunctionCall {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    // `codeact-bench repl N...`: sessions of N scripts on one MontyRepl (src/repl.rs).
+    if std::env::args().nth(1).as_deref() == Some("repl-probe") {
+        println!("{}", repl::probe());
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("repl") {
+        let fields: Vec<(String, String)> = std::env::args()
+            .skip(2)
+            .filter(|a| a != "--quick")
+            .flat_map(|n| repl::session(n.parse().expect("a number of scripts")))
+            .collect();
+        let body = fields
+            .iter()
+            .map(|(k, v)| format!("\"{k}\": {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!("{{\"monty\": \"1.4.0\", \"mode\": \"repl\", {body}}}");
+        return;
+    }
     let (repeats, batch, cpu_repeats) = if quick { (5, 300, 3) } else { (15, 3000, 9) };
     let mut fields: Vec<(String, String)> = Vec::new();
     let num = |fields: &mut Vec<(String, String)>, k: &str, v: f64| {

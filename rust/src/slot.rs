@@ -1,0 +1,106 @@
+//! The step hand-off: a one-shot result slot filled by a worker and waited on by Python.
+//!
+//! This file is also compiled, unchanged, by the loom model in `tools/loom-step` (with
+//! `--cfg loom`): there `sync` is that crate's `loom_sync`, which supplies loom's mutex,
+//! condition variable and atomics and a model clock. Keep every synchronisation primitive
+//! and every clock read behind `sync`.
+
+#[cfg(loom)]
+use crate::loom_sync as sync;
+
+#[cfg(not(loom))]
+mod sync {
+    pub use std::hint::spin_loop;
+    pub use std::sync::atomic::{AtomicBool, Ordering};
+    pub use std::sync::{Condvar, Mutex};
+    pub use std::time::Instant;
+}
+
+use std::time::Duration;
+
+use sync::{AtomicBool, Condvar, Instant, Mutex, Ordering};
+
+/// How long a waiter spins before sleeping on the condition variable.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// The result of one submitted job, filled in once.
+///
+/// Hand-off protocol: the worker stores the value and raises `done` while holding the
+/// lock; `done` is never lowered. So whoever sees `done` (by the atomic or under the lock)
+/// finds the value there until it is taken, and a waiter that wakes from the condition
+/// variable tests the same flag `result()` tests. (0.1.0 raised `done` after releasing
+/// the lock while waiters woke on the value: `wait()` could return True before `done`
+/// was set, and `result()` then refused.) Model-checked by `make loom`.
+pub struct Slot<T> {
+    done: AtomicBool,
+    value: Mutex<Option<T>>,
+    ready: Condvar,
+}
+
+impl<T> Slot<T> {
+    /// An empty slot.
+    pub fn new() -> Self {
+        Self {
+            done: AtomicBool::new(false),
+            value: Mutex::new(None),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Fills the slot (once) and wakes every waiter.
+    pub fn set(&self, value: T) {
+        let mut guard = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        *guard = Some(value);
+        self.done.store(true, Ordering::Release);
+        drop(guard);
+        self.ready.notify_all();
+    }
+
+    /// Whether the job has finished.
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Waits up to `timeout` (forever when None); returns whether the job finished.
+    pub fn wait(&self, timeout: Option<Duration>) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < SPIN {
+            if self.is_done() {
+                return true;
+            }
+            sync::spin_loop();
+        }
+        let guard = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        // The flag, not the value: a value already taken by `take` must not make a
+        // waiter sleep forever, and a value present means the flag is up (set under lock).
+        let pending = |_: &mut Option<T>| !self.done.load(Ordering::Acquire);
+        match timeout {
+            None => {
+                let _guard = self
+                    .ready
+                    .wait_while(guard, pending)
+                    .unwrap_or_else(|e| e.into_inner());
+                true
+            }
+            Some(t) => {
+                let left = t.saturating_sub(start.elapsed());
+                let (_guard, result) = self
+                    .ready
+                    .wait_timeout_while(guard, left, pending)
+                    .unwrap_or_else(|e| e.into_inner());
+                !result.timed_out()
+            }
+        }
+    }
+
+    /// Takes the value once the job is done (None before, or when already taken).
+    pub fn take(&self) -> Option<T> {
+        self.value.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
