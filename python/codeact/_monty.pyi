@@ -3,11 +3,13 @@
 from collections.abc import Sequence
 from typing import Any, final
 
-from .runtime._seam import Call, Complete, Raised, ResumeError, ResumeValue
+from .runtime._seam import Call, Complete, Raised
 
 __all__ = [
     "MontyEngine",
     "MontyPendingCall",
+    "ResumeError",
+    "ResumeValue",
     "StepTicket",
     "register_seam_types",
     "remaining_stack",
@@ -34,6 +36,37 @@ RECURSION_CEILING: int
 """Highest recursion limit a script may get, in frames, even when unlimited."""
 MAX_SCRIPT_BYTES: int
 """Longest script accepted, in bytes (longer ones come back as a ``Raised`` step)."""
+
+class ResumeValue:
+    """Resume a paused call: the call returns ``value`` (plain data: None, bool, int, float,
+    str, bytes, list, tuple, dict). Re-exported as ``codeact.runtime.ResumeValue``; behaves
+    as a frozen dataclass."""
+
+    __match_args__ = ("value",)
+    def __new__(cls, value: Any) -> ResumeValue: ...
+    @property
+    def value(self) -> Any: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+class ResumeError:
+    """Resume a paused call by raising an exception the script can catch. Re-exported as
+    ``codeact.runtime.ResumeError``; behaves as a frozen dataclass.
+
+    Attributes:
+        message: the exception's message.
+        exc_type: the name of a builtin exception type (``RuntimeError`` by default; an
+            unknown name falls back to ``RuntimeError``).
+    """
+
+    __match_args__ = ("message", "exc_type")
+    def __new__(cls, message: str, exc_type: str = "RuntimeError") -> ResumeError: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def exc_type(self) -> str: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
 
 def register_seam_types(
     call: type[Call],

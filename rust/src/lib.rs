@@ -8,6 +8,7 @@ mod memory;
 mod os_policy;
 mod output;
 mod py_api;
+mod seam;
 mod snapshot;
 mod stack;
 mod worker;
@@ -24,6 +25,8 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_api::MontyEngine>()?;
     m.add_class::<py_api::MontyPendingCall>()?;
     m.add_class::<py_api::StepTicket>()?;
+    m.add_class::<seam::ResumeValue>()?;
+    m.add_class::<seam::ResumeError>()?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;
     m.add("MONTY_VERSION", snapshot::MONTY_VERSION)?;
