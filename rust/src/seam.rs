@@ -207,17 +207,70 @@ impl ResumeError {
 /// A registered step dataclass and how to build it.
 pub struct StepClass {
     class: Py<PyType>,
-    /// The interned field names, in declaration order, when the class is a plain dataclass
-    /// with exactly these fields and no `__post_init__` (its `__init__` only assigns them):
-    /// then instances are built without running `__init__`.
-    direct: Option<[Py<PyString>; 3]>,
+    /// When the class is a plain dataclass with exactly these fields and no
+    /// `__post_init__` (its `__init__` only assigns them): its `tp_new` and the interned
+    /// field names, in declaration order; instances are then built without `__init__`.
+    direct: Option<(ffi::newfunc, [Field; 3])>,
+}
+
+/// One field of a step dataclass: its interned name and, for a `__slots__` member, the
+/// member descriptor and its setter (called directly: no attribute lookup per step).
+struct Field {
+    name: Py<PyString>,
+    member: Option<(Py<PyAny>, ffi::descrsetfunc)>,
+}
+
+impl Field {
+    fn new(class: &Bound<'_, PyType>, name: &str) -> PyResult<Self> {
+        let py = class.py();
+        let descr = class.getattr(intern!(py, "__dict__"))?.get_item(name).ok();
+        let member = match descr {
+            Some(d) if d.get_type().name()? == "member_descriptor" => {
+                // SAFETY: reading a slot of the descriptor's (live) type object.
+                let set = unsafe {
+                    ffi::PyType_GetSlot(d.get_type().as_type_ptr(), ffi::Py_tp_descr_set)
+                };
+                // SAFETY: the `Py_tp_descr_set` slot holds a `descrsetfunc`.
+                (!set.is_null()).then(|| {
+                    (d.unbind(), unsafe {
+                        std::mem::transmute::<*mut std::ffi::c_void, ffi::descrsetfunc>(set)
+                    })
+                })
+            }
+            _ => None,
+        };
+        Ok(Self {
+            name: PyString::intern(py, name).unbind(),
+            member,
+        })
+    }
+
+    fn set(&self, obj: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = obj.py();
+        let Some((descr, set)) = &self.member else {
+            return obj.setattr(self.name.bind(py), value);
+        };
+        // SAFETY: the member descriptor's own setter, called with the descriptor, an
+        // instance of the class that owns it and a live value, as `object.__setattr__`
+        // would; it checks the instance's type itself and reports failure with -1.
+        if unsafe { set(descr.as_ptr(), obj.as_ptr(), value.as_ptr()) } < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(())
+    }
 }
 
 impl StepClass {
     /// Inspects `class` once, at registration: `fields` are the names the engine fills.
     pub fn new(py: Python<'_>, class: Py<PyType>, fields: [&str; 3]) -> PyResult<Self> {
-        let direct = if plain_dataclass(class.bind(py), &fields)? {
-            Some(fields.map(|f| PyString::intern(py, f).unbind()))
+        // SAFETY: reading a slot of a live type object; every type has `tp_new` set
+        // (checked for NULL anyway), and the class is kept alive by `self.class`.
+        let new = unsafe { ffi::PyType_GetSlot(class.bind(py).as_type_ptr(), ffi::Py_tp_new) };
+        let direct = if !new.is_null() && plain_dataclass(class.bind(py), &fields)? {
+            // SAFETY: the `Py_tp_new` slot holds a `newfunc`.
+            let new: ffi::newfunc = unsafe { std::mem::transmute(new) };
+            let [a, b, c] = fields.map(|f| Field::new(class.bind(py), f));
+            Some((new, [a?, b?, c?]))
         } else {
             None
         };
@@ -227,24 +280,21 @@ impl StepClass {
     /// An instance with `values` as its three fields.
     pub fn build(&self, py: Python<'_>, values: [Bound<'_, PyAny>; 3]) -> PyResult<Py<PyAny>> {
         let class = self.class.bind(py);
-        let Some(names) = &self.direct else {
+        let Some((new, fields)) = &self.direct else {
             return class.call1(PyTuple::new(py, values)?).map(Bound::unbind);
         };
-        // SAFETY: `tp_new` is read from a live type object (every type has one: a
-        // dataclass inherits `object.__new__`) and called with that type and an empty
-        // argument tuple, as `type.__call__` would; the result is checked for NULL.
+        // SAFETY: `new` is the class's own `tp_new` (object.__new__ for a dataclass), called
+        // with the class and an empty argument tuple as `type.__call__` would; the result is
+        // checked for NULL.
         let obj = unsafe {
-            let tp = class.as_type_ptr();
-            let new = ffi::PyType_GetSlot(tp, ffi::Py_tp_new);
-            if new.is_null() {
-                return class.call1(PyTuple::new(py, values)?).map(Bound::unbind);
-            }
-            let new: ffi::newfunc = std::mem::transmute(new);
             let empty = PyTuple::empty(py);
-            Bound::from_owned_ptr_or_err(py, new(tp, empty.as_ptr(), std::ptr::null_mut()))?
+            Bound::from_owned_ptr_or_err(
+                py,
+                new(class.as_type_ptr(), empty.as_ptr(), std::ptr::null_mut()),
+            )?
         };
-        for (name, value) in names.iter().zip(values) {
-            obj.setattr(name.bind(py), value)?;
+        for (field, value) in fields.iter().zip(values) {
+            field.set(&obj, &value)?;
         }
         Ok(obj.unbind())
     }
