@@ -3,6 +3,8 @@
 from collections.abc import Sequence
 from typing import Any, final
 
+from typing_extensions import disjoint_base
+
 from .runtime._seam import Call, Complete, Raised
 
 __all__ = [
@@ -37,6 +39,7 @@ RECURSION_CEILING: int
 MAX_SCRIPT_BYTES: int
 """Longest script accepted, in bytes (longer ones come back as a ``Raised`` step)."""
 
+@disjoint_base
 class ResumeValue:
     """Resume a paused call: the call returns ``value`` (plain data: None, bool, int, float,
     str, bytes, list, tuple, dict). Re-exported as ``codeact.runtime.ResumeValue``; behaves
@@ -46,9 +49,10 @@ class ResumeValue:
     def __new__(cls, value: Any) -> ResumeValue: ...
     @property
     def value(self) -> Any: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
+@disjoint_base
 class ResumeError:
     """Resume a paused call by raising an exception the script can catch. Re-exported as
     ``codeact.runtime.ResumeError``; behaves as a frozen dataclass.
@@ -65,7 +69,7 @@ class ResumeError:
     def message(self) -> str: ...
     @property
     def exc_type(self) -> str: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 def register_seam_types(
