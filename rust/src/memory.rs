@@ -13,13 +13,14 @@
 //! records its owner in a 16-byte header. Blocks allocated outside any run (values built
 //! by the host) are never charged.
 //!
-//! The thread advancing a run keeps that run's changes (bytes, and the blocks that hold a
-//! reference to its counter) in plain thread-local cells and adds them to the shared atomic
-//! counter when it stops charging the run: an advance allocates and frees dozens of blocks
-//! per tool round trip, and four atomic operations per block were a measurable part of the
-//! round trip (issue 10, "binding cost"). Blocks of other runs, and blocks freed on other
-//! threads, update the owner's atomics directly. The probe adds the local cells, so Monty's
-//! checks see the exact figure.
+//! The thread advancing a run keeps that run's byte count changes in a plain thread-local
+//! cell and adds them to the shared atomic counter when it stops charging the run: an
+//! advance allocates and frees dozens of blocks per tool round trip, and the atomic byte
+//! updates were a measurable part of the round trip (issue 10, "binding cost"). Blocks of
+//! other runs, and blocks freed on other threads, update the owner's counter directly. The
+//! probe adds the cell, so Monty's checks see the exact figure. The reference each block
+//! holds on its run's counter stays an atomic per block: a block may be freed on another
+//! thread while its run is still being advanced, so the count must be exact at all times.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -46,14 +47,11 @@ impl RunMemory {
     }
 }
 
-/// The run this thread is charging, and the changes to it not yet added to its atomics.
+/// The run this thread is charging, and its byte changes not yet added to its counter.
 struct Local {
     run: Cell<*const RunMemory>,
     /// Bytes allocated minus bytes freed on this thread for `run` since the last flush.
     bytes: Cell<isize>,
-    /// Blocks of `run` allocated minus blocks freed on this thread since the last flush:
-    /// each live block holds one strong reference to `run`'s counter.
-    blocks: Cell<isize>,
 }
 
 thread_local! {
@@ -63,32 +61,21 @@ thread_local! {
         Local {
             run: Cell::new(ptr::null()),
             bytes: Cell::new(0),
-            blocks: Cell::new(0),
         }
     };
 }
 
 impl Local {
-    /// Adds the pending changes to the current run's atomics (the run stays current).
+    /// Adds the pending byte changes to the current run's counter (the run stays current).
     fn flush(&self) {
         let run = self.run.get();
         let bytes = self.bytes.replace(0);
-        let blocks = self.blocks.replace(0);
         if run.is_null() {
             return;
         }
         // SAFETY: `run` is the counter of an active `Charging` scope on this thread, which
-        // holds a strong reference to it, so it is alive and its strong count stays >= 1
-        // whatever the pending block count is.
-        unsafe {
-            (*run).bytes.fetch_add(bytes, Ordering::Relaxed);
-            for _ in 0..blocks.max(0) {
-                Arc::increment_strong_count(run);
-            }
-            for _ in 0..(-blocks).max(0) {
-                Arc::decrement_strong_count(run);
-            }
-        }
+        // holds a strong reference to it, so it is alive.
+        unsafe { &*run }.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 }
 
@@ -113,7 +100,7 @@ pub fn charge_to(run: &Arc<RunMemory>) -> Charging {
 
 impl Drop for Charging {
     fn drop(&mut self) {
-        // Flushed while `_run` still holds its reference (see `Local::flush`).
+        // Flushed while `_run` still holds its reference.
         LOCAL.with(|l| {
             l.flush();
             l.run.set(self.previous);
@@ -167,52 +154,45 @@ impl CountingAlloc {
         if base.is_null() {
             return base;
         }
-        // The block keeps its run's counter alive until it is freed: one strong reference,
-        // counted in this thread's cells until the scope flushes them.
         let run = LOCAL
             .try_with(|l| {
                 let run = l.run.get();
                 if !run.is_null() {
                     l.bytes.set(l.bytes.get() + size as isize);
-                    l.blocks.set(l.blocks.get() + 1);
                 }
                 run
             })
             .unwrap_or(ptr::null());
-        // SAFETY: `base` has `offset >= 16` bytes of header room, aligned to at least 16.
+        // SAFETY: `base` has `offset >= 16` bytes of header room, aligned to at least 16;
+        // `run` is alive (the charging scope holds a reference).
         unsafe {
             let p = base.add(offset);
             (p.sub(8) as *mut *const RunMemory).write(run);
+            if !run.is_null() {
+                // The block keeps its run's counter alive until it is freed.
+                Arc::increment_strong_count(run);
+            }
             p
         }
     }
 
-    /// Credits `size` bytes (and, when `block`, the block's reference) back to `run`:
-    /// in this thread's cells when `run` is the one it is charging, else on the atomics.
+    /// Credits `size` bytes back to `run`: in this thread's cell when `run` is the one it
+    /// is charging, else on the run's counter.
     ///
     /// # Safety
     /// `run` is a live counter the caller holds a reference to (the block's).
-    unsafe fn credit(run: *const RunMemory, size: isize, block: bool) {
+    unsafe fn credit(run: *const RunMemory, size: isize) {
         let local = LOCAL
             .try_with(|l| {
-                if l.run.get() == run {
+                let mine = l.run.get() == run;
+                if mine {
                     l.bytes.set(l.bytes.get() - size);
-                    if block {
-                        l.blocks.set(l.blocks.get() - 1);
-                    }
-                    true
-                } else {
-                    false
                 }
+                mine
             })
             .unwrap_or(false);
         if !local {
-            unsafe {
-                (*run).bytes.fetch_sub(size, Ordering::Relaxed);
-                if block {
-                    Arc::decrement_strong_count(run);
-                }
-            }
+            unsafe { &*run }.bytes.fetch_sub(size, Ordering::Relaxed);
         }
     }
 }
@@ -243,7 +223,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
             let run = (p.sub(8) as *const *const RunMemory).read();
             System.dealloc(p.sub(offset), full);
             if !run.is_null() {
-                Self::credit(run, layout.size() as isize, true);
+                Self::credit(run, layout.size() as isize);
+                Arc::decrement_strong_count(run);
             }
         }
     }
@@ -262,7 +243,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
             // The header moved with the block; the owner stays the same.
             let run = (q.sub(8) as *const *const RunMemory).read();
             if !run.is_null() {
-                Self::credit(run, layout.size() as isize - new_size as isize, false);
+                Self::credit(run, layout.size() as isize - new_size as isize);
             }
             q
         }
@@ -326,6 +307,23 @@ mod tests {
         assert!(b.used() >= 1 << 20);
         drop(grown);
         assert!(b.used() < 1 << 16);
+    }
+
+    #[test]
+    fn blocks_freed_on_another_thread_mid_advance_keep_the_counter_alive() {
+        install_probe();
+        let run = RunMemory::new();
+        for _ in 0..200 {
+            let _g = charge_to(&run);
+            // Allocated here (charged to `run`), freed on the other thread while this thread
+            // still charges `run`: the counter must outlive every block.
+            let blocks: Vec<Box<[u8; 64]>> = (0..64).map(|_| Box::new([0u8; 64])).collect();
+            std::thread::spawn(move || drop(blocks))
+                .join()
+                .expect("thread");
+        }
+        assert!(run.used() < 1 << 16);
+        assert_eq!(Arc::strong_count(&run), 1);
     }
 
     #[test]
