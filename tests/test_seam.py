@@ -76,6 +76,64 @@ def test_resume_outcomes():
         err.message = "x"  # type: ignore[misc]
 
 
+def test_outcomes_behave_as_frozen_dataclasses():
+    # Native classes (rust/src/seam.rs) with the semantics the dataclasses had.
+    value = ResumeValue(value=[1, {"a": 2}])
+    assert value == ResumeValue([1, {"a": 2}]) and value != ResumeValue([1])
+    assert ResumeValue(1) != ResumeError("1") and ResumeError("m") != ResumeValue("m")
+    assert ResumeError(message="m", exc_type="KeyError") == ResumeError("m", "KeyError")
+    assert ResumeError("m") != ResumeError("m", "KeyError")
+    nan = float("nan")
+    assert ResumeValue(nan) == ResumeValue(nan)  # fields compare as tuples do: identity first
+    assert repr(value) == "ResumeValue(value=[1, {'a': 2}])"
+    assert repr(ResumeError("boom")) == "ResumeError(message='boom', exc_type='RuntimeError')"
+    assert hash(ResumeValue(3)) == hash((3,)) and hash(ResumeError("m")) == hash(("m", "RuntimeError"))
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(value)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.value = 2  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del value.value  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        ResumeValue()  # type: ignore[call-arg]
+    match ResumeError("m", "KeyError"):
+        case ResumeError(message, exc_type):
+            assert (message, exc_type) == ("m", "KeyError")
+    match ResumeValue(7):
+        case ResumeValue(v):
+            assert v == 7
+    import copy
+    import pickle
+
+    for outcome in (value, ResumeError("m", "KeyError")):
+        assert pickle.loads(pickle.dumps(outcome)) == outcome
+        assert copy.deepcopy(outcome) == outcome and copy.copy(outcome) == outcome
+    assert ResumeValue.__module__ == "codeact.runtime" and codeact.runtime.ResumeValue is ResumeValue
+
+
+def test_subclassed_outcomes_resume_a_script(monty):
+    class Answer(ResumeValue):
+        pass
+
+    step = monty.start('call_tool("t", {"x": 1}) + 1', "agent")
+    assert isinstance(step, Call)
+    done = step.call.resume(Answer(41))
+    assert isinstance(done, Complete) and done.value == 42
+    assert Answer(1) != ResumeValue(1)
+
+
+def test_steps_built_by_the_engine_are_the_seam_dataclasses(monty):
+    step = monty.start('print("a")\n1 + 1', "agent")
+    assert type(step) is Complete and step == Complete(2, "a\n", step.os_log)
+    assert dataclasses.replace(step, stdout="") == Complete(2, "", step.os_log)
+    assert repr(step).startswith("Complete(value=2, stdout='a\\n', os_log=(")
+    raised = monty.start("1 / 0", "agent")
+    assert type(raised) is Raised and "ZeroDivisionError" in raised.message and raised.stdout == ""
+    call = monty.start('call_tool("t", {"x": [1, 2]})', "agent")
+    assert type(call) is Call and call.stdout == "" and call.call.keyword_args == {"x": [1, 2]}
+    assert dataclasses.asdict(raised)["message"] == raised.message
+
+
 @pytest.mark.parametrize("runtime", [MontyRuntime, CPythonRuntime])
 def test_runtimes_satisfy_the_protocol(runtime):
     assert isinstance(runtime(), CodeRuntime)

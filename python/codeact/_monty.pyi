@@ -3,7 +3,9 @@
 from collections.abc import Mapping, Sequence
 from typing import Any, final
 
-from .runtime._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue
+from typing_extensions import disjoint_base
+
+from .runtime._seam import Call, Complete, Gather, Raised
 
 _Step = Call | Gather | Complete | Raised
 _CallInfo = tuple[str, tuple[Any, ...], dict[str, Any], int]
@@ -13,6 +15,8 @@ __all__ = [
     "MontyGather",
     "MontyGatherCall",
     "MontyPendingCall",
+    "ResumeError",
+    "ResumeValue",
     "StepTicket",
     "register_gather_type",
     "register_seam_types",
@@ -40,6 +44,39 @@ RECURSION_CEILING: int
 """Highest recursion limit a script may get, in frames, even when unlimited."""
 MAX_SCRIPT_BYTES: int
 """Longest script accepted, in bytes (longer ones come back as a ``Raised`` step)."""
+
+@disjoint_base
+class ResumeValue:
+    """Resume a paused call: the call returns ``value`` (plain data: None, bool, int, float,
+    str, bytes, list, tuple, dict). Re-exported as ``codeact.runtime.ResumeValue``; behaves
+    as a frozen dataclass."""
+
+    __match_args__ = ("value",)
+    def __new__(cls, value: Any) -> ResumeValue: ...
+    @property
+    def value(self) -> Any: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@disjoint_base
+class ResumeError:
+    """Resume a paused call by raising an exception the script can catch. Re-exported as
+    ``codeact.runtime.ResumeError``; behaves as a frozen dataclass.
+
+    Attributes:
+        message: the exception's message.
+        exc_type: the name of a builtin exception type (``RuntimeError`` by default; an
+            unknown name falls back to ``RuntimeError``).
+    """
+
+    __match_args__ = ("message", "exc_type")
+    def __new__(cls, message: str, exc_type: str = "RuntimeError") -> ResumeError: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def exc_type(self) -> str: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
 
 def register_seam_types(
     call: type[Call],

@@ -111,6 +111,10 @@ pub fn monty_to_py(
 
 /// Converts one node of an arena (e.g. one call argument) to a Python value.
 pub fn ref_to_py(py: Python<'_>, value: V<'_>, root: &str) -> Result<Py<PyAny>, ConvertError> {
+    // Most tool arguments and results are scalars: no path or memo to set up for them.
+    if let Some(obj) = scalar_to_py(py, value.node()) {
+        return Ok(obj.unbind());
+    }
     let mut steps = Vec::new();
     let mut memo = Memo::default();
     to_py(py, value, root, &mut steps, &mut memo).map(Bound::unbind)
@@ -195,21 +199,11 @@ fn to_py<'py>(
         // Too deep along this path: walk it again to name where.
         return check(value, root, steps, &mut Checked::default()).and(Err(too_deep(root, steps)));
     }
+    if let Some(obj) = scalar_to_py(py, n) {
+        return Ok(obj);
+    }
     let mut height = 0usize;
     let obj = match n {
-        MontyNode::None => py.None().into_bound(py),
-        MontyNode::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
-        MontyNode::Int(i) => i
-            .into_pyobject(py)
-            .expect("int conversion is infallible")
-            .into_any(),
-        MontyNode::BigInt(b) => b
-            .into_pyobject(py)
-            .expect("bigint conversion is infallible")
-            .into_any(),
-        MontyNode::Float(f) => PyFloat::new(py, *f).into_any(),
-        MontyNode::String(s) => PyString::new(py, s).into_any(),
-        MontyNode::Bytes(b) => PyBytes::new(py, b).into_any(),
         MontyNode::List(ids) => {
             let list = PyList::empty(py);
             for (i, child) in ids.iter().enumerate() {
@@ -261,6 +255,26 @@ fn to_py<'py>(
     Ok(obj)
 }
 
+/// The Python value of a scalar node; None for containers and values that cannot cross.
+fn scalar_to_py<'py>(py: Python<'py>, n: &MontyNode) -> Option<Bound<'py, PyAny>> {
+    Some(match n {
+        MontyNode::None => py.None().into_bound(py),
+        MontyNode::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        MontyNode::Int(i) => i
+            .into_pyobject(py)
+            .expect("int conversion is infallible")
+            .into_any(),
+        MontyNode::BigInt(b) => b
+            .into_pyobject(py)
+            .expect("bigint conversion is infallible")
+            .into_any(),
+        MontyNode::Float(f) => PyFloat::new(py, *f).into_any(),
+        MontyNode::String(s) => PyString::new(py, s).into_any(),
+        MontyNode::Bytes(b) => PyBytes::new(py, b).into_any(),
+        _ => return None,
+    })
+}
+
 fn memo_height(memo: &Memo<'_>, id: impl Into<NodeKey>) -> usize {
     memo.built.get(&id.into().0).map_or(0, |(_, h)| *h)
 }
@@ -284,6 +298,20 @@ impl From<u32> for NodeKey {
 
 /// Converts a Python value to a Monty value; `root` names it in errors (e.g. `value`).
 pub fn py_to_monty(value: &Bound<'_, PyAny>, root: &str) -> Result<MontyObject, ConvertError> {
+    // Exact scalar types (the usual tool result) become a one-node value directly.
+    if value.is_none() {
+        return Ok(MontyObject::none());
+    }
+    if value.is_exact_instance_of::<PyInt>()
+        && let Ok(i) = value.extract::<i64>()
+    {
+        return Ok(MontyObject::int(i));
+    }
+    if let Ok(s) = value.cast_exact::<PyString>()
+        && let Ok(s) = s.to_str()
+    {
+        return Ok(MontyObject::string(s));
+    }
     let mut steps = Vec::new();
     let mut graph = MontyGraph::new();
     let id = to_monty(value, root, &mut steps, &mut graph)?;

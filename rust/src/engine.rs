@@ -288,15 +288,15 @@ pub fn start(
 /// Resumes a paused call with `outcome` and runs to the next stop.
 pub fn resume(
     cfg: &EngineConfig,
-    paused: Paused,
+    paused: Box<Paused>,
     outcome: Outcome,
     mut journal: Journal,
 ) -> Result<Advance, HostError> {
-    let ctx = paused.1;
+    // Boxed by the caller: the paused state is moved out of its box once, here.
+    let Paused(call, ctx) = *paused;
     let _charging = charge_to(&ctx.memory);
     guarded("resume", || {
         // Monty restarts the turn budget (our per-advance time limit) at every resume.
-        let call = paused.0;
         let eager = call.allow_eager_await;
         let result = ext_result(outcome);
         let mut out = CappedOutput::new(cfg.max_stdout);
@@ -498,6 +498,9 @@ fn classify(style: ToolStyle, call: &FunctionCall) -> Result<ToolRequest, MontyE
 
 fn check_request(graph: &unstable::MontyGraph, req: &ToolRequest) -> Result<(), MontyException> {
     for (i, v) in req.positional.iter().enumerate() {
+        if is_scalar(graph, *v) {
+            continue;
+        }
         check_ref(V::at(graph, *v), &format!("argument {i}")).map_err(|e| {
             type_error(format!(
                 "tool '{}' got a value it cannot take: {}",
@@ -507,6 +510,9 @@ fn check_request(graph: &unstable::MontyGraph, req: &ToolRequest) -> Result<(), 
         })?;
     }
     for (k, v) in &req.keyword {
+        if is_scalar(graph, *v) {
+            continue;
+        }
         check_ref(V::at(graph, *v), &format!("argument '{k}'")).map_err(|e| {
             type_error(format!(
                 "tool '{}' got a value it cannot take: {}",
@@ -516,6 +522,20 @@ fn check_request(graph: &unstable::MontyGraph, req: &ToolRequest) -> Result<(), 
         })?;
     }
     Ok(())
+}
+
+/// Whether a node is a plain scalar (always crosses the boundary; nothing to check).
+fn is_scalar(graph: &unstable::MontyGraph, id: NodeId) -> bool {
+    matches!(
+        graph.node(id),
+        unstable::MontyNode::None
+            | unstable::MontyNode::Bool(_)
+            | unstable::MontyNode::Int(_)
+            | unstable::MontyNode::BigInt(_)
+            | unstable::MontyNode::Float(_)
+            | unstable::MontyNode::String(_)
+            | unstable::MontyNode::Bytes(_)
+    )
 }
 
 /// CPython's builtin names (3.13): a lookup of one of these that Monty does not define is a

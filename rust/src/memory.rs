@@ -12,6 +12,15 @@
 //! advanced (snapshot loads included), wherever and whenever the block is freed: each block
 //! records its owner in a 16-byte header. Blocks allocated outside any run (values built
 //! by the host) are never charged.
+//!
+//! The thread advancing a run keeps that run's byte count changes in a plain thread-local
+//! cell and adds them to the shared atomic counter when it stops charging the run: an
+//! advance allocates and frees dozens of blocks per tool round trip, and the atomic byte
+//! updates were a measurable part of the round trip (issue 10, "binding cost"). Blocks of
+//! other runs, and blocks freed on other threads, update the owner's counter directly. The
+//! probe adds the cell, so Monty's checks see the exact figure. The reference each block
+//! holds on its run's counter stays an atomic per block: a block may be freed on another
+//! thread while its run is still being advanced, so the count must be exact at all times.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -30,14 +39,44 @@ impl RunMemory {
         Arc::new(Self::default())
     }
 
-    /// Bytes currently charged to the run.
+    /// Bytes charged to the run, as of the last time a thread stopped advancing it (the
+    /// probe gives the exact figure on the thread advancing it).
+    #[cfg(test)]
     pub fn used(&self) -> usize {
         self.bytes.load(Ordering::Relaxed).max(0) as usize
     }
 }
 
+/// The run this thread is charging, and its byte changes not yet added to its counter.
+struct Local {
+    run: Cell<*const RunMemory>,
+    /// Bytes allocated minus bytes freed on this thread for `run` since the last flush.
+    bytes: Cell<isize>,
+}
+
 thread_local! {
-    static CURRENT: Cell<*const RunMemory> = const { Cell::new(ptr::null()) };
+    // Plain cells with const initialisers: no destructor, so the slot is usable for the
+    // whole life of the thread, allocator calls during teardown included.
+    static LOCAL: Local = const {
+        Local {
+            run: Cell::new(ptr::null()),
+            bytes: Cell::new(0),
+        }
+    };
+}
+
+impl Local {
+    /// Adds the pending byte changes to the current run's counter (the run stays current).
+    fn flush(&self) {
+        let run = self.run.get();
+        let bytes = self.bytes.replace(0);
+        if run.is_null() {
+            return;
+        }
+        // SAFETY: `run` is the counter of an active `Charging` scope on this thread, which
+        // holds a strong reference to it, so it is alive.
+        unsafe { &*run }.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
 }
 
 /// Charges allocations made on this thread to `run` until dropped.
@@ -49,7 +88,10 @@ pub struct Charging {
 /// Starts charging this thread's allocations to `run` (nested scopes restore the outer one).
 pub fn charge_to(run: &Arc<RunMemory>) -> Charging {
     let run = Arc::clone(run);
-    let previous = CURRENT.with(|c| c.replace(Arc::as_ptr(&run)));
+    let previous = LOCAL.with(|l| {
+        l.flush();
+        l.run.replace(Arc::as_ptr(&run))
+    });
     Charging {
         _run: run,
         previous,
@@ -58,27 +100,26 @@ pub fn charge_to(run: &Arc<RunMemory>) -> Charging {
 
 impl Drop for Charging {
     fn drop(&mut self) {
-        CURRENT.with(|c| c.set(self.previous));
+        // Flushed while `_run` still holds its reference.
+        LOCAL.with(|l| {
+            l.flush();
+            l.run.set(self.previous);
+        });
     }
-}
-
-/// The run this thread is advancing, or null.
-fn current() -> *const RunMemory {
-    // `try_with`: during thread teardown the slot may be gone; no run is advancing then.
-    CURRENT.try_with(|c| c.get()).unwrap_or(ptr::null())
 }
 
 /// The memory probe Monty reads (installed with [`install_probe`]): the bytes of the run
 /// this thread is advancing, 0 outside an advance.
 fn probe() -> usize {
-    CURRENT
-        .try_with(|c| {
-            let run = c.get();
+    LOCAL
+        .try_with(|l| {
+            let run = l.run.get();
             if run.is_null() {
                 0
             } else {
-                // SAFETY: as in `add`.
-                unsafe { &*run }.used()
+                // SAFETY: as in `Local::flush`.
+                let shared = unsafe { &*run }.bytes.load(Ordering::Relaxed);
+                shared.saturating_add(l.bytes.get()).max(0) as usize
             }
         })
         .unwrap_or(0)
@@ -113,17 +154,45 @@ impl CountingAlloc {
         if base.is_null() {
             return base;
         }
-        let run = current();
-        // SAFETY: `base` has `offset >= 16` bytes of header room, aligned to at least 16.
+        let run = LOCAL
+            .try_with(|l| {
+                let run = l.run.get();
+                if !run.is_null() {
+                    l.bytes.set(l.bytes.get() + size as isize);
+                }
+                run
+            })
+            .unwrap_or(ptr::null());
+        // SAFETY: `base` has `offset >= 16` bytes of header room, aligned to at least 16;
+        // `run` is alive (the charging scope holds a reference).
         unsafe {
             let p = base.add(offset);
             (p.sub(8) as *mut *const RunMemory).write(run);
             if !run.is_null() {
                 // The block keeps its run's counter alive until it is freed.
                 Arc::increment_strong_count(run);
-                (*run).bytes.fetch_add(size as isize, Ordering::Relaxed);
             }
             p
+        }
+    }
+
+    /// Credits `size` bytes back to `run`: in this thread's cell when `run` is the one it
+    /// is charging, else on the run's counter.
+    ///
+    /// # Safety
+    /// `run` is a live counter the caller holds a reference to (the block's).
+    unsafe fn credit(run: *const RunMemory, size: isize) {
+        let local = LOCAL
+            .try_with(|l| {
+                let mine = l.run.get() == run;
+                if mine {
+                    l.bytes.set(l.bytes.get() - size);
+                }
+                mine
+            })
+            .unwrap_or(false);
+        if !local {
+            unsafe { &*run }.bytes.fetch_sub(size, Ordering::Relaxed);
         }
     }
 }
@@ -154,9 +223,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
             let run = (p.sub(8) as *const *const RunMemory).read();
             System.dealloc(p.sub(offset), full);
             if !run.is_null() {
-                (*run)
-                    .bytes
-                    .fetch_sub(layout.size() as isize, Ordering::Relaxed);
+                Self::credit(run, layout.size() as isize);
                 Arc::decrement_strong_count(run);
             }
         }
@@ -176,10 +243,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
             // The header moved with the block; the owner stays the same.
             let run = (q.sub(8) as *const *const RunMemory).read();
             if !run.is_null() {
-                (*run).bytes.fetch_add(
-                    new_size as isize - layout.size() as isize,
-                    Ordering::Relaxed,
-                );
+                Self::credit(run, layout.size() as isize - new_size as isize);
             }
             q
         }
@@ -243,5 +307,63 @@ mod tests {
         assert!(b.used() >= 1 << 20);
         drop(grown);
         assert!(b.used() < 1 << 16);
+    }
+
+    #[test]
+    fn blocks_freed_on_another_thread_mid_advance_keep_the_counter_alive() {
+        install_probe();
+        let run = RunMemory::new();
+        for _ in 0..200 {
+            let _g = charge_to(&run);
+            // Allocated here (charged to `run`), freed on the other thread while this thread
+            // still charges `run`: the counter must outlive every block.
+            let blocks: Vec<Box<[u8; 64]>> = (0..64).map(|_| Box::new([0u8; 64])).collect();
+            std::thread::spawn(move || drop(blocks))
+                .join()
+                .expect("thread");
+        }
+        assert!(run.used() < 1 << 16);
+        assert_eq!(Arc::strong_count(&run), 1);
+    }
+
+    #[test]
+    fn pending_changes_reach_the_counter_and_release_every_reference() {
+        install_probe();
+        let run = RunMemory::new();
+        let kept = {
+            let _g = charge_to(&run);
+            let freed = vec![0u8; 1 << 20];
+            let kept = vec![0u8; 1 << 19];
+            assert!(probe() >= (1 << 20) + (1 << 19));
+            drop(freed);
+            assert!(probe() >= 1 << 19 && probe() < 1 << 20);
+            kept
+        };
+        assert!(run.used() >= 1 << 19 && run.used() < 1 << 20);
+        // The kept block still holds its reference; freeing it in a later scope of the same
+        // run is credited through that scope's cells, and every reference comes back.
+        {
+            let _g = charge_to(&run);
+            drop(kept);
+            assert!(probe() < 1 << 16);
+        }
+        assert!(run.used() < 1 << 16);
+        assert_eq!(Arc::strong_count(&run), 1);
+        // Nested scopes: the outer run's pending changes are flushed before the inner one.
+        let other = RunMemory::new();
+        {
+            let _outer = charge_to(&run);
+            let a = vec![0u8; 1 << 18];
+            {
+                let _inner = charge_to(&other);
+                let b = vec![0u8; 1 << 18];
+                assert!(probe() >= 1 << 18 && probe() < 1 << 19);
+                drop(a);
+                drop(b);
+            }
+            assert!(probe() < 1 << 16);
+        }
+        assert!(run.used() < 1 << 16 && other.used() < 1 << 16);
+        assert_eq!((Arc::strong_count(&run), Arc::strong_count(&other)), (1, 1));
     }
 }

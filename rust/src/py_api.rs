@@ -2,29 +2,32 @@
 //! `MontyPendingCall` (a live, single-use continuation).
 //!
 //! Step objects are the pure-Python seam types of `codeact.runtime`, registered once
-//! with [`register_seam_types`], so every runtime hands back the same classes.
+//! with [`register_seam_types`], so every runtime hands back the same classes; the outcome
+//! classes `ResumeValue` / `ResumeError` are native ([`crate::seam`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 
 use crate::convert::{V, monty_to_py, py_to_monty, ref_to_py};
 use crate::engine::{self, Advance, EngineConfig, Limits, Outcome, Paused, Stop, ToolStyle};
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::journal::{JVal, Journal, OsLog};
 use crate::os_policy::{MountSpec, OsPolicy};
+use crate::seam::{StepClass, native_error, native_value};
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 use crate::worker::{self, Slot};
 
 struct SeamTypes {
-    call: Py<PyType>,
-    complete: Py<PyType>,
-    raised: Py<PyType>,
+    call: StepClass,
+    complete: StepClass,
+    raised: StepClass,
     resume_value: Py<PyType>,
     resume_error: Py<PyType>,
 }
@@ -46,16 +49,14 @@ pub fn register_seam_types(
     resume_value: Py<PyType>,
     resume_error: Py<PyType>,
 ) -> PyResult<()> {
-    let _ = SEAM.set(
-        py,
-        SeamTypes {
-            call,
-            complete,
-            raised,
-            resume_value,
-            resume_error,
-        },
-    );
+    let types = SeamTypes {
+        call: StepClass::new(py, call, ["call", "stdout", "os_log"])?,
+        complete: StepClass::new(py, complete, ["value", "stdout", "os_log"])?,
+        raised: StepClass::new(py, raised, ["message", "stdout", "os_log"])?,
+        resume_value,
+        resume_error,
+    };
+    let _ = SEAM.set(py, types);
     Ok(())
 }
 
@@ -72,19 +73,30 @@ pub fn remaining_stack() -> Option<usize> {
     stacker::remaining_stack()
 }
 
+fn value_outcome(value: &Bound<'_, PyAny>) -> PyResult<Outcome> {
+    py_to_monty(value, "value")
+        .map(Outcome::Value)
+        .map_err(|e| {
+            HostError::Conversion(format!(
+                "cannot resume the script with this value: {}",
+                e.describe()
+            ))
+            .into()
+        })
+}
+
 pub(crate) fn outcome_from_py(py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Outcome> {
+    // The native outcome classes (what `codeact.runtime` exports) are read in place.
+    if let Some(value) = native_value(outcome) {
+        return value_outcome(&value);
+    }
+    if let Some(error) = native_error(outcome) {
+        let (message, exc_type) = error?;
+        return Ok(Outcome::Error { exc_type, message });
+    }
     let types = seam(py)?;
     if outcome.is_instance(types.resume_value.bind(py))? {
-        let value = outcome.getattr("value")?;
-        return py_to_monty(&value, "value")
-            .map(Outcome::Value)
-            .map_err(|e| {
-                HostError::Conversion(format!(
-                    "cannot resume the script with this value: {}",
-                    e.describe()
-                ))
-                .into()
-            });
+        return value_outcome(&outcome.getattr("value")?);
     }
     if outcome.is_instance(types.resume_error.bind(py))? {
         let message: String = outcome.getattr("message")?.extract()?;
@@ -98,6 +110,9 @@ pub(crate) fn outcome_from_py(py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyR
 }
 
 pub(crate) fn os_log_to_py<'py>(py: Python<'py>, log: &OsLog) -> PyResult<Bound<'py, PyTuple>> {
+    if log.is_empty() {
+        return Ok(PyTuple::empty(py));
+    }
     let mut items = Vec::with_capacity(log.len());
     for (kind, value) in log {
         let v: Bound<'py, PyAny> = match value {
@@ -140,51 +155,71 @@ pub(crate) fn journal_from_py(replay: Option<&Bound<'_, PyAny>>) -> PyResult<Jou
     Ok(Journal::new(entries))
 }
 
+/// A tool call's arguments as Python values: `(positional, keyword)`.
+pub(crate) fn call_args_to_py<'py>(
+    py: Python<'py>,
+    arena: &monty_types::unstable::MontyGraph,
+    positional: &[monty_types::unstable::NodeId],
+    keyword: &[(String, monty_types::unstable::NodeId)],
+) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
+    let mut items = Vec::with_capacity(positional.len());
+    for (i, v) in positional.iter().enumerate() {
+        items.push(
+            ref_to_py(py, V::at(arena, *v), &format!("argument {i}"))
+                .map_err(|e| HostError::Internal(e.describe()))?,
+        );
+    }
+    let dict = PyDict::new(py);
+    for (k, v) in keyword {
+        dict.set_item(
+            k,
+            ref_to_py(py, V::at(arena, *v), k).map_err(|e| HostError::Internal(e.describe()))?,
+        )?;
+    }
+    Ok((PyTuple::new(py, items)?, dict))
+}
+
 pub(crate) fn build_step(
     py: Python<'_>,
     cfg: &Arc<EngineConfig>,
     advance: Advance,
 ) -> PyResult<Py<PyAny>> {
     let types = seam(py)?;
-    let stdout = advance.stdout;
-    let os_log = os_log_to_py(py, &advance.os_log)?;
+    let stdout = if advance.stdout.is_empty() {
+        intern!(py, "").clone()
+    } else {
+        PyString::new(py, &advance.stdout)
+    }
+    .into_any();
+    let os_log = os_log_to_py(py, &advance.os_log)?.into_any();
     match advance.stop {
         Stop::Complete(value) => {
             let value = monty_to_py(py, &value, "the result")
                 .map_err(|e| HostError::Internal(e.describe()))?;
-            types.complete.call1(py, (value, stdout, os_log))
+            types
+                .complete
+                .build(py, [value.into_bound(py), stdout, os_log])
         }
-        Stop::Raised(message) => types.raised.call1(py, (message, stdout, os_log)),
+        Stop::Raised(message) => {
+            let message = PyString::new(py, &message).into_any();
+            types.raised.build(py, [message, stdout, os_log])
+        }
         Stop::Gather(paused, ids) => {
             crate::py_gather::build_gather(py, cfg, *paused, ids, stdout, os_log)
         }
         Stop::Call(paused, req) => {
-            let arena = paused.arena();
-            let mut positional = Vec::with_capacity(req.positional.len());
-            for (i, v) in req.positional.iter().enumerate() {
-                positional.push(
-                    ref_to_py(py, V::at(arena, *v), &format!("argument {i}"))
-                        .map_err(|e| HostError::Internal(e.describe()))?,
-                );
-            }
-            let keyword = PyDict::new(py);
-            for (k, v) in &req.keyword {
-                keyword.set_item(
-                    k,
-                    ref_to_py(py, V::at(arena, *v), k)
-                        .map_err(|e| HostError::Internal(e.describe()))?,
-                )?;
-            }
+            let (positional, keyword) =
+                call_args_to_py(py, paused.arena(), &req.positional, &req.keyword)?;
             let pending = MontyPendingCall {
                 cfg: Arc::clone(cfg),
                 name: req.name,
-                positional: PyTuple::new(py, positional)?.unbind(),
+                positional: positional.unbind(),
                 keyword: keyword.unbind(),
                 call_id: req.call_id,
-                paused: Mutex::new(Some(*paused)),
+                paused: Mutex::new(Some(paused)),
             };
-            let pending = Py::new(py, pending)?;
-            types.call.call1(py, (pending, stdout, os_log))
+            let pending = Bound::new(py, pending)?.into_any();
+            types.call.build(py, [pending, stdout, os_log])
         }
     }
 }
@@ -314,7 +349,7 @@ impl MontyEngine {
         let slot = worker::submit(move || {
             with_stack(stack_needed(depth), || {
                 let (paused, _req) = engine::load(&cfg, &snapshot)?;
-                engine::resume(&cfg, paused, outcome, journal)
+                engine::resume(&cfg, Box::new(paused), outcome, journal)
             })
         });
         Ok(StepTicket::new(&self.cfg, slot))
@@ -336,7 +371,7 @@ impl MontyEngine {
         let depth = engine::snapshot_depth(&snapshot)?;
         let advance = run_interpreter(py, depth, move || {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
-            engine::resume(&cfg, paused, outcome, journal)
+            engine::resume(&cfg, Box::new(paused), outcome, journal)
         })?;
         build_step(py, &self.cfg, advance)
     }
@@ -385,29 +420,9 @@ impl MontyEngine {
                 return crate::py_gather::first_call(py, &paused, &ids);
             }
         };
-        let arena = paused.arena();
-        let positional: Vec<Py<PyAny>> = req
-            .positional
-            .iter()
-            .map(|v| {
-                ref_to_py(py, V::at(arena, *v), "argument")
-                    .map_err(|e| HostError::Internal(e.describe()).into())
-            })
-            .collect::<PyResult<_>>()?;
-        let keyword = PyDict::new(py);
-        for (k, v) in &req.keyword {
-            keyword.set_item(
-                k,
-                ref_to_py(py, V::at(arena, *v), k)
-                    .map_err(|e| HostError::Internal(e.describe()))?,
-            )?;
-        }
-        Ok((
-            req.name,
-            PyTuple::new(py, positional)?,
-            keyword,
-            req.call_id,
-        )
+        let (positional, keyword) =
+            call_args_to_py(py, paused.arena(), &req.positional, &req.keyword)?;
+        Ok((req.name, positional, keyword, req.call_id)
             .into_pyobject(py)?
             .into_any()
             .unbind())
@@ -427,7 +442,8 @@ pub struct MontyPendingCall {
     positional: Py<PyTuple>,
     keyword: Py<PyDict>,
     call_id: u32,
-    paused: Mutex<Option<Paused>>,
+    /// Boxed: the paused interpreter state is large and moves several times per resume.
+    paused: Mutex<Option<Box<Paused>>>,
 }
 
 #[pymethods]
@@ -461,8 +477,8 @@ impl MontyPendingCall {
         let cfg = Arc::clone(&self.cfg);
         let paused = self.take()?;
         let (bytes, paused) =
-            py.detach(move || with_stack(DUMP_STACK, || engine::dump(&cfg, paused)));
-        *self.paused.lock().expect("pending call lock") = Some(paused);
+            py.detach(move || with_stack(DUMP_STACK, || engine::dump(&cfg, *paused)));
+        *self.paused.lock().expect("pending call lock") = Some(Box::new(paused));
         Ok(PyBytes::new(py, &bytes?))
     }
 
@@ -514,7 +530,7 @@ impl MontyPendingCall {
 }
 
 impl MontyPendingCall {
-    fn take(&self) -> PyResult<Paused> {
+    fn take(&self) -> PyResult<Box<Paused>> {
         self.paused
             .lock()
             .map_err(|_| CodeRuntimeError::new_err("pending call lock poisoned"))?

@@ -75,8 +75,8 @@ pub fn build_gather(
     cfg: &Arc<EngineConfig>,
     paused: PausedGather,
     ids: Vec<u32>,
-    stdout: String,
-    os_log: Bound<'_, PyTuple>,
+    stdout: Bound<'_, PyAny>,
+    os_log: Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
     let gather_type = GATHER
         .get(py)

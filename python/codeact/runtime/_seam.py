@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .._monty import ResumeError, ResumeValue
 from ..exceptions import CodeRuntimeError
 
 if TYPE_CHECKING:
@@ -182,26 +183,11 @@ RunStep = Call | Gather | Complete | Raised
 printed since the previous stop."""
 
 
-@dataclass(slots=True, frozen=True)
-class ResumeValue:
-    """Resume a paused call: the call returns ``value`` (plain data: None, bool, int, float,
-    str, bytes, list, tuple, dict)."""
-
-    value: Any
-
-
-@dataclass(slots=True, frozen=True)
-class ResumeError:
-    """Resume a paused call by raising an exception the script can catch.
-
-    Attributes:
-        message: the exception's message.
-        exc_type: the name of a builtin exception type (``RuntimeError`` by default; an
-            unknown name falls back to ``RuntimeError``).
-    """
-
-    message: str
-    exc_type: str = "RuntimeError"
+# ``ResumeValue(value)`` and ``ResumeError(message, exc_type="RuntimeError")`` are native
+# (``codeact._monty``, rust/src/seam.rs): one is built per tool round trip, and as frozen
+# dataclasses they were the largest Python-side cost of it. They behave as frozen dataclasses
+# do: keyword or positional construction, ``==`` and ``hash`` by fields, ``repr``,
+# ``__match_args__``, ``dataclasses.FrozenInstanceError`` on assignment, pickling.
 
 
 @dataclass(slots=True, frozen=True)
