@@ -9,6 +9,7 @@ mod os_policy;
 mod output;
 mod py_api;
 mod py_gather;
+mod py_repl;
 mod slot;
 mod snapshot;
 mod stack;
@@ -28,6 +29,8 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_api::StepTicket>()?;
     m.add_class::<py_gather::MontyGather>()?;
     m.add_class::<py_gather::MontyGatherCall>()?;
+    m.add_class::<py_repl::MontySession>()?;
+    m.add_class::<py_repl::MontySessionCall>()?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
     m.add_function(wrap_pyfunction!(py_gather::register_gather_type, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;

@@ -21,17 +21,17 @@ use crate::os_policy::{MountSpec, OsPolicy};
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 use crate::worker::{self, Slot};
 
-struct SeamTypes {
-    call: Py<PyType>,
-    complete: Py<PyType>,
-    raised: Py<PyType>,
+pub(crate) struct SeamTypes {
+    pub(crate) call: Py<PyType>,
+    pub(crate) complete: Py<PyType>,
+    pub(crate) raised: Py<PyType>,
     resume_value: Py<PyType>,
     resume_error: Py<PyType>,
 }
 
 static SEAM: PyOnceLock<SeamTypes> = PyOnceLock::new();
 
-fn seam(py: Python<'_>) -> PyResult<&SeamTypes> {
+pub(crate) fn seam(py: Python<'_>) -> PyResult<&SeamTypes> {
     SEAM.get(py)
         .ok_or_else(|| PyRuntimeError::new_err("codeact.runtime has not registered its seam types"))
 }
@@ -192,7 +192,7 @@ pub(crate) fn build_step(
 /// The native engine behind `codeact.MontyRuntime`: configuration plus start/resume.
 #[pyclass(frozen, module = "codeact._monty")]
 pub struct MontyEngine {
-    cfg: Arc<EngineConfig>,
+    pub(crate) cfg: Arc<EngineConfig>,
 }
 
 #[pymethods]
@@ -415,7 +415,7 @@ impl MontyEngine {
 }
 
 /// Stack a dump needs, in bytes (the heap serializes flat; this is headroom).
-const DUMP_STACK: usize = 2 * 1024 * 1024;
+pub(crate) const DUMP_STACK: usize = 2 * 1024 * 1024;
 
 const ALREADY_RESUMED: &str = "this PendingCall was already resumed; a PendingCall is single use";
 
