@@ -233,7 +233,7 @@ def test_max_memory_counts_the_carried_namespace() -> None:
     message = expect_raised(feed(session, "b = 'y' * (14 * 1024 * 1024)\nlen(b)")).message
     assert "MemoryError" in message
     # the namespace is intact, and dropping the carried value frees room
-    assert expect_complete(feed(session, "del a\nb = 'y' * (14 * 1024 * 1024)\nlen(b)")).value == 14 * MiB
+    assert expect_complete(feed(session, "a = None\nb = 'y' * (14 * 1024 * 1024)\nlen(b)")).value == 14 * MiB
 
 
 def test_max_duration_applies_per_script() -> None:
@@ -251,3 +251,4 @@ def test_capabilities_report_namespace_sessions() -> None:
     with pytest.raises(CodeRuntimeError, match="in_process"):
         process.start_session()
     assert CPythonRuntime().capabilities().supports_namespace_session is False
+    assert MontyRuntime(namespace_sessions=False).capabilities().supports_namespace_session is False

@@ -2,11 +2,12 @@
 run, across a suspension stored in SQLite and across a crash. Two mechanisms: a namespace
 session on ``MontyRuntime`` in process (ADR 0003: every value carries), and the source
 transform (``agent/_namespace.py``: definitions and plain data carry) on runtimes without
-sessions (``CPythonRuntime``, ``MontyRuntime(isolation="process")``)."""
+sessions (``CPythonRuntime``, ``MontyRuntime(namespace_sessions=False)``, ``isolation="process"``)."""
 
 from __future__ import annotations
 
 import gc
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ def session_runtime() -> MontyRuntime:
 
 
 def transform_runtime() -> MontyRuntime:
-    rt = MontyRuntime(isolation="process")
+    rt = MontyRuntime(namespace_sessions=False)
     assert not rt.capabilities().supports_namespace_session
     return rt
 
@@ -166,8 +167,8 @@ async def test_a_closure_lambda_and_iterator_from_turn_one_are_used_in_turn_two(
     agent = CodeActAgent(name="a", model=model, runtime=session_runtime(), persist_namespace=True)
     events = await run_agent(agent, InMemorySessionService(), "count")
     assert events[-1].error_code is None, events[-1]
-    assert events[-1].text == "[2, 16, 20]"
-    assert "[1, 10]" in "\n".join(c.text for c in model.requests[1].contents)
+    assert json.loads(events[-1].text) == [2, 16, 20]
+    assert "Observation:\n[1,10]" in "\n".join(c.text for c in model.requests[1].contents)
 
 
 class Crash(BaseException):
@@ -217,7 +218,7 @@ async def test_the_session_namespace_survives_a_crash_and_a_new_runner_over_the_
         events = await run_agent(build([turn_3]), service, None)
     assert events[-1].error_code is None, events[-1]
     assert sent == [200]
-    assert events[-1].text == '["sent 200", 3, 20]'
+    assert json.loads(events[-1].text) == ["sent 200", 3, 20]
 
 
 async def test_a_confirmation_paused_turn_resumes_after_restart_with_the_whole_namespace(tmp_path: Path) -> None:
@@ -255,4 +256,4 @@ async def test_a_confirmation_paused_turn_resumes_after_restart_with_the_whole_n
         events = await run_agent(build([turn_3]), service, None, RunConfig(tool_confirmation_decisions={key: True}))
     assert events[-1].error_code is None, events[-1]
     assert sent == [2]
-    assert events[-1].text == '["sent 2", 25, 3, 20]'
+    assert json.loads(events[-1].text) == ["sent 2", 25, 3, 20]

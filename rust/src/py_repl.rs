@@ -73,6 +73,9 @@ struct Inner {
     cfg: Arc<EngineConfig>,
     /// The session's memory counter, for its whole life (see [`crate::memory`]).
     memory: Arc<RunMemory>,
+    /// Where the rollback copy of a feed's starting session is charged: host bookkeeping,
+    /// not the script's memory, so it does not count against `max_memory`.
+    spare: Arc<RunMemory>,
     /// The idle session; `None` while a feed runs or is paused at a tool call.
     repl: Mutex<Option<MontyRepl>>,
 }
@@ -355,8 +358,11 @@ fn feed(
             os_log: Vec::new(),
         });
     }
-    let start = match guarded("dump", || dump_idle(&repl)) {
-        Ok(start) => Arc::new(start),
+    let start = match guarded("dump", || {
+        let _spare = charge_to(&inner.spare);
+        dump_idle(&repl).map(Arc::new)
+    }) {
+        Ok(start) => start,
         Err(e) => {
             *inner.repl() = Some(repl);
             return Err(e);
@@ -535,6 +541,7 @@ impl MontySession {
             inner: Arc::new(Inner {
                 cfg: Arc::clone(&engine.cfg),
                 memory: RunMemory::new(),
+                spare: RunMemory::new(),
                 repl: Mutex::new(None),
             }),
         }

@@ -221,6 +221,9 @@ class MontyRuntime:
             (``CODEACT_PROCESS_WORKERS``, default the CPU count), so an interpreter crash
             kills a worker and raises ``CodeRuntimeError`` instead of ending the host.
             Costs an IPC round trip and a snapshot dump per stop (docs/security.md).
+        namespace_sessions: whether ``start_session`` is offered (in process only), so
+            ``persist_namespace`` runs on an interpreter session that keeps every value
+            (ADR 0003); False keeps the agent's source transform (readable JSON namespace).
 
     Raises:
         ValueError: an invalid mount (relative, ``..``, ``/``, duplicate, missing host folder)
@@ -241,6 +244,7 @@ class MontyRuntime:
         isolation: Literal["in_process", "process"] = "in_process",
         rewrite_scripts: bool = True,
         check_scripts: bool = True,
+        namespace_sessions: bool = True,
     ) -> None:
         self.limits = limits if limits is not None else ResourceLimits()
         self.mounts: tuple[Mount, ...] = tuple(mounts)
@@ -284,7 +288,7 @@ class MontyRuntime:
             supports_suspension=True,
             prompt=self._build_prompt(),
             supports_await=True,
-            supports_namespace_session=isolation == "in_process",
+            supports_namespace_session=isolation == "in_process" and bool(namespace_sessions),
         )
 
     # -- the seam -------------------------------------------------------------------------
