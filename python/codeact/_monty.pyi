@@ -13,6 +13,8 @@ __all__ = [
     "MontyGather",
     "MontyGatherCall",
     "MontyPendingCall",
+    "MontySession",
+    "MontySessionCall",
     "StepTicket",
     "register_gather_type",
     "register_seam_types",

@@ -578,7 +578,7 @@ class CodeActAgent(BaseAgent):
                 start: Callable[..., Any] = self.runtime.start
                 if self._uses_session():
                     if run.session is None:
-                        run.session = self.runtime.start_session()  # type: ignore[union-attr]
+                        run.session = self.runtime.start_session()
                     run.session_start = await run_step(run.session.dump)
                     start = run.session.feed
                 elif self.persist_namespace:
@@ -1049,7 +1049,8 @@ class CodeActAgent(BaseAgent):
             run.schema_retries = int(data.get("schema_retries", 0))
             namespace = data.get("namespace")
             if in_session:
-                run.session_start = base64.b64decode(namespace["session"], validate=True)
+                assert isinstance(stored_namespace, dict)
+                run.session_start = base64.b64decode(stored_namespace["session"], validate=True)
             elif self.persist_namespace and namespace is not None:
                 run.namespace = Namespace.from_state(namespace)
                 run.prepared = Prepared.from_state(namespace.get("script"))
@@ -1088,7 +1089,7 @@ class CodeActAgent(BaseAgent):
         if in_session:
             # no continuation: the script runs again from the idle session it started from
             try:
-                run.session = await run_step(self.runtime.load_session, run.session_start)  # type: ignore[attr-defined]
+                run.session = await run_step(self.runtime.load_session, run.session_start)
             except SnapshotError as exc:
                 yield self._stale(run, str(exc))
                 return
