@@ -1,23 +1,27 @@
-"""``persist_namespace`` today against a ``MontyRepl`` that keeps its heap (issue 10, item 4).
+"""``persist_namespace``: the source transform, codeact's namespace session and the bare ``MontyRepl``.
 
 A session of N scripts (N = 20 and 200; ``--quick``: 5 and 20) where the first script builds a
 few small values, a 10,000-element list and a dict of 1,000 entries, and every later one reads
 and updates them and calls one tool. Measured side by side in one run:
 
-* **today**, end to end as the agent uses it: ``CodeActAgent(persist_namespace=True)`` on a
+* **transform** (the mechanism before ADR 0003, still used by runtimes without sessions:
+  ``MontyRuntime(namespace_sessions=False)`` here), end to end as the agent uses it:
+  ``CodeActAgent(persist_namespace=True)`` on a
   ``SqliteSessionService`` (time per turn, bytes the database grows per turn), beside the
   same agent running a script of the same shape that carries nothing (the difference is what
   carrying the namespace costs per script); and the parts, on ``MontyRuntime`` directly:
   ``prepare_script`` (prelude and epilogue), the prepared script's run (with the dump the
   agent takes at its tool call), reading the namespace back, its JSON size in the turn record;
+* **codeact session** (``MontyRuntime.start_session``, ADR 0003): the same agent end to end on
+  the default ``MontyRuntime``; and the parts on the ``NamespaceSession`` directly, with the
+  same restarts as the bare column: the paused feed dumped at its call and resumed from those
+  bytes (``resume_session``), the idle session dumped after every script and loaded back;
 * **MontyRepl** (``codeact-bench repl``, the bare monty 1.4.0 crate, ``rust/bench/src/repl.rs``)
   with the durability contract's cost: the REPL dumped after every script (the per-turn save)
   and at every tool call (the checkpoint before a tool runs), each dump loaded back and the
   session continued from the loaded copy (a restart between scripts and mid-feed).
 
-The REPL column has no Python binding in it (pydantic-monty 1.4.0 exposes its REPL only as
-``MontySession`` in a worker process, not in process), so it is a lower bound for what a
-codeact binding would cost.
+The bare REPL column has no Python binding in it: the lower bound for the codeact column.
 
 Run: ``python benchmarks/namespace.py`` (``--quick`` for the CI smoke run, ``--json PATH``;
 ``--target-dir`` for the bench crate's cargo target, built when stale).
@@ -110,14 +114,14 @@ def plain_scripts(n: int) -> list[str]:
 # ---------------------------------------------------------------------------- today, end to end
 
 
-async def agent_session(scripts: list[str], persist: bool, db: Path) -> tuple[float, int, str]:
+async def agent_session(scripts: list[str], persist: bool, db: Path, sessions: bool = False) -> tuple[float, int, str]:
     """One run of ``len(scripts)`` turns on a fresh SQLite file: (seconds, file bytes after
     close, the final event's text)."""
     replies = [f"```python\n{s}```" for s in scripts]
     agent = CodeActAgent(
         name="ns",
         model=ScriptedModel(replies),
-        runtime=MontyRuntime(ResourceLimits(max_duration=60.0)),
+        runtime=MontyRuntime(ResourceLimits(max_duration=60.0), namespace_sessions=sessions),
         tools=[inc],
         persist_namespace=persist,
         max_iterations=len(scripts) + 1,
@@ -142,7 +146,13 @@ async def today_end_to_end(n: int, folder: Path) -> dict[str, float]:
     s_plain, bytes_plain, last = await agent_session(plain_scripts(n), False, folder / f"plain-{n}.db")
     if last != "2":
         raise BenchError(f"plain session of {n} ended with {last!r}")
+    s_sess, bytes_sess, last = await agent_session(session_scripts(n), True, folder / f"sess-{n}.db", sessions=True)
+    if last != str(n - 1):
+        raise BenchError(f"namespace-session run of {n} ended with {last!r}, not {n - 1}")
     return {
+        "session_turn_us": s_sess / n * 1e6,
+        "session_carry_us": (s_sess - s_plain) / n * 1e6,
+        "session_db_bytes_per_turn": (bytes_sess - base_bytes) / n,
         "turn_us": s_ns / n * 1e6,
         "plain_turn_us": s_plain / n * 1e6,
         "carry_us": (s_ns - s_plain) / n * 1e6,
@@ -157,7 +167,7 @@ async def today_end_to_end(n: int, folder: Path) -> dict[str, float]:
 def today_parts(n: int) -> dict[str, float]:
     """The namespace machinery on ``MontyRuntime`` directly, per script (medians over the
     scripts after the first)."""
-    rt = MontyRuntime(ResourceLimits(max_duration=60.0))
+    rt = MontyRuntime(ResourceLimits(max_duration=60.0), namespace_sessions=False)
     namespace = Namespace()
     prepare_us: list[float] = []
     run_us: list[float] = []
@@ -204,6 +214,58 @@ def today_parts(n: int) -> dict[str, float]:
     }
 
 
+def session_parts(n: int) -> dict[str, float]:
+    """The same scripts on one ``NamespaceSession``, restarted twice per script: resumed from
+    the bytes of its paused call, and loaded from its idle dump after the script (medians over
+    the scripts after the first)."""
+    rt = MontyRuntime(ResourceLimits(max_duration=60.0))
+    session = rt.start_session()
+    feed_us: list[float] = []
+    dump_call_us: list[float] = []
+    resume_bytes_us: list[float] = []
+    idle_dump_us: list[float] = []
+    idle_load_us: list[float] = []
+    wall_us: list[float] = []
+    idle_bytes: list[int] = []
+    call_bytes: list[int] = []
+    for i, script in enumerate(session_scripts(n)):
+        t0 = time.perf_counter()
+        step = session.feed(script, "agent.py")
+        feed_us.append((time.perf_counter() - t0) * 1e6)
+        while isinstance(step, Call):
+            t1 = time.perf_counter()
+            snapshot = step.call.dump()
+            t2 = time.perf_counter()
+            session, step = rt.resume_session(snapshot, ResumeValue(step.call.keyword_args["x"] + 1))
+            t3 = time.perf_counter()
+            dump_call_us.append((t2 - t1) * 1e6)
+            resume_bytes_us.append((t3 - t2) * 1e6)
+            call_bytes.append(len(snapshot))
+        t4 = time.perf_counter()
+        idle = session.dump()
+        t5 = time.perf_counter()
+        session = rt.load_session(idle)
+        t6 = time.perf_counter()
+        value = getattr(step, "value", None)
+        if not isinstance(value, dict) or (value.get("value") != i and value.get("value", {}).get("count") != i):
+            raise BenchError(f"session script {i} returned {value!r}")
+        idle_dump_us.append((t5 - t4) * 1e6)
+        idle_load_us.append((t6 - t5) * 1e6)
+        wall_us.append((t6 - t0) * 1e6)
+        idle_bytes.append(len(idle))
+    later = statistics.median
+    return {
+        "feed_us": later(feed_us[1:]),
+        "dump_call_us": later(dump_call_us[1:]),
+        "resume_bytes_us": later(resume_bytes_us[1:]),
+        "idle_dump_us": later(idle_dump_us[1:]),
+        "idle_load_us": later(idle_load_us[1:]),
+        "wall_per_script_us": later(wall_us[1:]),
+        "idle_bytes_last": idle_bytes[-1],
+        "call_bytes_last": call_bytes[-1],
+    }
+
+
 def bare_step_us(repeats: int) -> float:
     """The baseline script (one tool call, nothing carried) on ``MontyRuntime``, with the dump
     the agent takes at its call: what a script costs when nothing is carried."""
@@ -244,26 +306,46 @@ def repl_sessions(sizes: list[int], target_dir: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- report
 
 
-def report(sizes: list[int], today: dict[int, dict[str, float]], repl: dict[str, Any], plain_us: float) -> str:
-    rows: list[tuple[str, str, str]] = []
+def report(
+    sizes: list[int],
+    today: dict[int, dict[str, float]],
+    session: dict[int, dict[str, float]],
+    repl: dict[str, Any],
+    plain_us: float,
+) -> str:
+    rows: list[tuple[str, str, str, str]] = []
 
-    def add(label: str, a: str, b: str) -> None:
-        rows.append((label, a, b))
+    def add(label: str, a: str, c: str, b: str) -> None:
+        rows.append((label, a, c, b))
 
     for n in sizes:
         t = today[n]
+        c = session[n]
         r = {k[len(f"n{n}_") :]: v for k, v in repl.items() if k.startswith(f"n{n}_")}
-        add(f"**N = {n} scripts**", "", "")
+        add(f"**N = {n} scripts**", "", "", "")
         add(
             "agent turn, end to end (SQLite)",
             f"{t['turn_us']:,.0f} µs (carrying nothing: {t['plain_turn_us']:,.0f})",
-            f"no binding; whole session: {r['wall_per_script_us']:,.0f} µs per script, "
-            "two restarts per script included",
+            f"{t['session_turn_us']:,.0f} µs",
+            "no agent",
         )
-        add("carrying cost per script", f"{t['carry_us']:,.0f} µs (turn − carrying-nothing turn)", "see the rows below")
+        add(
+            "carrying cost per script",
+            f"{t['carry_us']:,.0f} µs (turn − carrying-nothing turn)",
+            f"{t['session_carry_us']:,.0f} µs",
+            "see the rows below",
+        )
+        add(
+            "whole session per script, two restarts per script",
+            "–",
+            f"{c['wall_per_script_us']:,.0f} µs",
+            f"{r['wall_per_script_us']:,.0f} µs",
+        )
         add(
             "the script's run (runtime only, dump at its call)",
             f"{t['run_us']:,.0f} µs (prelude + script + epilogue; bare script {plain_us:,.0f})",
+            f"{c['feed_us'] + c['dump_call_us']:,.0f} µs (feed {c['feed_us']:,.0f} + dump at call "
+            f"{c['dump_call_us']:,.0f})",
             f"{r['feed_us'] + r['suspended_dump_us']:,.0f} µs (feed {r['feed_us']:,.0f} + dump at call "
             f"{r['suspended_dump_us']:,.0f})",
         )
@@ -271,31 +353,36 @@ def report(sizes: list[int], today: dict[int, dict[str, float]], repl: dict[str,
             "namespace bookkeeping per script",
             f"{t['prepare_us'] + t['unwrap_us'] + t['state_json_us']:,.0f} µs (prepare {t['prepare_us']:,.0f}, "
             f"read back {t['unwrap_us']:,.0f}, JSON {t['state_json_us']:,.0f})",
+            f"{c['idle_dump_us']:,.0f} µs (idle dump)",
             f"{r['idle_dump_us']:,.0f} µs (dump of the idle REPL)",
         )
         add(
             "state saved per turn",
             f"{t['state_bytes_last']:,} B namespace JSON + {t['prepared_chars_last']:,} B prepared script "
             "(both in the turn record)",
+            f"{c['idle_bytes_last']:,} B idle session (base64 in the turn record)",
             f"{r['idle_bytes_last']:,} B (idle REPL dump; {r['idle_bytes_first']:,} B after script 2)",
         )
         add(
             "checkpoint at a tool call",
             f"{t['snapshot_bytes_last']:,} B (continuation of the prepared script)",
+            f"{c['call_bytes_last']:,} B (suspended feed + its starting session)",
             f"{r['suspended_bytes_last']:,} B (suspended feed)",
         )
         add(
             "SQLite growth per turn",
             f"{t['db_bytes_per_turn']:,.0f} B (carrying nothing: {t['plain_db_bytes_per_turn']:,.0f})",
+            f"{t['session_db_bytes_per_turn']:,.0f} B",
             "–",
         )
         add(
             "restart: restore",
             f"{t['state_restore_us']:,.0f} µs (JSON) + the continuation load",
+            f"{c['idle_load_us']:,.0f} µs idle; mid-feed load + resume {c['resume_bytes_us']:,.0f} µs",
             f"{r['idle_load_us']:,.0f} µs idle, {r['suspended_load_us']:,.0f} µs mid-feed",
         )
-    width = [max(len(row[i]) for row in rows) for i in range(3)]
-    head = ("", "today (persist_namespace)", "MontyRepl (bare crate + dumps)")
+    head = ("", "transform (namespace_sessions=False)", "codeact session (default)", "MontyRepl (bare crate + dumps)")
+    width = [max(len(row[i]) for row in rows) for i in range(4)]
     width = [max(w, len(h)) for w, h in zip(width, head, strict=True)]
     line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, width, strict=True)) + " |"  # noqa: E731
     out = [line(head), "|" + "|".join("-" * (w + 2) for w in width) + "|"]
@@ -311,15 +398,20 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [5, 20] if args.quick else [20, 200]
     today: dict[int, dict[str, float]] = {}
+    session: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             today[n] = {**anyio.run(today_end_to_end, n, Path(tmp)), **today_parts(n)}
+            session[n] = session_parts(n)
     plain_us = bare_step_us(50 if args.quick else 500)
     repl = repl_sessions(sizes, args.target_dir)
-    print(f"persist_namespace today vs MontyRepl ({'quick' if args.quick else 'full'}; medians per script)")
-    print(report(sizes, today, repl, plain_us))
+    print(
+        f"persist_namespace: transform vs codeact session vs MontyRepl ({'quick' if args.quick else 'full'}; medians)"
+    )
+    print(report(sizes, today, session, repl, plain_us))
     if args.json:
-        args.json.write_text(json.dumps({"today": today, "repl": repl, "plain_script_us": plain_us}, indent=2))
+        figures = {"today": today, "session": session, "repl": repl, "plain_script_us": plain_us}
+        args.json.write_text(json.dumps(figures, indent=2))
     return 0
 
 

@@ -54,7 +54,7 @@ impl Limits {
         self.max_recursion_depth.min(RECURSION_CEILING)
     }
 
-    fn tracker(&self) -> ResourceTracker {
+    pub(crate) fn tracker(&self) -> ResourceTracker {
         let limits = ResourceLimits {
             // Limits apply per advance: Monty's turn budget restarts at every resume.
             max_turn_duration: self.max_duration,
@@ -415,9 +415,26 @@ fn type_error(msg: String) -> MontyException {
 
 /// Unwraps and checks a call; an `Err` is the exception to raise into the script.
 fn classify(style: ToolStyle, call: &FunctionCall) -> Result<ToolRequest, MontyException> {
-    let (graph, arg_ids, kwarg_ids) = unstable::call_args_parts(&call.args);
-    if call.function_name != "call_tool" {
-        if style == ToolStyle::Functions && call.object_id.is_none() {
+    classify_parts(
+        style,
+        &call.function_name,
+        &call.args,
+        call.call_id,
+        call.object_id.is_none(),
+    )
+}
+
+/// [`classify`] on a call's parts (a script's or a session feed's call).
+pub(crate) fn classify_parts(
+    style: ToolStyle,
+    function_name: &str,
+    args: &CallArgs,
+    call_id: u32,
+    plain_function: bool,
+) -> Result<ToolRequest, MontyException> {
+    let (graph, arg_ids, kwarg_ids) = unstable::call_args_parts(args);
+    if function_name != "call_tool" {
+        if style == ToolStyle::Functions && plain_function {
             let mut keyword = Vec::with_capacity(kwarg_ids.len());
             for (k, v) in kwarg_ids {
                 let Some(k) = graph.value(*k).as_str() else {
@@ -426,15 +443,15 @@ fn classify(style: ToolStyle, call: &FunctionCall) -> Result<ToolRequest, MontyE
                 keyword.push((k.to_owned(), *v));
             }
             let req = ToolRequest {
-                name: call.function_name.clone(),
+                name: function_name.to_owned(),
                 positional: arg_ids.to_vec(),
                 keyword,
-                call_id: call.call_id,
+                call_id,
             };
             check_request(graph, &req)?;
             return Ok(req);
         }
-        return Err(undefined_name(&call.function_name));
+        return Err(undefined_name(function_name));
     }
     let name = match arg_ids.first().map(|id| graph.value(*id).as_str()) {
         Some(Some(s)) => s.to_owned(),
@@ -490,7 +507,7 @@ fn classify(style: ToolStyle, call: &FunctionCall) -> Result<ToolRequest, MontyE
         name,
         positional: Vec::new(),
         keyword,
-        call_id: call.call_id,
+        call_id,
     };
     check_request(graph, &req)?;
     Ok(req)
@@ -702,7 +719,7 @@ const PYTHON_BUILTINS: &[&str] = &[
 /// any other name that is not a Python builtin) is a host function whose calls pause the
 /// script; other names raise `NameError`, with the tool hint only for names that look
 /// like tool calls (not a builtin, not `final_answer`).
-fn name_answer(style: ToolStyle, name: &str, called: bool) -> NameLookupResult {
+pub(crate) fn name_answer(style: ToolStyle, name: &str, called: bool) -> NameLookupResult {
     let builtin = PYTHON_BUILTINS.binary_search(&name).is_ok();
     if called && (name == "call_tool" || (style == ToolStyle::Functions && !builtin)) {
         return NameLookupResult::Value(MontyObject::function(name, None));
@@ -745,7 +762,7 @@ fn is_called(source: Option<&(String, String)>, at: &monty_types::SourceRange) -
         .is_none_or(|rest| rest.trim_start().starts_with('('))
 }
 
-const NO_ASYNC: &str =
+pub(crate) const NO_ASYNC: &str =
     "asynchronous tool calls are not supported; call tools synchronously, without `await`";
 
 /// Runs from `progress` until a tool call, completion or an uncaught exception.
@@ -837,7 +854,7 @@ fn drive(
 }
 
 /// What a tool outcome is to Monty.
-fn ext_result(outcome: Outcome) -> ExtFunctionResult {
+pub(crate) fn ext_result(outcome: Outcome) -> ExtFunctionResult {
     match outcome {
         Outcome::Value(v) => ExtFunctionResult::Return(v),
         Outcome::Error { exc_type, message } => {

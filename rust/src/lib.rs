@@ -9,6 +9,7 @@ mod os_policy;
 mod output;
 mod py_api;
 mod py_gather;
+mod py_repl;
 mod seam;
 mod slot;
 mod snapshot;
@@ -31,6 +32,8 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_gather::MontyGatherCall>()?;
     m.add_class::<seam::ResumeValue>()?;
     m.add_class::<seam::ResumeError>()?;
+    m.add_class::<py_repl::MontySession>()?;
+    m.add_class::<py_repl::MontySessionCall>()?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
     m.add_function(wrap_pyfunction!(py_gather::register_gather_type, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;

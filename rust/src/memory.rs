@@ -41,7 +41,6 @@ impl RunMemory {
 
     /// Bytes charged to the run, as of the last time a thread stopped advancing it (the
     /// probe gives the exact figure on the thread advancing it).
-    #[cfg(test)]
     pub fn used(&self) -> usize {
         self.bytes.load(Ordering::Relaxed).max(0) as usize
     }

@@ -24,17 +24,17 @@ use crate::seam::{StepClass, native_error, native_value};
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 use crate::worker::{self, Slot};
 
-struct SeamTypes {
-    call: StepClass,
-    complete: StepClass,
-    raised: StepClass,
+pub(crate) struct SeamTypes {
+    pub(crate) call: StepClass,
+    pub(crate) complete: StepClass,
+    pub(crate) raised: StepClass,
     resume_value: Py<PyType>,
     resume_error: Py<PyType>,
 }
 
 static SEAM: PyOnceLock<SeamTypes> = PyOnceLock::new();
 
-fn seam(py: Python<'_>) -> PyResult<&SeamTypes> {
+pub(crate) fn seam(py: Python<'_>) -> PyResult<&SeamTypes> {
     SEAM.get(py)
         .ok_or_else(|| PyRuntimeError::new_err("codeact.runtime has not registered its seam types"))
 }
@@ -227,7 +227,7 @@ pub(crate) fn build_step(
 /// The native engine behind `codeact.MontyRuntime`: configuration plus start/resume.
 #[pyclass(frozen, module = "codeact._monty")]
 pub struct MontyEngine {
-    cfg: Arc<EngineConfig>,
+    pub(crate) cfg: Arc<EngineConfig>,
 }
 
 #[pymethods]
@@ -430,7 +430,7 @@ impl MontyEngine {
 }
 
 /// Stack a dump needs, in bytes (the heap serializes flat; this is headroom).
-const DUMP_STACK: usize = 2 * 1024 * 1024;
+pub(crate) const DUMP_STACK: usize = 2 * 1024 * 1024;
 
 const ALREADY_RESUMED: &str = "this PendingCall was already resumed; a PendingCall is single use";
 

@@ -3,6 +3,8 @@ checkpoints and events (SPEC §4–5)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import collections
 import functools
 import hashlib
@@ -109,6 +111,8 @@ class _Run:
     schema_retries: int = 0
     namespace: Namespace = field(default_factory=Namespace)
     prepared: Prepared | None = None
+    session: Any = None  # the live NamespaceSession (persist_namespace on a runtime with sessions)
+    session_start: bytes | None = None  # the idle session's bytes when the current script started
     stopped: bool = False
     outcome: str = ""  # "final" | "suspended" | "handed_off" | "error"
     tools_ran: list[str] = field(default_factory=list)  # tools the current script called, in order
@@ -567,11 +571,17 @@ class CodeActAgent(BaseAgent):
                     continue
                 run.turn_stdout = ""
                 run.tools_ran = []
-                hint = script_hint(script, self.runtime, run.roster)
+                hint = script_hint(script, self.runtime, run.roster, gather_supported=not self._uses_session())
                 if hint is not None:
                     self._feed_back(run, "Error during execution:\n" + hint, outcome=None)
                     continue
-                if self.persist_namespace:
+                start: Callable[..., Any] = self.runtime.start
+                if self._uses_session():
+                    if run.session is None:
+                        run.session = self.runtime.start_session()
+                    run.session_start = await run_step(run.session.dump)
+                    start = run.session.feed
+                elif self.persist_namespace:
                     run.prepared = prepare_script(script, run.namespace)
                     script = run.prepared.script
                 state = TurnState(
@@ -580,7 +590,7 @@ class CodeActAgent(BaseAgent):
                     version=run.slot_version,
                     decisions=claim_decisions(rc.tool_confirmation_decisions, rc.tool_denial_reasons),
                 )
-                step = await run_step(self.runtime.start, script, SCRIPT_NAME)
+                step = await run_step(start, script, SCRIPT_NAME)
 
             # One turn: the driver advances the script until it ends, suspends or stops the run.
             end: TurnEnd | None = None
@@ -947,9 +957,21 @@ class CodeActAgent(BaseAgent):
             state_delta=self._clear_delta(run.ctx),
         )
 
+    def _uses_session(self) -> bool:
+        """Whether ``persist_namespace`` runs on the runtime's namespace sessions (ADR 0003)
+        rather than on the source transform of ``_namespace``."""
+        return (
+            self.persist_namespace
+            and bool(getattr(self.runtime.capabilities(), "supports_namespace_session", False))
+            and hasattr(self.runtime, "start_session")
+        )
+
     def _namespace_state(self, run: _Run) -> dict[str, Any] | None:
         if not self.persist_namespace:
             return None
+        if run.session_start is not None:
+            # the idle session the script started from: recovery feeds the script to it again
+            return {"session": base64.b64encode(run.session_start).decode("ascii")}
         return {
             **run.namespace.to_state(),
             "script": run.prepared.to_state() if run.prepared is not None else None,
@@ -998,11 +1020,16 @@ class CodeActAgent(BaseAgent):
             return
         snapshot = slot.snapshot
         at = data.get("at") or []
+        stored_namespace = data.get("namespace")
+        in_session = self.persist_namespace and isinstance(stored_namespace, dict) and "session" in stored_namespace
+        if in_session and not self._uses_session():
+            yield self._stale(run, "the stored turn's namespace is an interpreter session; this runtime cannot load it")
+            return
         if snapshot is not None:
             if hashlib.sha256(snapshot).hexdigest() != data.get("snapshot_sha256"):
                 yield self._stale(run, "the stored continuation fails its integrity check (its SHA-256 differs)")
                 return
-            inspect_snapshot = getattr(self.runtime, "inspect", None)
+            inspect_snapshot = getattr(self.runtime, "inspect_session" if in_session else "inspect", None)
             if inspect_snapshot is not None:
                 try:
                     await run_step(inspect_snapshot, snapshot)
@@ -1021,10 +1048,13 @@ class CodeActAgent(BaseAgent):
             run.turn_stdout = data.get("turn_stdout", "") if snapshot is not None else ""
             run.schema_retries = int(data.get("schema_retries", 0))
             namespace = data.get("namespace")
-            if self.persist_namespace and namespace is not None:
+            if in_session:
+                assert isinstance(stored_namespace, dict)
+                run.session_start = base64.b64decode(stored_namespace["session"], validate=True)
+            elif self.persist_namespace and namespace is not None:
                 run.namespace = Namespace.from_state(namespace)
                 run.prepared = Prepared.from_state(namespace.get("script"))
-        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+        except (KeyError, TypeError, ValueError, ValidationError, binascii.Error) as exc:
             yield self._stale(run, f"the stored turn is malformed ({_first_line(exc)})")
             return
         s = run.ctx.session
@@ -1050,15 +1080,24 @@ class CodeActAgent(BaseAgent):
             state.positions = {int(a["call_id"]): int(a["pos"]) for a in at}
             if bool(data.get("gather")) or len(at) > 1:
                 yield state, SnapshotGather(self.runtime, snapshot, at)
+            elif in_session:
+                yield state, Call(SnapshotCall(_SessionResumer(self.runtime, run), snapshot, at[0]))
             else:
                 yield state, Call(SnapshotCall(self.runtime, snapshot, at[0]))
             return
+        start: Callable[..., Any] = self.runtime.start
+        if in_session:
+            # no continuation: the script runs again from the idle session it started from
+            try:
+                run.session = await run_step(self.runtime.load_session, run.session_start)
+            except SnapshotError as exc:
+                yield self._stale(run, str(exc))
+                return
+            start = run.session.feed
         replay = journal.os.get(0)
         if replay:
             try:
-                step = await run_step(
-                    functools.partial(self.runtime.start, data["script"], SCRIPT_NAME, os_replay=replay)
-                )
+                step = await run_step(functools.partial(start, data["script"], SCRIPT_NAME, os_replay=replay))
             except CodeRuntimeError as exc:
                 if type(exc).__name__ != "ReplayDivergenceError":
                     raise
@@ -1072,7 +1111,7 @@ class CodeActAgent(BaseAgent):
                 )
                 return
         else:
-            step = await run_step(self.runtime.start, data["script"], SCRIPT_NAME)
+            step = await run_step(start, data["script"], SCRIPT_NAME)
         yield state, step
 
     async def _drop_slot(self, run: _Run) -> None:
@@ -1130,3 +1169,18 @@ def _as_response(value: Any) -> LlmResponse:
     if isinstance(value, Content):
         return LlmResponse(content=value)
     return LlmResponse(content=Content.from_text(str(value), role="model"))
+
+
+class _SessionResumer:
+    """Resumes a turn's continuation that is a namespace session paused at a tool call
+    (``MontyRuntime.resume_session``) for ``SnapshotCall``, and keeps the restored session
+    as the run's, so the next script is fed to it."""
+
+    def __init__(self, runtime: Any, run: _Run) -> None:
+        self._runtime = runtime
+        self._run = run
+
+    def resume(self, snapshot: bytes, outcome: Any, **kwargs: Any) -> Any:
+        session, step = self._runtime.resume_session(snapshot, outcome, **kwargs)
+        self._run.session = session
+        return step

@@ -19,7 +19,7 @@ from ._seam import (
     default_tool_catalog,
 )
 from .cpython import CPythonRuntime
-from .monty import MontyRuntime, Mount, PathAccess, ResourceLimits
+from .monty import MontyRuntime, Mount, NamespaceSession, PathAccess, ResourceLimits
 
 __all__ = (
     "CPythonRuntime",
@@ -30,6 +30,7 @@ __all__ = (
     "Gather",
     "Mount",
     "MontyRuntime",
+    "NamespaceSession",
     "PathAccess",
     "PendingCall",
     "OsLog",

@@ -200,11 +200,15 @@ class RuntimeCapabilities:
         supports_await: scripts may ``await`` tool calls (``asyncio.gather`` over several
             gives a ``Gather`` step); when False the agent refuses ``await call_tool(...)``
             before the script runs.
+        supports_namespace_session: the runtime has ``start_session()`` /
+            ``load_session(bytes)`` / ``resume_session(...)``: scripts fed to one
+            ``NamespaceSession`` share their globals (``persist_namespace`` uses it).
     """
 
     supports_suspension: bool = False
     prompt: str = ""
     supports_await: bool = False
+    supports_namespace_session: bool = False
 
 
 @runtime_checkable

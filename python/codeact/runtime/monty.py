@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import _monty
+from ..exceptions import CodeRuntimeError, SnapshotError
 from ._check import check_script_safely, format_findings
 from ._oneshot import RunResult, arun_script, run_script
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
@@ -31,6 +32,7 @@ __all__ = (
     "MiB",
     "Mount",
     "MontyRuntime",
+    "NamespaceSession",
     "PathAccess",
     "ResourceLimits",
     "final_answer_step",
@@ -219,6 +221,9 @@ class MontyRuntime:
             (``CODEACT_PROCESS_WORKERS``, default the CPU count), so an interpreter crash
             kills a worker and raises ``CodeRuntimeError`` instead of ending the host.
             Costs an IPC round trip and a snapshot dump per stop (docs/security.md).
+        namespace_sessions: whether ``start_session`` is offered (in process only), so
+            ``persist_namespace`` runs on an interpreter session that keeps every value
+            (ADR 0003); False keeps the agent's source transform (readable JSON namespace).
 
     Raises:
         ValueError: an invalid mount (relative, ``..``, ``/``, duplicate, missing host folder)
@@ -239,6 +244,7 @@ class MontyRuntime:
         isolation: Literal["in_process", "process"] = "in_process",
         rewrite_scripts: bool = True,
         check_scripts: bool = True,
+        namespace_sessions: bool = True,
     ) -> None:
         self.limits = limits if limits is not None else ResourceLimits()
         self.mounts: tuple[Mount, ...] = tuple(mounts)
@@ -273,12 +279,16 @@ class MontyRuntime:
         )
         # Built in both modes: it validates the configuration here, in the host.
         self._engine: Any = _monty.MontyEngine(**engine_config)
+        self._native_engine = self._engine
         if isolation == "process":
             from ._process import ProcessEngine
 
             self._engine = ProcessEngine(**engine_config)
         self._capabilities = RuntimeCapabilities(
-            supports_suspension=True, prompt=self._build_prompt(), supports_await=True
+            supports_suspension=True,
+            prompt=self._build_prompt(),
+            supports_await=True,
+            supports_namespace_session=isolation == "in_process" and bool(namespace_sessions),
         )
 
     # -- the seam -------------------------------------------------------------------------
@@ -390,6 +400,65 @@ class MontyRuntime:
             return _Ready(self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None))
         return native(snapshot, dict(outcomes), tuple(os_replay) or None)
 
+    # -- namespace sessions (persist_namespace; ADR 0003) --------------------------------------
+
+    def start_session(self) -> NamespaceSession:
+        """A new, empty ``NamespaceSession``: scripts fed to it share their globals.
+
+        Raises:
+            CodeRuntimeError: under ``isolation="process"`` (not supported there yet).
+        """
+        return NamespaceSession(self, _monty.MontySession.start(self._session_engine()))
+
+    def load_session(self, snapshot: bytes) -> NamespaceSession:
+        """Restores an idle session from ``NamespaceSession.dump()`` bytes.
+
+        Raises:
+            SnapshotError: bytes that cannot be loaded (truncated, altered, foreign, wrongly
+                signed, a Monty dump version this build cannot read), or the bytes of a
+                session paused at a tool call (use ``resume_session``).
+        """
+        session, call = _monty.MontySession.load(self._session_engine(), snapshot)
+        if call is not None:
+            raise SnapshotError("snapshot error: the session is paused at a tool call; resume it with resume_session")
+        return NamespaceSession(self, session)
+
+    def resume_session(
+        self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> tuple[NamespaceSession, RunStep]:
+        """Restores a session paused at a tool call (the bytes of that ``Call``'s
+        ``call.dump()``) and resumes the feed with ``outcome``.
+
+        Returns:
+            ``(session, step)``: the restored session (idle again once ``step`` is
+            ``Complete`` or ``Raised``) and the feed's next step.
+
+        Raises:
+            SnapshotError: bytes that cannot be loaded, or an idle session's bytes.
+            ValueConversionError: ``outcome.value`` is not plain data.
+        """
+        session, call = _monty.MontySession.load(self._session_engine(), snapshot)
+        if call is None:
+            raise SnapshotError("snapshot error: the session is idle, not paused at a tool call; use load_session")
+        return NamespaceSession(self, session), call.resume(outcome, tuple(os_replay) or None)
+
+    def inspect_session(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
+        """Reads the call a session paused at a tool call waits on, without resuming it:
+        ``(name, positional_args, keyword_args, call_id)``.
+
+        Raises:
+            SnapshotError: bytes that cannot be loaded, or an idle session's bytes.
+        """
+        _session, call = _monty.MontySession.load(self._session_engine(), snapshot)
+        if call is None:
+            raise SnapshotError("snapshot error: the session is idle, not paused at a tool call")
+        return (call.name, call.positional_args, call.keyword_args, call.call_id)
+
+    def _session_engine(self) -> Any:
+        if self.isolation != "in_process":
+            raise CodeRuntimeError('namespace sessions need isolation="in_process"')
+        return self._native_engine
+
     def inspect_gather(self, snapshot: bytes) -> tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]:
         """The calls a snapshot awaits without resuming it, in call order, each as
         ``(name, positional_args, keyword_args, call_id)`` (one entry for a snapshot paused
@@ -498,6 +567,62 @@ FINAL_ANSWER = "final_answer"
 """In the functions style, ``final_answer(x)`` ends the script with the final result ``x``
 (a synonym of the last expression ``{"type": "final_result", "value": x}``) unless a tool of
 that name exists."""
+
+
+class NamespaceSession:
+    """Scripts that share one namespace: a Monty REPL whose globals (functions, closures
+    with their state, lambdas, iterators, sets, instances, imported modules, data) carry
+    from ``feed`` to ``feed``. Made by ``MontyRuntime.start_session`` / ``load_session`` /
+    ``resume_session``; backs ``persist_namespace`` (ADR 0003).
+
+    A feed runs like ``MontyRuntime.start``: the same subset check, limits (``max_duration``
+    per advance; ``max_memory`` counts the session's whole heap, the carried namespace
+    included), OS policy, ``os_log`` / ``os_replay`` journal and steps. After ``Complete``
+    the script's globals stay; after ``Raised`` the namespace is the one the script started
+    with (Monty's own REPL would keep what the script changed before it failed). Tracebacks
+    name the script ``script_name``, and frames in functions an earlier feed defined
+    ``<script N>``: the session's N-th script that completed, counting from 1.
+
+    Not yet supported in a session: ``asyncio.gather`` over ``call_tool`` (each such call
+    fails in the script with ``RuntimeError``); a single ``await call_tool(...)`` works.
+    """
+
+    __slots__ = ("_native", "_runtime")
+
+    def __init__(self, runtime: MontyRuntime, native: Any) -> None:
+        self._runtime = runtime
+        self._native = native
+
+    def feed(self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
+        """Runs ``script`` in the session to its first stop (the GIL is released meanwhile).
+
+        Returns:
+            ``Call`` (its ``call.dump()`` is the paused session's bytes, for
+            ``MontyRuntime.resume_session``), ``Complete`` or ``Raised``.
+
+        Raises:
+            CodeRuntimeError: the session is paused at a tool call that was not resumed.
+            ReplayDivergenceError: ``os_replay`` does not match the script's requests.
+        """
+        script, findings, _deferred = self._runtime._checked(script)
+        if findings is not None:
+            return Raised(findings)
+        return self._native.feed(script, script_name, tuple(os_replay) or None)
+
+    def dump(self) -> bytes:
+        """The idle session as snapshot bytes (same envelope and integrity as a paused
+        script's; signed under ``snapshot_key``). Raises ``CodeRuntimeError`` mid-feed."""
+        return self._native.dump()
+
+    @property
+    def idle(self) -> bool:
+        """Whether the session is between feeds (ready for ``feed`` and ``dump``)."""
+        return bool(self._native.idle)
+
+    @property
+    def memory_used(self) -> int:
+        """Bytes charged to the session now (its heap and interpreter state)."""
+        return int(self._native.memory_used)
 
 
 def final_answer_step(

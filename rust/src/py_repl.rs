@@ -1,0 +1,833 @@
+//! Namespace sessions: one Monty REPL (`monty::MontyRepl`) whose heap and globals carry
+//! from script to script, for `persist_namespace` on `MontyRuntime` (ADR 0003).
+//!
+//! A feed runs like a script run: the same limits, OS policy, journal (`os_log` /
+//! `os_replay`), captured stdout, tool-call classification and name answers, and the same
+//! seam steps. What differs:
+//!
+//! - between feeds the session is idle and dumps as Monty's `Session::Idle`; a feed paused
+//!   at a tool call dumps as `Session::Suspended`, with the feed's context (its source, its
+//!   name and the idle dump it started from) in codeact's own envelope section;
+//! - a feed that raises leaves the namespace it started with: the session goes back to the
+//!   idle dump taken when the feed started (Monty itself would keep the partial mutations);
+//! - tracebacks name the feed's script (`main.py`) instead of Monty's `<python-input-N>`,
+//!   and frames of functions defined by earlier feeds `<script N>` (N counts from 1);
+//! - the session's heap is charged to one memory counter for the session's whole life, so
+//!   `max_memory` covers the carried namespace; `max_duration` applies per advance.
+//!
+//! Not yet: scripts that start awaited tool calls without waiting for them (`asyncio.gather`
+//! over `call_tool`): such a future fails in the script with the "asynchronous tool calls
+//! are not supported" error.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use monty::{MontyRepl, ReplFunctionCall, ReplProgress, ReplStartError};
+use monty_types::{
+    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, PrintWriter,
+    SourceRange,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+
+use crate::convert::{V, check_plain, monty_to_py, ref_to_py};
+use crate::engine::{
+    EngineConfig, MAX_SCRIPT_BYTES, NO_ASYNC, Outcome, STACK_PER_SOURCE_BYTE, ToolRequest,
+    classify_parts, ext_result, name_answer,
+};
+use crate::errors::{CodeRuntimeError, HostError};
+use crate::journal::{Journal, OsLog};
+use crate::memory::{RunMemory, charge_to};
+use crate::output::CappedOutput;
+use crate::py_api::{
+    DUMP_STACK, MontyEngine, journal_from_py, os_log_to_py, outcome_from_py, seam,
+};
+use crate::snapshot;
+use crate::stack::{run_interpreter, stack_needed, with_stack};
+
+/// First byte of codeact's envelope section in a session's bytes (a run's section starts
+/// with its tasks format, 1).
+const SESSION_MARK: u8 = 0xC5;
+/// Version of the session section.
+const SESSION_FORMAT: u8 = 1;
+const KIND_IDLE: u8 = 0;
+const KIND_SUSPENDED: u8 = 1;
+
+/// The session section: mark, format, kind, and for a suspended feed its context.
+type SessionRecord = (u8, u8, u8, Option<FeedRecord>);
+/// script, script name, Monty's input name, the idle dump the feed started from.
+type FeedRecord = (String, String, String, Vec<u8>);
+
+/// What a feed carries from advance to advance besides Monty's state.
+struct Feed {
+    script: String,
+    script_name: String,
+    /// The name Monty runs the feed under (`<python-input-N>`).
+    input_name: String,
+    /// Monty's dump of the idle session the feed started from (the rollback point).
+    start: Arc<Vec<u8>>,
+}
+
+/// State shared by a session and its paused feed.
+struct Inner {
+    cfg: Arc<EngineConfig>,
+    /// The session's memory counter, for its whole life (see [`crate::memory`]).
+    memory: Arc<RunMemory>,
+    /// Where the rollback copy of a feed's starting session is charged: host bookkeeping,
+    /// not the script's memory, so it does not count against `max_memory`.
+    spare: Arc<RunMemory>,
+    /// The idle session; `None` while a feed runs or is paused at a tool call.
+    repl: Mutex<Option<MontyRepl>>,
+}
+
+impl Inner {
+    fn repl(&self) -> MutexGuard<'_, Option<MontyRepl>> {
+        self.repl
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Where a feed's advance stopped.
+enum Stop {
+    Call(Box<ReplFunctionCall>, ToolRequest, Feed),
+    Complete(MontyObject),
+    Raised(String),
+}
+
+struct Advance {
+    stop: Stop,
+    stdout: String,
+    os_log: OsLog,
+}
+
+fn snapshot_error(what: &str) -> impl Fn(String) -> HostError + '_ {
+    move |e| HostError::Snapshot(format!("cannot {what}: {e}"))
+}
+
+fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, HostError>) -> Result<T, HostError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let detail = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        Err(HostError::Internal(format!(
+            "Monty panicked during {what}: {detail}"
+        )))
+    })
+}
+
+/// Monty's dump of an idle session.
+fn dump_idle(repl: &MontyRepl) -> Result<Vec<u8>, HostError> {
+    monty::dump("main.py", None, &[], monty::SessionRef::Idle(repl))
+        .map_err(|e| snapshot_error("serialize the session")(e.to_string()))
+}
+
+/// An idle session from Monty's dump.
+fn load_idle(payload: &[u8]) -> Result<MontyRepl, HostError> {
+    let dump = monty::Dump::load(payload)
+        .map_err(|e| snapshot_error("decode the session")(e.to_string()))?;
+    match dump.state {
+        monty::Session::Idle(repl) => Ok(*repl),
+        _ => Err(HostError::Snapshot(
+            "these bytes are not an idle namespace session".into(),
+        )),
+    }
+}
+
+fn seal(cfg: &EngineConfig, payload: &[u8], record: &SessionRecord) -> Result<Vec<u8>, HostError> {
+    let extra = postcard::to_allocvec(record)
+        .map_err(|e| snapshot_error("serialize the session's context")(e.to_string()))?;
+    Ok(snapshot::seal_with_extra(
+        payload,
+        cfg.snapshot_key.as_deref(),
+        cfg.limits.recursion_depth() as u32,
+        Some(&extra),
+    ))
+}
+
+/// Opens session bytes: Monty's payload and the session section.
+fn open<'a>(cfg: &EngineConfig, bytes: &'a [u8]) -> Result<(&'a [u8], SessionRecord), HostError> {
+    let (payload, extra) = snapshot::open_with_extra(bytes, cfg.snapshot_key.as_deref())?;
+    let not_session = || {
+        HostError::Snapshot(
+            "these bytes are not a namespace session (a paused script resumes with resume)".into(),
+        )
+    };
+    let extra = extra.ok_or_else(not_session)?;
+    if extra.first() != Some(&SESSION_MARK) {
+        return Err(not_session());
+    }
+    let record: SessionRecord = postcard::from_bytes(extra)
+        .map_err(|e| snapshot_error("decode the session's context")(e.to_string()))?;
+    if record.1 != SESSION_FORMAT {
+        return Err(HostError::Snapshot(format!(
+            "the session's context has format {}, this build reads {SESSION_FORMAT}",
+            record.1
+        )));
+    }
+    Ok((payload, record))
+}
+
+/// Monty's `<python-input-N>` names in `message`: the feed's own as its script name,
+/// earlier feeds' as `<script N+1>`.
+fn rename_inputs(message: &str, feed: &Feed) -> String {
+    const PREFIX: &str = "<python-input-";
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(PREFIX) {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + PREFIX.len()..];
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let n = tail[..digits].parse::<u64>().ok();
+        match n {
+            Some(n) if tail[digits..].starts_with('>') => {
+                let whole = &rest[at..at + PREFIX.len() + digits + 1];
+                if whole == feed.input_name {
+                    out.push_str(&feed.script_name);
+                } else {
+                    out.push_str(&format!("<script {}>", n + 1));
+                }
+                rest = &tail[digits + 1..];
+            }
+            _ => {
+                out.push_str(PREFIX);
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether the name at `at` is called (`name(`), read from the feed's source.
+fn is_called(feed: &Feed, at: &SourceRange) -> bool {
+    if at.filename != feed.input_name {
+        return true;
+    }
+    feed.script
+        .get(at.end as usize..)
+        .is_none_or(|rest| rest.trim_start().starts_with('('))
+}
+
+type Progress = Result<ReplProgress, Box<ReplStartError>>;
+
+/// Where a drive ended: at a tool call, or with the session idle again.
+enum Driven {
+    Call(Box<ReplFunctionCall>, ToolRequest),
+    Done(Box<MontyRepl>, Result<MontyObject, String>),
+}
+
+/// Runs a feed from `progress` until a tool call, completion or an uncaught exception.
+fn drive(
+    cfg: &EngineConfig,
+    mut progress: Progress,
+    out: &mut CappedOutput,
+    journal: &mut Journal,
+    feed: &Feed,
+) -> Result<Driven, HostError> {
+    let mut table = None;
+    loop {
+        let p = match progress {
+            Ok(p) => p,
+            Err(err) => {
+                let ReplStartError { repl, error } = *err;
+                return Ok(Driven::Done(
+                    Box::new(repl),
+                    Err(rename_inputs(&error.to_string(), feed)),
+                ));
+            }
+        };
+        progress = match p {
+            ReplProgress::Complete { repl, value } => {
+                let result = match check_plain(&value, "the result") {
+                    Ok(()) => Ok(value),
+                    Err(e) => Err(format!(
+                        "TypeError: the script's last expression must be plain data: {}",
+                        e.describe()
+                    )),
+                };
+                return Ok(Driven::Done(Box::new(repl), result));
+            }
+            ReplProgress::FunctionCall(call) => match classify_parts(
+                cfg.tool_style,
+                &call.function_name,
+                &call.args,
+                call.call_id,
+                call.object_id.is_none(),
+            ) {
+                Ok(req) => return Ok(Driven::Call(Box::new(call), req)),
+                Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
+            },
+            ReplProgress::OsCall(call) => {
+                if call.function_call.fs_primary_path().is_some()
+                    && table.is_none()
+                    && !cfg.os.mounts.is_empty()
+                {
+                    table = Some(cfg.os.mount_table()?);
+                }
+                match cfg.os.nondeterministic(&call.function_call, journal)? {
+                    Some(answer) => call.resume(answer, PrintWriter::Callback(out)),
+                    None => {
+                        let os = &cfg.os;
+                        let t = table.as_mut();
+                        call.resume_with(PrintWriter::Callback(out), |c| os.service(c, t))
+                    }
+                }
+            }
+            ReplProgress::NameLookup(lookup) => {
+                let called = is_called(feed, &lookup.position);
+                let answer = name_answer(cfg.tool_style, &lookup.name, called);
+                lookup.resume(answer, PrintWriter::Callback(out))
+            }
+            ReplProgress::ResolveFutures(futures) => {
+                // Started-but-not-awaited tool calls are not served in a session yet.
+                let answers = futures
+                    .pending_call_ids()
+                    .iter()
+                    .map(|id| {
+                        (
+                            *id,
+                            ExtFunctionResult::Error(MontyException::new(
+                                ExcType::RuntimeError,
+                                Some(NO_ASYNC.into()),
+                            )),
+                        )
+                    })
+                    .collect();
+                futures.resume(answers, PrintWriter::Callback(out))
+            }
+        };
+    }
+}
+
+/// Ends or pauses a feed: at a tool call the feed's context travels with the call; when
+/// done the session is idle again, back at the feed's start when it raised.
+fn settle(
+    inner: &Inner,
+    driven: Driven,
+    feed: Feed,
+    out: CappedOutput,
+    journal: Journal,
+) -> Result<Advance, HostError> {
+    let stop = match driven {
+        Driven::Call(call, req) => Stop::Call(call, req, feed),
+        Driven::Done(repl, Ok(value)) => {
+            *inner.repl() = Some(*repl);
+            Stop::Complete(value)
+        }
+        Driven::Done(repl, Err(message)) => {
+            drop(repl);
+            *inner.repl() = Some(load_idle(&feed.start)?);
+            Stop::Raised(message)
+        }
+    };
+    Ok(Advance {
+        stop,
+        stdout: out.text,
+        os_log: journal.into_log(),
+    })
+}
+
+/// Puts the session back at the feed's start after a host failure mid-feed.
+fn roll_back(inner: &Inner, start: &[u8]) {
+    if let Ok(repl) = guarded("load", || load_idle(start)) {
+        *inner.repl() = Some(repl);
+    }
+}
+
+/// Feeds `script` to the idle session `repl` and runs it to its first stop.
+fn feed(
+    inner: &Inner,
+    repl: MontyRepl,
+    script: String,
+    script_name: String,
+    mut journal: Journal,
+) -> Result<Advance, HostError> {
+    let _charging = charge_to(&inner.memory);
+    if script.len() > MAX_SCRIPT_BYTES {
+        *inner.repl() = Some(repl);
+        return Ok(Advance {
+            stop: Stop::Raised(format!(
+                "SyntaxError: the script is too long: {} bytes (at most {MAX_SCRIPT_BYTES}); \
+                 split the work across turns",
+                script.len()
+            )),
+            stdout: String::new(),
+            os_log: Vec::new(),
+        });
+    }
+    let start = match guarded("dump", || {
+        let _spare = charge_to(&inner.spare);
+        dump_idle(&repl).map(Arc::new)
+    }) {
+        Ok(start) => start,
+        Err(e) => {
+            *inner.repl() = Some(repl);
+            return Err(e);
+        }
+    };
+    let feed = Feed {
+        input_name: repl.next_script_name(),
+        script,
+        script_name,
+        start: Arc::clone(&start),
+    };
+    let cfg = &inner.cfg;
+    let result = guarded("feed", move || {
+        let seed = journal.random_seed()?;
+        let repl = repl.with_os_policy(cfg.os.monty_policy(seed));
+        let mut out = CappedOutput::new(cfg.max_stdout);
+        let progress = repl.feed_start(
+            &feed.script,
+            Vec::<(String, MontyObject)>::new(),
+            PrintWriter::Callback(&mut out),
+        );
+        let driven = drive(cfg, progress, &mut out, &mut journal, &feed)?;
+        settle(inner, driven, feed, out, journal)
+    });
+    if result.is_err() {
+        roll_back(inner, &start);
+    }
+    result
+}
+
+/// Resumes a feed paused at a tool call with `outcome` and runs it to its next stop.
+fn resume(
+    inner: &Inner,
+    call: ReplFunctionCall,
+    feed: Feed,
+    outcome: Outcome,
+    mut journal: Journal,
+) -> Result<Advance, HostError> {
+    let _charging = charge_to(&inner.memory);
+    let start = Arc::clone(&feed.start);
+    let cfg = &inner.cfg;
+    let result = guarded("resume", move || {
+        let result = ext_result(outcome);
+        let mut out = CappedOutput::new(cfg.max_stdout);
+        // Monty restarts the turn budget (our per-advance time limit) at every resume.
+        let progress = if call.allow_eager_await {
+            let settled = match result {
+                ExtFunctionResult::Error(exc) => Err(exc),
+                ExtFunctionResult::Return(v) => Ok(v),
+                _ => unreachable!("ext_result gives a value or an error"),
+            };
+            call.resume_eager(settled, PrintWriter::Callback(&mut out))
+        } else {
+            call.resume(result, PrintWriter::Callback(&mut out))
+        };
+        let driven = drive(cfg, progress, &mut out, &mut journal, &feed)?;
+        settle(inner, driven, feed, out, journal)
+    });
+    if result.is_err() {
+        roll_back(inner, &start);
+    }
+    result
+}
+
+/// Sealed bytes of a feed paused at `call`; hands the call back.
+fn dump_suspended(
+    cfg: &EngineConfig,
+    call: ReplFunctionCall,
+    feed: &Feed,
+) -> (Result<Vec<u8>, HostError>, ReplFunctionCall) {
+    let progress = ReplProgress::FunctionCall(call);
+    let bytes = monty::dump(
+        &feed.script_name,
+        None,
+        &[],
+        monty::SessionRef::Suspended(&progress),
+    )
+    .map_err(|e| snapshot_error("serialize the paused script")(e.to_string()))
+    .and_then(|payload| {
+        let record = (
+            feed.script.clone(),
+            feed.script_name.clone(),
+            feed.input_name.clone(),
+            feed.start.as_ref().clone(),
+        );
+        seal(
+            cfg,
+            &payload,
+            &(SESSION_MARK, SESSION_FORMAT, KIND_SUSPENDED, Some(record)),
+        )
+    });
+    let call = progress
+        .into_function_call()
+        .expect("just wrapped a function call");
+    (bytes, call)
+}
+
+/// What session bytes hold.
+enum LoadedSession {
+    Idle(Box<MontyRepl>),
+    Suspended(Box<ReplFunctionCall>, ToolRequest, Feed),
+}
+
+fn load_session(
+    cfg: &EngineConfig,
+    memory: &Arc<RunMemory>,
+    bytes: &[u8],
+) -> Result<LoadedSession, HostError> {
+    let (payload, record) = open(cfg, bytes)?;
+    let _charging = charge_to(memory);
+    guarded("load", || match (record.2, record.3) {
+        (KIND_IDLE, None) => load_idle(payload).map(|r| LoadedSession::Idle(Box::new(r))),
+        (KIND_SUSPENDED, Some((script, script_name, input_name, start))) => {
+            let dump = monty::Dump::load(payload)
+                .map_err(|e| snapshot_error("decode the paused script")(e.to_string()))?;
+            let monty::Session::Suspended(progress) = dump.state else {
+                return Err(HostError::Snapshot(
+                    "the session is not paused at a tool call".into(),
+                ));
+            };
+            let call = progress.into_function_call().ok_or_else(|| {
+                HostError::Snapshot("the session is not paused at a tool call".into())
+            })?;
+            let req = classify_parts(
+                cfg.tool_style,
+                &call.function_name,
+                &call.args,
+                call.call_id,
+                call.object_id.is_none(),
+            )
+            .map_err(|_| {
+                HostError::Snapshot("the session is not paused at a valid tool call".into())
+            })?;
+            let feed = Feed {
+                script,
+                script_name,
+                input_name,
+                start: Arc::new(start),
+            };
+            Ok(LoadedSession::Suspended(Box::new(call), req, feed))
+        }
+        _ => Err(HostError::Snapshot(
+            "the session's context is malformed".into(),
+        )),
+    })
+}
+
+/// The seam step for an advance of a session feed.
+fn build_step(py: Python<'_>, inner: &Arc<Inner>, advance: Advance) -> PyResult<Py<PyAny>> {
+    let types = seam(py)?;
+    let stdout = PyString::new(py, &advance.stdout).into_any();
+    let os_log = os_log_to_py(py, &advance.os_log)?.into_any();
+    match advance.stop {
+        Stop::Complete(value) => {
+            let value = monty_to_py(py, &value, "the result")
+                .map_err(|e| HostError::Internal(e.describe()))?;
+            types
+                .complete
+                .build(py, [value.into_bound(py), stdout, os_log])
+        }
+        Stop::Raised(message) => {
+            let message = PyString::new(py, &message).into_any();
+            types.raised.build(py, [message, stdout, os_log])
+        }
+        Stop::Call(call, req, feed) => {
+            let pending = Py::new(py, MontySessionCall::new(py, inner, *call, req, feed)?)?;
+            types
+                .call
+                .build(py, [pending.into_bound(py).into_any(), stdout, os_log])
+        }
+    }
+}
+
+/// A namespace session: a Monty REPL whose globals carry from feed to feed.
+#[pyclass(frozen, module = "codeact._monty")]
+pub struct MontySession {
+    inner: Arc<Inner>,
+}
+
+impl MontySession {
+    fn from_engine(engine: &MontyEngine) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                cfg: Arc::clone(&engine.cfg),
+                memory: RunMemory::new(),
+                spare: RunMemory::new(),
+                repl: Mutex::new(None),
+            }),
+        }
+    }
+}
+
+const BUSY: &str = "the session is running a script or paused at a tool call; \
+                    resume that call before feeding another script";
+
+#[pymethods]
+impl MontySession {
+    /// A new, empty session under `engine`'s limits and OS policy.
+    #[staticmethod]
+    fn start(engine: &MontyEngine) -> Self {
+        let session = Self::from_engine(engine);
+        {
+            let _charging = charge_to(&session.inner.memory);
+            let repl = MontyRepl::new(
+                "main.py",
+                session.inner.cfg.limits.tracker(),
+                CompileOptions::default(),
+            );
+            *session.inner.repl() = Some(repl);
+        }
+        session
+    }
+
+    /// Restores a session from bytes of `dump()` (idle) or of a paused feed's call
+    /// `dump()`. Returns `(session, call)`: `call` is None for an idle session, else the
+    /// paused feed's `PendingCall` (resume it to go on).
+    #[staticmethod]
+    fn load(
+        py: Python<'_>,
+        engine: &MontyEngine,
+        snapshot: Vec<u8>,
+    ) -> PyResult<(Self, Option<Py<MontySessionCall>>)> {
+        let session = Self::from_engine(engine);
+        let cfg = Arc::clone(&session.inner.cfg);
+        let memory = Arc::clone(&session.inner.memory);
+        let depth = crate::engine::snapshot_depth(&snapshot)?;
+        let loaded = run_interpreter(py, depth, move || load_session(&cfg, &memory, &snapshot))?;
+        match loaded {
+            LoadedSession::Idle(repl) => {
+                *session.inner.repl() = Some(*repl);
+                Ok((session, None))
+            }
+            LoadedSession::Suspended(call, req, feed) => {
+                let pending = MontySessionCall::new(py, &session.inner, *call, req, feed)?;
+                Ok((session, Some(Py::new(py, pending)?)))
+            }
+        }
+    }
+
+    /// Runs `script` in the session to its first stop; returns a `Call`, `Complete` or
+    /// `Raised`. After `Complete` the script's globals stay; after `Raised` the session is
+    /// as it was before the script.
+    #[pyo3(signature = (script, script_name, os_replay=None))]
+    fn feed(
+        &self,
+        py: Python<'_>,
+        script: String,
+        script_name: String,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let journal = journal_from_py(os_replay)?;
+        let repl = self
+            .inner
+            .repl()
+            .take()
+            .ok_or_else(|| CodeRuntimeError::new_err(BUSY))?;
+        let inner = Arc::clone(&self.inner);
+        let needed = stack_needed(inner.cfg.limits.max_recursion_depth)
+            + script.len().min(MAX_SCRIPT_BYTES) * STACK_PER_SOURCE_BYTE;
+        let advance = py
+            .detach(move || with_stack(needed, || feed(&inner, repl, script, script_name, journal)))
+            .map_err(PyErr::from)?;
+        build_step(py, &self.inner, advance)
+    }
+
+    /// Sealed bytes of the idle session (load them with `MontySession.load`).
+    fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let repl = self
+            .inner
+            .repl()
+            .take()
+            .ok_or_else(|| CodeRuntimeError::new_err(BUSY))?;
+        let inner = Arc::clone(&self.inner);
+        let (bytes, repl) = py.detach(move || {
+            with_stack(DUMP_STACK, || {
+                let bytes = dump_idle(&repl).and_then(|payload| {
+                    seal(
+                        &inner.cfg,
+                        &payload,
+                        &(SESSION_MARK, SESSION_FORMAT, KIND_IDLE, None),
+                    )
+                });
+                (bytes, repl)
+            })
+        });
+        *self.inner.repl() = Some(repl);
+        Ok(PyBytes::new(py, &bytes?))
+    }
+
+    /// Whether the session is idle (ready for `feed` and `dump`).
+    #[getter]
+    fn idle(&self) -> bool {
+        self.inner.repl().is_some()
+    }
+
+    /// Bytes currently charged to the session (its heap and the interpreter's state).
+    #[getter]
+    fn memory_used(&self) -> usize {
+        self.inner.memory.used()
+    }
+}
+
+const ALREADY_RESUMED: &str = "this PendingCall was already resumed; a PendingCall is single use";
+
+/// A session feed paused at a tool call, held live in memory; resume it once.
+#[pyclass(frozen, module = "codeact._monty")]
+pub struct MontySessionCall {
+    inner: Arc<Inner>,
+    name: String,
+    positional: Py<PyTuple>,
+    keyword: Py<PyDict>,
+    call_id: u32,
+    paused: Mutex<Option<(Box<ReplFunctionCall>, Feed)>>,
+}
+
+impl MontySessionCall {
+    fn new(
+        py: Python<'_>,
+        inner: &Arc<Inner>,
+        call: ReplFunctionCall,
+        req: ToolRequest,
+        feed: Feed,
+    ) -> PyResult<Self> {
+        let arena = monty_types::unstable::call_args_parts(&call.args).0;
+        let mut positional = Vec::with_capacity(req.positional.len());
+        for (i, v) in req.positional.iter().enumerate() {
+            positional.push(
+                ref_to_py(py, V::at(arena, *v), &format!("argument {i}"))
+                    .map_err(|e| HostError::Internal(e.describe()))?,
+            );
+        }
+        let keyword = PyDict::new(py);
+        for (k, v) in &req.keyword {
+            keyword.set_item(
+                k,
+                ref_to_py(py, V::at(arena, *v), k)
+                    .map_err(|e| HostError::Internal(e.describe()))?,
+            )?;
+        }
+        Ok(Self {
+            inner: Arc::clone(inner),
+            name: req.name,
+            positional: PyTuple::new(py, positional)?.unbind(),
+            keyword: keyword.unbind(),
+            call_id: req.call_id,
+            paused: Mutex::new(Some((Box::new(call), feed))),
+        })
+    }
+
+    fn take(&self) -> PyResult<(Box<ReplFunctionCall>, Feed)> {
+        self.paused
+            .lock()
+            .map_err(|_| CodeRuntimeError::new_err("pending call lock poisoned"))?
+            .take()
+            .ok_or_else(|| CodeRuntimeError::new_err(ALREADY_RESUMED))
+    }
+}
+
+#[pymethods]
+impl MontySessionCall {
+    /// The tool name the script called.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Positional arguments (always empty in the `call_tool` style).
+    #[getter]
+    fn positional_args(&self, py: Python<'_>) -> Py<PyTuple> {
+        self.positional.clone_ref(py)
+    }
+
+    /// Keyword arguments: the `call_tool` dict, in the script's order.
+    #[getter]
+    fn keyword_args(&self, py: Python<'_>) -> Py<PyDict> {
+        self.keyword.clone_ref(py)
+    }
+
+    /// The interpreter's call counter for this call.
+    #[getter]
+    fn call_id(&self) -> u32 {
+        self.call_id
+    }
+
+    /// Sealed bytes of the paused session (restore with `MontySession.load`).
+    fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let (call, feed) = self.take()?;
+        let cfg = Arc::clone(&self.inner.cfg);
+        let (bytes, call, feed) = py.detach(move || {
+            with_stack(DUMP_STACK, || {
+                let (bytes, call) = dump_suspended(&cfg, *call, &feed);
+                (bytes, call, feed)
+            })
+        });
+        *self.paused.lock().expect("pending call lock") = Some((Box::new(call), feed));
+        Ok(PyBytes::new(py, &bytes?))
+    }
+
+    /// Resumes the feed in place with `outcome` (`ResumeValue` or `ResumeError`).
+    #[pyo3(signature = (outcome, os_replay=None))]
+    fn resume(
+        &self,
+        py: Python<'_>,
+        outcome: &Bound<'_, PyAny>,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let outcome = outcome_from_py(py, outcome)?;
+        let journal = journal_from_py(os_replay)?;
+        let (call, feed) = self.take()?;
+        let inner = Arc::clone(&self.inner);
+        let depth = inner.cfg.limits.max_recursion_depth;
+        let advance = run_interpreter(py, depth, move || {
+            resume(&inner, *call, feed, outcome, journal)
+        })?;
+        build_step(py, &self.inner, advance)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "MontySessionCall(name={:?}, keyword_args={}, call_id={})",
+            self.name,
+            self.keyword.bind(py).repr()?,
+            self.call_id
+        ))
+    }
+}
+
+impl Drop for MontySessionCall {
+    /// A paused feed dropped without a resume: the session goes back to the feed's start.
+    fn drop(&mut self) {
+        let paused = self
+            .paused
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some((call, feed)) = paused {
+            let _charging = charge_to(&self.inner.memory);
+            drop(call);
+            if self.inner.repl().is_none() {
+                with_stack(DUMP_STACK, || roll_back(&self.inner, &feed.start));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed_named(input: &str) -> Feed {
+        Feed {
+            script: String::new(),
+            script_name: "main.py".into(),
+            input_name: input.into(),
+            start: Arc::new(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn input_names_become_script_names() {
+        let feed = feed_named("<python-input-2>");
+        let msg = "File \"<python-input-2>\", line 3\nFile \"<python-input-0>\", line 1\n<python-input-x>";
+        assert_eq!(
+            rename_inputs(msg, &feed),
+            "File \"main.py\", line 3\nFile \"<script 1>\", line 1\n<python-input-x>"
+        );
+    }
+}
