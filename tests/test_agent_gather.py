@@ -90,9 +90,9 @@ async def test_a_denied_call_of_a_gather_raises_in_the_script(tmp_path: Path) ->
 
 
 async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_path: Path) -> None:
-    """The process dies after the first outcome of a gather is stored: the recovered turn
-    replays the script, takes that outcome from the journal and runs only the other call
-    again (its intent is stored without an outcome: the at-least-once window)."""
+    """The process dies just after the first outcome of a gather is stored: the recovered
+    turn replays the script, takes every stored outcome from the journal and runs again only
+    a call whose intent is stored without an outcome (the at-least-once window)."""
     db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
 
     class Crash(BaseException):
@@ -120,12 +120,72 @@ async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_pa
     assert sorted(ledger.lines()) == ["note a", "note b"]
     with SqliteSessionService(db) as service:
         assert await slot_of(service) is not None  # the turn in flight
+        stored = {o["v"] for o in outcomes_of(service)}
+        assert stored & {"noted a", "noted b"}  # each outcome is stored as its tool returns
         runner = Runner(app_name=APP, agent=_agent(ledger, []), session_service=service)
         events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message=None))
         assert await slot_of(service) is None
-    assert ledger.lines().count("note a") == 1  # its outcome was stored: never again
-    assert ledger.lines().count("note b") == 2
+    for text in "ab":  # a stored outcome never runs again; one without reruns once
+        assert ledger.lines().count(f"note {text}") == (1 if f"noted {text}" in stored else 2)
     assert json.loads(events[-1].text) == ["noted a", "noted b"]
+
+
+async def test_a_gathered_call_is_stored_when_it_returns_not_when_its_slowest_sibling_does(tmp_path: Path) -> None:
+    """A fast call of a gather returns while a slow one still runs, and the process dies
+    before the slow one returns: the fast call's outcome is stored already, so the
+    recovered turn runs only the slow call again."""
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+
+    class Crash(BaseException):
+        pass
+
+    stored = anyio.Event()
+
+    class WatchedSqlite(SqliteSessionService):
+        async def append_journal(self, session: Any, turn: str, records: Any) -> None:
+            await super().append_journal(session, turn, records)
+            if any(r.kind == "outcome" for r in records):
+                stored.set()
+
+    async def slow(text: str) -> str:
+        """Writes a note after a while."""
+        ledger.add(f"slow {text}")
+        if ledger.lines().count(f"slow {text}") == 1:
+            with anyio.fail_after(10):
+                await stored.wait()  # the fast sibling's outcome is in the journal
+            raise Crash  # the process dies while this call runs
+        return f"slow {text}"
+
+    def agent(replies: list[str]) -> CodeActAgent:
+        return CodeActAgent(
+            name="coder", model=ScriptedModel(replies), runtime=MontyRuntime(), tools=[*tools_for(ledger), slow]
+        )
+
+    script = (
+        "import asyncio\n"
+        'r = await asyncio.gather(call_tool("note", {"text": "a"}), call_tool("slow", {"text": "b"}))\n'
+        + final_script("r")
+    )
+    with WatchedSqlite(db) as service:
+        await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+        runner = Runner(app_name=APP, agent=agent([fence(script)]), session_service=service)
+        with pytest.raises(BaseException) as raised:
+            await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+        assert _contains(raised.value, Crash), raised.value
+        assert len(outcomes_of(service)) == 1
+    with SqliteSessionService(db) as service:
+        runner = Runner(app_name=APP, agent=agent([]), session_service=service)
+        events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message=None))
+    assert ledger.lines().count("note a") == 1  # stored before the crash: never again
+    assert ledger.lines().count("slow b") == 2
+    assert json.loads(events[-1].text) == ["noted a", "slow b"]
+
+
+def _contains(exc: BaseException, kind: type[BaseException]) -> bool:
+    """``exc`` is ``kind`` or an exception group holding one (task groups wrap what they raise)."""
+    if isinstance(exc, kind):
+        return True
+    return any(_contains(e, kind) for e in getattr(exc, "exceptions", ()))
 
 
 def _agent(ledger: Ledger, replies: list[str]) -> CodeActAgent:

@@ -219,6 +219,14 @@ class _Ran:
     tool: str
     digest: str
     outcome: Outcome
+    changes: bool = False  # the tool changed state or artifacts (stored as an event first)
+
+
+@dataclass(slots=True)
+class _Recorded:
+    """A tool of a gather ran and its outcome is stored already (as soon as it returned)."""
+
+    outcome: Outcome
 
 
 @dataclass(slots=True)
@@ -312,6 +320,8 @@ class TurnDriver:
                         # a recorded outcome never runs again, so its changes must not be lost.
                         yield self.agent._event(run.ctx, run.pending)
                     result = await self._record(result.pos, result.tool, result.digest, result.outcome)
+                elif isinstance(result, _Recorded):
+                    result = result.outcome
                 if self._events:
                     for event in self._events:
                         yield event
@@ -451,7 +461,7 @@ class TurnDriver:
                 return await self._record(pos, tool.name, digest, denied, intent=True)
         return _Invoke(tool, args, pos, digest, call_key, entry is not None, call)
 
-    async def _invoke_all(self, invokes: list[_Invoke]) -> dict[int, _Ran | _Suspend | _Stop]:
+    async def _invoke_all(self, invokes: list[_Invoke]) -> dict[int, _Ran | _Recorded | _Suspend | _Stop]:
         """Runs the tools of ``invokes`` (keyed by ``id()`` of each): their intents first, in
         one write (unless replaying an intent with no outcome), then the tools, concurrently
         when there are several (the calls of one gather)."""
@@ -462,14 +472,30 @@ class TurnDriver:
             await self._write(intents)
         if len(invokes) == 1:
             return {id(invokes[0]): await self._invoke(invokes[0])}
-        results: dict[int, _Ran | _Suspend | _Stop] = {}
+        results: dict[int, _Ran | _Recorded | _Suspend | _Stop] = {}
+        writing = anyio.Lock()
 
         async def one(inv: _Invoke) -> None:
-            results[id(inv)] = await self._invoke(inv)
+            result = await self._invoke(inv)
+            if isinstance(result, _Ran) and not result.changes:
+                # Stored as soon as this tool returns, not when its slowest sibling does: a
+                # crash meanwhile never runs it again. A tool that changed state waits for the
+                # gather's end, where its changes are stored (as an event) before its outcome.
+                async with writing:
+                    result = _Recorded(await self._record(result.pos, result.tool, result.digest, result.outcome))
+            results[id(inv)] = result
 
-        async with anyio.create_task_group() as tg:
-            for inv in invokes:
-                tg.start_soon(one, inv)
+        try:
+            async with anyio.create_task_group() as tg:
+                for inv in invokes:
+                    tg.start_soon(one, inv)
+        except BaseException as exc:
+            # A store failure while recording (or a crash) raises as itself, not wrapped in the
+            # task group's exception group, as it does outside a gather.
+            inner = [e for e in getattr(exc, "exceptions", ()) if not isinstance(e, anyio.get_cancelled_exc_class())]
+            if inner:
+                raise inner[0] from None
+            raise
         return results
 
     async def _invoke(self, inv: _Invoke) -> _Ran | _Suspend | _Stop:
@@ -488,12 +514,13 @@ class TurnDriver:
             value, failure, actions = await agent._execute(run, tool, args, call_key)
         if terminal_signal(actions):
             return _Stop(agent._terminal_event(run, actions))
+        changes = bool(actions.state_delta or actions.artifact_delta)
         if failure is not None:
-            return _Ran(pos, tool.name, digest, ResumeError(failure.message, failure.exc_type))
+            return _Ran(pos, tool.name, digest, ResumeError(failure.message, failure.exc_type), changes)
         if tool.is_long_running and run.supports_suspension:
             hint = value if isinstance(value, str) or value is None else _json(value)
             return _Suspend(_info(call_key, pos, call, tool.name, args, "completion", hint))
-        return _Ran(pos, tool.name, digest, self._checked_result(tool, value))
+        return _Ran(pos, tool.name, digest, self._checked_result(tool, value), changes)
 
     def _checked_result(self, tool: Tool, value: Any) -> Outcome:
         problem = value_problem(value, f"the result of {tool.name!r}")
