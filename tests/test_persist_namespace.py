@@ -259,7 +259,16 @@ async def test_a_confirmation_paused_turn_resumes_after_restart_with_the_whole_n
     assert json.loads(events[-1].text) == ["sent 2", 25, 3, 20]
 
 
-async def test_gather_is_refused_before_it_runs_while_variables_persist() -> None:
+@pytest.mark.parametrize(
+    "gather_call",
+    [
+        "import asyncio\nxs = await asyncio.gather(",
+        "from asyncio import gather as g\nxs = await g(",
+        "import asyncio\ngg = asyncio.gather\nxs = await gg(",
+    ],
+    ids=["asyncio.gather", "imported-as", "assigned"],
+)
+async def test_gather_is_refused_before_it_runs_while_variables_persist(gather_call: str) -> None:
     """A namespace session awaits one call at a time: a gather is refused before any tool
     runs, with what to write instead; awaiting the calls one by one works."""
     calls: list[int] = []
@@ -269,8 +278,7 @@ async def test_gather_is_refused_before_it_runs_while_variables_persist() -> Non
         return 2 * n
 
     gather = fence(
-        "import asyncio\n"
-        'xs = await asyncio.gather(call_tool("double", {"n": 1}), call_tool("double", {"n": 2}))\n'
+        gather_call + 'call_tool("double", {"n": 1}), call_tool("double", {"n": 2}))\n'
         '{"type": "observation", "value": xs}'
     )
     one_by_one = fence(

@@ -62,6 +62,20 @@ def _callee(node: ast.expr) -> str | None:
     return None
 
 
+def _gather_aliases(tree: ast.AST) -> set[str]:
+    """Other names the script gives ``asyncio.gather``: ``from asyncio import gather as g``,
+    ``g = asyncio.gather``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "asyncio":
+            names.update(a.asname for a in node.names if a.name == "gather" and a.asname)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            value = node.value
+            if (value.id if isinstance(value, ast.Name) else value.attr) == "gather":
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
 def _tool_call_form(tool_style: str, name: str) -> str:
     if tool_style == "functions":
         return f"{name}(...)"
@@ -102,12 +116,13 @@ def precheck(
     if tree is None:
         return None
     callables = {"call_tool", *tools} if tool_style == "functions" else {"call_tool"}
+    gathers = {"gather", *_gather_aliases(tree)}
     problems: list[str] = []
     for node in ast.walk(tree):
         if want_await and isinstance(node, ast.Await):
             name = _callee(node.value)
             if await_supported:
-                if name == "gather":
+                if name in gathers:
                     problems.append(
                         f"line {node.lineno}: `await asyncio.gather(...)`: while variables persist between "
                         "scripts, tool calls cannot run concurrently; call the tools one after another"
@@ -117,7 +132,7 @@ def precheck(
                     f"line {node.lineno}: `await {name}(...)`: tool calls are synchronous here and return the "
                     f"tool's result directly; write `result = {name}(...)` without `await`"
                 )
-            elif name == "gather":
+            elif name in gathers:
                 problems.append(
                     f"line {node.lineno}: `await asyncio.gather(...)`: tool calls cannot run concurrently here; "
                     "call the tools one after another, each without `await`"
