@@ -293,3 +293,14 @@ async def test_arun_refuses_an_awaited_tool_call_too(anyio_backend):
         await NonAwaitingRuntime().arun('await call_tool("add", {"a": 1})', tools={"add": counting_add})
     assert ran == []
     assert (await MontyRuntime().arun('await call_tool("add", {"a": 1})', tools={"add": counting_add})).value == 1
+
+
+@pytest.mark.anyio
+async def test_run_with_an_async_tool_inside_an_event_loop_points_to_arun() -> None:
+    async def inc(x: int) -> int:
+        return x + 1
+
+    runtime = MontyRuntime()
+    with pytest.raises(RuntimeError, match=r"await runtime\.arun"):
+        runtime.run('call_tool("inc", {"x": 1})', tools={"inc": inc})
+    assert (await runtime.arun('call_tool("inc", {"x": 1})', tools={"inc": inc})).value == 2

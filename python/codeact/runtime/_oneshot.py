@@ -337,6 +337,11 @@ def run_script(
     """
     tools = dict(tools or {})
     if any(_is_async(f) for f in tools.values()):
+        if _in_event_loop():
+            raise RuntimeError(
+                "MontyRuntime.run() with an async tool cannot be called from inside a running event loop; "
+                "use `await runtime.arun(...)` there"
+            )
         return anyio.run(
             lambda: arun_script(
                 runtime,
@@ -422,6 +427,15 @@ def _boxed(fn: Callable[..., Any], positional: tuple[Any, ...], keywords: dict[s
 
 def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _in_event_loop() -> bool:
+    """Whether this thread is running an asyncio or trio event loop."""
+    try:
+        anyio.get_current_task()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:
