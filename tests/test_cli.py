@@ -180,3 +180,22 @@ def test_pending_then_approve_or_deny(tmp_path, verb):
     assert cli_fixtures.SENT == ([5] if verb == "approve" else [])
     assert ("sent 5" if verb == "approve" else "not sent") in decided.stdout
     assert json.loads(cli.invoke(app, ["sessions", "pending", "g1", "--db", str(db), "--json"]).stdout) == []
+
+
+def test_host_failures_end_with_one_error_line_not_a_traceback(tmp_path: Path) -> None:
+    """A script that is not UTF-8 and a store that is not a database: exit status 1 and an
+    error line naming the problem, no traceback."""
+    script = tmp_path / "bad.py"
+    script.write_bytes(b'x = "\xff"\n')
+    not_a_db = tmp_path / "notdb.db"
+    not_a_db.write_text("not a database")
+    for args, expected in (
+        (["run", str(script)], "UnicodeDecodeError"),
+        (["sessions", "list", "--db", str(not_a_db)], "SessionStoreError"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "codeact.cli", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+        assert done.returncode == 1, done
+        assert expected in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr + done.stdout

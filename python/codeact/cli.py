@@ -430,8 +430,15 @@ def sessions_deny(
 
 
 def main() -> None:
-    """Entry point of the ``codeact`` script."""
-    app()
+    """Entry point of the ``codeact`` script. A host failure (an unreadable script or store,
+    a store error) ends with one error line and exit status 1, not a traceback."""
+    from .exceptions import CodeActError
+
+    try:
+        app()
+    except (CodeActError, UnicodeDecodeError, OSError) as exc:
+        _err().print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", markup=True, highlight=False)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":
