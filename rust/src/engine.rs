@@ -55,7 +55,13 @@ impl Limits {
     }
 
     pub(crate) fn tracker(&self) -> ResourceTracker {
-        let limits = ResourceLimits {
+        ResourceTracker::new(self.resource_limits())
+    }
+
+    /// These limits as Monty's; a restored continuation is tightened to them
+    /// (`ResourceTracker::tighten_limits`): the stricter of the stored and these applies.
+    pub(crate) fn resource_limits(&self) -> ResourceLimits {
+        ResourceLimits {
             // Limits apply per advance: Monty's turn budget restarts at every resume.
             max_turn_duration: self.max_duration,
             max_memory: Some(self.max_memory.unwrap_or_else(memory_ceiling)),
@@ -63,8 +69,7 @@ impl Limits {
             // Tool calls are counted by the agent (max_tool_calls), not by the interpreter.
             max_suspensions: usize::MAX,
             ..ResourceLimits::default()
-        };
-        ResourceTracker::new(limits)
+        }
     }
 }
 
@@ -394,9 +399,13 @@ pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
             }
             other => other,
         };
-        let call = progress.into_function_call().ok_or_else(|| {
+        let mut call = progress.into_function_call().ok_or_else(|| {
             HostError::Snapshot("snapshot is not a script paused at a tool call".into())
         })?;
+        // This runtime's limits apply to a restored script (the stricter of them and the
+        // limits stored with it).
+        call.tracker_mut()
+            .tighten_limits(&cfg.limits.resource_limits());
         let request = match classify(cfg.tool_style, &call) {
             Ok(r) => r,
             Err(_) => {

@@ -474,7 +474,12 @@ fn load_session(
     let (payload, record) = open(cfg, bytes)?;
     let _charging = charge_to(memory);
     guarded("load", || match (record.2, record.3) {
-        (KIND_IDLE, None) => load_idle(payload).map(|r| LoadedSession::Idle(Box::new(r))),
+        (KIND_IDLE, None) => load_idle(payload).map(|mut r| {
+            // This runtime's limits apply (the stricter of them and the stored ones).
+            r.tracker_mut()
+                .tighten_limits(&cfg.limits.resource_limits());
+            LoadedSession::Idle(Box::new(r))
+        }),
         (KIND_SUSPENDED, Some((script, script_name, input_name, start))) => {
             let dump = monty::Dump::load(payload)
                 .map_err(|e| snapshot_error("decode the paused script")(e.to_string()))?;
