@@ -13,10 +13,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
 
-use crate::convert::{V, ref_to_py};
 use crate::engine::{self, EngineConfig, Outcome, PausedGather, PendingTool};
 use crate::errors::{CodeRuntimeError, HostError};
-use crate::py_api::{StepTicket, build_step, journal_from_py, outcome_from_py};
+use crate::py_api::{StepTicket, build_step, call_args_to_py, journal_from_py, outcome_from_py};
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 use crate::worker;
 
@@ -36,21 +35,8 @@ const NOT_ALONE: &str = "a call of a Gather is not resumed by itself: resume the
 /// The call's arguments as Python values: `(positional, keyword)`.
 fn call_parts(py: Python<'_>, p: &PendingTool) -> PyResult<(Py<PyTuple>, Py<PyDict>)> {
     let arena = unstable::call_args_parts(&p.args).0;
-    let mut positional = Vec::with_capacity(p.req.positional.len());
-    for (i, v) in p.req.positional.iter().enumerate() {
-        positional.push(
-            ref_to_py(py, V::at(arena, *v), &format!("argument {i}"))
-                .map_err(|e| HostError::Internal(e.describe()))?,
-        );
-    }
-    let keyword = PyDict::new(py);
-    for (k, v) in &p.req.keyword {
-        keyword.set_item(
-            k,
-            ref_to_py(py, V::at(arena, *v), k).map_err(|e| HostError::Internal(e.describe()))?,
-        )?;
-    }
-    Ok((PyTuple::new(py, positional)?.unbind(), keyword.unbind()))
+    let (positional, keyword) = call_args_to_py(py, arena, &p.req.positional, &p.req.keyword)?;
+    Ok((positional.unbind(), keyword.unbind()))
 }
 
 type CallInfo = (String, Py<PyTuple>, Py<PyDict>, u32);
@@ -234,28 +220,10 @@ pub fn inspect_bytes(
                 args: Default::default(),
                 req,
             };
-            let mut positional = Vec::new();
-            for (i, v) in tool.req.positional.iter().enumerate() {
-                positional.push(
-                    ref_to_py(py, V::at(arena, *v), &format!("argument {i}"))
-                        .map_err(|e| HostError::Internal(e.describe()))?,
-                );
-            }
-            let keyword = PyDict::new(py);
-            for (k, v) in &tool.req.keyword {
-                keyword.set_item(
-                    k,
-                    ref_to_py(py, V::at(arena, *v), k)
-                        .map_err(|e| HostError::Internal(e.describe()))?,
-                )?;
-            }
+            let (positional, keyword) =
+                call_args_to_py(py, arena, &tool.req.positional, &tool.req.keyword)?;
             vec![
-                (
-                    tool.req.name,
-                    PyTuple::new(py, positional)?,
-                    keyword,
-                    tool.req.call_id,
-                )
+                (tool.req.name, positional, keyword, tool.req.call_id)
                     .into_pyobject(py)?
                     .into_any()
                     .unbind(),
