@@ -66,6 +66,7 @@ example: install-wheel  ## the runtime example: one script composing two tools, 
 
 benchmark: install-wheel  ## the benchmarks, full length
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py
+	$(BIN)/python benchmarks/round_trip.py
 	$(BIN)/python benchmarks/agent.py
 	$(BIN)/python benchmarks/isolation.py
 	$(BIN)/python benchmarks/integrations.py
@@ -73,6 +74,7 @@ benchmark: install-wheel  ## the benchmarks, full length
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py --quick
+	$(BIN)/python benchmarks/round_trip.py --rounds 3 --runs 5
 	$(BIN)/python benchmarks/agent.py --quick
 	$(BIN)/python benchmarks/integrations.py --quick
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py --quick

@@ -495,3 +495,27 @@ def test_steps_are_the_seam_classes(monty):
     assert type(start(monty, "1")) is Complete
     assert type(start(monty, "1/0")) is Raised
     assert type(start(monty, 'call_tool("x")')) is Call
+
+
+def test_tool_and_argument_names_stay_right_across_many_distinct_names(monty):
+    # The engine reuses the Python str of recently seen names (a small per-thread table
+    # that evicts): forty distinct tool names and argument names, cycled twice, must each
+    # arrive as written, including non-ASCII ones and names longer than the table keeps.
+    names = [f"tool_{i}" for i in range(38)] + ["outil_é", "t" * 100]
+    script = (
+        "names = " + repr(names) + "\n"
+        "out = []\n"
+        "for r in range(2):\n"
+        "    for i, n in enumerate(names):\n"
+        "        out.append(call_tool(n, {'arg_' + n: i, 'same': r}))\n"
+        "out\n"
+    )
+    step = start(monty, script)
+    seen = []
+    while isinstance(step, Call):
+        call = step.call
+        assert call.keyword_args == {"arg_" + call.name: len(seen) % len(names), "same": len(seen) // len(names)}
+        seen.append(call.name)
+        step = call.resume(ResumeValue(len(seen)))
+    assert seen == names * 2
+    assert expect_complete(step).value == list(range(1, 2 * len(names) + 1))

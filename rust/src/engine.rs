@@ -784,12 +784,11 @@ fn drive(
 ) -> Result<Stop, HostError> {
     let mut table = None;
     loop {
-        let p = match progress {
-            Ok(p) => p,
+        // One match on the result and the step together: the paused state is moved once
+        // (into its box), not first out of the `Result` and then out of the step.
+        progress = match progress {
             Err(exc) => return Ok(Stop::Raised(exc.to_string())),
-        };
-        progress = match p {
-            RunProgress::Complete(value) => {
+            Ok(RunProgress::Complete(value)) => {
                 return Ok(match check_plain(&value, "the result") {
                     Ok(()) => Stop::Complete(value),
                     Err(e) => Stop::Raised(format!(
@@ -798,7 +797,7 @@ fn drive(
                     )),
                 });
             }
-            RunProgress::FunctionCall(mut call) => match classify(cfg.tool_style, &call) {
+            Ok(RunProgress::FunctionCall(mut call)) => match classify(cfg.tool_style, &call) {
                 Ok(req) if !call.allow_eager_await && ctx.defers(&call.position) => {
                     // An awaited call that competes with other work: start it as a future and
                     // run on; the host runs it when every task waits (`ResolveFutures`).
@@ -811,7 +810,7 @@ fn drive(
                 }
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },
-            RunProgress::OsCall(call) => {
+            Ok(RunProgress::OsCall(call)) => {
                 if call.function_call.fs_primary_path().is_some()
                     && table.is_none()
                     && !cfg.os.mounts.is_empty()
@@ -827,12 +826,12 @@ fn drive(
                     }
                 }
             }
-            RunProgress::NameLookup(lookup) => {
+            Ok(RunProgress::NameLookup(lookup)) => {
                 let called = is_called(ctx.source.as_ref(), &lookup.position);
                 let answer = name_answer(cfg.tool_style, &lookup.name, called);
                 lookup.resume(answer, PrintWriter::Callback(out))
             }
-            RunProgress::ResolveFutures(futures) => {
+            Ok(RunProgress::ResolveFutures(futures)) => {
                 let mut ids = futures.pending_call_ids().to_vec();
                 ids.sort_unstable();
                 if ctx.with_pending(|t| ids.iter().all(|id| t.contains_key(id))) {

