@@ -447,3 +447,13 @@ def test_a_lower_cap_applies_to_a_session_restored_mid_feed() -> None:
     snapshot = call.call.dump()
     assert "MemoryError" in expect_raised(MontyRuntime(tight).resume_session(snapshot, ResumeValue(1))[1]).message
     assert expect_complete(MontyRuntime(roomy).resume_session(snapshot, ResumeValue(1))[1]).value == 1
+
+
+def test_a_gather_in_the_functions_style() -> None:
+    session = MontyRuntime(tool_style="functions").start_session()
+    expect_complete(feed(session, "import asyncio\nqueries = ['a', 'b']"))
+    step = expect_gather(feed(session, "hits = await asyncio.gather(*[search(q) for q in queries])\nhits"))
+    assert [(c.name, c.positional_args) for c in step.calls] == [("search", ("a",)), ("search", ("b",))]
+    done = step.resume({c.call_id: ResumeValue(c.positional_args[0].upper()) for c in step.calls})
+    assert expect_complete(done).value == ["A", "B"]
+    assert expect_complete(feed(session, "hits")).value == ["A", "B"]

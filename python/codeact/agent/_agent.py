@@ -1079,10 +1079,9 @@ class CodeActAgent(BaseAgent):
             state.next_pos = int(data.get("next_pos", 0))
             state.advance = int(data.get("advance", 0))
             state.positions = {int(a["call_id"]): int(a["pos"]) for a in at}
-            if (bool(data.get("gather")) or len(at) > 1) and in_session:
-                yield state, SnapshotGather(_SessionResumer(self.runtime, run), snapshot, at)
-            elif bool(data.get("gather")) or len(at) > 1:
-                yield state, SnapshotGather(self.runtime, snapshot, at)
+            if bool(data.get("gather")) or len(at) > 1:
+                resumer = _SessionResumer(self.runtime, run) if in_session else self.runtime
+                yield state, SnapshotGather(resumer, snapshot, at)
             elif in_session:
                 yield state, Call(SnapshotCall(_SessionResumer(self.runtime, run), snapshot, at[0]))
             else:
