@@ -1,7 +1,8 @@
 """`asyncio.gather` over tool calls through the agent and ``Runner``, on the real interpreter
 and real SQLite files: the calls of one gather run concurrently, each is journaled
 (intent, outcome), approvable and completable on its own, and a recovery re-runs no tool
-whose outcome is stored."""
+whose outcome is stored. Each test runs on a plain run and inside a namespace session
+(``persist_namespace=True``: the continuation is the paused session)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,21 @@ from test_faults import Ledger, collect, final_script, fresh_runner, start, tool
 pytestmark = pytest.mark.anyio
 
 
-async def test_the_calls_of_a_gather_run_concurrently(tmp_path: Path) -> None:
+@pytest.fixture(params=[False, True], ids=["run", "session"])
+def persist(request: pytest.FixtureRequest) -> bool:
+    """``persist_namespace``: whether the agent runs its scripts in a namespace session."""
+    return bool(request.param)
+
+
+async def assert_mode(service: Any, persist: bool) -> None:
+    """The turn in flight stores the idle session it started from exactly when in a session."""
+    slot = await slot_of(service)
+    assert slot is not None
+    namespace = slot.data.get("namespace")
+    assert (isinstance(namespace, dict) and "session" in namespace) is persist, namespace
+
+
+async def test_the_calls_of_a_gather_run_concurrently(tmp_path: Path, persist: bool) -> None:
     started = {"a": anyio.Event(), "b": anyio.Event()}
 
     async def meet(name: str) -> str:
@@ -34,7 +49,13 @@ async def test_the_calls_of_a_gather_run_concurrently(tmp_path: Path) -> None:
         'r = await asyncio.gather(call_tool("meet", {"name": "a"}), call_tool("meet", {"name": "b"}))\n'
         + final_script("r")
     )
-    agent = CodeActAgent(name="coder", model=ScriptedModel([fence(script)]), runtime=MontyRuntime(), tools=[meet])
+    agent = CodeActAgent(
+        name="coder",
+        model=ScriptedModel([fence(script)]),
+        runtime=MontyRuntime(),
+        tools=[meet],
+        persist_namespace=persist,
+    )
     with SqliteSessionService(tmp_path / "s.db") as service:
         await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
         runner = Runner(app_name=APP, agent=agent, session_service=service)
@@ -45,17 +66,18 @@ async def test_the_calls_of_a_gather_run_concurrently(tmp_path: Path) -> None:
     assert json.loads(events[-1].text) == ["met a", "met b"]
 
 
-async def test_each_call_of_a_gather_is_approved_on_its_own(tmp_path: Path) -> None:
+async def test_each_call_of_a_gather_is_approved_on_its_own(tmp_path: Path, persist: bool) -> None:
     db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
     script = (
         "import asyncio\n"
         'r = await asyncio.gather(call_tool("charge", {"item": "x"}), call_tool("note", {"text": "n"}),'
         ' call_tool("charge", {"item": "y"}))\n' + final_script("r")
     )
-    await start(db, ledger, script)
+    await start(db, ledger, script, persist_namespace=persist)
     assert ledger.lines() == ["note n"]  # the ungated call ran; both charges wait for a human
     with SqliteSessionService(db) as service:
-        runner = fresh_runner(service, ledger)
+        await assert_mode(service, persist)
+        runner = fresh_runner(service, ledger, persist_namespace=persist)
         pending = await runner.pending(user_id=USER, session_id=SESSION)
         assert [(p.tool, p.args, p.kind) for p in pending] == [
             ("charge", {"item": "x"}, "confirmation"),
@@ -66,7 +88,7 @@ async def test_each_call_of_a_gather_is_approved_on_its_own(tmp_path: Path) -> N
         left = await runner.pending(user_id=USER, session_id=SESSION)
         assert [p.call_key for p in left] == [pending[0].call_key]
     with SqliteSessionService(db) as service:
-        runner = fresh_runner(service, ledger)
+        runner = fresh_runner(service, ledger, persist_namespace=persist)
         events = await collect(runner.approve(user_id=USER, session_id=SESSION, call_key=pending[0].call_key))
         assert await slot_of(service) is None
         assert await runner.pending(user_id=USER, session_id=SESSION) == []
@@ -74,22 +96,22 @@ async def test_each_call_of_a_gather_is_approved_on_its_own(tmp_path: Path) -> N
     assert json.loads(events[-1].text) == ["charged x", "noted n", "charged y"]
 
 
-async def test_a_denied_call_of_a_gather_raises_in_the_script(tmp_path: Path) -> None:
+async def test_a_denied_call_of_a_gather_raises_in_the_script(tmp_path: Path, persist: bool) -> None:
     db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
     script = (
         "import asyncio\ntry:\n"
         '    r = await asyncio.gather(call_tool("charge", {"item": "x"}), call_tool("note", {"text": "n"}))\n'
         "except PermissionError as e:\n    r = str(e)\n" + final_script("r")
     )
-    await start(db, ledger, script)
+    await start(db, ledger, script, persist_namespace=persist)
     with SqliteSessionService(db) as service:
-        runner = fresh_runner(service, ledger)
+        runner = fresh_runner(service, ledger, persist_namespace=persist)
         events = await collect(runner.deny(user_id=USER, session_id=SESSION, reason="too much"))
     assert ledger.lines() == ["note n"]
     assert "denied by a human reviewer: too much" in events[-1].text
 
 
-async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_path: Path) -> None:
+async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_path: Path, persist: bool) -> None:
     """The process dies just after the first outcome of a gather is stored: the recovered
     turn replays the script, takes every stored outcome from the journal and runs again only
     a call whose intent is stored without an outcome (the at-least-once window)."""
@@ -114,15 +136,15 @@ async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_pa
     )
     with CrashingSqlite(db) as service:
         await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
-        runner = Runner(app_name=APP, agent=_agent(ledger, [fence(script)]), session_service=service)
+        runner = Runner(app_name=APP, agent=_agent(ledger, [fence(script)], persist), session_service=service)
         with pytest.raises(Crash):
             await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
     assert sorted(ledger.lines()) == ["note a", "note b"]
     with SqliteSessionService(db) as service:
-        assert await slot_of(service) is not None  # the turn in flight
+        await assert_mode(service, persist)  # the turn in flight
         stored = {o["v"] for o in outcomes_of(service)}
         assert stored & {"noted a", "noted b"}  # each outcome is stored as its tool returns
-        runner = Runner(app_name=APP, agent=_agent(ledger, []), session_service=service)
+        runner = Runner(app_name=APP, agent=_agent(ledger, [], persist), session_service=service)
         events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message=None))
         assert await slot_of(service) is None
     for text in "ab":  # a stored outcome never runs again; one without reruns once
@@ -130,7 +152,9 @@ async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_pa
     assert json.loads(events[-1].text) == ["noted a", "noted b"]
 
 
-async def test_a_gathered_call_is_stored_when_it_returns_not_when_its_slowest_sibling_does(tmp_path: Path) -> None:
+async def test_a_gathered_call_is_stored_when_it_returns_not_when_its_slowest_sibling_does(
+    tmp_path: Path, persist: bool
+) -> None:
     """A fast call of a gather returns while a slow one still runs, and the process dies
     before the slow one returns: the fast call's outcome is stored already, so the
     recovered turn runs only the slow call again."""
@@ -158,7 +182,11 @@ async def test_a_gathered_call_is_stored_when_it_returns_not_when_its_slowest_si
 
     def agent(replies: list[str]) -> CodeActAgent:
         return CodeActAgent(
-            name="coder", model=ScriptedModel(replies), runtime=MontyRuntime(), tools=[*tools_for(ledger), slow]
+            name="coder",
+            model=ScriptedModel(replies),
+            runtime=MontyRuntime(),
+            tools=[*tools_for(ledger), slow],
+            persist_namespace=persist,
         )
 
     script = (
@@ -188,20 +216,27 @@ def _contains(exc: BaseException, kind: type[BaseException]) -> bool:
     return any(_contains(e, kind) for e in getattr(exc, "exceptions", ()))
 
 
-def _agent(ledger: Ledger, replies: list[str]) -> CodeActAgent:
-    return CodeActAgent(name="coder", model=ScriptedModel(replies), runtime=MontyRuntime(), tools=tools_for(ledger))
+def _agent(ledger: Ledger, replies: list[str], persist: bool) -> CodeActAgent:
+    return CodeActAgent(
+        name="coder",
+        model=ScriptedModel(replies),
+        runtime=MontyRuntime(),
+        tools=tools_for(ledger),
+        persist_namespace=persist,
+    )
 
 
-async def test_a_confirmation_gated_gather_checkpoint_survives_a_new_process(tmp_path: Path) -> None:
+async def test_a_confirmation_gated_gather_checkpoint_survives_a_new_process(tmp_path: Path, persist: bool) -> None:
     """A single-call gather (the call competes with nothing, yet is a gather) suspends and
     resumes from its stored continuation."""
     db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
     script = 'import asyncio\nr = await asyncio.gather(call_tool("charge", {"item": "z"}))\n' + final_script("r")
-    await start(db, ledger, script)
+    await start(db, ledger, script, persist_namespace=persist)
     with SqliteSessionService(db) as service:
         slot = await slot_of(service)
         assert slot.data["gather"] is True
-        runner = fresh_runner(service, ledger)
+        await assert_mode(service, persist)
+        runner = fresh_runner(service, ledger, persist_namespace=persist)
         events = await collect(runner.approve(user_id=USER, session_id=SESSION))
     assert ledger.lines() == ["charge z"]
     assert json.loads(events[-1].text) == ["charged z"]

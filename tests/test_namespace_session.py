@@ -1,7 +1,8 @@
 """Namespace sessions on the real interpreter (`MontyRuntime.start_session`, ADR 0003):
 every kind of value carries from script to script, through dumps and loads between
 scripts and at a paused tool call; a failing script leaves the namespace it started with;
-tracebacks name the script; limits cover the session."""
+tracebacks name the script; limits cover the session; ``asyncio.gather`` over tool calls
+pauses a feed at a ``Gather`` that settles in any order, dumps and resumes from bytes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from codeact import (
     CodeRuntimeError,
     CPythonRuntime,
+    Gather,
     MontyRuntime,
     NamespaceSession,
     ResourceLimits,
@@ -252,3 +254,206 @@ def test_capabilities_report_namespace_sessions() -> None:
         process.start_session()
     assert CPythonRuntime().capabilities().supports_namespace_session is False
     assert MontyRuntime(namespace_sessions=False).capabilities().supports_namespace_session is False
+
+
+# --------------------------------------------------------------------- asyncio.gather in a feed
+
+GATHER_THREE = """
+import asyncio
+a, b, c = await asyncio.gather(
+    call_tool("t", {"n": 1}), call_tool("t", {"n": bump()}), call_tool("t", {"n": 3})
+)
+total = a + b + c
+[a, b, c]
+"""
+
+
+def expect_gather(step: object) -> Gather:
+    assert isinstance(step, Gather), step
+    return step
+
+
+def test_a_gather_in_a_feed_settles_out_of_order_in_subsets_and_the_namespace_carries() -> None:
+    session = MontyRuntime().start_session()
+    expect_complete(feed(session, DEFINE_EVERYTHING))
+    step = expect_gather(feed(session, GATHER_THREE))
+    assert [(c.name, c.keyword_args) for c in step.calls] == [("t", {"n": 1}), ("t", {"n": 2}), ("t", {"n": 3})]
+    assert not session.idle
+    with pytest.raises(CodeRuntimeError, match="paused"):
+        session.feed("1", "main.py")
+    first, second, third = (c.call_id for c in step.calls)
+    with pytest.raises(CodeRuntimeError, match="resume the Gather"):
+        step.calls[0].resume(ResumeValue(1))
+    with pytest.raises(ValueError, match="not a call this Gather awaits"):
+        step.resume({999: ResumeValue(1)})
+    # the last call returns first; the script still waits on the other two
+    rest = expect_gather(step.resume({third: ResumeValue(300)}))
+    assert [c.call_id for c in rest.calls] == [first, second]
+    with pytest.raises(CodeRuntimeError, match="already resumed"):
+        step.resume({first: ResumeValue(1)})
+    rest = expect_gather(rest.resume({second: ResumeValue(20)}))
+    assert expect_complete(rest.resume({first: ResumeValue(1)})).value == [1, 20, 300]
+    assert session.idle
+    # what the feed assigned carries on, beside what earlier feeds defined
+    assert expect_complete(feed(session, "[total, bump(), next(it)]")).value == [321, 3, 2]
+
+
+def test_a_session_paused_at_a_gather_resumes_from_bytes_in_a_fresh_runtime() -> None:
+    session = MontyRuntime().start_session()
+    expect_complete(feed(session, DEFINE_EVERYTHING))
+    step = expect_gather(feed(session, GATHER_THREE))
+    ids = [c.call_id for c in step.calls]
+    snapshot = step.dump()
+    assert step.calls[1].dump() == snapshot  # a call's dump is its gather's
+    del step, session
+    gc.collect()
+    rt = MontyRuntime()
+    assert rt.inspect_session_gather(snapshot) == tuple(
+        ("t", (), {"n": n}, i) for n, i in zip((1, 2, 3), ids, strict=True)
+    )
+    assert rt.inspect_session(snapshot) == ("t", (), {"n": 1}, ids[0])
+    with pytest.raises(SnapshotError, match="resume_session_gather"):
+        rt.load_session(snapshot)
+    with pytest.raises(SnapshotError, match="resume_session_gather"):
+        rt.resume_session(snapshot, ResumeValue(1))
+    with pytest.raises(SnapshotError, match="not a namespace session"):
+        rt.resume_session_gather(expect_call(rt.start('call_tool("t", {})')).call.dump(), {0: ResumeValue(1)})
+    restored, partial = rt.resume_session_gather(snapshot, {ids[0]: ResumeValue(1), ids[2]: ResumeValue(3)})
+    partial = expect_gather(partial)
+    assert [c.call_id for c in partial.calls] == [ids[1]]
+    assert expect_complete(partial.resume({ids[1]: ResumeValue(2)})).value == [1, 2, 3]
+    assert restored.idle
+    assert expect_complete(feed(restored, "[total, bump(), next(it), box.double()]")).value == [6, 3, 2, 14]
+    # the same bytes resume again, independently (a retried recovery); an uncaught error
+    # outcome ends the feed, and the namespace is the one it started with
+    again, raised = rt.resume_session_gather(snapshot, {i: ResumeError("boom", "ValueError") for i in ids})
+    assert last_line(expect_raised(raised).message) == "ValueError: boom"
+    assert expect_complete(feed(again, "bump()")).value == 2  # bump() inside the feed was undone
+    assert last_line(expect_raised(feed(again, "total")).message).startswith("NameError")
+
+
+def test_a_gather_bytes_and_a_call_bytes_are_told_apart() -> None:
+    rt = MontyRuntime()
+    session = rt.start_session()
+    call = expect_call(feed(session, 'x = call_tool("t", {})\nx'))
+    with pytest.raises(SnapshotError, match="resume_session"):
+        rt.resume_session_gather(call.call.dump(), {call.call.call_id: ResumeValue(1)})
+    assert expect_complete(call.call.resume(ResumeValue(1))).value == 1
+    with pytest.raises(SnapshotError, match="load_session"):
+        rt.resume_session_gather(session.dump(), {0: ResumeValue(1)})
+
+
+def test_a_raising_gather_feed_leaves_the_namespace_it_started_with() -> None:
+    session = MontyRuntime().start_session()
+    expect_complete(feed(session, "x = 1\nitems = [1]"))
+    script = """
+    import asyncio
+    x = 2
+    items.append(2)
+    got = await asyncio.gather(call_tool("t", {}), call_tool("u", {}))
+    items.append(got)
+    raise ValueError("late")
+    """
+    step = expect_gather(feed(session, script))
+    message = expect_raised(step.resume({c.call_id: ResumeValue(7) for c in step.calls})).message
+    assert last_line(message) == "ValueError: late"
+    assert 'File "main.py", line 7' in message
+    assert expect_complete(feed(session, "[x, items]")).value == [1, [1]]
+    assert last_line(expect_raised(feed(session, "got")).message).startswith("NameError")
+
+
+def test_an_error_outcome_is_caught_by_the_script() -> None:
+    session = MontyRuntime().start_session()
+    script = """
+    import asyncio
+    try:
+        r = await asyncio.gather(call_tool("t", {"n": 1}), call_tool("t", {"n": 2}))
+    except PermissionError as e:
+        r = "caught: " + str(e)
+    r
+    """
+    step = expect_gather(feed(session, script))
+    first, second = (c.call_id for c in step.calls)
+    step = expect_gather(step.resume({second: ResumeValue(2)}))
+    step = step.resume({first: ResumeError("denied", "PermissionError")})
+    assert expect_complete(step).value == "caught: denied"
+    assert expect_complete(feed(session, "r")).value == "caught: denied"
+
+
+def test_a_coroutine_an_earlier_feed_defined_gathers_its_calls_also_after_a_dump() -> None:
+    rt = MontyRuntime()
+    session = rt.start_session()
+    expect_complete(
+        feed(session, 'import asyncio\nasync def fetch(k):\n    v = await call_tool("get", {"k": k})\n    return v * 2')
+    )
+    for current in (session, rt.load_session(session.dump())):
+        step = expect_gather(feed(current, "await asyncio.gather(fetch(1), fetch(2))"))
+        assert [c.keyword_args for c in step.calls] == [{"k": 1}, {"k": 2}]
+        outcomes = {c.call_id: ResumeValue(c.keyword_args["k"] * 10) for c in step.calls}
+        assert expect_complete(step.resume(outcomes)).value == [20, 40]
+    # one awaited call alone is an ordinary call
+    call = expect_call(feed(session, "await fetch(5)"))
+    assert expect_complete(call.call.resume(ResumeValue(1))).value == 2
+
+
+def test_a_dropped_gather_returns_the_session_to_the_feeds_start() -> None:
+    session = MontyRuntime().start_session()
+    expect_complete(feed(session, "x = 1"))
+    step = feed(session, 'import asyncio\nx = 2\nawait asyncio.gather(call_tool("t", {}), call_tool("u", {}))')
+    expect_gather(step)
+    del step
+    gc.collect()
+    assert session.idle
+    assert expect_complete(feed(session, "x")).value == 1
+
+
+def test_a_call_while_a_started_call_waits_dumps_both() -> None:
+    """A script that starts an awaited call, then calls a tool synchronously: the paused
+    call's bytes carry the started call too, and the gather that follows settles it."""
+    session = MontyRuntime().start_session()
+    script = """
+    import asyncio
+    t = call_tool("slow", {"n": 1})
+    now = call_tool("fast", {"n": 2})
+    later = await asyncio.gather(t, call_tool("slow", {"n": 3}))
+    [now, later]
+    """
+    call = expect_call(feed(session, script)).call
+    assert call.name == "fast"
+    snapshot = call.dump()
+    del call, session
+    gc.collect()
+    restored, step = MontyRuntime().resume_session(snapshot, ResumeValue("f"))
+    step = expect_gather(step)
+    assert [c.keyword_args for c in step.calls] == [{"n": 1}, {"n": 3}]
+    done = step.resume({c.call_id: ResumeValue(c.keyword_args["n"]) for c in step.calls})
+    assert expect_complete(done).value == ["f", [1, 3]]
+    assert expect_complete(feed(restored, "now")).value == "f"
+
+
+def test_a_lower_cap_applies_to_a_session_restored_mid_feed() -> None:
+    """Restored at a gather or at one call, a session runs under the restoring runtime's
+    limits, tightened (the stricter of those and the stored ones)."""
+    held, more = f'held = "y" * (3 * {MiB})', f'more = "z" * (4 * {MiB})'
+    roomy, tight = ResourceLimits(max_memory=20 * MiB), ResourceLimits(max_memory=5 * MiB)
+    script = f'import asyncio\n{held}\nawait asyncio.gather(call_tool("t", {{}}), call_tool("u", {{}}))\n{more}\n1'
+    step = expect_gather(feed(MontyRuntime(roomy).start_session(), script))
+    snapshot, outcomes = step.dump(), {c.call_id: ResumeValue(1) for c in step.calls}
+    _, small = MontyRuntime(tight).resume_session_gather(snapshot, outcomes)
+    assert "MemoryError" in expect_raised(small).message
+    _, same = MontyRuntime(roomy).resume_session_gather(snapshot, outcomes)
+    assert expect_complete(same).value == 1
+    call = expect_call(feed(MontyRuntime(roomy).start_session(), f'{held}\nx = call_tool("t", {{}})\n{more}\nx'))
+    snapshot = call.call.dump()
+    assert "MemoryError" in expect_raised(MontyRuntime(tight).resume_session(snapshot, ResumeValue(1))[1]).message
+    assert expect_complete(MontyRuntime(roomy).resume_session(snapshot, ResumeValue(1))[1]).value == 1
+
+
+def test_a_gather_in_the_functions_style() -> None:
+    session = MontyRuntime(tool_style="functions").start_session()
+    expect_complete(feed(session, "import asyncio\nqueries = ['a', 'b']"))
+    step = expect_gather(feed(session, "hits = await asyncio.gather(*[search(q) for q in queries])\nhits"))
+    assert [(c.name, c.positional_args) for c in step.calls] == [("search", ("a",)), ("search", ("b",))]
+    done = step.resume({c.call_id: ResumeValue(c.positional_args[0].upper()) for c in step.calls})
+    assert expect_complete(done).value == ["A", "B"]
+    assert expect_complete(feed(session, "hits")).value == ["A", "B"]

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from codeact import (
@@ -262,39 +263,172 @@ async def test_a_confirmation_paused_turn_resumes_after_restart_with_the_whole_n
 @pytest.mark.parametrize(
     "gather_call",
     [
-        "import asyncio\nxs = await asyncio.gather(",
+        "xs = await asyncio.gather(",
         "from asyncio import gather as g\nxs = await g(",
-        "import asyncio\ngg = asyncio.gather\nxs = await gg(",
+        "gg = asyncio.gather\nxs = await gg(",
     ],
     ids=["asyncio.gather", "imported-as", "assigned"],
 )
-async def test_gather_is_refused_before_it_runs_while_variables_persist(gather_call: str) -> None:
-    """A namespace session awaits one call at a time: a gather is refused before any tool
-    runs, with what to write instead; awaiting the calls one by one works."""
+async def test_a_gather_runs_in_the_session_and_its_results_carry_to_the_next_turn(gather_call: str) -> None:
+    """While variables persist, ``asyncio.gather`` over tool calls runs them concurrently
+    (both tools wait on each other), with what earlier turns defined (a coroutine, a value),
+    and what the gathering turn assigns reaches the next turn."""
+    started = {1: anyio.Event(), 20: anyio.Event()}
     calls: list[int] = []
 
-    def double(n: int) -> int:
+    async def double(n: int) -> int:
+        """Doubles a number once the other call has started too."""
         calls.append(n)
+        started[n].set()
+        await started[20 if n == 1 else 1].wait()
         return 2 * n
 
-    gather = fence(
-        gather_call + 'call_tool("double", {"n": 1}), call_tool("double", {"n": 2}))\n'
+    turn_1 = fence(
+        "import asyncio\n"
+        "base = 10\n"
+        "async def twice(n):\n"
+        '    return await call_tool("double", {"n": n})\n'
+        '{"type": "observation", "value": base}'
+    )
+    turn_2 = fence(
+        gather_call + 'call_tool("double", {"n": 1}), twice(base * 2))\ntotal = sum(xs)\n'
         '{"type": "observation", "value": xs}'
     )
-    one_by_one = fence(
-        'a = await call_tool("double", {"n": 1})\nb = await call_tool("double", {"n": 2})\n'
-        '{"type": "final_result", "value": [a, b]}'
-    )
+    turn_3 = fence('{"type": "final_result", "value": [xs, total, base]}')
+    model = ScriptedModel([turn_1, turn_2, turn_3])
     agent = CodeActAgent(
-        name="a",
-        model=ScriptedModel([gather, one_by_one]),
-        runtime=session_runtime(),
-        tools=[FunctionTool(double)],
-        persist_namespace=True,
+        name="a", model=model, runtime=session_runtime(), tools=[FunctionTool(double)], persist_namespace=True
     )
-    events = await run_agent(agent, InMemorySessionService(), "double 1 and 2")
-    feedback = [e.text for e in events if e.text and "cannot run concurrently" in e.text]
-    assert feedback, [e.text for e in events]
+    with anyio.fail_after(20):  # one call after the other would wait forever
+        events = await run_agent(agent, InMemorySessionService(), "double 1 and 20")
     assert events[-1].error_code is None, events[-1]
-    assert json.loads(events[-1].text) == [2, 4]
-    assert calls == [1, 2]
+    assert json.loads(events[-1].text) == [[2, 40], 42, 10]
+    assert sorted(calls) == [1, 20]
+    assert "Observation:\n[2,40]" in "\n".join(c.text for c in model.requests[2].contents)
+
+
+async def test_a_gather_of_gated_calls_in_a_session_is_approved_call_by_call_after_restarts(tmp_path: Path) -> None:
+    """Two confirmation-gated calls of one gather inside a session: each is approved on its
+    own by a fresh runner over the SQLite file, each tool runs once, and the namespace from
+    before the gather (and what the gathering script assigned) reaches the next turn."""
+    sent: list[int] = []
+
+    def send(n: int) -> str:
+        """Sends a number.
+
+        Args:
+            n: the number.
+        """
+        sent.append(n)
+        return f"sent {n}"
+
+    turn_2 = fence(
+        "import asyncio\n"
+        'rs = await asyncio.gather(call_tool("send", {"n": bump()}), call_tool("send", {"n": square(3)}))\n'
+        '{"type": "observation", "value": rs}'
+    )
+    turn_3 = fence('{"type": "final_result", "value": [rs, bump(), next(it)]}')
+
+    def build(replies: list[str]) -> CodeActAgent:
+        return CodeActAgent(
+            name="a",
+            model=ScriptedModel(replies),
+            runtime=session_runtime(),
+            tools=[FunctionTool(send, requires_confirmation=True)],
+            persist_namespace=True,
+        )
+
+    db = tmp_path / "sessions.db"
+    with SqliteSessionService(db) as service:
+        events = await run_agent(build([CLOSURE_TURN, turn_2]), service, "go")
+        first, second = sorted(events[-1].actions.requested_tool_confirmations)
+        slot = await service.load_turn(app_name="app", user_id="u", session_id="s")
+        assert slot.data["gather"] is True and "session" in slot.data["namespace"]
+    assert sent == []
+    runner_of = lambda service, replies: Runner(  # noqa: E731
+        app_name="app", agent=build(replies), session_service=service
+    )
+    with SqliteSessionService(db) as service:
+        runner = runner_of(service, [])
+        pending = await runner.pending(user_id="u", session_id="s")
+        assert [(p.call_key, p.args) for p in pending] == [(first, {"n": 2}), (second, {"n": 9})]
+        [e async for e in runner.approve(user_id="u", session_id="s", call_key=second)]
+        assert sent == [9]
+        assert [p.call_key for p in await runner.pending(user_id="u", session_id="s")] == [first]
+    with SqliteSessionService(db) as service:
+        runner = runner_of(service, [turn_3])
+        events = [e async for e in runner.approve(user_id="u", session_id="s", call_key=first)]
+        assert await runner.pending(user_id="u", session_id="s") == []
+    assert sent == [9, 2]  # each ran once
+    assert events[-1].error_code is None, events[-1]
+    assert json.loads(events[-1].text) == [["sent 2", "sent 9"], 3, 20]
+
+
+class CrashAfterFirstOutcome(SqliteSessionService):
+    outcomes = 0
+
+    async def append_journal(self, session, turn, records):  # type: ignore[no-untyped-def]
+        await super().append_journal(session, turn, records)
+        self.outcomes += sum(r.kind == "outcome" for r in records)
+        if self.outcomes == 1:
+            raise Crash
+
+
+async def test_a_crash_inside_a_session_gather_reruns_only_the_call_without_a_stored_outcome(tmp_path: Path) -> None:
+    """The process dies just after the first outcome of a gather inside a session is stored:
+    the recovery feeds the script again to the idle session the turn started from, answers
+    the stored call from the journal and runs only the other one again."""
+    ran: list[str] = []
+    done = anyio.Event()
+
+    async def fast(text: str) -> str:
+        """Returns at once."""
+        ran.append(f"fast {text}")
+        return f"fast {text}"
+
+    async def slow(text: str) -> str:
+        """Returns once the fast call has returned."""
+        ran.append(f"slow {text}")
+        with anyio.fail_after(10):
+            await done.wait()
+        return f"slow {text}"
+
+    turn_2 = fence(
+        "import asyncio\n"
+        'rs = await asyncio.gather(call_tool("fast", {"text": str(bump())}), call_tool("slow", {"text": "b"}))\n'
+        '{"type": "final_result", "value": [rs, bump(), next(it)]}'
+    )
+
+    def build(replies: list[str]) -> CodeActAgent:
+        return CodeActAgent(
+            name="a",
+            model=ScriptedModel(replies),
+            runtime=session_runtime(),
+            tools=[fast, slow],
+            persist_namespace=True,
+        )
+
+    db = tmp_path / "sessions.db"
+    with CrashAfterFirstOutcome(db) as service, warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        with pytest.raises(BaseException) as raised:
+            await run_agent(build([CLOSURE_TURN, turn_2]), service, "go")
+        assert _contains(raised.value, Crash), raised.value
+        gc.collect()
+    assert sorted(ran) == ["fast 2", "slow b"]
+    done.set()
+    with SqliteSessionService(db) as service:
+        slot = await service.load_turn(app_name="app", user_id="u", session_id="s")
+        assert slot is not None and "session" in slot.data["namespace"]
+        events = await run_agent(build([]), service, None)
+    assert events[-1].error_code is None, events[-1]
+    assert sorted(ran) == ["fast 2", "slow b", "slow b"]  # the stored outcome never runs again
+    # the replay started from the turn's starting session: bump() gives 2 again, then 3
+    assert json.loads(events[-1].text) == [["fast 2", "slow b"], 3, 20]
+
+
+def _contains(exc: BaseException, kind: type[BaseException]) -> bool:
+    """``exc`` is ``kind`` or an exception group holding one (task groups wrap what they raise)."""
+    if isinstance(exc, kind):
+        return True
+    return any(_contains(e, kind) for e in getattr(exc, "exceptions", ()))

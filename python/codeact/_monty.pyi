@@ -19,6 +19,7 @@ __all__ = [
     "ResumeValue",
     "MontySession",
     "MontySessionCall",
+    "MontySessionGather",
     "StepTicket",
     "register_gather_type",
     "register_seam_types",
@@ -204,8 +205,16 @@ class MontySession:
     @staticmethod
     def start(engine: MontyEngine) -> MontySession: ...
     @staticmethod
-    def load(engine: MontyEngine, snapshot: bytes) -> tuple[MontySession, MontySessionCall | None]: ...
-    def feed(self, script: str, script_name: str, os_replay: Sequence[tuple[str, Any]] | None = None) -> _Step: ...
+    def load(
+        engine: MontyEngine, snapshot: bytes
+    ) -> tuple[MontySession, MontySessionCall | MontySessionGather | None]: ...
+    def feed(
+        self,
+        script: str,
+        script_name: str,
+        os_replay: Sequence[tuple[str, Any]] | None = None,
+        deferred: Sequence[int] | None = None,
+    ) -> _Step: ...
     def dump(self) -> bytes: ...
     @property
     def idle(self) -> bool: ...
@@ -227,6 +236,19 @@ class MontySessionCall:
     def dump(self) -> bytes: ...
     def resume(
         self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> _Step: ...
+
+@final
+class MontySessionGather:
+    """The continuation behind a session feed's ``Gather`` step, held live; single use."""
+
+    @property
+    def call_ids(self) -> list[int]: ...
+    @property
+    def calls(self) -> tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]: ...
+    def dump(self) -> bytes: ...
+    def resume(
+        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
     ) -> _Step: ...
 
 @final

@@ -522,7 +522,10 @@ pub(crate) fn classify_parts(
     Ok(req)
 }
 
-fn check_request(graph: &unstable::MontyGraph, req: &ToolRequest) -> Result<(), MontyException> {
+pub(crate) fn check_request(
+    graph: &unstable::MontyGraph,
+    req: &ToolRequest,
+) -> Result<(), MontyException> {
     for (i, v) in req.positional.iter().enumerate() {
         if is_scalar(graph, *v) {
             continue;

@@ -34,6 +34,7 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<seam::ResumeError>()?;
     m.add_class::<py_repl::MontySession>()?;
     m.add_class::<py_repl::MontySessionCall>()?;
+    m.add_class::<py_repl::MontySessionGather>()?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
     m.add_function(wrap_pyfunction!(py_gather::register_gather_type, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;

@@ -5,6 +5,7 @@
 //! The step object is the pure-Python seam type `codeact.runtime.Gather`, registered once
 //! with [`register_gather_type`]; it holds the calls and this continuation.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use monty_types::unstable;
@@ -33,26 +34,34 @@ const NOT_ALONE: &str = "a call of a Gather is not resumed by itself: resume the
      with {call_id: outcome} for the calls that finished";
 
 /// The call's arguments as Python values: `(positional, keyword)`.
-fn call_parts(py: Python<'_>, p: &PendingTool) -> PyResult<(Py<PyTuple>, Py<PyDict>)> {
+pub(crate) fn call_parts(py: Python<'_>, p: &PendingTool) -> PyResult<(Py<PyTuple>, Py<PyDict>)> {
     let arena = unstable::call_args_parts(&p.args).0;
     let (positional, keyword) = call_args_to_py(py, arena, &p.req.positional, &p.req.keyword)?;
     Ok((positional.unbind(), keyword.unbind()))
 }
 
-type CallInfo = (String, Py<PyTuple>, Py<PyDict>, u32);
+/// One awaited call as Python sees it: `(name, positional_args, keyword_args, call_id)`.
+pub(crate) type CallInfo = (String, Py<PyTuple>, Py<PyDict>, u32);
+
+/// The calls `ids` of a pending-call table, in the order of `ids`.
+pub(crate) fn calls_in(
+    py: Python<'_>,
+    table: &BTreeMap<u32, PendingTool>,
+    ids: &[u32],
+) -> PyResult<Vec<CallInfo>> {
+    ids.iter()
+        .map(|id| {
+            let p = table.get(id).ok_or_else(|| {
+                HostError::Internal(format!("the gather awaits an unknown call {id}"))
+            })?;
+            let (positional, keyword) = call_parts(py, p)?;
+            Ok((p.req.name.clone(), positional, keyword, *id))
+        })
+        .collect()
+}
 
 fn calls_of(py: Python<'_>, paused: &PausedGather, ids: &[u32]) -> PyResult<Vec<CallInfo>> {
-    paused.ctx().with_pending(|t| {
-        ids.iter()
-            .map(|id| {
-                let p = t.get(id).ok_or_else(|| {
-                    HostError::Internal(format!("the gather awaits an unknown call {id}"))
-                })?;
-                let (positional, keyword) = call_parts(py, p)?;
-                Ok((p.req.name.clone(), positional, keyword, *id))
-            })
-            .collect()
-    })
+    paused.ctx().with_pending(|t| calls_in(py, t, ids))
 }
 
 /// The `Gather` step for a paused gather.
@@ -64,9 +73,6 @@ pub fn build_gather(
     stdout: Bound<'_, PyAny>,
     os_log: Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
-    let gather_type = GATHER
-        .get(py)
-        .ok_or_else(|| PyRuntimeError::new_err("codeact.runtime has not registered Gather"))?;
     let calls = calls_of(py, &paused, &ids)?;
     let handle = Py::new(
         py,
@@ -76,6 +82,21 @@ pub fn build_gather(
             paused: Mutex::new(Some(paused)),
         },
     )?;
+    gather_step(py, handle.into_any(), calls, stdout, os_log)
+}
+
+/// A `Gather` step over `calls` whose continuation is `handle` (a `MontyGather`, or a
+/// namespace session's `MontySessionGather`).
+pub(crate) fn gather_step(
+    py: Python<'_>,
+    handle: Py<PyAny>,
+    calls: Vec<CallInfo>,
+    stdout: Bound<'_, PyAny>,
+    os_log: Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    let gather_type = GATHER
+        .get(py)
+        .ok_or_else(|| PyRuntimeError::new_err("codeact.runtime has not registered Gather"))?;
     let mut items = Vec::with_capacity(calls.len());
     for (name, positional, keyword, call_id) in calls {
         items.push(Py::new(
@@ -107,7 +128,7 @@ pub fn first_call(py: Python<'_>, paused: &PausedGather, ids: &[u32]) -> PyResul
 }
 
 /// `{call_id: outcome}` checked against the calls the gather awaits.
-fn outcomes_from_py(
+pub(crate) fn outcomes_from_py(
     py: Python<'_>,
     outcomes: &Bound<'_, PyAny>,
     ids: &[u32],
@@ -324,7 +345,8 @@ pub struct MontyGatherCall {
     positional: Py<PyTuple>,
     keyword: Py<PyDict>,
     call_id: u32,
-    gather: Py<MontyGather>,
+    /// The gather's continuation (`MontyGather` or `MontySessionGather`).
+    gather: Py<PyAny>,
 }
 
 #[pymethods]
@@ -355,7 +377,11 @@ impl MontyGatherCall {
 
     /// The whole gather's snapshot bytes (the same as `Gather.dump()`).
     fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        self.gather.get().dump(py)
+        Ok(self
+            .gather
+            .bind(py)
+            .call_method0("dump")?
+            .cast_into::<PyBytes>()?)
     }
 
     /// Always raises `CodeRuntimeError`: resume the `Gather` instead.

@@ -13,18 +13,27 @@
 //! - tracebacks name the feed's script (`main.py`) instead of Monty's `<python-input-N>`,
 //!   and frames of functions defined by earlier feeds `<script N>` (N counts from 1);
 //! - the session's heap is charged to one memory counter for the session's whole life, so
-//!   `max_memory` covers the carried namespace; `max_duration` applies per advance.
+//!   `max_memory` covers the carried namespace; `max_duration` applies per advance;
+//! - awaited tool calls (`await asyncio.gather(call_tool(...), ...)`) are found as in a run,
+//!   by the byte offsets the host computed for the feed's source (`deferred`); a session
+//!   keeps the offsets of every feed that completed, by Monty's input name, so a coroutine an
+//!   earlier feed defined defers its calls too. Such calls start as futures; when every task
+//!   waits on them the feed stops at a `Gather` ([`MontySessionGather`]), whose dump carries
+//!   the started calls' arguments like a run's (`engine::tasks_to_bytes`).
 //!
-//! Not yet: scripts that start awaited tool calls without waiting for them (`asyncio.gather`
-//! over `call_tool`): such a future fails in the script with the "asynchronous tool calls
-//! are not supported" error.
+//! Session bytes: Monty's dump in the snapshot envelope, with codeact's section (mark,
+//! format, kind, the paused feed's context). Format 1 has nothing else and is what a session
+//! that never awaited a tool call writes, byte for byte as before; format 2 adds the
+//! awaited-call offsets of the completed feeds, the paused feed's own, and its started calls.
 
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use monty::{MontyRepl, ReplFunctionCall, ReplProgress, ReplStartError};
+use monty::{MontyRepl, ReplFunctionCall, ReplProgress, ReplResolveFutures, ReplStartError};
+use monty_types::unstable::{self, NodeId};
 use monty_types::{
-    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, PrintWriter,
+    CallArgs, CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, PrintWriter,
     SourceRange,
 };
 use pyo3::prelude::*;
@@ -32,8 +41,8 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::convert::{V, check_plain, monty_to_py, ref_to_py};
 use crate::engine::{
-    EngineConfig, MAX_SCRIPT_BYTES, NO_ASYNC, Outcome, STACK_PER_SOURCE_BYTE, ToolRequest,
-    classify_parts, ext_result, name_answer,
+    EngineConfig, MAX_SCRIPT_BYTES, NO_ASYNC, Outcome, PendingTool, STACK_PER_SOURCE_BYTE,
+    ToolRequest, ToolStyle, check_request, classify_parts, ext_result, name_answer,
 };
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::journal::{Journal, OsLog};
@@ -42,21 +51,42 @@ use crate::output::CappedOutput;
 use crate::py_api::{
     DUMP_STACK, MontyEngine, journal_from_py, os_log_to_py, outcome_from_py, seam,
 };
+use crate::py_gather::{CallInfo, calls_in, gather_step, outcomes_from_py};
 use crate::snapshot;
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 
 /// First byte of codeact's envelope section in a session's bytes (a run's section starts
 /// with its tasks format, 1).
 const SESSION_MARK: u8 = 0xC5;
-/// Version of the session section.
+/// Version of the session section without awaited-call state.
 const SESSION_FORMAT: u8 = 1;
+/// Version of the session section with awaited-call state (offsets, started calls).
+const SESSION_FORMAT_TASKS: u8 = 2;
 const KIND_IDLE: u8 = 0;
 const KIND_SUSPENDED: u8 = 1;
 
-/// The session section: mark, format, kind, and for a suspended feed its context.
+/// The session section, format 1: mark, format, kind, and for a suspended feed its context.
 type SessionRecord = (u8, u8, u8, Option<FeedRecord>);
+/// The session section, format 2: format 1's fields, then the awaited-call offsets of the
+/// completed feeds, the paused feed's own offsets and its started calls.
+type TasksSessionRecord = (
+    u8,
+    u8,
+    u8,
+    Option<FeedRecord>,
+    Awaits,
+    Vec<u32>,
+    Vec<PendingRecord>,
+);
 /// script, script name, Monty's input name, the idle dump the feed started from.
 type FeedRecord = (String, String, String, Vec<u8>);
+/// A started call: call id, tool name, positional and keyword argument ids, their arena
+/// (as a run's section stores it).
+type PendingRecord = (u32, String, Vec<NodeId>, Vec<(String, NodeId)>, CallArgs);
+
+/// Sorted byte offsets of the call expressions a feed awaits, by the feed's Monty input
+/// name (`<python-input-N>`): what the session keeps of the feeds that completed.
+type Awaits = BTreeMap<String, Vec<u32>>;
 
 /// What a feed carries from advance to advance besides Monty's state.
 struct Feed {
@@ -66,6 +96,38 @@ struct Feed {
     input_name: String,
     /// Monty's dump of the idle session the feed started from (the rollback point).
     start: Arc<Vec<u8>>,
+    /// The awaited-call offsets of the feeds that completed before this one.
+    before: Arc<Awaits>,
+    /// Sorted byte offsets of the call expressions this feed awaits.
+    offsets: Vec<u32>,
+    /// Tool calls the feed started without waiting for them, by call id, until settled.
+    pending: BTreeMap<u32, PendingTool>,
+}
+
+impl Feed {
+    /// Whether the call expression at `at` is one the script awaits (in this feed's source,
+    /// or in a function an earlier feed defined).
+    fn defers(&self, at: &SourceRange) -> bool {
+        let offsets = if at.filename == self.input_name {
+            &self.offsets
+        } else {
+            match self.before.get(&at.filename) {
+                Some(offsets) => offsets,
+                None => return false,
+            }
+        };
+        offsets.binary_search(&at.start).is_ok()
+    }
+
+    /// The session's awaited-call offsets once this feed has completed.
+    fn awaits_after(&self) -> Arc<Awaits> {
+        if self.offsets.is_empty() {
+            return Arc::clone(&self.before);
+        }
+        let mut awaits = self.before.as_ref().clone();
+        awaits.insert(self.input_name.clone(), self.offsets.clone());
+        Arc::new(awaits)
+    }
 }
 
 /// State shared by a session and its paused feed.
@@ -78,6 +140,8 @@ struct Inner {
     spare: Arc<RunMemory>,
     /// The idle session; `None` while a feed runs or is paused at a tool call.
     repl: Mutex<Option<MontyRepl>>,
+    /// The awaited-call offsets of the feeds that completed (see [`Feed::defers`]).
+    awaits: Mutex<Arc<Awaits>>,
 }
 
 impl Inner {
@@ -86,11 +150,19 @@ impl Inner {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    fn awaits(&self) -> MutexGuard<'_, Arc<Awaits>> {
+        self.awaits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Where a feed's advance stopped.
 enum Stop {
     Call(Box<ReplFunctionCall>, ToolRequest, Feed),
+    /// Every task waits on started calls (sorted call ids, each in the feed's table).
+    Gather(Box<ReplResolveFutures>, Vec<u32>, Feed),
     Complete(MontyObject),
     Raised(String),
 }
@@ -136,9 +208,15 @@ fn load_idle(payload: &[u8]) -> Result<MontyRepl, HostError> {
     }
 }
 
-fn seal(cfg: &EngineConfig, payload: &[u8], record: &SessionRecord) -> Result<Vec<u8>, HostError> {
-    let extra = postcard::to_allocvec(record)
-        .map_err(|e| snapshot_error("serialize the session's context")(e.to_string()))?;
+/// Seals Monty's `payload` with the session section (see [`section`]).
+fn seal(
+    cfg: &EngineConfig,
+    payload: &[u8],
+    kind: u8,
+    feed: Option<&Feed>,
+    awaits: &Awaits,
+) -> Result<Vec<u8>, HostError> {
+    let extra = section(kind, feed, awaits)?;
     Ok(snapshot::seal_with_extra(
         payload,
         cfg.snapshot_key.as_deref(),
@@ -147,8 +225,47 @@ fn seal(cfg: &EngineConfig, payload: &[u8], record: &SessionRecord) -> Result<Ve
     ))
 }
 
+/// The session section: of kind `kind`, for the paused `feed` (None when idle), with the
+/// completed feeds' offsets `awaits`. Format 1 unless there are awaited-call offsets or
+/// started calls to carry.
+fn section(kind: u8, feed: Option<&Feed>, awaits: &Awaits) -> Result<Vec<u8>, HostError> {
+    let record = feed.map(|f| (&f.script, &f.script_name, &f.input_name, f.start.as_ref()));
+    let (offsets, pending) = match feed {
+        Some(f) => (f.offsets.as_slice(), Some(&f.pending)),
+        None => (&[][..], None),
+    };
+    let pending: Vec<_> = pending
+        .into_iter()
+        .flatten()
+        .map(|(id, p)| (*id, &p.req.name, &p.req.positional, &p.req.keyword, &p.args))
+        .collect();
+    if awaits.is_empty() && offsets.is_empty() && pending.is_empty() {
+        postcard::to_allocvec(&(SESSION_MARK, SESSION_FORMAT, kind, record))
+    } else {
+        postcard::to_allocvec(&(
+            SESSION_MARK,
+            SESSION_FORMAT_TASKS,
+            kind,
+            record,
+            awaits,
+            offsets,
+            pending,
+        ))
+    }
+    .map_err(|e| snapshot_error("serialize the session's context")(e.to_string()))
+}
+
+/// The session section as read back (format 1 or 2).
+struct Record {
+    kind: u8,
+    feed: Option<FeedRecord>,
+    awaits: Awaits,
+    offsets: Vec<u32>,
+    pending: Vec<PendingRecord>,
+}
+
 /// Opens session bytes: Monty's payload and the session section.
-fn open<'a>(cfg: &EngineConfig, bytes: &'a [u8]) -> Result<(&'a [u8], SessionRecord), HostError> {
+fn open<'a>(cfg: &EngineConfig, bytes: &'a [u8]) -> Result<(&'a [u8], Record), HostError> {
     let (payload, extra) = snapshot::open_with_extra(bytes, cfg.snapshot_key.as_deref())?;
     let not_session = || {
         HostError::Snapshot(
@@ -159,15 +276,78 @@ fn open<'a>(cfg: &EngineConfig, bytes: &'a [u8]) -> Result<(&'a [u8], SessionRec
     if extra.first() != Some(&SESSION_MARK) {
         return Err(not_session());
     }
-    let record: SessionRecord = postcard::from_bytes(extra)
-        .map_err(|e| snapshot_error("decode the session's context")(e.to_string()))?;
-    if record.1 != SESSION_FORMAT {
-        return Err(HostError::Snapshot(format!(
-            "the session's context has format {}, this build reads {SESSION_FORMAT}",
-            record.1
-        )));
+    let undecodable =
+        |e: postcard::Error| snapshot_error("decode the session's context")(e.to_string());
+    // postcard writes a u8 as one byte: the format is the section's second byte.
+    match extra.get(1).copied() {
+        Some(SESSION_FORMAT) => {
+            let (_, _, kind, feed): SessionRecord =
+                postcard::from_bytes(extra).map_err(undecodable)?;
+            Ok((
+                payload,
+                Record {
+                    kind,
+                    feed,
+                    awaits: Awaits::new(),
+                    offsets: Vec::new(),
+                    pending: Vec::new(),
+                },
+            ))
+        }
+        Some(SESSION_FORMAT_TASKS) => {
+            let (_, _, kind, feed, awaits, offsets, pending): TasksSessionRecord =
+                postcard::from_bytes(extra).map_err(undecodable)?;
+            let sorted = |o: &[u32]| o.windows(2).all(|w| w[0] < w[1]);
+            if !sorted(&offsets) || !awaits.values().all(|o| sorted(o)) {
+                return Err(HostError::Snapshot(
+                    "the session's awaited calls are malformed".into(),
+                ));
+            }
+            Ok((
+                payload,
+                Record {
+                    kind,
+                    feed,
+                    awaits,
+                    offsets,
+                    pending,
+                },
+            ))
+        }
+        other => Err(HostError::Snapshot(format!(
+            "the session's context has format {}, this build reads {SESSION_FORMAT} and \
+             {SESSION_FORMAT_TASKS}",
+            other.unwrap_or_default()
+        ))),
     }
-    Ok((payload, record))
+}
+
+/// The started calls of a paused feed read back from bytes, checked as a run's are.
+fn pending_table(
+    style: ToolStyle,
+    records: Vec<PendingRecord>,
+) -> Result<BTreeMap<u32, PendingTool>, HostError> {
+    let bad = |why: &str| HostError::Snapshot(format!("the session's awaited calls {why}"));
+    let mut table = BTreeMap::new();
+    for (call_id, name, positional, keyword, args) in records {
+        let graph = unstable::call_args_parts(&args).0;
+        let req = ToolRequest {
+            name,
+            positional,
+            keyword,
+            call_id,
+        };
+        let in_range = |id: &NodeId| (id.0 as usize) < graph.len();
+        if !req.positional.iter().all(in_range)
+            || !req.keyword.iter().all(|(_, v)| in_range(v))
+            || (style == ToolStyle::CallTool && !req.positional.is_empty())
+        {
+            return Err(bad("are malformed"));
+        }
+        check_request(graph, &req).map_err(|_| bad("hold a value that cannot cross"))?;
+        table.insert(call_id, PendingTool { args, req });
+    }
+    Ok(table)
 }
 
 /// Monty's `<python-input-N>` names in `message`: the feed's own as its script name,
@@ -213,19 +393,21 @@ fn is_called(feed: &Feed, at: &SourceRange) -> bool {
 
 type Progress = Result<ReplProgress, Box<ReplStartError>>;
 
-/// Where a drive ended: at a tool call, or with the session idle again.
+/// Where a drive ended: at a tool call, at a gather, or with the session idle again.
 enum Driven {
     Call(Box<ReplFunctionCall>, ToolRequest),
+    Gather(Box<ReplResolveFutures>, Vec<u32>),
     Done(Box<MontyRepl>, Result<MontyObject, String>),
 }
 
-/// Runs a feed from `progress` until a tool call, completion or an uncaught exception.
+/// Runs a feed from `progress` until a tool call, a gather, completion or an uncaught
+/// exception. Awaited calls start as futures, recorded in the feed's pending table.
 fn drive(
     cfg: &EngineConfig,
     mut progress: Progress,
     out: &mut CappedOutput,
     journal: &mut Journal,
-    feed: &Feed,
+    feed: &mut Feed,
 ) -> Result<Driven, HostError> {
     let mut table = None;
     loop {
@@ -250,13 +432,20 @@ fn drive(
                 };
                 return Ok(Driven::Done(Box::new(repl), result));
             }
-            ReplProgress::FunctionCall(call) => match classify_parts(
+            ReplProgress::FunctionCall(mut call) => match classify_parts(
                 cfg.tool_style,
                 &call.function_name,
                 &call.args,
                 call.call_id,
                 call.object_id.is_none(),
             ) {
+                Ok(req) if !call.allow_eager_await && feed.defers(&call.position) => {
+                    // An awaited call that competes with other work: start it as a future and
+                    // run on; the host runs it when every task waits (`ResolveFutures`).
+                    let args = std::mem::take(&mut call.args);
+                    feed.pending.insert(req.call_id, PendingTool { args, req });
+                    call.resume_pending(PrintWriter::Callback(out))
+                }
                 Ok(req) => return Ok(Driven::Call(Box::new(call), req)),
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },
@@ -282,13 +471,18 @@ fn drive(
                 lookup.resume(answer, PrintWriter::Callback(out))
             }
             ReplProgress::ResolveFutures(futures) => {
-                // Started-but-not-awaited tool calls are not served in a session yet.
-                let answers = futures
-                    .pending_call_ids()
-                    .iter()
+                let mut ids = futures.pending_call_ids().to_vec();
+                ids.sort_unstable();
+                if ids.iter().all(|id| feed.pending.contains_key(id)) {
+                    return Ok(Driven::Gather(Box::new(futures), ids));
+                }
+                // A future the host did not start (never expected): fail it in the script.
+                let answers = ids
+                    .into_iter()
+                    .filter(|id| !feed.pending.contains_key(id))
                     .map(|id| {
                         (
-                            *id,
+                            id,
                             ExtFunctionResult::Error(MontyException::new(
                                 ExcType::RuntimeError,
                                 Some(NO_ASYNC.into()),
@@ -302,8 +496,8 @@ fn drive(
     }
 }
 
-/// Ends or pauses a feed: at a tool call the feed's context travels with the call; when
-/// done the session is idle again, back at the feed's start when it raised.
+/// Ends or pauses a feed: at a tool call or a gather the feed's context travels with it;
+/// when done the session is idle again, back at the feed's start when it raised.
 fn settle(
     inner: &Inner,
     driven: Driven,
@@ -313,7 +507,9 @@ fn settle(
 ) -> Result<Advance, HostError> {
     let stop = match driven {
         Driven::Call(call, req) => Stop::Call(call, req, feed),
+        Driven::Gather(futures, ids) => Stop::Gather(futures, ids, feed),
         Driven::Done(repl, Ok(value)) => {
+            *inner.awaits() = feed.awaits_after();
             *inner.repl() = Some(*repl);
             Stop::Complete(value)
         }
@@ -337,13 +533,15 @@ fn roll_back(inner: &Inner, start: &[u8]) {
     }
 }
 
-/// Feeds `script` to the idle session `repl` and runs it to its first stop.
+/// Feeds `script` to the idle session `repl` and runs it to its first stop. `deferred`:
+/// byte offsets of the call expressions the script awaits.
 fn feed(
     inner: &Inner,
     repl: MontyRepl,
     script: String,
     script_name: String,
     mut journal: Journal,
+    mut deferred: Vec<u32>,
 ) -> Result<Advance, HostError> {
     let _charging = charge_to(&inner.memory);
     if script.len() > MAX_SCRIPT_BYTES {
@@ -368,11 +566,16 @@ fn feed(
             return Err(e);
         }
     };
-    let feed = Feed {
+    deferred.sort_unstable();
+    deferred.dedup();
+    let mut feed = Feed {
         input_name: repl.next_script_name(),
         script,
         script_name,
         start: Arc::clone(&start),
+        before: Arc::clone(&inner.awaits()),
+        offsets: deferred,
+        pending: BTreeMap::new(),
     };
     let cfg = &inner.cfg;
     let result = guarded("feed", move || {
@@ -384,7 +587,31 @@ fn feed(
             Vec::<(String, MontyObject)>::new(),
             PrintWriter::Callback(&mut out),
         );
-        let driven = drive(cfg, progress, &mut out, &mut journal, &feed)?;
+        let driven = drive(cfg, progress, &mut out, &mut journal, &mut feed)?;
+        settle(inner, driven, feed, out, journal)
+    });
+    if result.is_err() {
+        roll_back(inner, &start);
+    }
+    result
+}
+
+/// Goes on with a paused feed: `go` resumes Monty (given the feed and the output), then the
+/// feed runs to its next stop.
+fn go_on(
+    inner: &Inner,
+    mut feed: Feed,
+    mut journal: Journal,
+    go: impl FnOnce(&mut Feed, &mut CappedOutput) -> Progress,
+) -> Result<Advance, HostError> {
+    let _charging = charge_to(&inner.memory);
+    let start = Arc::clone(&feed.start);
+    let cfg = &inner.cfg;
+    let result = guarded("resume", move || {
+        let mut out = CappedOutput::new(cfg.max_stdout);
+        // Monty restarts the turn budget (our per-advance time limit) at every resume.
+        let progress = go(&mut feed, &mut out);
+        let driven = drive(cfg, progress, &mut out, &mut journal, &mut feed)?;
         settle(inner, driven, feed, out, journal)
     });
     if result.is_err() {
@@ -399,119 +626,179 @@ fn resume(
     call: ReplFunctionCall,
     feed: Feed,
     outcome: Outcome,
-    mut journal: Journal,
+    journal: Journal,
 ) -> Result<Advance, HostError> {
-    let _charging = charge_to(&inner.memory);
-    let start = Arc::clone(&feed.start);
-    let cfg = &inner.cfg;
-    let result = guarded("resume", move || {
+    go_on(inner, feed, journal, move |_, out| {
         let result = ext_result(outcome);
-        let mut out = CappedOutput::new(cfg.max_stdout);
-        // Monty restarts the turn budget (our per-advance time limit) at every resume.
-        let progress = if call.allow_eager_await {
+        if call.allow_eager_await {
             let settled = match result {
                 ExtFunctionResult::Error(exc) => Err(exc),
                 ExtFunctionResult::Return(v) => Ok(v),
                 _ => unreachable!("ext_result gives a value or an error"),
             };
-            call.resume_eager(settled, PrintWriter::Callback(&mut out))
+            call.resume_eager(settled, PrintWriter::Callback(out))
         } else {
-            call.resume(result, PrintWriter::Callback(&mut out))
-        };
-        let driven = drive(cfg, progress, &mut out, &mut journal, &feed)?;
-        settle(inner, driven, feed, out, journal)
-    });
-    if result.is_err() {
-        roll_back(inner, &start);
-    }
-    result
+            call.resume(result, PrintWriter::Callback(out))
+        }
+    })
+}
+
+/// Settles some (or all) of the calls a paused gather awaits and runs to the next stop.
+/// The caller has checked that every id is one the gather awaits.
+fn resume_gather(
+    inner: &Inner,
+    futures: ReplResolveFutures,
+    feed: Feed,
+    outcomes: Vec<(u32, Outcome)>,
+    journal: Journal,
+) -> Result<Advance, HostError> {
+    go_on(inner, feed, journal, move |feed, out| {
+        let results = outcomes
+            .into_iter()
+            .map(|(id, o)| {
+                feed.pending.remove(&id);
+                (id, ext_result(o))
+            })
+            .collect();
+        futures.resume(results, PrintWriter::Callback(out))
+    })
+}
+
+/// Sealed bytes of a feed paused at `progress` (a tool call or a gather).
+fn dump_paused(
+    cfg: &EngineConfig,
+    progress: &ReplProgress,
+    feed: &Feed,
+) -> Result<Vec<u8>, HostError> {
+    monty::dump(
+        &feed.script_name,
+        None,
+        &[],
+        monty::SessionRef::Suspended(progress),
+    )
+    .map_err(|e| snapshot_error("serialize the paused script")(e.to_string()))
+    .and_then(|payload| seal(cfg, &payload, KIND_SUSPENDED, Some(feed), &feed.before))
 }
 
 /// Sealed bytes of a feed paused at `call`; hands the call back.
-fn dump_suspended(
+fn dump_call(
     cfg: &EngineConfig,
     call: ReplFunctionCall,
     feed: &Feed,
 ) -> (Result<Vec<u8>, HostError>, ReplFunctionCall) {
     let progress = ReplProgress::FunctionCall(call);
-    let bytes = monty::dump(
-        &feed.script_name,
-        None,
-        &[],
-        monty::SessionRef::Suspended(&progress),
-    )
-    .map_err(|e| snapshot_error("serialize the paused script")(e.to_string()))
-    .and_then(|payload| {
-        let record = (
-            feed.script.clone(),
-            feed.script_name.clone(),
-            feed.input_name.clone(),
-            feed.start.as_ref().clone(),
-        );
-        seal(
-            cfg,
-            &payload,
-            &(SESSION_MARK, SESSION_FORMAT, KIND_SUSPENDED, Some(record)),
-        )
-    });
+    let bytes = dump_paused(cfg, &progress, feed);
     let call = progress
         .into_function_call()
         .expect("just wrapped a function call");
     (bytes, call)
 }
 
+/// Sealed bytes of a feed paused at a gather; hands the gather back.
+fn dump_gather(
+    cfg: &EngineConfig,
+    futures: ReplResolveFutures,
+    feed: &Feed,
+) -> (Result<Vec<u8>, HostError>, ReplResolveFutures) {
+    let progress = ReplProgress::ResolveFutures(futures);
+    let bytes = dump_paused(cfg, &progress, feed);
+    let futures = progress
+        .into_resolve_futures()
+        .expect("just wrapped a paused gather");
+    (bytes, futures)
+}
+
 /// What session bytes hold.
 enum LoadedSession {
     Idle(Box<MontyRepl>),
-    Suspended(Box<ReplFunctionCall>, ToolRequest, Feed),
+    Call(Box<ReplFunctionCall>, ToolRequest, Feed),
+    Gather(Box<ReplResolveFutures>, Vec<u32>, Feed),
 }
 
+/// Restores session bytes; also gives the completed feeds' awaited-call offsets.
 fn load_session(
     cfg: &EngineConfig,
     memory: &Arc<RunMemory>,
     bytes: &[u8],
-) -> Result<LoadedSession, HostError> {
+) -> Result<(LoadedSession, Awaits), HostError> {
     let (payload, record) = open(cfg, bytes)?;
     let _charging = charge_to(memory);
-    guarded("load", || match (record.2, record.3) {
-        (KIND_IDLE, None) => load_idle(payload).map(|mut r| {
-            // This runtime's limits apply (the stricter of them and the stored ones).
-            r.tracker_mut()
-                .tighten_limits(&cfg.limits.resource_limits());
-            LoadedSession::Idle(Box::new(r))
-        }),
-        (KIND_SUSPENDED, Some((script, script_name, input_name, start))) => {
-            let dump = monty::Dump::load(payload)
-                .map_err(|e| snapshot_error("decode the paused script")(e.to_string()))?;
-            let monty::Session::Suspended(progress) = dump.state else {
+    guarded("load", || {
+        let Record {
+            kind,
+            feed,
+            awaits,
+            offsets,
+            pending,
+        } = record;
+        let loaded = match (kind, feed) {
+            (KIND_IDLE, None) if offsets.is_empty() && pending.is_empty() => {
+                let mut repl = load_idle(payload)?;
+                // This runtime's limits apply (the stricter of them and the stored ones).
+                repl.tracker_mut()
+                    .tighten_limits(&cfg.limits.resource_limits());
+                LoadedSession::Idle(Box::new(repl))
+            }
+            (KIND_SUSPENDED, Some((script, script_name, input_name, start))) => {
+                let dump = monty::Dump::load(payload)
+                    .map_err(|e| snapshot_error("decode the paused script")(e.to_string()))?;
+                let monty::Session::Suspended(mut progress) = dump.state else {
+                    return Err(HostError::Snapshot(
+                        "the session is not paused at a tool call".into(),
+                    ));
+                };
+                progress
+                    .tracker_mut()
+                    .tighten_limits(&cfg.limits.resource_limits());
+                let feed = Feed {
+                    script,
+                    script_name,
+                    input_name,
+                    start: Arc::new(start),
+                    before: Arc::new(awaits.clone()),
+                    offsets,
+                    pending: pending_table(cfg.tool_style, pending)?,
+                };
+                match *progress {
+                    ReplProgress::ResolveFutures(futures) => {
+                        let mut ids = futures.pending_call_ids().to_vec();
+                        ids.sort_unstable();
+                        if ids.is_empty() || !ids.iter().all(|id| feed.pending.contains_key(id)) {
+                            return Err(HostError::Snapshot(
+                                "the session awaits tool calls it does not describe".into(),
+                            ));
+                        }
+                        LoadedSession::Gather(Box::new(futures), ids, feed)
+                    }
+                    ReplProgress::FunctionCall(call) => {
+                        let req = classify_parts(
+                            cfg.tool_style,
+                            &call.function_name,
+                            &call.args,
+                            call.call_id,
+                            call.object_id.is_none(),
+                        )
+                        .map_err(|_| {
+                            HostError::Snapshot(
+                                "the session is not paused at a valid tool call".into(),
+                            )
+                        })?;
+                        LoadedSession::Call(Box::new(call), req, feed)
+                    }
+                    _ => {
+                        return Err(HostError::Snapshot(
+                            "the session is not paused at a tool call".into(),
+                        ));
+                    }
+                }
+            }
+            _ => {
                 return Err(HostError::Snapshot(
-                    "the session is not paused at a tool call".into(),
+                    "the session's context is malformed".into(),
                 ));
-            };
-            let call = progress.into_function_call().ok_or_else(|| {
-                HostError::Snapshot("the session is not paused at a tool call".into())
-            })?;
-            let req = classify_parts(
-                cfg.tool_style,
-                &call.function_name,
-                &call.args,
-                call.call_id,
-                call.object_id.is_none(),
-            )
-            .map_err(|_| {
-                HostError::Snapshot("the session is not paused at a valid tool call".into())
-            })?;
-            let feed = Feed {
-                script,
-                script_name,
-                input_name,
-                start: Arc::new(start),
-            };
-            Ok(LoadedSession::Suspended(Box::new(call), req, feed))
-        }
-        _ => Err(HostError::Snapshot(
-            "the session's context is malformed".into(),
-        )),
+            }
+        };
+        Ok((loaded, awaits))
     })
 }
 
@@ -538,6 +825,10 @@ fn build_step(py: Python<'_>, inner: &Arc<Inner>, advance: Advance) -> PyResult<
                 .call
                 .build(py, [pending.into_bound(py).into_any(), stdout, os_log])
         }
+        Stop::Gather(futures, ids, feed) => {
+            let (gather, calls) = MontySessionGather::new(py, inner, *futures, ids, feed)?;
+            gather_step(py, gather.into_any(), calls, stdout, os_log)
+        }
     }
 }
 
@@ -555,6 +846,7 @@ impl MontySession {
                 memory: RunMemory::new(),
                 spare: RunMemory::new(),
                 repl: Mutex::new(None),
+                awaits: Mutex::default(),
             }),
         }
     }
@@ -581,42 +873,52 @@ impl MontySession {
         session
     }
 
-    /// Restores a session from bytes of `dump()` (idle) or of a paused feed's call
-    /// `dump()`. Returns `(session, call)`: `call` is None for an idle session, else the
-    /// paused feed's `PendingCall` (resume it to go on).
+    /// Restores a session from bytes of `dump()` (idle), of a paused feed's call `dump()`
+    /// or of a paused feed's gather `dump()`. Returns `(session, paused)`: `paused` is None
+    /// for an idle session, else the paused feed's `MontySessionCall` or
+    /// `MontySessionGather` (resume it to go on).
     #[staticmethod]
     fn load(
         py: Python<'_>,
         engine: &MontyEngine,
         snapshot: Vec<u8>,
-    ) -> PyResult<(Self, Option<Py<MontySessionCall>>)> {
+    ) -> PyResult<(Self, Option<Py<PyAny>>)> {
         let session = Self::from_engine(engine);
         let cfg = Arc::clone(&session.inner.cfg);
         let memory = Arc::clone(&session.inner.memory);
         let depth = crate::engine::snapshot_depth(&snapshot)?;
-        let loaded = run_interpreter(py, depth, move || load_session(&cfg, &memory, &snapshot))?;
+        let (loaded, awaits) =
+            run_interpreter(py, depth, move || load_session(&cfg, &memory, &snapshot))?;
+        *session.inner.awaits() = Arc::new(awaits);
         match loaded {
             LoadedSession::Idle(repl) => {
                 *session.inner.repl() = Some(*repl);
                 Ok((session, None))
             }
-            LoadedSession::Suspended(call, req, feed) => {
+            LoadedSession::Call(call, req, feed) => {
                 let pending = MontySessionCall::new(py, &session.inner, *call, req, feed)?;
-                Ok((session, Some(Py::new(py, pending)?)))
+                Ok((session, Some(Py::new(py, pending)?.into_any())))
+            }
+            LoadedSession::Gather(futures, ids, feed) => {
+                let (gather, _calls) =
+                    MontySessionGather::new(py, &session.inner, *futures, ids, feed)?;
+                Ok((session, Some(gather.into_any())))
             }
         }
     }
 
-    /// Runs `script` in the session to its first stop; returns a `Call`, `Complete` or
-    /// `Raised`. After `Complete` the script's globals stay; after `Raised` the session is
-    /// as it was before the script.
-    #[pyo3(signature = (script, script_name, os_replay=None))]
+    /// Runs `script` in the session to its first stop; returns a `Call`, `Gather`,
+    /// `Complete` or `Raised`. After `Complete` the script's globals stay; after `Raised`
+    /// the session is as it was before the script. `deferred`: byte offsets of the call
+    /// expressions the script awaits (as for `MontyEngine.start`).
+    #[pyo3(signature = (script, script_name, os_replay=None, deferred=None))]
     fn feed(
         &self,
         py: Python<'_>,
         script: String,
         script_name: String,
         os_replay: Option<&Bound<'_, PyAny>>,
+        deferred: Option<Vec<u32>>,
     ) -> PyResult<Py<PyAny>> {
         let journal = journal_from_py(os_replay)?;
         let repl = self
@@ -627,8 +929,13 @@ impl MontySession {
         let inner = Arc::clone(&self.inner);
         let needed = stack_needed(inner.cfg.limits.max_recursion_depth)
             + script.len().min(MAX_SCRIPT_BYTES) * STACK_PER_SOURCE_BYTE;
+        let deferred = deferred.unwrap_or_default();
         let advance = py
-            .detach(move || with_stack(needed, || feed(&inner, repl, script, script_name, journal)))
+            .detach(move || {
+                with_stack(needed, || {
+                    feed(&inner, repl, script, script_name, journal, deferred)
+                })
+            })
             .map_err(PyErr::from)?;
         build_step(py, &self.inner, advance)
     }
@@ -641,15 +948,11 @@ impl MontySession {
             .take()
             .ok_or_else(|| CodeRuntimeError::new_err(BUSY))?;
         let inner = Arc::clone(&self.inner);
+        let awaits = Arc::clone(&self.inner.awaits());
         let (bytes, repl) = py.detach(move || {
             with_stack(DUMP_STACK, || {
-                let bytes = dump_idle(&repl).and_then(|payload| {
-                    seal(
-                        &inner.cfg,
-                        &payload,
-                        &(SESSION_MARK, SESSION_FORMAT, KIND_IDLE, None),
-                    )
-                });
+                let bytes = dump_idle(&repl)
+                    .and_then(|payload| seal(&inner.cfg, &payload, KIND_IDLE, None, &awaits));
                 (bytes, repl)
             })
         });
@@ -667,6 +970,17 @@ impl MontySession {
     #[getter]
     fn memory_used(&self) -> usize {
         self.inner.memory.used()
+    }
+}
+
+/// A paused feed dropped without a resume: the session goes back to the feed's start.
+fn drop_paused(inner: &Inner, paused: impl FnOnce(), feed: Feed) {
+    let _charging = charge_to(&inner.memory);
+    paused();
+    let start = Arc::clone(&feed.start);
+    drop(feed);
+    if inner.repl().is_none() {
+        with_stack(DUMP_STACK, || roll_back(inner, &start));
     }
 }
 
@@ -758,7 +1072,7 @@ impl MontySessionCall {
         let cfg = Arc::clone(&self.inner.cfg);
         let (bytes, call, feed) = py.detach(move || {
             with_stack(DUMP_STACK, || {
-                let (bytes, call) = dump_suspended(&cfg, *call, &feed);
+                let (bytes, call) = dump_call(&cfg, *call, &feed);
                 (bytes, call, feed)
             })
         });
@@ -804,11 +1118,129 @@ impl Drop for MontySessionCall {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some((call, feed)) = paused {
-            let _charging = charge_to(&self.inner.memory);
-            drop(call);
-            if self.inner.repl().is_none() {
-                with_stack(DUMP_STACK, || roll_back(&self.inner, &feed.start));
-            }
+            drop_paused(&self.inner, move || drop(call), feed);
+        }
+    }
+}
+
+const GATHER_RESUMED: &str = "this Gather was already resumed; a Gather is single use";
+
+/// A session feed whose tasks all wait on started tool calls (`await asyncio.gather(...)`),
+/// held live in memory: the continuation of a session's `Gather` step; resume it once.
+#[pyclass(frozen, module = "codeact._monty")]
+pub struct MontySessionGather {
+    inner: Arc<Inner>,
+    ids: Vec<u32>,
+    /// `(name, positional_args, keyword_args, call_id)` of each call, in call order.
+    calls: Py<PyTuple>,
+    paused: Mutex<Option<(Box<ReplResolveFutures>, Feed)>>,
+}
+
+impl MontySessionGather {
+    /// The live continuation and the calls it awaits.
+    fn new(
+        py: Python<'_>,
+        inner: &Arc<Inner>,
+        futures: ReplResolveFutures,
+        ids: Vec<u32>,
+        feed: Feed,
+    ) -> PyResult<(Py<Self>, Vec<CallInfo>)> {
+        let calls = calls_in(py, &feed.pending, &ids)?;
+        let listed = calls
+            .iter()
+            .map(|(name, positional, keyword, id)| {
+                (
+                    name.as_str(),
+                    positional.clone_ref(py),
+                    keyword.clone_ref(py),
+                    *id,
+                )
+                    .into_pyobject(py)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let gather = Self {
+            inner: Arc::clone(inner),
+            ids,
+            calls: PyTuple::new(py, listed)?.unbind(),
+            paused: Mutex::new(Some((Box::new(futures), feed))),
+        };
+        Ok((Py::new(py, gather)?, calls))
+    }
+
+    fn take(&self) -> PyResult<(Box<ReplResolveFutures>, Feed)> {
+        self.paused
+            .lock()
+            .map_err(|_| CodeRuntimeError::new_err("gather lock poisoned"))?
+            .take()
+            .ok_or_else(|| CodeRuntimeError::new_err(GATHER_RESUMED))
+    }
+}
+
+#[pymethods]
+impl MontySessionGather {
+    /// The call ids the feed awaits, in call order.
+    #[getter]
+    fn call_ids(&self) -> Vec<u32> {
+        self.ids.clone()
+    }
+
+    /// The calls the feed awaits, in call order, each as
+    /// `(name, positional_args, keyword_args, call_id)`.
+    #[getter]
+    fn calls(&self, py: Python<'_>) -> Py<PyTuple> {
+        self.calls.clone_ref(py)
+    }
+
+    /// Sealed bytes of the paused session (restore with `MontySession.load`; may be called
+    /// repeatedly).
+    fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let (futures, feed) = self.take()?;
+        let cfg = Arc::clone(&self.inner.cfg);
+        let (bytes, futures, feed) = py.detach(move || {
+            with_stack(DUMP_STACK, || {
+                let (bytes, futures) = dump_gather(&cfg, *futures, &feed);
+                (bytes, futures, feed)
+            })
+        });
+        *self.paused.lock().expect("gather lock") = Some((Box::new(futures), feed));
+        Ok(PyBytes::new(py, &bytes?))
+    }
+
+    /// Settles the calls in `outcomes` ({call_id: `ResumeValue` | `ResumeError`}, a subset
+    /// allowed) and runs the feed to its next stop (another `Gather` while it still waits).
+    #[pyo3(signature = (outcomes, os_replay=None))]
+    fn resume(
+        &self,
+        py: Python<'_>,
+        outcomes: &Bound<'_, PyAny>,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let outcomes = outcomes_from_py(py, outcomes, &self.ids)?;
+        let journal = journal_from_py(os_replay)?;
+        let (futures, feed) = self.take()?;
+        let inner = Arc::clone(&self.inner);
+        let depth = inner.cfg.limits.max_recursion_depth;
+        let advance = run_interpreter(py, depth, move || {
+            resume_gather(&inner, *futures, feed, outcomes, journal)
+        })?;
+        build_step(py, &self.inner, advance)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("MontySessionGather(call_ids={:?})", self.ids)
+    }
+}
+
+impl Drop for MontySessionGather {
+    /// A paused feed dropped without a resume: the session goes back to the feed's start.
+    fn drop(&mut self) {
+        let paused = self
+            .paused
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some((futures, feed)) = paused {
+            drop_paused(&self.inner, move || drop(futures), feed);
         }
     }
 }
@@ -823,6 +1255,9 @@ mod tests {
             script_name: "main.py".into(),
             input_name: input.into(),
             start: Arc::new(Vec::new()),
+            before: Arc::new(Awaits::from([("<python-input-0>".to_string(), vec![4, 9])])),
+            offsets: vec![2, 7],
+            pending: BTreeMap::new(),
         }
     }
 
@@ -834,5 +1269,68 @@ mod tests {
             rename_inputs(msg, &feed),
             "File \"main.py\", line 3\nFile \"<script 1>\", line 1\n<python-input-x>"
         );
+    }
+
+    #[test]
+    fn awaited_calls_are_found_in_this_feed_and_in_earlier_ones() {
+        let feed = feed_named("<python-input-2>");
+        let at = |file: &str, start: u32| SourceRange {
+            filename: file.into(),
+            start,
+            end: start + 1,
+        };
+        assert!(feed.defers(&at("<python-input-2>", 7)));
+        assert!(!feed.defers(&at("<python-input-2>", 4)));
+        assert!(feed.defers(&at("<python-input-0>", 4)));
+        assert!(!feed.defers(&at("<python-input-0>", 7)));
+        assert!(!feed.defers(&at("<python-input-1>", 4)));
+        let after = feed.awaits_after();
+        assert_eq!(after.get("<python-input-2>"), Some(&vec![2, 7]));
+        assert_eq!(after.len(), 2);
+    }
+
+    #[test]
+    fn a_session_that_awaits_nothing_writes_format_one_byte_for_byte() {
+        let none: Option<FeedRecord> = None;
+        assert_eq!(
+            section(KIND_IDLE, None, &Awaits::new()).unwrap(),
+            postcard::to_allocvec(&(SESSION_MARK, SESSION_FORMAT, KIND_IDLE, none)).unwrap()
+        );
+        let mut feed = feed_named("<python-input-1>");
+        feed.script = "x = call_tool('t', {})".into();
+        feed.start = Arc::new(vec![1, 2, 3]);
+        feed.before = Arc::new(Awaits::new());
+        feed.offsets.clear();
+        let old: SessionRecord = (
+            SESSION_MARK,
+            SESSION_FORMAT,
+            KIND_SUSPENDED,
+            Some((
+                feed.script.clone(),
+                feed.script_name.clone(),
+                feed.input_name.clone(),
+                vec![1, 2, 3],
+            )),
+        );
+        assert_eq!(
+            section(KIND_SUSPENDED, Some(&feed), &feed.before).unwrap(),
+            postcard::to_allocvec(&old).unwrap()
+        );
+    }
+
+    #[test]
+    fn awaited_call_state_round_trips_in_format_two() {
+        let feed = feed_named("<python-input-2>");
+        let bytes = section(KIND_SUSPENDED, Some(&feed), &feed.before).unwrap();
+        assert_eq!(bytes[..2], [SESSION_MARK, SESSION_FORMAT_TASKS]);
+        let (_, _, kind, record, awaits, offsets, pending): TasksSessionRecord =
+            postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(kind, KIND_SUSPENDED);
+        assert_eq!(record.unwrap().2, "<python-input-2>");
+        assert_eq!(awaits, *feed.before);
+        assert_eq!(offsets, vec![2, 7]);
+        assert!(pending.is_empty());
+        let idle = section(KIND_IDLE, None, &feed.before).unwrap();
+        assert_eq!(idle[1], SESSION_FORMAT_TASKS);
     }
 }

@@ -571,7 +571,7 @@ class CodeActAgent(BaseAgent):
                     continue
                 run.turn_stdout = ""
                 run.tools_ran = []
-                hint = script_hint(script, self.runtime, run.roster, gather_supported=not self._uses_session())
+                hint = script_hint(script, self.runtime, run.roster)
                 if hint is not None:
                     self._feed_back(run, "Error during execution:\n" + hint, outcome=None)
                     continue
@@ -1037,7 +1037,8 @@ class CodeActAgent(BaseAgent):
                     yield self._stale(run, str(exc))
                     return
             gather = bool(data.get("gather")) or len(at) > 1
-            if not at or (gather and not hasattr(self.runtime, "resume_gather")):
+            resume_gather = "resume_session_gather" if in_session else "resume_gather"
+            if not at or (gather and not hasattr(self.runtime, resume_gather)):
                 yield self._stale(run, "the stored continuation awaits several calls; this runtime cannot resume it")
                 return
         try:
@@ -1079,7 +1080,8 @@ class CodeActAgent(BaseAgent):
             state.advance = int(data.get("advance", 0))
             state.positions = {int(a["call_id"]): int(a["pos"]) for a in at}
             if bool(data.get("gather")) or len(at) > 1:
-                yield state, SnapshotGather(self.runtime, snapshot, at)
+                resumer = _SessionResumer(self.runtime, run) if in_session else self.runtime
+                yield state, SnapshotGather(resumer, snapshot, at)
             elif in_session:
                 yield state, Call(SnapshotCall(_SessionResumer(self.runtime, run), snapshot, at[0]))
             else:
@@ -1173,8 +1175,9 @@ def _as_response(value: Any) -> LlmResponse:
 
 class _SessionResumer:
     """Resumes a turn's continuation that is a namespace session paused at a tool call
-    (``MontyRuntime.resume_session``) for ``SnapshotCall``, and keeps the restored session
-    as the run's, so the next script is fed to it."""
+    (``MontyRuntime.resume_session``, for ``SnapshotCall``) or at a gather
+    (``resume_session_gather``, for ``SnapshotGather``), and keeps the restored session as
+    the run's, so the next script is fed to it."""
 
     def __init__(self, runtime: Any, run: _Run) -> None:
         self._runtime = runtime
@@ -1182,5 +1185,10 @@ class _SessionResumer:
 
     def resume(self, snapshot: bytes, outcome: Any, **kwargs: Any) -> Any:
         session, step = self._runtime.resume_session(snapshot, outcome, **kwargs)
+        self._run.session = session
+        return step
+
+    def resume_gather(self, snapshot: bytes, outcomes: Any, **kwargs: Any) -> Any:
+        session, step = self._runtime.resume_session_gather(snapshot, outcomes, **kwargs)
         self._run.session = session
         return step

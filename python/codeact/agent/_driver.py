@@ -178,8 +178,9 @@ class _SnapshotGatherCall:
 
 
 class SnapshotGather:
-    """A ``Gather`` step restored from snapshot bytes (``MontyRuntime.resume_gather``): the
-    calls are settled together, whichever of them were decided or completed."""
+    """A ``Gather`` step restored from snapshot bytes (``MontyRuntime.resume_gather``, or for
+    a namespace session the agent's adapter over ``resume_session_gather``): the calls are
+    settled together, whichever of them were decided or completed."""
 
     stdout = ""
     os_log: tuple[Any, ...] = ()

@@ -88,7 +88,6 @@ def precheck(
     tools: Sequence[str],
     tool_style: str = "call_tool",
     await_supported: bool = False,
-    gather_supported: bool = True,
 ) -> str | None:
     """What to tell the model instead of running ``script``, or None to run it.
 
@@ -100,15 +99,12 @@ def precheck(
             over several calls; ``RuntimeCapabilities.supports_await``). When False,
             ``await call_tool(...)`` would run the tool and then fail on the result, so it is
             refused before anything runs.
-        gather_supported: with ``await_supported``, whether several awaited calls may be
-            pending at once (``asyncio.gather``). A namespace session (``persist_namespace`` on
-            ``MontyRuntime``) awaits one call at a time, so a gather is refused before it runs.
 
     Returns:
         A message naming each problem (with its line) and what to write instead; nothing
         has run when it is given.
     """
-    want_await = (not await_supported or not gather_supported) and _AWAIT_HINT.search(script) is not None
+    want_await = not await_supported and _AWAIT_HINT.search(script) is not None
     want_import = _IMPORT_HINT.search(script) is not None
     if not (want_await or want_import):
         return None
@@ -121,13 +117,7 @@ def precheck(
     for node in ast.walk(tree):
         if want_await and isinstance(node, ast.Await):
             name = _callee(node.value)
-            if await_supported:
-                if name in gathers:
-                    problems.append(
-                        f"line {node.lineno}: `await asyncio.gather(...)`: while variables persist between "
-                        "scripts, tool calls cannot run concurrently; call the tools one after another"
-                    )
-            elif name in callables:
+            if name in callables:
                 problems.append(
                     f"line {node.lineno}: `await {name}(...)`: tool calls are synchronous here and return the "
                     f"tool's result directly; write `result = {name}(...)` without `await`"
@@ -244,10 +234,10 @@ def explain_raised(message: str, transcript: Sequence[Content], *, persist_names
     return message
 
 
-def script_hint(script: str, runtime: Any, tools: Sequence[str], *, gather_supported: bool = True) -> str | None:
+def script_hint(script: str, runtime: Any, tools: Sequence[str]) -> str | None:
     """``precheck`` with the tool style and ``await`` support read from ``runtime``
     (``runtime.tool_style``, ``runtime.capabilities().supports_await``; absent means
-    ``"call_tool"`` and False); ``gather_supported`` as for ``precheck``."""
+    ``"call_tool"`` and False)."""
     try:
         await_supported = bool(getattr(runtime.capabilities(), "supports_await", False))
     except Exception:  # a runtime whose capabilities() fails gets the strict reading
@@ -258,5 +248,4 @@ def script_hint(script: str, runtime: Any, tools: Sequence[str], *, gather_suppo
         tools=tools,
         tool_style=style if isinstance(style, str) else "call_tool",
         await_supported=await_supported,
-        gather_supported=gather_supported,
     )

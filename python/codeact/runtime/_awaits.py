@@ -11,7 +11,8 @@ A call expression is awaited ("deferred") when it stands where an awaitable is e
 
 - directly under ``await`` (``await call_tool(...)``);
 - as an argument of ``gather(...)`` / ``asyncio.gather(...)`` / ``asyncio.create_task(...)``
-  / ``asyncio.ensure_future(...)``, also inside a starred list, tuple, comprehension or
+  / ``asyncio.ensure_future(...)`` (also under another name: ``from asyncio import gather as
+  g``, ``g = asyncio.gather``), also inside a starred list, tuple, comprehension or
   conditional expression there (never inside a nested ``lambda`` or ``def``, and never as
   an argument of another call);
 - assigned to a name (``t = call_tool(...)``, ``tasks.append(call_tool(...))``,
@@ -56,11 +57,25 @@ def _line_starts(script: str) -> list[int]:
     return starts
 
 
-def _spawner(node: ast.Call) -> bool:
+def _spawner(node: ast.Call, aliases: frozenset[str] | set[str] = frozenset()) -> bool:
     func = node.func
     if isinstance(func, ast.Name):
-        return func.id in _SPAWNERS
+        return func.id in _SPAWNERS or func.id in aliases
     return isinstance(func, ast.Attribute) and func.attr in _SPAWNERS
+
+
+def _spawner_aliases(tree: ast.AST) -> set[str]:
+    """Other names the script gives ``gather`` / ``create_task`` / ``ensure_future``:
+    ``from asyncio import gather as g``, ``g = asyncio.gather``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names.update(a.asname for a in node.names if a.name in _SPAWNERS and a.asname)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            value = node.value
+            if (value.id if isinstance(value, ast.Name) else value.attr) in _SPAWNERS:
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
 
 
 class _Finder:
@@ -148,6 +163,7 @@ def deferred_offsets(script: str, tree: ast.Module | None = None) -> tuple[int, 
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return ()
     finder = _Finder()
+    aliases = _spawner_aliases(tree)
     assigns: list[tuple[ast.expr, ast.expr | None]] = []
     loops: list[tuple[ast.expr, ast.expr]] = []
     appends: list[tuple[str, ast.expr]] = []  # tasks.append(value) / tasks.extend(values)
@@ -155,7 +171,7 @@ def deferred_offsets(script: str, tree: ast.Module | None = None) -> tuple[int, 
         if isinstance(node, ast.Await):
             finder.awaitable(node.value)
         elif isinstance(node, ast.Call):
-            if _spawner(node):
+            if _spawner(node, aliases):
                 for arg in node.args:
                     finder.awaitable(arg)
             func = node.func

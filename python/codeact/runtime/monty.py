@@ -416,10 +416,15 @@ class MontyRuntime:
         Raises:
             SnapshotError: bytes that cannot be loaded (truncated, altered, foreign, wrongly
                 signed, a Monty dump version this build cannot read), or the bytes of a
-                session paused at a tool call (use ``resume_session``).
+                session paused at a tool call or a gather (use ``resume_session`` /
+                ``resume_session_gather``).
         """
-        session, call = _monty.MontySession.load(self._session_engine(), snapshot)
-        if call is not None:
+        session, paused = _monty.MontySession.load(self._session_engine(), snapshot)
+        if isinstance(paused, _monty.MontySessionGather):
+            raise SnapshotError(
+                "snapshot error: the session is paused at a gather of tool calls; resume it with resume_session_gather"
+            )
+        if paused is not None:
             raise SnapshotError("snapshot error: the session is paused at a tool call; resume it with resume_session")
         return NamespaceSession(self, session)
 
@@ -434,25 +439,73 @@ class MontyRuntime:
             ``Complete`` or ``Raised``) and the feed's next step.
 
         Raises:
-            SnapshotError: bytes that cannot be loaded, or an idle session's bytes.
+            SnapshotError: bytes that cannot be loaded, an idle session's bytes, or a session
+                paused at a gather (use ``resume_session_gather``).
             ValueConversionError: ``outcome.value`` is not plain data.
         """
-        session, call = _monty.MontySession.load(self._session_engine(), snapshot)
-        if call is None:
+        session, paused = _monty.MontySession.load(self._session_engine(), snapshot)
+        if paused is None:
             raise SnapshotError("snapshot error: the session is idle, not paused at a tool call; use load_session")
-        return NamespaceSession(self, session), call.resume(outcome, tuple(os_replay) or None)
+        if isinstance(paused, _monty.MontySessionGather):
+            raise SnapshotError(
+                "snapshot error: the session is paused at a gather of tool calls, not at one call; resume it "
+                "with resume_session_gather"
+            )
+        return NamespaceSession(self, session), paused.resume(outcome, tuple(os_replay) or None)
+
+    def resume_session_gather(
+        self,
+        snapshot: bytes,
+        outcomes: Mapping[int, ResumeValue | ResumeError],
+        *,
+        os_replay: Sequence[tuple[str, Any]] = (),
+    ) -> tuple[NamespaceSession, RunStep]:
+        """Restores a session paused at a ``Gather`` (the bytes of that step's ``dump()``)
+        and settles the calls in ``outcomes`` (``call_id -> ResumeValue | ResumeError``, a
+        subset allowed); the feed runs to its next stop (another ``Gather`` while it still
+        waits).
+
+        Returns:
+            ``(session, step)``: the restored session (idle again once ``step`` is
+            ``Complete`` or ``Raised``) and the feed's next step.
+
+        Raises:
+            SnapshotError: bytes that cannot be loaded, an idle session's bytes, or a session
+                paused at one tool call (use ``resume_session``).
+            ValueError: an empty mapping or a ``call_id`` the session does not await.
+            ValueConversionError: a value that is not plain data.
+        """
+        session, paused = _monty.MontySession.load(self._session_engine(), snapshot)
+        if not isinstance(paused, _monty.MontySessionGather):
+            what = "idle" if paused is None else "paused at one tool call"
+            hint = "load_session" if paused is None else "resume_session"
+            raise SnapshotError(f"snapshot error: the session is {what}, not paused at a gather; use {hint}")
+        return NamespaceSession(self, session), paused.resume(dict(outcomes), tuple(os_replay) or None)
 
     def inspect_session(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
         """Reads the call a session paused at a tool call waits on, without resuming it:
-        ``(name, positional_args, keyword_args, call_id)``.
+        ``(name, positional_args, keyword_args, call_id)`` (for a session paused at a
+        ``Gather``, its first call; see ``inspect_session_gather``).
 
         Raises:
             SnapshotError: bytes that cannot be loaded, or an idle session's bytes.
         """
-        _session, call = _monty.MontySession.load(self._session_engine(), snapshot)
-        if call is None:
+        return self.inspect_session_gather(snapshot)[0]
+
+    def inspect_session_gather(self, snapshot: bytes) -> tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]:
+        """The calls a paused session awaits without resuming it, in call order, each as
+        ``(name, positional_args, keyword_args, call_id)`` (one entry for a session paused
+        at a single call).
+
+        Raises:
+            SnapshotError: bytes that cannot be loaded, or an idle session's bytes.
+        """
+        _session, paused = _monty.MontySession.load(self._session_engine(), snapshot)
+        if paused is None:
             raise SnapshotError("snapshot error: the session is idle, not paused at a tool call")
-        return (call.name, call.positional_args, call.keyword_args, call.call_id)
+        if isinstance(paused, _monty.MontySessionGather):
+            return tuple(paused.calls)
+        return ((paused.name, paused.positional_args, paused.keyword_args, paused.call_id),)
 
     def _session_engine(self) -> Any:
         if self.isolation != "in_process":
@@ -583,8 +636,9 @@ class NamespaceSession:
     name the script ``script_name``, and frames in functions an earlier feed defined
     ``<script N>``: the session's N-th script that completed, counting from 1.
 
-    Not yet supported in a session: ``asyncio.gather`` over ``call_tool`` (each such call
-    fails in the script with ``RuntimeError``); a single ``await call_tool(...)`` works.
+    ``await asyncio.gather(call_tool(...), ...)`` gives a ``Gather`` step as in a run (also
+    for the calls of a coroutine an earlier feed defined); its ``dump()`` is the paused
+    session's bytes, for ``MontyRuntime.resume_session_gather``.
     """
 
     __slots__ = ("_native", "_runtime")
@@ -598,16 +652,19 @@ class NamespaceSession:
 
         Returns:
             ``Call`` (its ``call.dump()`` is the paused session's bytes, for
-            ``MontyRuntime.resume_session``), ``Complete`` or ``Raised``.
+            ``MontyRuntime.resume_session``), ``Gather`` (the script awaits several tool
+            calls; its ``dump()`` is for ``MontyRuntime.resume_session_gather``),
+            ``Complete`` or ``Raised``.
 
         Raises:
-            CodeRuntimeError: the session is paused at a tool call that was not resumed.
+            CodeRuntimeError: the session is paused at a tool call or a gather that was not
+                resumed.
             ReplayDivergenceError: ``os_replay`` does not match the script's requests.
         """
-        script, findings, _deferred = self._runtime._checked(script)
+        script, findings, deferred = self._runtime._checked(script)
         if findings is not None:
             return Raised(findings)
-        return self._native.feed(script, script_name, tuple(os_replay) or None)
+        return self._native.feed(script, script_name, tuple(os_replay) or None, deferred or None)
 
     def dump(self) -> bytes:
         """The idle session as snapshot bytes (same envelope and integrity as a paused
