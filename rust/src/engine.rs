@@ -812,6 +812,10 @@ fn drive(
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },
             RunProgress::OsCall(call) => {
+                if let Some(exc) = journal.clock.charge(&call.function_call, call.tracker()) {
+                    progress = call.abort(exc, PrintWriter::Callback(out));
+                    continue;
+                }
                 if call.function_call.fs_primary_path().is_some()
                     && table.is_none()
                     && !cfg.os.mounts.is_empty()

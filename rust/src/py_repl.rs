@@ -239,6 +239,11 @@ fn drive(
                 ));
             }
         };
+        // The advance's time budget, charged at each OS call (`os_policy::AdvanceClock`).
+        let over_budget = match &p {
+            ReplProgress::OsCall(call) => journal.clock.charge(&call.function_call, p.tracker()),
+            _ => None,
+        };
         progress = match p {
             ReplProgress::Complete { repl, value } => {
                 let result = match check_plain(&value, "the result") {
@@ -261,6 +266,10 @@ fn drive(
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },
             ReplProgress::OsCall(call) => {
+                if let Some(exc) = over_budget {
+                    progress = call.abort(exc, PrintWriter::Callback(out));
+                    continue;
+                }
                 if call.function_call.fs_primary_path().is_some()
                     && table.is_none()
                     && !cfg.os.mounts.is_empty()

@@ -53,7 +53,8 @@ class ResourceLimits(BaseModel):
     in tools between advances does not count.
 
     Attributes:
-        max_duration: seconds of interpreter time per advance, or None for no cap.
+        max_duration: seconds of interpreter time per advance, sleeps (``time.sleep``,
+            ``asyncio.sleep``) included, or None for no cap.
         max_memory: bytes of interpreter heap, or None for no cap. Checked before large
             allocations, so ``'x' * 10**10`` fails fast without allocating.
         max_recursion_depth: Python frames; capped at ``RECURSION_CEILING`` (10,000) even

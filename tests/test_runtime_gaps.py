@@ -1,0 +1,134 @@
+"""Small gaps of the Monty 1.4 runtime, each closed: sleeps that wait and count against the
+time limit, gather's keyword arguments refused before the script runs, outcome classes
+checked when built, snapshot bytes of the wrong kind named, and augmented assignments of
+undefined names reported at the right place."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import pytest
+
+from codeact import MontyRuntime, ResourceLimits, ResumeError, ResumeValue, SnapshotError, ValueConversionError
+from codeact.runtime._check import check_script
+from conftest import expect_call, expect_complete, expect_raised, last_line, run_child, start
+
+# ------------------------------------------------------------------ sleeps
+
+ASYNC_SLEEP = """
+import asyncio
+async def main():
+    return await asyncio.sleep({s}, result='woke')
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param("import time\ntime.sleep(0.2)\n'woke'", id="time.sleep"),
+        pytest.param(ASYNC_SLEEP.format(s=0.2), id="asyncio.sleep in asyncio.run"),
+        pytest.param("import asyncio\nawait asyncio.sleep(0.2, result='woke')", id="top-level await"),
+    ],
+)
+def test_a_sleep_really_waits_and_the_script_goes_on(script: str) -> None:
+    t0 = time.perf_counter()
+    assert expect_complete(start(MontyRuntime(), script)).value == "woke"
+    assert 0.2 <= time.perf_counter() - t0 < 2.0
+
+
+def test_asyncio_sleep_zero_does_not_wait() -> None:
+    script = "import asyncio\nasync def f():\n    await asyncio.sleep(0)\n    return 1\nasyncio.run(f())"
+    t0 = time.perf_counter()
+    assert expect_complete(start(MontyRuntime(), script)).value == 1
+    assert time.perf_counter() - t0 < 0.5
+
+
+def test_a_sleep_between_gathered_tool_calls_and_the_tools() -> None:
+    script = """
+    import asyncio
+    async def later(x):
+        await asyncio.sleep(0.1)
+        return await call_tool('double', {'x': x})
+    await asyncio.gather(later(1), later(2))
+    """
+    result = MontyRuntime().run(textwrap.dedent(script), tools={"double": lambda x: 2 * x})
+    assert result.value == [2, 4]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param("import time\ntime.sleep(10)\n'late'", id="time.sleep"),
+        pytest.param(ASYNC_SLEEP.format(s=10), id="asyncio.sleep"),
+        pytest.param("import time\ntry:\n    time.sleep(10)\nexcept BaseException:\n    pass\n'late'", id="caught"),
+    ],
+)
+def test_a_sleep_past_max_duration_ends_the_script_at_once_with_timeout_error(script: str) -> None:
+    rt = MontyRuntime(ResourceLimits(max_duration=0.5))
+    t0 = time.perf_counter()
+    raised = expect_raised(start(rt, script))
+    assert time.perf_counter() - t0 < 1.0
+    assert last_line(raised.message).startswith("TimeoutError: time limit exceeded")
+    assert "a sleep of 10s does not fit in the " in raised.message and " left of 500ms" in raised.message
+
+
+def test_sleeps_add_up_against_max_duration() -> None:
+    rt = MontyRuntime(ResourceLimits(max_duration=0.5))
+    t0 = time.perf_counter()
+    raised = expect_raised(start(rt, "import time\nfor i in range(20):\n    time.sleep(0.1)\n'late'"))
+    assert 0.35 <= time.perf_counter() - t0 < 1.0
+    assert last_line(raised.message).startswith("TimeoutError: time limit exceeded")
+
+
+def test_max_duration_is_per_advance_for_sleeps_too() -> None:
+    rt = MontyRuntime(ResourceLimits(max_duration=0.5))
+    script = "import time\ntime.sleep(0.3)\ncall_tool('t')\ntime.sleep(0.3)\n'done'"
+    call = expect_call(start(rt, script)).call
+    assert expect_complete(call.resume(ResumeValue(None))).value == "done"
+
+
+def test_without_a_time_limit_a_sleep_just_waits() -> None:
+    t0 = time.perf_counter()
+    assert (
+        expect_complete(start(MontyRuntime(ResourceLimits.unlimited()), "import time\ntime.sleep(0.1)\n1")).value == 1
+    )
+    assert time.perf_counter() - t0 >= 0.1
+
+
+def test_os_calls_in_a_loop_do_not_restart_the_time_limit() -> None:
+    """Monty restarts its budget at every host round trip, OS calls included; a loop of them
+    still ends at max_duration (in a child: before the fix this loop never ends)."""
+    child = run_child(
+        """
+        from codeact import MontyRuntime, ResourceLimits
+        rt = MontyRuntime(ResourceLimits(max_duration=0.3), environ={"A": "1"})
+        step = rt.start("import os\\nwhile True:\\n    os.getenv('A')", "main.py")
+        print(step.message.splitlines()[-1])
+        """,
+        timeout=30,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.startswith("TimeoutError: time limit exceeded")
+
+
+def test_sleeps_under_process_isolation() -> None:
+    rt = MontyRuntime(ResourceLimits(max_duration=0.5), isolation="process")
+    t0 = time.perf_counter()
+    assert expect_complete(start(rt, ASYNC_SLEEP.format(s=0.2))).value == "woke"
+    assert time.perf_counter() - t0 >= 0.2
+    t0 = time.perf_counter()
+    raised = expect_raised(start(rt, "import time\ntime.sleep(10)"))
+    assert time.perf_counter() - t0 < 1.0
+    assert last_line(raised.message).startswith("TimeoutError")
+
+
+def test_sleeps_in_a_namespace_session() -> None:
+    session = MontyRuntime(ResourceLimits(max_duration=0.5)).start_session()
+    t0 = time.perf_counter()
+    assert expect_complete(session.feed("import asyncio\nx = await asyncio.sleep(0.2, result=5)\nx")).value == 5
+    assert time.perf_counter() - t0 >= 0.2
+    raised = expect_raised(session.feed("import time\nx = 6\ntime.sleep(10)"))
+    assert last_line(raised.message).startswith("TimeoutError")
+    assert expect_complete(session.feed("x")).value == 5  # the failed feed left the namespace as it was
