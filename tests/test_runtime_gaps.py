@@ -132,3 +132,48 @@ def test_sleeps_in_a_namespace_session() -> None:
     raised = expect_raised(session.feed("import time\nx = 6\ntime.sleep(10)"))
     assert last_line(raised.message).startswith("TimeoutError")
     assert expect_complete(session.feed("x")).value == 5  # the failed feed left the namespace as it was
+
+
+# ------------------------------------------------------------------ gather(..., return_exceptions=True)
+
+SAFE_GATHER = """
+import asyncio
+async def safe(name, args):
+    try:
+        return await call_tool(name, args)
+    except Exception as e:
+        return e
+r = await asyncio.gather(safe('ok', {}), safe('boom', {}))
+[type(x).__name__ + ': ' + str(x) if isinstance(x, Exception) else x for x in r]
+"""
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "import asyncio\nr = await asyncio.gather(call_tool('a', {}), call_tool('b', {}), return_exceptions=True)",
+        "import asyncio as aio\nasync def main():\n"
+        "    return await aio.gather(call_tool('a', {}), return_exceptions=True)\naio.run(main())",
+        "from asyncio import gather as g\nr = await g(call_tool('a', {}), return_exceptions=False)",
+    ],
+)
+def test_gather_with_keyword_arguments_is_refused_before_anything_runs(script: str) -> None:
+    findings = check_script(script).findings
+    assert [f.key for f in findings] == ["gather_kwargs"]
+    assert "async def safe(name, args)" in findings[0].message
+    raised = expect_raised(MontyRuntime().start(script, "main.py"))  # not a Call: no tool ran
+    assert raised.message.startswith("SubsetError") and "return_exceptions" in raised.message
+
+
+def test_a_plain_gather_passes_the_check() -> None:
+    script = "import asyncio\nr = await asyncio.gather(call_tool('a', {}), call_tool('b', {}))"
+    assert check_script(script).findings == ()
+
+
+def test_the_suggested_alternative_runs_and_keeps_each_error() -> None:
+    def boom() -> None:
+        raise ValueError("no luck")
+
+    assert check_script(SAFE_GATHER).findings == ()
+    result = MontyRuntime().run(SAFE_GATHER, tools={"ok": lambda: 1, "boom": boom})
+    assert result.value == [1, "ValueError: no luck"]
