@@ -177,3 +177,36 @@ def test_the_suggested_alternative_runs_and_keeps_each_error() -> None:
     assert check_script(SAFE_GATHER).findings == ()
     result = MontyRuntime().run(SAFE_GATHER, tools={"ok": lambda: 1, "boom": boom})
     assert result.value == [1, "ValueError: no luck"]
+
+
+# ------------------------------------------------------------------ ResumeError checks its fields
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ((3,), "message must be a str such as"),
+        ((b"bytes",), "not bytes"),
+        (("m", 5), "exc_type must be a str such as 'ValueError', not int"),
+        (("m", ValueError), "not the class ValueError: write exc_type='ValueError'"),
+    ],
+)
+def test_resume_error_refuses_non_string_fields_when_built(args: tuple, needle: str) -> None:
+    with pytest.raises(TypeError, match="ResumeError") as info:
+        ResumeError(*args)
+    assert needle in str(info.value)
+
+
+def test_resume_error_keywords_and_defaults_still_work() -> None:
+    assert ResumeError("m").exc_type == "RuntimeError"
+    assert ResumeError("m", None).exc_type == "RuntimeError"
+    assert ResumeError(message="m", exc_type="KeyError") == ResumeError("m", "KeyError")
+    with pytest.raises(TypeError):
+        ResumeError(message="m", exc_type=1)
+
+
+def test_resume_value_takes_any_value_and_checks_it_at_resume(monty: MontyRuntime) -> None:
+    outcome = ResumeValue({1, 2})  # built fine
+    call = expect_call(start(monty, "call_tool('t')")).call
+    with pytest.raises(ValueConversionError, match="set"):
+        call.resume(outcome)
