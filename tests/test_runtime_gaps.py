@@ -210,3 +210,91 @@ def test_resume_value_takes_any_value_and_checks_it_at_resume(monty: MontyRuntim
     call = expect_call(start(monty, "call_tool('t')")).call
     with pytest.raises(ValueConversionError, match="set"):
         call.resume(outcome)
+
+
+# ------------------------------------------------------------------ snapshot bytes of the wrong kind
+
+
+@pytest.fixture(scope="module")
+def blobs() -> dict[str, bytes]:
+    rt = MontyRuntime()
+    session = rt.start_session()
+    session.feed("y = 1")
+    idle = session.dump()
+    suspended = expect_call(session.feed("z = call_tool('a', {})")).call.dump()
+    gather = rt.start("import asyncio\nawait asyncio.gather(call_tool('a', {}), call_tool('b', {}))", "main.py")
+    return {
+        "run": expect_call(rt.start("call_tool('a', {})", "main.py")).call.dump(),
+        "gather": gather.dump(),  # type: ignore[union-attr]
+        "idle": idle,
+        "suspended": suspended,
+    }
+
+
+RUN_METHODS = {
+    "resume": lambda rt, b: rt.resume(b, ResumeValue(1)),
+    "resume_gather": lambda rt, b: rt.resume_gather(b, {1: ResumeValue(1)}),
+    "inspect": lambda rt, b: rt.inspect(b),
+    "inspect_gather": lambda rt, b: rt.inspect_gather(b),
+}
+SESSION_METHODS = {
+    "load_session": lambda rt, b: rt.load_session(b),
+    "resume_session": lambda rt, b: rt.resume_session(b, ResumeValue(1)),
+    "inspect_session": lambda rt, b: rt.inspect_session(b),
+}
+
+
+@pytest.mark.parametrize("method", RUN_METHODS)
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("idle", "an idle namespace session (NamespaceSession.dump()), not a paused script: load them with "
+         "MontyRuntime.load_session"),
+        ("suspended", "a namespace session paused at a tool call (the Call.dump() of a NamespaceSession.feed), "
+         "not a paused script: resume them with MontyRuntime.resume_session"),
+    ],
+)  # fmt: skip
+def test_session_bytes_given_to_a_script_method_say_what_they_are(
+    blobs: dict[str, bytes], method: str, kind: str, says: str
+) -> None:
+    with pytest.raises(SnapshotError) as info:
+        RUN_METHODS[method](MontyRuntime(), blobs[kind])
+    assert f"these bytes are {says}" in str(info.value)
+
+
+@pytest.mark.parametrize("method", SESSION_METHODS)
+@pytest.mark.parametrize("kind", ["run", "gather"])
+def test_script_bytes_given_to_a_session_method_say_what_they_are(
+    blobs: dict[str, bytes], method: str, kind: str
+) -> None:
+    with pytest.raises(SnapshotError) as info:
+        SESSION_METHODS[method](MontyRuntime(), blobs[kind])
+    assert "these bytes are a paused script (the dump of a Call or a Gather), not a namespace session: " in str(
+        info.value
+    )
+    assert "resume_gather" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "method", "says"),
+    [
+        ("gather", "resume", "resume it with resume_gather"),
+        ("run", "resume_gather", "resume it with resume"),
+        ("idle", "resume_session", "load it with load_session"),
+        ("idle", "inspect_session", "load it with load_session"),
+        ("suspended", "load_session", "resume it with resume_session"),
+    ],
+)
+def test_the_other_mismatches_name_the_method_to_use(
+    blobs: dict[str, bytes], kind: str, method: str, says: str
+) -> None:
+    with pytest.raises(SnapshotError, match=says):
+        {**RUN_METHODS, **SESSION_METHODS}[method](MontyRuntime(), blobs[kind])
+
+
+def test_each_kind_still_loads_where_it_belongs(blobs: dict[str, bytes]) -> None:
+    rt = MontyRuntime()
+    assert expect_complete(rt.resume(blobs["run"], ResumeValue(1))).value == 1
+    assert rt.inspect_gather(blobs["gather"])[0][0] == "a"
+    assert rt.load_session(blobs["idle"]).idle
+    assert rt.inspect_session(blobs["suspended"])[0] == "a"

@@ -364,7 +364,7 @@ pub enum Loaded {
 
 /// Restores a paused call or a paused gather from sealed snapshot bytes.
 pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
-    let (payload, extra) = snapshot::open_with_extra(bytes, cfg.snapshot_key.as_deref())?;
+    let (payload, extra) = snapshot::open_run(bytes, cfg.snapshot_key.as_deref())?;
     // The restored heap is the run's memory: charge its allocation to a fresh counter.
     let memory = RunMemory::new();
     let _charging = charge_to(&memory);

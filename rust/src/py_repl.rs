@@ -42,15 +42,11 @@ use crate::output::CappedOutput;
 use crate::py_api::{
     DUMP_STACK, MontyEngine, journal_from_py, os_log_to_py, outcome_from_py, seam,
 };
-use crate::snapshot;
+use crate::snapshot::{self, SESSION_IDLE as KIND_IDLE, SESSION_MARK};
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 
-/// First byte of codeact's envelope section in a session's bytes (a run's section starts
-/// with its tasks format, 1).
-const SESSION_MARK: u8 = 0xC5;
 /// Version of the session section.
 const SESSION_FORMAT: u8 = 1;
-const KIND_IDLE: u8 = 0;
 const KIND_SUSPENDED: u8 = 1;
 
 /// The session section: mark, format, kind, and for a suspended feed its context.
@@ -152,7 +148,9 @@ fn open<'a>(cfg: &EngineConfig, bytes: &'a [u8]) -> Result<(&'a [u8], SessionRec
     let (payload, extra) = snapshot::open_with_extra(bytes, cfg.snapshot_key.as_deref())?;
     let not_session = || {
         HostError::Snapshot(
-            "these bytes are not a namespace session (a paused script resumes with resume)".into(),
+            "these bytes are a paused script (the dump of a Call or a Gather), not a namespace \
+             session: resume them with MontyRuntime.resume (a Gather's with resume_gather)"
+                .into(),
         )
     };
     let extra = extra.ok_or_else(not_session)?;

@@ -440,7 +440,9 @@ class MontyRuntime:
         """
         session, call = _monty.MontySession.load(self._session_engine(), snapshot)
         if call is None:
-            raise SnapshotError("snapshot error: the session is idle, not paused at a tool call; use load_session")
+            raise SnapshotError(
+                "snapshot error: the session is idle, not paused at a tool call; load it with load_session"
+            )
         return NamespaceSession(self, session), call.resume(outcome, tuple(os_replay) or None)
 
     def inspect_session(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
@@ -452,7 +454,9 @@ class MontyRuntime:
         """
         _session, call = _monty.MontySession.load(self._session_engine(), snapshot)
         if call is None:
-            raise SnapshotError("snapshot error: the session is idle, not paused at a tool call")
+            raise SnapshotError(
+                "snapshot error: the session is idle, not paused at a tool call; load it with load_session"
+            )
         return (call.name, call.positional_args, call.keyword_args, call.call_id)
 
     def _session_engine(self) -> Any:
