@@ -298,3 +298,56 @@ def test_each_kind_still_loads_where_it_belongs(blobs: dict[str, bytes]) -> None
     assert rt.inspect_gather(blobs["gather"])[0][0] == "a"
     assert rt.load_session(blobs["idle"]).idle
     assert rt.inspect_session(blobs["suspended"])[0] == "a"
+
+
+# ------------------------------------------------------------------ augmented assignment of an undefined name
+
+
+@pytest.mark.parametrize(
+    ("script", "frame", "line", "error"),
+    [
+        ("counter += 1", 'File "agent", line 1, in <module>', "counter += 1", "NameError: name 'counter' is"),
+        ("# count\n\ncounter -= 2", 'File "agent", line 3, in <module>', "counter -= 2", "NameError"),
+        ("x = 5\ncounter += 1", 'File "agent", line 2, in <module>', "counter += 1", "NameError"),
+        ("def f():\n    n *= 2\nf()", 'File "agent", line 2, in f', "n *= 2", "UnboundLocalError"),
+        ("def f():\n    global c\n    y = 2\n    c += 1\nf()", 'File "agent", line 4, in f', "c += 1", "NameError"),
+    ],
+)  # fmt: skip
+def test_an_augmented_assignment_of_an_undefined_name_is_reported_at_its_line(
+    monty: MontyRuntime, script: str, frame: str, line: str, error: str
+) -> None:
+    message = expect_raised(start(monty, script)).message
+    assert "\x00" not in message
+    lines = message.splitlines()
+    at = lines.index(f"  {frame}")
+    assert lines[at + 1] == f"    {line}"
+    assert lines[at + 2].strip() == "~" * len(line.split()[0])
+    assert last_line(message).startswith(error)
+    assert "call_tool" not in last_line(message)  # not a called name: no tool hint
+
+
+def test_in_the_functions_style_an_augmented_assignment_is_not_a_tool_call() -> None:
+    rt = MontyRuntime(tool_style="functions")
+    message = expect_raised(rt.start("counter += 1", "main.py")).message
+    assert last_line(message) == "NameError: name 'counter' is not defined"
+    assert 'File "main.py", line 1, in <module>' in message
+
+
+def test_in_a_namespace_session_too() -> None:
+    session = MontyRuntime().start_session()
+    assert expect_complete(session.feed("a = 1")).value is None
+    message = expect_raised(session.feed("a += 1\ncounter += 1")).message
+    assert "\x00" not in message
+    assert '  File "main.py", line 2, in <module>\n    counter += 1\n    ~~~~~~~\n' in message
+    assert last_line(message) == "NameError: name 'counter' is not defined"
+
+
+def test_other_tracebacks_are_unchanged(monty: MontyRuntime) -> None:
+    message = expect_raised(start(monty, "x = 1\ny = x + undefined_name")).message
+    assert message == (
+        "Traceback (most recent call last):\n"
+        '  File "agent", line 2, in <module>\n'
+        "    y = x + undefined_name\n"
+        "            ~~~~~~~~~~~~~~\n"
+        "NameError: name 'undefined_name' is not defined"
+    )

@@ -760,6 +760,9 @@ fn undefined_name(name: &str) -> MontyException {
 /// Whether the name at `at` is called (`name(`), read from the script's source; true when
 /// the source is unknown (a run restored from bytes, code run by `eval`/`exec`).
 fn is_called(source: Option<&(String, String)>, at: &monty_types::SourceRange) -> bool {
+    if crate::traceback::unknown_position(&at.filename) {
+        return false; // an augmented assignment's target (`counter += 1`)
+    }
     let Some((script, name)) = source else {
         return true;
     };
@@ -769,6 +772,12 @@ fn is_called(source: Option<&(String, String)>, at: &monty_types::SourceRange) -
     script
         .get(at.end as usize..)
         .is_none_or(|rest| rest.trim_start().starts_with('('))
+}
+
+/// The traceback fed back for a script's uncaught exception (`crate::traceback`).
+fn raised_text(exc: MontyException, ctx: &RunCtx) -> String {
+    let source = ctx.source.as_ref().map(|(s, n)| (s.as_str(), n.as_str()));
+    crate::traceback::render(exc, source)
 }
 
 pub(crate) const NO_ASYNC: &str =
@@ -786,7 +795,7 @@ fn drive(
     loop {
         let p = match progress {
             Ok(p) => p,
-            Err(exc) => return Ok(Stop::Raised(exc.to_string())),
+            Err(exc) => return Ok(Stop::Raised(raised_text(exc, ctx))),
         };
         progress = match p {
             RunProgress::Complete(value) => {

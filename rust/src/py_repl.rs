@@ -201,6 +201,9 @@ fn rename_inputs(message: &str, feed: &Feed) -> String {
 
 /// Whether the name at `at` is called (`name(`), read from the feed's source.
 fn is_called(feed: &Feed, at: &SourceRange) -> bool {
+    if crate::traceback::unknown_position(&at.filename) {
+        return false; // an augmented assignment's target (`counter += 1`)
+    }
     if at.filename != feed.input_name {
         return true;
     }
@@ -233,7 +236,10 @@ fn drive(
                 let ReplStartError { repl, error } = *err;
                 return Ok(Driven::Done(
                     Box::new(repl),
-                    Err(rename_inputs(&error.to_string(), feed)),
+                    Err(rename_inputs(
+                        &crate::traceback::render(error, Some((&feed.script, &feed.input_name))),
+                        feed,
+                    )),
                 ));
             }
         };
