@@ -52,7 +52,10 @@ MAX_SCRIPT_BYTES: int
 class ResumeValue:
     """Resume a paused call: the call returns ``value`` (plain data: None, bool, int, float,
     str, bytes, list, tuple, dict). Re-exported as ``codeact.runtime.ResumeValue``; behaves
-    as a frozen dataclass."""
+    as a frozen dataclass.
+
+    Any value is accepted here; it is converted when the call is resumed, where a value that
+    is not plain data raises ``ValueConversionError`` (and the paused call stays pending)."""
 
     __match_args__ = ("value",)
     def __new__(cls, value: Any) -> ResumeValue: ...
@@ -70,6 +73,9 @@ class ResumeError:
         message: the exception's message.
         exc_type: the name of a builtin exception type (``RuntimeError`` by default; an
             unknown name falls back to ``RuntimeError``).
+
+    Raises:
+        TypeError: ``message`` or ``exc_type`` is not a ``str`` (checked when built).
     """
 
     __match_args__ = ("message", "exc_type")

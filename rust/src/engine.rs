@@ -364,7 +364,7 @@ pub enum Loaded {
 
 /// Restores a paused call or a paused gather from sealed snapshot bytes.
 pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
-    let (payload, extra) = snapshot::open_with_extra(bytes, cfg.snapshot_key.as_deref())?;
+    let (payload, extra) = snapshot::open_run(bytes, cfg.snapshot_key.as_deref())?;
     // The restored heap is the run's memory: charge its allocation to a fresh counter.
     let memory = RunMemory::new();
     let _charging = charge_to(&memory);
@@ -763,6 +763,9 @@ fn undefined_name(name: &str) -> MontyException {
 /// Whether the name at `at` is called (`name(`), read from the script's source; true when
 /// the source is unknown (a run restored from bytes, code run by `eval`/`exec`).
 fn is_called(source: Option<&(String, String)>, at: &monty_types::SourceRange) -> bool {
+    if crate::traceback::unknown_position(&at.filename) {
+        return false; // an augmented assignment's target (`counter += 1`)
+    }
     let Some((script, name)) = source else {
         return true;
     };
@@ -772,6 +775,12 @@ fn is_called(source: Option<&(String, String)>, at: &monty_types::SourceRange) -
     script
         .get(at.end as usize..)
         .is_none_or(|rest| rest.trim_start().starts_with('('))
+}
+
+/// The traceback fed back for a script's uncaught exception (`crate::traceback`).
+fn raised_text(exc: MontyException, ctx: &RunCtx) -> String {
+    let source = ctx.source.as_ref().map(|(s, n)| (s.as_str(), n.as_str()));
+    crate::traceback::render(exc, source)
 }
 
 pub(crate) const NO_ASYNC: &str =
@@ -790,7 +799,7 @@ fn drive(
         // One match on the result and the step together: the paused state is moved once
         // (into its box), not first out of the `Result` and then out of the step.
         progress = match progress {
-            Err(exc) => return Ok(Stop::Raised(exc.to_string())),
+            Err(exc) => return Ok(Stop::Raised(raised_text(exc, ctx))),
             Ok(RunProgress::Complete(value)) => {
                 return Ok(match check_plain(&value, "the result") {
                     Ok(()) => Stop::Complete(value),
@@ -814,6 +823,10 @@ fn drive(
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },
             Ok(RunProgress::OsCall(call)) => {
+                if let Some(exc) = journal.clock.charge(&call.function_call, call.tracker()) {
+                    progress = call.abort(exc, PrintWriter::Callback(out));
+                    continue;
+                }
                 if call.function_call.fs_primary_path().is_some()
                     && table.is_none()
                     && !cfg.os.mounts.is_empty()

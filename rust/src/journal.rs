@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 
 use crate::errors::HostError;
+use crate::os_policy::AdvanceClock;
 
 /// One journaled value: plain JSON data.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,11 +29,13 @@ pub const CLOCK: &str = "clock";
 /// Kind of an `os.urandom` answer: the bytes, hex-encoded.
 pub const URANDOM: &str = "urandom";
 
-/// Replay entries still to answer from, and the log of this advance.
+/// Replay entries still to answer from, and the log of this advance; and the advance's
+/// clock (its time budget, charged at each OS call).
 #[derive(Debug, Default)]
 pub struct Journal {
     replay: VecDeque<(String, JVal)>,
     log: OsLog,
+    pub clock: AdvanceClock,
 }
 
 impl Journal {
@@ -40,6 +43,7 @@ impl Journal {
         Self {
             replay: replay.into(),
             log: Vec::new(),
+            clock: AdvanceClock::default(),
         }
     }
 

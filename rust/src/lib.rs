@@ -14,6 +14,7 @@ mod seam;
 mod slot;
 mod snapshot;
 mod stack;
+mod traceback;
 mod worker;
 
 use pyo3::prelude::*;

@@ -6,13 +6,14 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use chrono::{DateTime, Datelike, Local, NaiveDateTime, Offset, Timelike, Utc};
 use monty_fs::{MountCallOutcome, MountError, MountMode, MountTable};
 use monty_types::{
     DateTimeSource, ExcType, ExtFunctionResult, MontyDate, MontyDateTime, MontyException,
-    MontyObject, MontyTimeZone, OsFunctionCall, RandomSeed, RandomStart, SandboxTimeZone,
-    SleepMode,
+    MontyObject, MontyTimeZone, OsFunctionCall, RandomSeed, RandomStart, ResourceTracker,
+    SandboxTimeZone, SleepMode,
 };
 use num_bigint::BigInt;
 
@@ -149,8 +150,15 @@ impl OsPolicy {
                     .collect();
                 ExtFunctionResult::Return(MontyObject::dict(pairs))
             }
-            OsFunctionCall::SystemSleep(d) | OsFunctionCall::Sleep(d) => {
-                // Capped by Monty (SleepMode::System) at SLEEP_CAP per call.
+            OsFunctionCall::SystemSleep(d)
+            | OsFunctionCall::Sleep(d)
+            | OsFunctionCall::AsyncSystemSleep(d)
+            | OsFunctionCall::AsyncSleep(d) => {
+                // Capped by Monty (SleepMode::System) at SLEEP_CAP per call, and charged to
+                // the advance's time budget before it gets here (`AdvanceClock::charge`).
+                // The advance runs with the GIL released: the wait blocks only this script.
+                // `asyncio.sleep` answered inline settles its awaitable at once (the wait
+                // is done), with the `result=` Monty keeps.
                 std::thread::sleep(d.min(SLEEP_CAP));
                 ExtFunctionResult::Return(MontyObject::none())
             }
@@ -295,6 +303,60 @@ impl OsPolicy {
     }
 }
 
+/// The time one advance has spent, against the script's `max_duration`: the interpreter
+/// time of its turns plus its sleeps (one per advance, in its [`Journal`]).
+///
+/// Monty's own budget (`max_turn_duration`) restarts at every resume, and an advance
+/// resumes the interpreter at every OS call: without this a script that reads the clock or
+/// sleeps in a loop would never reach its limit, and a sleep would not count at all.
+#[derive(Debug, Default)]
+pub struct AdvanceClock {
+    used: Duration,
+}
+
+impl AdvanceClock {
+    /// Charges the turn that ended at this OS call and, for a sleep, its delay, to the
+    /// advance. `tracker` is the paused interpreter's (its turn time and its limit: the
+    /// stricter of the runtime's `max_duration` and the one stored in a restored snapshot).
+    ///
+    /// Returns the `TimeoutError` to end the script with (uncatchably, `abort`) when the
+    /// advance has spent its budget or the sleep would take it past it: such a sleep does
+    /// not wait at all, since the script would be stopped at its end anyway.
+    pub fn charge(
+        &mut self,
+        call: &OsFunctionCall,
+        tracker: &ResourceTracker,
+    ) -> Option<MontyException> {
+        self.used += tracker.turn_elapsed();
+        let limit = tracker.max_turn_duration()?;
+        let delay = match call {
+            OsFunctionCall::SystemSleep(d)
+            | OsFunctionCall::Sleep(d)
+            | OsFunctionCall::AsyncSystemSleep(d)
+            | OsFunctionCall::AsyncSleep(d) => (*d).min(SLEEP_CAP),
+            _ => Duration::ZERO,
+        };
+        let total = self.used.saturating_add(delay);
+        if total <= limit {
+            self.used = total;
+            return None;
+        }
+        // Shown to the microsecond (up for the time spent, down for the time left).
+        let micros = |nanos: u128| Duration::from_micros(u64::try_from(nanos).unwrap_or(u64::MAX));
+        let message = if delay.is_zero() {
+            let spent = micros(self.used.as_nanos().div_ceil(1000));
+            format!("time limit exceeded: {spent:?} > {limit:?}")
+        } else {
+            let left = micros(limit.saturating_sub(self.used).as_nanos() / 1000);
+            format!(
+                "time limit exceeded: a sleep of {delay:?} does not fit in the {left:?} left of \
+                 {limit:?} (sleeps count against max_duration)"
+            )
+        };
+        Some(MontyException::new(ExcType::TimeoutError, Some(message)))
+    }
+}
+
 fn no_handler(call: OsFunctionCall) -> ExtFunctionResult {
     if call.is_existence_check() {
         ExtFunctionResult::Return(MontyObject::bool(false))
@@ -304,7 +366,7 @@ fn no_handler(call: OsFunctionCall) -> ExtFunctionResult {
 }
 
 /// Longest single sleep a script gets, per call.
-const SLEEP_CAP: std::time::Duration = std::time::Duration::from_secs(10);
+const SLEEP_CAP: Duration = Duration::from_secs(10);
 /// Most bytes one `os.urandom` call may ask for.
 const MAX_URANDOM: usize = 1 << 20;
 
@@ -341,7 +403,38 @@ fn now_datetime(
 
 #[cfg(test)]
 mod tests {
-    use super::validate_virtual_path;
+    use super::*;
+
+    #[test]
+    fn sleeps_add_up_against_the_limit_and_one_that_does_not_fit_is_refused() {
+        let limits = monty_types::ResourceLimits {
+            max_turn_duration: Some(Duration::from_millis(500)),
+            ..monty_types::ResourceLimits::default()
+        };
+        let tracker = ResourceTracker::new(limits);
+        let mut clock = AdvanceClock::default();
+        let sleep = |ms| OsFunctionCall::SystemSleep(Duration::from_millis(ms));
+        assert!(clock.charge(&sleep(300), &tracker).is_none());
+        assert!(
+            clock
+                .charge(&OsFunctionCall::GetEnviron, &tracker)
+                .is_none()
+        );
+        let refused = clock.charge(&sleep(300), &tracker).expect("past the limit");
+        assert_eq!(refused.exc_type(), ExcType::TimeoutError);
+        assert!(
+            refused
+                .message()
+                .is_some_and(|m| m.contains("200ms left of 500ms"))
+        );
+        assert!(clock.charge(&sleep(200), &tracker).is_none());
+        assert!(
+            AdvanceClock::default()
+                .charge(&sleep(10_000), &ResourceTracker::new(Default::default()))
+                .is_none(),
+            "no limit"
+        );
+    }
 
     #[test]
     fn virtual_paths_are_absolute_and_normalized() {

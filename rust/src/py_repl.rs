@@ -52,17 +52,13 @@ use crate::py_api::{
     DUMP_STACK, MontyEngine, journal_from_py, os_log_to_py, outcome_from_py, seam,
 };
 use crate::py_gather::{CallInfo, calls_in, gather_step, outcomes_from_py};
-use crate::snapshot;
+use crate::snapshot::{self, SESSION_IDLE as KIND_IDLE, SESSION_MARK};
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 
-/// First byte of codeact's envelope section in a session's bytes (a run's section starts
-/// with its tasks format, 1).
-const SESSION_MARK: u8 = 0xC5;
 /// Version of the session section without awaited-call state.
 const SESSION_FORMAT: u8 = 1;
 /// Version of the session section with awaited-call state (offsets, started calls).
 const SESSION_FORMAT_TASKS: u8 = 2;
-const KIND_IDLE: u8 = 0;
 const KIND_SUSPENDED: u8 = 1;
 
 /// The session section, format 1: mark, format, kind, and for a suspended feed its context.
@@ -269,7 +265,9 @@ fn open<'a>(cfg: &EngineConfig, bytes: &'a [u8]) -> Result<(&'a [u8], Record), H
     let (payload, extra) = snapshot::open_with_extra(bytes, cfg.snapshot_key.as_deref())?;
     let not_session = || {
         HostError::Snapshot(
-            "these bytes are not a namespace session (a paused script resumes with resume)".into(),
+            "these bytes are a paused script (the dump of a Call or a Gather), not a namespace \
+             session: resume them with MontyRuntime.resume (a Gather's with resume_gather)"
+                .into(),
         )
     };
     let extra = extra.ok_or_else(not_session)?;
@@ -383,6 +381,9 @@ fn rename_inputs(message: &str, feed: &Feed) -> String {
 
 /// Whether the name at `at` is called (`name(`), read from the feed's source.
 fn is_called(feed: &Feed, at: &SourceRange) -> bool {
+    if crate::traceback::unknown_position(&at.filename) {
+        return false; // an augmented assignment's target (`counter += 1`)
+    }
     if at.filename != feed.input_name {
         return true;
     }
@@ -417,9 +418,17 @@ fn drive(
                 let ReplStartError { repl, error } = *err;
                 return Ok(Driven::Done(
                     Box::new(repl),
-                    Err(rename_inputs(&error.to_string(), feed)),
+                    Err(rename_inputs(
+                        &crate::traceback::render(error, Some((&feed.script, &feed.input_name))),
+                        feed,
+                    )),
                 ));
             }
+        };
+        // The advance's time budget, charged at each OS call (`os_policy::AdvanceClock`).
+        let over_budget = match &p {
+            ReplProgress::OsCall(call) => journal.clock.charge(&call.function_call, p.tracker()),
+            _ => None,
         };
         progress = match p {
             ReplProgress::Complete { repl, value } => {
@@ -450,6 +459,10 @@ fn drive(
                 Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
             },
             ReplProgress::OsCall(call) => {
+                if let Some(exc) = over_budget {
+                    progress = call.abort(exc, PrintWriter::Callback(out));
+                    continue;
+                }
                 if call.function_call.fs_primary_path().is_some()
                     && table.is_none()
                     && !cfg.os.mounts.is_empty()

@@ -9,6 +9,7 @@
 //! the rest unchanged); the engine fills their slots directly instead of running their
 //! generated `__init__`, which is all that `__init__` does.
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyTuple, PyType};
@@ -45,6 +46,9 @@ fn fields_equal(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
 
 /// Resume a paused call: the call returns `value` (plain data: None, bool, int, float,
 /// str, bytes, list, tuple, dict).
+///
+/// Any value is accepted here; it is converted (and checked) when the call is resumed, where
+/// a value that cannot cross raises `ValueConversionError` (the paused call stays pending).
 #[pyclass(frozen, subclass, module = "codeact.runtime", name = "ResumeValue")]
 pub struct ResumeValue {
     pub(crate) value: Py<PyAny>,
@@ -119,6 +123,9 @@ impl ResumeValue {
 ///     message: the exception's message.
 ///     exc_type: the name of a builtin exception type (``RuntimeError`` by default; an
 ///         unknown name falls back to ``RuntimeError``).
+///
+/// Raises:
+///     TypeError: ``message`` or ``exc_type`` is not a ``str``.
 #[pyclass(frozen, subclass, module = "codeact.runtime", name = "ResumeError")]
 pub struct ResumeError {
     pub(crate) message: Py<PyAny>,
@@ -129,12 +136,31 @@ pub struct ResumeError {
 impl ResumeError {
     #[new]
     #[pyo3(signature = (message, exc_type = None), text_signature = "(message, exc_type='RuntimeError')")]
-    fn new(py: Python<'_>, message: Py<PyAny>, exc_type: Option<Py<PyAny>>) -> Self {
-        Self {
-            message,
-            exc_type: exc_type
-                .unwrap_or_else(|| intern!(py, "RuntimeError").clone().into_any().unbind()),
+    fn new(py: Python<'_>, message: Py<PyAny>, exc_type: Option<Py<PyAny>>) -> PyResult<Self> {
+        let exc_type =
+            exc_type.unwrap_or_else(|| intern!(py, "RuntimeError").clone().into_any().unbind());
+        // Checked here, where the mistake is made, not when the call is resumed.
+        for (field, value, example) in [
+            ("message", &message, "'the tool failed: ...'"),
+            ("exc_type", &exc_type, "'ValueError'"),
+        ] {
+            let value = value.bind(py);
+            if value.is_instance_of::<PyString>() {
+                continue;
+            }
+            let got = match value.cast::<PyType>() {
+                // `exc_type=ValueError`: the class instead of its name.
+                Ok(class) => {
+                    let name = class.name()?;
+                    format!("the class {name}: write {field}='{name}'")
+                }
+                Err(_) => format!("{}", value.get_type().qualname()?),
+            };
+            return Err(PyTypeError::new_err(format!(
+                "ResumeError {field} must be a str such as {example}, not {got}"
+            )));
         }
+        Ok(Self { message, exc_type })
     }
 
     /// The exception's message.

@@ -214,6 +214,39 @@ pub fn open_with_extra<'a>(
     Ok((payload, extra))
 }
 
+/// First byte of codeact's section in a namespace session's bytes (`crate::py_repl`); a
+/// paused script's section starts with its tasks format (1).
+pub const SESSION_MARK: u8 = 0xC5;
+/// The session section's kind byte (after the mark and the format) for an idle session.
+pub const SESSION_IDLE: u8 = 0;
+
+/// Like [`open_with_extra`], for the bytes of a paused script (`MontyRuntime.resume`,
+/// `resume_gather`, `inspect`, `inspect_gather`): a namespace session's bytes are refused
+/// with what they are and the method that takes them.
+pub fn open_run<'a>(
+    bytes: &'a [u8],
+    key: Option<&[u8]>,
+) -> Result<(&'a [u8], Option<&'a [u8]>), HostError> {
+    let (payload, extra) = open_with_extra(bytes, key)?;
+    if let Some(section) = extra
+        && section.first() == Some(&SESSION_MARK)
+    {
+        return Err(HostError::Snapshot(
+            if section.get(2) == Some(&SESSION_IDLE) {
+                "these bytes are an idle namespace session (NamespaceSession.dump()), not a paused \
+             script: load them with MontyRuntime.load_session"
+                    .into()
+            } else {
+                "these bytes are a namespace session paused at a tool call (the Call.dump() of a \
+             NamespaceSession.feed), not a paused script: resume them with \
+             MontyRuntime.resume_session (inspect_session reads the call)"
+                    .into()
+            },
+        ));
+    }
+    Ok((payload, extra))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,6 +359,22 @@ mod tests {
         let at = 4 + 2 + 1 + MONTY_VERSION.len();
         bytes[at..at + 2].copy_from_slice(&(monty::DUMP_VERSION + 1).to_le_bytes());
         assert!(refusal(&bytes, None).contains("dump version"));
+    }
+
+    #[test]
+    fn session_bytes_are_refused_by_open_run_with_the_method_that_takes_them() {
+        let refused = |kind: u8| match open_run(
+            &seal_with_extra(b"payload", None, 1000, Some(&[SESSION_MARK, 1, kind, 0])),
+            None,
+        ) {
+            Err(HostError::Snapshot(msg)) => msg,
+            _ => panic!("accepted"),
+        };
+        assert!(refused(SESSION_IDLE).contains("load_session"));
+        assert!(refused(1).contains("resume_session"));
+        let run = seal_with_extra(b"payload", None, 1000, Some(&[1, 0]));
+        assert!(open_run(&run, None).is_ok());
+        assert!(open_run(&sealed(None), None).is_ok());
     }
 
     #[test]

@@ -590,6 +590,8 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
             )
         elif isinstance(node, ast.Call):
             findings += _detect_call(node, src, tree, modules, user_names, aliases, tool_callers, functions_style)
+            if node.keywords and _is_gather(node, aliases, from_names):
+                findings.append(_gather_keywords(src, node))
         elif isinstance(node, (ast.AsyncWith, ast.AsyncFor)):
             kind = "async with" if isinstance(node, ast.AsyncWith) else "async for"
             findings.append(_finding(src, node, "syntax", f"`{kind}` is not available; use a plain with/for"))
@@ -748,6 +750,30 @@ def _detect_call(
                 )
             )
     return found
+
+
+def _is_gather(node: ast.Call, aliases: dict[str, str], from_names: dict[str, tuple[str, str]]) -> bool:
+    """``asyncio.gather(...)``, under any name the script imports it as."""
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr == "gather" and isinstance(func.value, ast.Name) and aliases.get(func.value.id) == "asyncio"
+    return isinstance(func, ast.Name) and from_names.get(func.id) == ("asyncio", "gather")
+
+
+def _gather_keywords(src: _Source, node: ast.Call) -> Finding:
+    """Monty's gather takes only the awaitables: ``return_exceptions=`` (or any keyword) fails
+    when the script reaches it, after the calls before it ran."""
+    names = ", ".join(f"{k.arg}=" if k.arg else "**" for k in node.keywords)
+    return _finding(
+        src,
+        node,
+        "gather_kwargs",
+        f"asyncio.gather() takes no keyword arguments here ({names}); return_exceptions=True is not "
+        "available. Instead: gather helper coroutines that catch the error themselves, e.g. "
+        "`async def safe(name, args):` with the body `try: return await call_tool(name, args)` / "
+        "`except Exception as e: return e`, then `await asyncio.gather(safe('a', {...}), safe('b', {...}))`; "
+        "or call the tools one after another, each inside try/except",
+    )
 
 
 def _json_default_message() -> str:

@@ -298,6 +298,17 @@ SUBSET: tuple[SubsetEntry, ...] = (
         key="re_sub_callable",
     ),
     SubsetEntry(
+        "keyword arguments of asyncio.gather (return_exceptions=True)",
+        False,
+        "import asyncio\nasync def ok():\n    return 1\nasync def bad():\n    raise ValueError('x')\n"
+        "async def main():\n    return await asyncio.gather(ok(), bad(), return_exceptions=True)\n"
+        "r = asyncio.run(main())\nr[0] == 1 and isinstance(r[1], ValueError)",
+        "gather helper coroutines that catch the error themselves (async def safe(name, args): try: "
+        "return await call_tool(name, args) except Exception as e: return e), then "
+        "asyncio.gather(safe(...), safe(...)); or call the tools one after another, each inside try/except",
+        key="gather_kwargs",
+    ),
+    SubsetEntry(
         "async with, async for, `from module import *`",
         False,
         "from json import *\nTrue",

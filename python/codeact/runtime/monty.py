@@ -53,7 +53,8 @@ class ResourceLimits(BaseModel):
     in tools between advances does not count.
 
     Attributes:
-        max_duration: seconds of interpreter time per advance, or None for no cap.
+        max_duration: seconds of interpreter time per advance, sleeps (``time.sleep``,
+            ``asyncio.sleep``) included, or None for no cap.
         max_memory: bytes of interpreter heap, or None for no cap. Checked before large
             allocations, so ``'x' * 10**10`` fails fast without allocating.
         max_recursion_depth: Python frames; capped at ``RECURSION_CEILING`` (10,000) even
@@ -445,7 +446,9 @@ class MontyRuntime:
         """
         session, paused = _monty.MontySession.load(self._session_engine(), snapshot)
         if paused is None:
-            raise SnapshotError("snapshot error: the session is idle, not paused at a tool call; use load_session")
+            raise SnapshotError(
+                "snapshot error: the session is idle, not paused at a tool call; load it with load_session"
+            )
         if isinstance(paused, _monty.MontySessionGather):
             raise SnapshotError(
                 "snapshot error: the session is paused at a gather of tool calls, not at one call; resume it "
@@ -502,7 +505,9 @@ class MontyRuntime:
         """
         _session, paused = _monty.MontySession.load(self._session_engine(), snapshot)
         if paused is None:
-            raise SnapshotError("snapshot error: the session is idle, not paused at a tool call")
+            raise SnapshotError(
+                "snapshot error: the session is idle, not paused at a tool call; load it with load_session"
+            )
         if isinstance(paused, _monty.MontySessionGather):
             return tuple(paused.calls)
         return ((paused.name, paused.positional_args, paused.keyword_args, paused.call_id),)
