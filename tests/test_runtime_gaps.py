@@ -113,6 +113,40 @@ def test_os_calls_in_a_loop_do_not_restart_the_time_limit() -> None:
     assert child.stdout.startswith("TimeoutError: time limit exceeded")
 
 
+LOOPS_THE_HOST_ANSWERS = {
+    # each pass pauses the interpreter for the host, which answers it inside the advance
+    "a tool call refused in the script": (
+        "while True:\n    try:\n        call_tool(1)\n    except TypeError:\n        pass"
+    ),
+    "a name lookup": "while True:\n    try:\n        undefined_thing\n    except NameError:\n        pass",
+}
+
+
+@pytest.mark.parametrize("where", ["run", "session"])
+@pytest.mark.parametrize("loop", sorted(LOOPS_THE_HOST_ANSWERS))
+def test_loops_of_stops_the_host_answers_end_at_max_duration(loop: str, where: str) -> None:
+    """Monty restarts its budget at every stop the advance answers itself (not only OS
+    calls); such a loop still ends with TimeoutError close to max_duration (in a child: it
+    used to run forever)."""
+    feed = "rt.start_session().feed(SCRIPT)" if where == "session" else 'rt.start(SCRIPT, "main.py")'
+    child = run_child(
+        f"""
+        import time
+        from codeact import MontyRuntime, ResourceLimits
+        SCRIPT = {LOOPS_THE_HOST_ANSWERS[loop]!r}
+        rt = MontyRuntime(ResourceLimits(max_duration=0.3))
+        t0 = time.perf_counter()
+        step = {feed}
+        print(round(time.perf_counter() - t0, 3), step.message.splitlines()[-1])
+        """,
+        timeout=30,
+    )
+    assert child.returncode == 0, child.stderr
+    took, _, message = child.stdout.strip().partition(" ")
+    assert message.startswith("TimeoutError: time limit exceeded"), child.stdout
+    assert float(took) < 3.0, f"{loop}: ended after {took} s under max_duration=0.3"
+
+
 def test_sleeps_under_process_isolation() -> None:
     rt = MontyRuntime(ResourceLimits(max_duration=0.5), isolation="process")
     t0 = time.perf_counter()

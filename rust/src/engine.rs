@@ -813,14 +813,21 @@ fn drive(
                 Ok(req) if !call.allow_eager_await && ctx.defers(&call.position) => {
                     // An awaited call that competes with other work: start it as a future and
                     // run on; the host runs it when every task waits (`ResolveFutures`).
-                    let args = std::mem::take(&mut call.args);
-                    ctx.with_pending(|t| t.insert(req.call_id, PendingTool { args, req }));
-                    call.resume_pending(PrintWriter::Callback(out))
+                    if let Some(exc) = journal.clock.charge_turn(call.tracker()) {
+                        call.abort(exc, PrintWriter::Callback(out))
+                    } else {
+                        let args = std::mem::take(&mut call.args);
+                        ctx.with_pending(|t| t.insert(req.call_id, PendingTool { args, req }));
+                        call.resume_pending(PrintWriter::Callback(out))
+                    }
                 }
                 Ok(req) => {
                     return Ok(Stop::Call(Box::new(Paused(call, Arc::clone(ctx))), req));
                 }
-                Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
+                Err(exc) => match journal.clock.charge_turn(call.tracker()) {
+                    Some(timeout) => call.abort(timeout, PrintWriter::Callback(out)),
+                    None => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
+                },
             },
             Ok(RunProgress::OsCall(call)) => {
                 if let Some(exc) = journal.clock.charge(&call.function_call, call.tracker()) {
@@ -843,6 +850,10 @@ fn drive(
                 }
             }
             Ok(RunProgress::NameLookup(lookup)) => {
+                if let Some(exc) = journal.clock.charge_turn(lookup.tracker()) {
+                    progress = lookup.abort(exc, PrintWriter::Callback(out));
+                    continue;
+                }
                 let called = is_called(ctx.source.as_ref(), &lookup.position);
                 let answer = name_answer(cfg.tool_style, &lookup.name, called);
                 lookup.resume(answer, PrintWriter::Callback(out))

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Datelike, Local, NaiveDateTime, Offset, Timelike, Utc};
 use monty_fs::{MountCallOutcome, MountError, MountMode, MountTable};
@@ -312,6 +312,9 @@ impl OsPolicy {
 #[derive(Debug, Default)]
 pub struct AdvanceClock {
     used: Duration,
+    /// When the advance's first turn began (set at the first charge, from that turn's
+    /// length: compiling the script and waiting for a worker do not count).
+    started: Option<Instant>,
 }
 
 impl AdvanceClock {
@@ -327,8 +330,6 @@ impl AdvanceClock {
         call: &OsFunctionCall,
         tracker: &ResourceTracker,
     ) -> Option<MontyException> {
-        self.used += tracker.turn_elapsed();
-        let limit = tracker.max_turn_duration()?;
         let delay = match call {
             OsFunctionCall::SystemSleep(d)
             | OsFunctionCall::Sleep(d)
@@ -336,6 +337,33 @@ impl AdvanceClock {
             | OsFunctionCall::AsyncSleep(d) => (*d).min(SLEEP_CAP),
             _ => Duration::ZERO,
         };
+        self.charge_delay(delay, tracker)
+    }
+
+    /// Charges the turn that ended at any other pause the advance answers itself (a name
+    /// lookup, a tool call refused in the script, an awaited call started as a future):
+    /// Monty restarts its budget at those resumes too, so a loop of them (`while True:` /
+    /// `try: undefined_name` / `except NameError: pass`) would otherwise never time out.
+    pub fn charge_turn(&mut self, tracker: &ResourceTracker) -> Option<MontyException> {
+        self.charge_delay(Duration::ZERO, tracker)
+    }
+
+    fn charge_delay(
+        &mut self,
+        delay: Duration,
+        tracker: &ResourceTracker,
+    ) -> Option<MontyException> {
+        let turn = tracker.turn_elapsed();
+        self.used += turn;
+        // Wall time since the first turn began counts too: it holds what the turns do not,
+        // Monty pausing and restoring the interpreter at every such stop and the host
+        // answering it (a loop of name lookups spent most of its time there).
+        let now = Instant::now();
+        let started = *self
+            .started
+            .get_or_insert_with(|| now.checked_sub(turn).unwrap_or(now));
+        self.used = self.used.max(now.saturating_duration_since(started));
+        let limit = tracker.max_turn_duration()?;
         let total = self.used.saturating_add(delay);
         if total <= limit {
             self.used = total;

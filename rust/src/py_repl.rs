@@ -425,10 +425,12 @@ fn drive(
                 ));
             }
         };
-        // The advance's time budget, charged at each OS call (`os_policy::AdvanceClock`).
+        // The advance's time budget, charged at each pause the advance answers itself
+        // (`os_policy::AdvanceClock`; a tool call returned to the host ends the advance).
         let over_budget = match &p {
             ReplProgress::OsCall(call) => journal.clock.charge(&call.function_call, p.tracker()),
-            _ => None,
+            ReplProgress::Complete { .. } => None,
+            _ => journal.clock.charge_turn(p.tracker()),
         };
         progress = match p {
             ReplProgress::Complete { repl, value } => {
@@ -451,12 +453,19 @@ fn drive(
                 Ok(req) if !call.allow_eager_await && feed.defers(&call.position) => {
                     // An awaited call that competes with other work: start it as a future and
                     // run on; the host runs it when every task waits (`ResolveFutures`).
-                    let args = std::mem::take(&mut call.args);
-                    feed.pending.insert(req.call_id, PendingTool { args, req });
-                    call.resume_pending(PrintWriter::Callback(out))
+                    if let Some(exc) = over_budget {
+                        call.abort(exc, PrintWriter::Callback(out))
+                    } else {
+                        let args = std::mem::take(&mut call.args);
+                        feed.pending.insert(req.call_id, PendingTool { args, req });
+                        call.resume_pending(PrintWriter::Callback(out))
+                    }
                 }
                 Ok(req) => return Ok(Driven::Call(Box::new(call), req)),
-                Err(exc) => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
+                Err(exc) => match over_budget {
+                    Some(timeout) => call.abort(timeout, PrintWriter::Callback(out)),
+                    None => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
+                },
             },
             ReplProgress::OsCall(call) => {
                 if let Some(exc) = over_budget {
@@ -479,6 +488,10 @@ fn drive(
                 }
             }
             ReplProgress::NameLookup(lookup) => {
+                if let Some(exc) = over_budget {
+                    progress = lookup.abort(exc, PrintWriter::Callback(out));
+                    continue;
+                }
                 let called = is_called(feed, &lookup.position);
                 let answer = name_answer(cfg.tool_style, &lookup.name, called);
                 lookup.resume(answer, PrintWriter::Callback(out))
