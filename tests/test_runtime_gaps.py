@@ -385,3 +385,61 @@ def test_other_tracebacks_are_unchanged(monty: MontyRuntime) -> None:
         "            ~~~~~~~~~~~~~~\n"
         "NameError: name 'undefined_name' is not defined"
     )
+
+
+# ---------------------------------------------------------------- tool results and max_memory
+
+BIG = "y" * (12 * 1024 * 1024)  # a 12 MiB tool result, for an 8 MiB limit
+SMALL_LIMITS = ResourceLimits(max_memory=8 * 1024 * 1024)
+
+
+def test_a_tool_result_larger_than_max_memory_is_a_memory_error_at_the_call() -> None:
+    rt = MontyRuntime(SMALL_LIMITS)
+    script = 'try:\n    r = call_tool("t", {})\nexcept MemoryError as e:\n    r = "caught: " + str(e)\nr'
+    value = expect_complete(expect_call(start(rt, script)).call.resume(ResumeValue(BIG))).value
+    assert value.startswith("caught: the tool's result needs about"), value
+    # a result that fits still arrives whole
+    assert expect_complete(expect_call(start(rt, script)).call.resume(ResumeValue("ok" * 1000))).value == "ok" * 1000
+
+
+def test_in_a_session_a_too_large_result_leaves_later_scripts_working() -> None:
+    # Before: the value entered the namespace uncounted; after the next failing script the
+    # heap was recounted and every later script, even `1 + 1`, failed with MemoryError.
+    session = MontyRuntime(SMALL_LIMITS).start_session()
+    raised = expect_raised(expect_call(session.feed('r = call_tool("t", {})\nlen(r)')).call.resume(ResumeValue(BIG)))
+    assert last_line(raised.message).startswith("MemoryError: the tool's result needs about")
+    expect_raised(session.feed("1 / 0"))
+    assert expect_complete(session.feed("1 + 1")).value == 2
+
+
+def test_gathered_results_must_fit_together() -> None:
+    session = MontyRuntime(SMALL_LIMITS).start_session()
+    script = textwrap.dedent(
+        """
+        import asyncio
+        async def one(n):
+            try:
+                return len(await call_tool("t", {"n": n}))
+            except MemoryError:
+                return "too big"
+        await asyncio.gather(one(1), one(2))
+        """
+    )
+    step = session.feed(script)
+    half = "z" * (5 * 1024 * 1024)  # each fits alone, not both
+    done = step.continuation.resume({c.call_id: ResumeValue(half) for c in step.calls})
+    assert sorted(map(str, expect_complete(done).value)) == sorted([str(len(half)), "too big"])
+
+
+@pytest.mark.parametrize("key", [-1, 2**70])
+def test_a_gather_call_id_out_of_range_is_a_value_error(key: int) -> None:
+    step = (
+        MontyRuntime()
+        .start_session()
+        .feed("import asyncio\nawait asyncio.gather(call_tool('a', {}), call_tool('b', {}))")
+    )
+    with pytest.raises(ValueError, match="is not a call this Gather awaits"):
+        step.continuation.resume({key: ResumeValue(1)})
+    with pytest.raises(TypeError, match="keyed by the calls' call_id"):
+        step.continuation.resume({"1": ResumeValue(1)})
+    assert expect_complete(step.continuation.resume({c.call_id: ResumeValue(c.call_id) for c in step.calls})).value

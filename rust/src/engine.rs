@@ -303,7 +303,7 @@ pub fn resume(
     guarded("resume", || {
         // Monty restarts the turn budget (our per-advance time limit) at every resume.
         let eager = call.allow_eager_await;
-        let result = ext_result(outcome);
+        let result = ext_result_within(outcome, cfg.limits.max_memory, &mut ctx.memory.used());
         let mut out = CappedOutput::new(cfg.max_stdout);
         let progress = if eager {
             // `await call_tool(...)` with nothing else to run: the awaited value, settled now.
@@ -888,6 +888,36 @@ fn drive(
     }
 }
 
+/// What a tool outcome is to Monty, within the script's memory limit (`limit`, with `used`
+/// bytes already held, raised by what it lets in): a value that cannot fit is raised in the script, at the call, as a
+/// `MemoryError` it can catch. The value was built outside the advance, so it would enter
+/// the heap uncounted and only show when the heap is next recounted (a session rolling back
+/// or loading), failing every later script of the session instead of this call.
+pub(crate) fn ext_result_within(
+    outcome: Outcome,
+    limit: Option<usize>,
+    used: &mut usize,
+) -> ExtFunctionResult {
+    if let (Outcome::Value(value), Some(limit)) = (&outcome, limit) {
+        let size = unstable::graph_parts(value).0.decoded_size();
+        let left = limit.saturating_sub(*used);
+        if size <= left {
+            // Several values settled together (a gather) must fit together.
+            *used += size;
+        } else {
+            return ExtFunctionResult::Error(MontyException::new(
+                ExcType::MemoryError,
+                Some(format!(
+                    "the tool's result needs about {size} bytes, more than the {left} bytes left \
+                     of the script's memory limit ({limit} bytes); ask the tool for less (a page, \
+                     a summary, fewer fields)"
+                )),
+            ));
+        }
+    }
+    ext_result(outcome)
+}
+
 /// What a tool outcome is to Monty.
 pub(crate) fn ext_result(outcome: Outcome) -> ExtFunctionResult {
     match outcome {
@@ -919,9 +949,10 @@ pub fn resume_gather(
                 t.remove(id);
             }
         });
+        let mut used = ctx.memory.used();
         let results = outcomes
             .into_iter()
-            .map(|(id, o)| (id, ext_result(o)))
+            .map(|(id, o)| (id, ext_result_within(o, cfg.limits.max_memory, &mut used)))
             .collect();
         let mut out = CappedOutput::new(cfg.max_stdout);
         // Monty restarts the turn budget (our per-advance time limit) here too.

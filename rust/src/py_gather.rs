@@ -149,8 +149,16 @@ pub(crate) fn outcomes_from_py(
     }
     let mut out = Vec::with_capacity(dict.len());
     for (k, v) in dict.iter() {
+        if !k.is_instance_of::<pyo3::types::PyInt>() {
+            return Err(PyTypeError::new_err(
+                "Gather outcomes are keyed by the calls' call_id (int)",
+            ));
+        }
+        // An int out of u32's range is no call this Gather awaits either.
         let id: u32 = k.extract().map_err(|_| {
-            PyTypeError::new_err("Gather outcomes are keyed by the calls' call_id (int)")
+            PyValueError::new_err(format!(
+                "call_id {k} is not a call this Gather awaits (it awaits {ids:?})"
+            ))
         })?;
         if !ids.contains(&id) {
             return Err(PyValueError::new_err(format!(

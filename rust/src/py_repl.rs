@@ -42,7 +42,7 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 use crate::convert::{V, check_plain, monty_to_py, ref_to_py};
 use crate::engine::{
     EngineConfig, MAX_SCRIPT_BYTES, NO_ASYNC, Outcome, PendingTool, STACK_PER_SOURCE_BYTE,
-    ToolRequest, ToolStyle, check_request, classify_parts, ext_result, name_answer,
+    ToolRequest, ToolStyle, check_request, classify_parts, ext_result_within, name_answer,
 };
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::journal::{Journal, OsLog};
@@ -654,8 +654,9 @@ fn resume(
     outcome: Outcome,
     journal: Journal,
 ) -> Result<Advance, HostError> {
+    let (limit, mut used) = (inner.cfg.limits.max_memory, inner.memory.used());
     go_on(inner, feed, journal, move |_, out| {
-        let result = ext_result(outcome);
+        let result = ext_result_within(outcome, limit, &mut used);
         if call.allow_eager_await {
             let settled = match result {
                 ExtFunctionResult::Error(exc) => Err(exc),
@@ -678,12 +679,13 @@ fn resume_gather(
     outcomes: Vec<(u32, Outcome)>,
     journal: Journal,
 ) -> Result<Advance, HostError> {
+    let (limit, mut used) = (inner.cfg.limits.max_memory, inner.memory.used());
     go_on(inner, feed, journal, move |feed, out| {
         let results = outcomes
             .into_iter()
             .map(|(id, o)| {
                 feed.pending.remove(&id);
-                (id, ext_result(o))
+                (id, ext_result_within(o, limit, &mut used))
             })
             .collect();
         futures.resume(results, PrintWriter::Callback(out))
