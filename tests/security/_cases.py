@@ -236,7 +236,13 @@ RESOURCES = [
     Case("huge-int-power", "10 ** 10 ** 10", ("raised", "MemoryError")),
     Case("huge-int-shift", "1 << 10**11", ("raised", "MemoryError")),
     Case("huge-int-to-str", "len(str(10 ** 300000))", ("raised", "ValueError: Exceeds the limit (4300 digits)")),
-    Case("huge-int-multiply-loop", "x = 3\nwhile True:\n    x = x * x", ("raised_re", r"^(MemoryError|TimeoutError)")),
+    # One multiplication of two ~16 MiB integers is not interruptible and Monty checks its
+    # size, not its time: it overruns max_duration by seconds (docs/security.md, "Known bugs").
+    Case(
+        "huge-int-multiply-loop",
+        "x = 3\nwhile True:\n    x = x * x",
+        ("raised_re_or_worker_killed", r"^(MemoryError|TimeoutError)"),
+    ),
     Case("str-doubling", "s = 'ab'\nwhile True:\n    s = s + s", ("raised", "MemoryError")),
     Case(
         "catch-memory-error-and-retry",

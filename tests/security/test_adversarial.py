@@ -65,6 +65,15 @@ def check(case: Case, r: dict[str, Any]) -> None:
     elif kind == "raised_re":
         assert r["kind"] == "raised", r
         assert re.match(args[0], r["last_line"]), r
+    elif kind == "raised_re_or_worker_killed":
+        # A known overrun (Monty cannot interrupt one huge operation): under isolation="process"
+        # a loaded machine may reach the hang grace first, and the worker is killed and
+        # replaced: a typed host error, the host process unharmed.
+        if r["kind"] == "host_error":
+            assert r["type"] == "CodeRuntimeError" and "did not answer within" in r["message"], r
+        else:
+            assert r["kind"] == "raised", r
+            assert re.match(args[0], r["last_line"]), r
     elif kind == "host_error":
         assert r["kind"] == "host_error", r
         assert r["type"] == args[0], r
