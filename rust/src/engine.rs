@@ -522,10 +522,7 @@ pub(crate) fn classify_parts(
     Ok(req)
 }
 
-pub(crate) fn check_request(
-    graph: &unstable::MontyGraph,
-    req: &ToolRequest,
-) -> Result<(), MontyException> {
+fn check_request(graph: &unstable::MontyGraph, req: &ToolRequest) -> Result<(), MontyException> {
     for (i, v) in req.positional.iter().enumerate() {
         if is_scalar(graph, *v) {
             continue;
@@ -1003,7 +1000,9 @@ fn seal_progress(
 /// Version of the awaited-call section of the envelope.
 const TASKS_FORMAT: u8 = 1;
 
-type PendingRecord = (u32, String, Vec<NodeId>, Vec<(String, NodeId)>, CallArgs);
+/// A started call in bytes: call id, tool name, positional and keyword argument ids, their
+/// arena.
+pub(crate) type PendingRecord = (u32, String, Vec<NodeId>, Vec<(String, NodeId)>, CallArgs);
 type TasksRecord = (u8, String, Vec<u32>, Vec<PendingRecord>);
 
 fn tasks_to_bytes(ctx: &RunCtx) -> Result<Option<Vec<u8>>, HostError> {
@@ -1022,6 +1021,37 @@ fn tasks_to_bytes(ctx: &RunCtx) -> Result<Option<Vec<u8>>, HostError> {
     })
 }
 
+/// Started calls read back from bytes (a paused script's, or a paused session feed's), each
+/// checked as a live call is: ids within its arena, the style's shape, plain values only.
+/// `what` names them in the error (`"snapshot's awaited calls"`).
+pub(crate) fn pending_table(
+    style: ToolStyle,
+    records: Vec<PendingRecord>,
+    what: &str,
+) -> Result<BTreeMap<u32, PendingTool>, HostError> {
+    let bad = |why: &str| HostError::Snapshot(format!("{what} {why}"));
+    let mut table = BTreeMap::new();
+    for (call_id, name, positional, keyword, args) in records {
+        let graph = unstable::call_args_parts(&args).0;
+        let req = ToolRequest {
+            name,
+            positional,
+            keyword,
+            call_id,
+        };
+        let in_range = |id: &NodeId| (id.0 as usize) < graph.len();
+        if !req.positional.iter().all(in_range)
+            || !req.keyword.iter().all(|(_, v)| in_range(v))
+            || (style == ToolStyle::CallTool && !req.positional.is_empty())
+        {
+            return Err(bad("are malformed"));
+        }
+        check_request(graph, &req).map_err(|_| bad("hold a value that cannot cross"))?;
+        table.insert(call_id, PendingTool { args, req });
+    }
+    Ok(table)
+}
+
 fn tasks_from_bytes(style: ToolStyle, bytes: &[u8]) -> Result<Tasks, HostError> {
     let bad = |why: String| HostError::Snapshot(format!("snapshot's awaited calls {why}"));
     let (format, script, offsets, pending): TasksRecord =
@@ -1031,25 +1061,7 @@ fn tasks_from_bytes(style: ToolStyle, bytes: &[u8]) -> Result<Tasks, HostError> 
             "have format {format}, this build reads {TASKS_FORMAT}"
         )));
     }
-    let mut table = BTreeMap::new();
-    for (call_id, name, positional, keyword, args) in pending {
-        let graph = unstable::call_args_parts(&args).0;
-        let req = ToolRequest {
-            name,
-            positional,
-            keyword,
-            call_id,
-        };
-        let in_range = |id: &NodeId| (id.0 as usize) < graph.len();
-        if !req.positional.iter().all(in_range) || !req.keyword.iter().all(|(_, v)| in_range(v)) {
-            return Err(bad("are malformed".into()));
-        }
-        if style == ToolStyle::CallTool && !req.positional.is_empty() {
-            return Err(bad("are malformed".into()));
-        }
-        check_request(graph, &req).map_err(|_| bad("hold a value that cannot cross".into()))?;
-        table.insert(call_id, PendingTool { args, req });
-    }
+    let table = pending_table(style, pending, "snapshot's awaited calls")?;
     Ok(Tasks {
         deferred: Deferred { script, offsets },
         pending: Mutex::new(table),

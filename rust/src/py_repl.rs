@@ -31,9 +31,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use monty::{MontyRepl, ReplFunctionCall, ReplProgress, ReplResolveFutures, ReplStartError};
-use monty_types::unstable::{self, NodeId};
 use monty_types::{
-    CallArgs, CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, PrintWriter,
+    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, PrintWriter,
     SourceRange,
 };
 use pyo3::prelude::*;
@@ -41,8 +40,9 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::convert::{V, check_plain, monty_to_py, ref_to_py};
 use crate::engine::{
-    EngineConfig, MAX_SCRIPT_BYTES, NO_ASYNC, Outcome, PendingTool, STACK_PER_SOURCE_BYTE,
-    ToolRequest, ToolStyle, check_request, classify_parts, ext_result_within, name_answer,
+    EngineConfig, MAX_SCRIPT_BYTES, NO_ASYNC, Outcome, PendingRecord, PendingTool,
+    STACK_PER_SOURCE_BYTE, ToolRequest, classify_parts, ext_result_within, name_answer,
+    pending_table,
 };
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::journal::{Journal, OsLog};
@@ -76,10 +76,6 @@ type TasksSessionRecord = (
 );
 /// script, script name, Monty's input name, the idle dump the feed started from.
 type FeedRecord = (String, String, String, Vec<u8>);
-/// A started call: call id, tool name, positional and keyword argument ids, their arena
-/// (as a run's section stores it).
-type PendingRecord = (u32, String, Vec<NodeId>, Vec<(String, NodeId)>, CallArgs);
-
 /// Sorted byte offsets of the call expressions a feed awaits, by the feed's Monty input
 /// name (`<python-input-N>`): what the session keeps of the feeds that completed.
 type Awaits = BTreeMap<String, Vec<u32>>;
@@ -318,34 +314,6 @@ fn open<'a>(cfg: &EngineConfig, bytes: &'a [u8]) -> Result<(&'a [u8], Record), H
             other.unwrap_or_default()
         ))),
     }
-}
-
-/// The started calls of a paused feed read back from bytes, checked as a run's are.
-fn pending_table(
-    style: ToolStyle,
-    records: Vec<PendingRecord>,
-) -> Result<BTreeMap<u32, PendingTool>, HostError> {
-    let bad = |why: &str| HostError::Snapshot(format!("the session's awaited calls {why}"));
-    let mut table = BTreeMap::new();
-    for (call_id, name, positional, keyword, args) in records {
-        let graph = unstable::call_args_parts(&args).0;
-        let req = ToolRequest {
-            name,
-            positional,
-            keyword,
-            call_id,
-        };
-        let in_range = |id: &NodeId| (id.0 as usize) < graph.len();
-        if !req.positional.iter().all(in_range)
-            || !req.keyword.iter().all(|(_, v)| in_range(v))
-            || (style == ToolStyle::CallTool && !req.positional.is_empty())
-        {
-            return Err(bad("are malformed"));
-        }
-        check_request(graph, &req).map_err(|_| bad("hold a value that cannot cross"))?;
-        table.insert(call_id, PendingTool { args, req });
-    }
-    Ok(table)
 }
 
 /// Monty's `<python-input-N>` names in `message`: the feed's own as its script name,
@@ -785,7 +753,7 @@ fn load_session(
                     start: Arc::new(start),
                     before: Arc::new(awaits.clone()),
                     offsets,
-                    pending: pending_table(cfg.tool_style, pending)?,
+                    pending: pending_table(cfg.tool_style, pending, "the session's awaited calls")?,
                 };
                 match *progress {
                     ReplProgress::ResolveFutures(futures) => {
