@@ -423,13 +423,13 @@ class CrashingService(InMemorySessionService):
         self.kind, self.nth, self.before = kind, nth, before
         self.seen = 0
 
-    async def append_journal(self, session, turn, records):
+    async def append_journal(self, session, turn, records, **kwargs):
         hit = any(r.kind == self.kind for r in records)
         if hit:
             self.seen += 1
         if hit and self.before and self.seen == self.nth:
             raise Crash
-        await super().append_journal(session, turn, records)
+        await super().append_journal(session, turn, records, **kwargs)
         if hit and not self.before and self.seen == self.nth:
             raise Crash
 
@@ -543,8 +543,8 @@ async def test_monty_crash_after_the_outcome_resumes_from_sqlite(tmp_path: Path)
     class CrashingSqlite(SqliteSessionService):
         crash = True
 
-        async def append_journal(self, session, turn, records):
-            await super().append_journal(session, turn, records)
+        async def append_journal(self, session, turn, records, **kwargs):
+            await super().append_journal(session, turn, records, **kwargs)
             if self.crash and any(r.kind == "outcome" for r in records):
                 self.crash = False
                 raise Crash

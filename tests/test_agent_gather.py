@@ -123,8 +123,8 @@ async def test_a_recovery_reruns_no_gathered_call_whose_outcome_is_stored(tmp_pa
     class CrashingSqlite(SqliteSessionService):
         outcomes = 0
 
-        async def append_journal(self, session: Any, turn: str, records: Any) -> None:
-            await super().append_journal(session, turn, records)
+        async def append_journal(self, session: Any, turn: str, records: Any, **kwargs: Any) -> None:
+            await super().append_journal(session, turn, records, **kwargs)
             self.outcomes += sum(r.kind == "outcome" for r in records)
             if self.outcomes == 1:
                 raise Crash
@@ -166,8 +166,8 @@ async def test_a_gathered_call_is_stored_when_it_returns_not_when_its_slowest_si
     stored = anyio.Event()
 
     class WatchedSqlite(SqliteSessionService):
-        async def append_journal(self, session: Any, turn: str, records: Any) -> None:
-            await super().append_journal(session, turn, records)
+        async def append_journal(self, session: Any, turn: str, records: Any, **kwargs: Any) -> None:
+            await super().append_journal(session, turn, records, **kwargs)
             if any(r.kind == "outcome" for r in records):
                 stored.set()
 

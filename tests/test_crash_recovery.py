@@ -62,7 +62,7 @@ CHILD = textwrap.dedent(
     seen = {"intent": 0, "outcome": 0}
 
     class KillingSqlite(SqliteSessionService):
-        async def append_journal(self, session, turn, records):
+        async def append_journal(self, session, turn, records, **kwargs):
             kinds = {r.kind for r in records}
             for kind in ("intent", "outcome"):
                 if kind in kinds:
@@ -70,7 +70,7 @@ CHILD = textwrap.dedent(
             hit = lambda kind: kind in kinds and seen[kind] == ORDER.get(target)
             if hit("intent") and boundary == "before_intent":
                 die()
-            await super().append_journal(session, turn, records)
+            await super().append_journal(session, turn, records, **kwargs)
             if (hit("intent") and boundary == "after_intent") or (hit("outcome") and boundary == "after_outcome"):
                 die()
 

@@ -102,7 +102,7 @@ class World:
         class Crashing(SqliteSessionService):
             writes = 0
 
-            async def append_journal(self, session: Any, turn: str, records: Any) -> None:
+            async def append_journal(self, session: Any, turn: str, records: Any, **kwargs: Any) -> None:
                 self.writes += 1
                 hit = world.crash_at is not None and world.crash_at[0] == self.writes
                 if hit and world.crash_at[1]:
@@ -110,7 +110,7 @@ class World:
                     if any(r.kind == "outcome" for r in records):
                         world.allowed_reruns.update(r.seq for r in records if r.kind == "outcome")
                     raise Crash
-                await super().append_journal(session, turn, records)
+                await super().append_journal(session, turn, records, **kwargs)
                 if hit:
                     world.crash_at = None
                     raise Crash

@@ -224,8 +224,8 @@ async def test_a_recovered_turn_does_not_repeat_the_tool_events_of_journaled_cal
     class CrashAfterTwo(SqliteSessionService):
         outcomes = 0
 
-        async def append_journal(self, session: Any, turn: str, records: Any) -> None:
-            await super().append_journal(session, turn, records)
+        async def append_journal(self, session: Any, turn: str, records: Any, **kwargs: Any) -> None:
+            await super().append_journal(session, turn, records, **kwargs)
             self.outcomes += sum(1 for r in records if r.kind == "outcome")
             if self.outcomes == 2:
                 raise _Crash

@@ -40,8 +40,8 @@ class Crash(BaseException):
 class CrashAfterIntent(InMemorySessionService):
     armed = True
 
-    async def append_journal(self, session, turn, records):
-        await super().append_journal(session, turn, records)
+    async def append_journal(self, session, turn, records, **kwargs):
+        await super().append_journal(session, turn, records, **kwargs)
         if self.armed and any(r.kind == "intent" for r in records):
             self.armed = False
             raise Crash

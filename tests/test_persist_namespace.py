@@ -179,8 +179,8 @@ class Crash(BaseException):
 class CrashAfterIntent(SqliteSessionService):
     armed = True
 
-    async def append_journal(self, session, turn, records):  # type: ignore[no-untyped-def]
-        await super().append_journal(session, turn, records)
+    async def append_journal(self, session, turn, records, **kwargs):  # type: ignore[no-untyped-def]
+        await super().append_journal(session, turn, records, **kwargs)
         if self.armed and any(r.kind == "intent" for r in records):
             self.armed = False
             raise Crash
@@ -367,8 +367,8 @@ async def test_a_gather_of_gated_calls_in_a_session_is_approved_call_by_call_aft
 class CrashAfterFirstOutcome(SqliteSessionService):
     outcomes = 0
 
-    async def append_journal(self, session, turn, records):  # type: ignore[no-untyped-def]
-        await super().append_journal(session, turn, records)
+    async def append_journal(self, session, turn, records, **kwargs):  # type: ignore[no-untyped-def]
+        await super().append_journal(session, turn, records, **kwargs)
         self.outcomes += sum(r.kind == "outcome" for r in records)
         if self.outcomes == 1:
             raise Crash

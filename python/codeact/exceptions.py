@@ -17,6 +17,8 @@ __all__ = (
     "CallsPendingError",
     "CodeActError",
     "CodeRuntimeError",
+    "ConfirmationHandlerError",
+    "DecisionMismatchError",
     "MissingStateError",
     "ModelError",
     "ModelRateLimitError",
@@ -29,6 +31,7 @@ __all__ = (
     "SessionNotFoundError",
     "SessionStoreError",
     "SnapshotError",
+    "StaleCheckpointError",
     "StaleSessionError",
     "SuspensionError",
     "ToolArgumentError",
@@ -174,7 +177,30 @@ class CallsPendingError(SuspensionError):
 
 class AlreadyResumingError(SuspensionError):
     """Another runner claimed the suspension first (compare-and-set in the store), or is
-    running the decided call now. This runner stored nothing and ran no tool."""
+    running the decided call now, or took over this runner's turn (its later writes are
+    refused). The message names the claim's owner, when it was taken and until when its lease
+    runs, and how to recover an interrupted turn (``Runner.recover``). This runner stored
+    nothing more and ran no tool."""
+
+
+class DecisionMismatchError(SuspensionError):
+    """A decision named the digest of a call (``PendingCallInfo.digest``) that is not the
+    call pending under that key: the view it was made on is stale. Nothing was claimed or
+    stored and no tool ran; the call stays pending."""
+
+
+class StaleCheckpointError(SuspensionError):
+    """A decision or completion was sent for a paused script this agent cannot resume (a
+    changed tool roster, another agent, a different format, a continuation that fails its
+    integrity check). Nothing was claimed or stored and no tool ran: the call stays pending
+    for an agent that can resume it, or the turn can be discarded
+    (``Runner.discard_pending_checkpoint``)."""
+
+
+class ConfirmationHandlerError(SuspensionError):
+    """``RunConfig.tool_confirmation_handler`` raised. The run ended; the call it was asked
+    about is left pending (listed, approvable, deniable). The handler's exception is the
+    ``__cause__``."""
 
 
 def describe_pending(pending: list[Any]) -> str:

@@ -3,25 +3,30 @@ the suspension protocol of SPEC §5 (pending calls, approve / deny / complete, c
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import anyio
 
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
-from .agent._context import BaseAgent, InvocationContext, RunConfig
+from .agent._context import BaseAgent, InDoubtDecision, InvocationContext, RunConfig
 from .agent._protocol import (
     PendingCallInfo,
     announcement_events,
     decision_value,
-    pending_infos,
     plain_value_problem,
 )
+from .agent._turn import TurnView, open_journal
 from .exceptions import (
     AlreadyResumingError,
     CallsPendingError,
+    DecisionMismatchError,
     NoPendingCallError,
+    SnapshotError,
+    StaleCheckpointError,
     StaleSessionError,
     TurnConflictError,
     ValueConversionError,
@@ -30,9 +35,38 @@ from .exceptions import (
 from .services import BaseArtifactService, BaseMemoryService, SecretsProvider
 from .sessions import BaseSessionService, InMemorySessionService, SessionNotFoundError
 from .sessions._journal import TurnSlot
+from .sessions._turns import Claim, Clock, TurnRecord, claim_abandoned, new_claim, release_owner
 from .sessions._types import Content, Event, EventActions, FunctionResponse, Part, Session, new_id
 
-__all__ = ("Runner",)
+__all__ = ("Runner", "TurnInfo")
+
+RUN_KEY = "codeact_run_key"
+"""``Event.custom_metadata`` key naming the run key of the run that stored the event."""
+
+
+@dataclass
+class TurnInfo:
+    """The state of a session's in-flight turn (``Runner.turn_info``).
+
+    Attributes:
+        status: ``"suspended"`` (paused at ``pending``, nobody driving it), ``"running"`` (a
+            live runner drives it: ``claim``), ``"interrupted"`` (its runner stopped:
+            recover it with ``Runner.recover`` or ``codeact sessions recover``; ``in_flight``
+            lists the calls that had started) or ``"stale"`` (this agent cannot resume it:
+            ``reason``).
+        turn: the turn id, or "".
+        claim: who holds (or held) the turn, or None.
+        pending: the calls awaiting a decision or a result, from the verified continuation.
+        in_flight: call keys that started and have no recorded outcome (in doubt).
+        reason: why the turn is stale.
+    """
+
+    status: Literal["suspended", "running", "interrupted", "stale"]
+    turn: str = ""
+    claim: Claim | None = None
+    pending: list[PendingCallInfo] = field(default_factory=list)
+    in_flight: list[str] = field(default_factory=list)
+    reason: str = ""
 
 
 class Runner:
@@ -52,6 +86,8 @@ class Runner:
         secrets: a ``SecretsProvider`` or a plain name -> value mapping, read by tools with
             ``get_secret``; never logged, never in a prompt, redacted from model-facing text.
         auto_create_session: create a missing session instead of raising.
+        clock: wall-clock seconds since the epoch for claims and leases (``time.time``;
+            tests replace it to expire a lease without waiting).
 
     Before the user's message is stored, the agent to run gets it through
     ``BaseAgent.on_user_message`` (``CodeActAgent``: plugins, then input guardrails), which
@@ -70,8 +106,10 @@ class Runner:
         memory_service: BaseMemoryService | None = None,
         secrets: SecretsProvider | Mapping[str, str] | None = None,
         auto_create_session: bool = False,
+        clock: Clock = time.time,
     ) -> None:
         self.app_name = app_name
+        self.clock = clock
         self.agent = agent
         self.session_service = session_service if session_service is not None else InMemorySessionService()
         self.artifact_service = artifact_service
@@ -120,55 +158,144 @@ class Runner:
         session_id: str,
         new_message: Content | str | None = None,
         run_config: RunConfig | None = None,
+        run_key: str | None = None,
     ) -> AsyncIterator[Event]:
         """Runs one invocation; yields each event after it is stored.
 
         Args:
             user_id / session_id: the session (see ``auto_create_session``).
             new_message: the user's message (text or ``Content``); it may carry function
-                responses completing a long-running call. None resumes without one. The same
-                message sent again after a run that stored nothing after it (a ``ModelError``
-                on the first model call) retries that invocation: it is not stored twice.
+                responses completing a long-running call. None resumes without one (and
+                recovers an interrupted turn). The same message sent again after a run that
+                stored nothing after it (a ``ModelError`` on the first model call) retries
+                that invocation: it is not stored twice.
             run_config: per-run options (confirmation decisions, discarding a checkpoint).
+            run_key: an idempotency key chosen by the caller (SPEC §5 v3): when a run with
+                this key finished, its stored events are yielded again (marked
+                ``custom_metadata["codeact_replayed"]``) and nothing runs; when it was
+                interrupted, it is recovered and its message is not stored again; otherwise
+                the run goes ahead and its events carry the key.
 
         Raises:
             SessionNotFoundError: no such session.
             SessionStoreError: the store failed.
             CodeRuntimeError: a host failure of the interpreter.
             ModelError: the model request failed.
+            NoPendingCallError / CallsPendingError / AlreadyResumingError /
+                DecisionMismatchError / StaleCheckpointError: the suspension protocol
+                (SPEC §5); nothing was claimed or stored and no tool ran.
         """
         run_config = run_config or RunConfig()
         content = Content.from_text(new_message) if isinstance(new_message, str) else new_message
+        if content is not None:
+            problem = _text_problem(content)
+            if problem is not None:
+                raise ValueConversionError(f"{problem}; nothing was stored")
         responses = [p.function_response for p in content.parts if p.function_response] if content else []
-        decided = bool(run_config.tool_confirmation_decisions) or bool(responses)
+        decided = bool(run_config.tool_confirmation_decisions) or bool(responses) or bool(run_config.in_doubt_decisions)
         session = await self._session(user_id, session_id, create=not decided)
         invocation_id = new_id()
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
+        stored_message = False
+        if run_key is not None:
+            mine = [e for e in session.events if (e.custom_metadata or {}).get(RUN_KEY) == run_key]
+            record = _record_of(slot)
+            held = record is not None and record.claim is not None and record.claim.run_key == run_key
+            if held:
+                # interrupted (or still running elsewhere): recovered below, the message never stored again
+                content, responses, decided = None, [], False
+                run_config = run_config.model_copy(
+                    update={"tool_confirmation_decisions": {}, "in_doubt_decisions": {}, "decision_digests": {}}
+                )
+                stored_message = True
+            elif mine and not all(e.author == "user" for e in mine):
+                for event in mine:
+                    meta = {**(event.custom_metadata or {}), "codeact_replayed": True}
+                    yield event.model_copy(update={"custom_metadata": meta})
+                return
+            elif mine:
+                invocation_id, stored_message = mine[-1].invocation_id, True
+        claim = new_claim(self.clock, run_config.claim_lease, run_key)
+        try:
+            async with aclosing(
+                self._run_claimed(
+                    session, slot, invocation_id, content, responses, decided, run_config, claim, stored_message
+                )
+            ) as events:
+                async for event in events:
+                    yield event
+        finally:
+            release_owner(claim.owner)
+
+    async def _run_claimed(
+        self,
+        session: Session,
+        slot: TurnSlot | None,
+        invocation_id: str,
+        content: Content | None,
+        responses: list[FunctionResponse],
+        decided: bool,
+        run_config: RunConfig,
+        claim: Claim,
+        stored_message: bool,
+    ) -> AsyncIterator[Event]:
         claimed = False
+        results: dict[str, Any] = {}
         if slot is not None and run_config.discard_pending_checkpoint:
             await self._delete_slot(session, slot)
             slot = None
         if slot is not None:
-            claim = self._claim_for(slot, run_config, content, responses, decided)
-            if claim is _ANNOUNCE:
-                owner = self._agent_for(session, slot)
-                for event in announcement_events(owner.name, invocation_id, pending_infos(slot.data)):
-                    yield event  # a re-announcement: nothing is stored
-                return
-            if claim is _DISCARD:
-                await self._delete_slot(session, slot)
-                slot = None
+            owner = self._agent_for(session, slot)
+            view = await self._view(owner, session, slot, run_config)
+            if view.stale is not None:
+                # Not claimed: the agent reports the stale turn with an event and the slot is left
+                # exactly as it was (the call stays pending for an agent that can resume it).
+                if content is not None and content.text and run_config.on_pending_message == "discard":
+                    await self._delete_slot(session, slot)
+                    slot = None
+                # else the agent reports the stale turn (the slot is left as it is)
             else:
-                assert isinstance(claim, dict)
-                slot = await self._claim(session, slot, claim)
-                claimed = True
+                record = view.record
+                assert record is not None
+                in_flight = await self._in_flight(session, record, owner)
+                pending = [p for p in view.pending if p.call_key not in in_flight]
+                interrupted = record.status == "running" or record.claim is not None
+                if record.claim is not None and not claim_abandoned(record.claim, self.clock):
+                    raise AlreadyResumingError(
+                        f"session {session.id!r} is being resumed by {record.claim.describe()}; nothing ran here. If "
+                        "that runner is gone, its turn can be recovered (Runner.recover) once its lease expires",
+                        pending,
+                    )
+                action = self._claim_for(
+                    record, pending, in_flight, interrupted, run_config, content, responses, decided
+                )
+                if action is _ANNOUNCE:
+                    for event in announcement_events(owner.name, invocation_id, pending):
+                        yield event  # a re-announcement: nothing is stored
+                    return
+                if action is _DISCARD:
+                    await self._delete_slot(session, slot)
+                    slot = None
+                else:
+                    assert isinstance(action, dict)
+                    results = action["responses"]
+                    run_config = run_config.model_copy(
+                        update={
+                            "tool_confirmation_decisions": {k: v is True for k, v in action["decisions"].items()},
+                            "tool_denial_reasons": {
+                                k: v for k, v in action["decisions"].items() if isinstance(v, str) and v
+                            },
+                        }
+                    )
+                    slot = await self._claim(session, slot, claim)
+                    claimed = True
         elif decided:
             raise NoPendingCallError(
-                f"session {session_id!r} has no pending call (its run finished or never paused); the decision or "
+                f"session {session.id!r} has no pending call (its run finished or never paused); the decision or "
                 "function response matches nothing and nothing ran"
             )
         agent = self._agent_for(session, slot)
-        if content is not None:
+        if content is not None and not stored_message:
             checked = await agent.on_user_message(
                 self._context(invocation_id, agent, session, content, run_config), content
             )
@@ -184,15 +311,17 @@ class Runner:
                 invocation_id = last.invocation_id
             else:
                 user_event = Event(invocation_id=invocation_id, author="user", content=content)
-                await self._append(session, user_event, claimed)
+                await self._append(session, user_event, claimed, claim.run_key)
         transfers = 0
         while True:
             ctx = self._context(invocation_id, agent, session, content, run_config)
             ctx.turn_slot, slot = slot, None  # only the first agent resumes the claimed turn
+            ctx.claim, ctx.clock, ctx.run_key = claim, self.clock, claim.run_key
+            ctx.turn_responses, results = results, {}
             transfer_to: str | None = None
             async with aclosing(agent.run_async(ctx)) as events:
                 async for event in events:
-                    await self._append(session, event, claimed)
+                    await self._append(session, event, claimed, claim.run_key)
                     yield event
                     if event.actions.transfer_to_agent:
                         transfer_to = event.actions.transfer_to_agent
@@ -212,7 +341,7 @@ class Runner:
                     error_code="codeact.transfer",
                     error_message=f"cannot transfer: {reason}",
                 )
-                await self.session_service.append_event(session, error)
+                await self._append(session, error, claimed, claim.run_key)
                 yield error
                 return
             agent = target
@@ -283,14 +412,103 @@ class Runner:
 
     async def pending(self, *, user_id: str, session_id: str) -> list[PendingCallInfo]:
         """The calls of the session's paused script that wait for a decision or a result
-        (``[]`` when nothing is pending).
+        (``[]`` when nothing is pending, or when this runner's agent cannot resume the
+        paused script: see ``turn_info``). Tool names and arguments are read from the
+        verified continuation, never from the stored record (SPEC §5 v3).
 
         Raises:
             SessionNotFoundError: no such session (even with ``auto_create_session``).
         """
-        await self._session(user_id, session_id, create=False)
+        info = await self.turn_info(user_id=user_id, session_id=session_id)
+        return info.pending if info is not None else []
+
+    async def turn_info(self, *, user_id: str, session_id: str) -> TurnInfo | None:
+        """The session's in-flight turn: suspended, running (and who runs it), interrupted
+        (its runner stopped: ``recover`` it) or stale; None when there is none.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        session = await self._session(user_id, session_id, create=False)
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
-        return pending_infos(slot.data if slot is not None else None)
+        if slot is None:
+            return None
+        owner = self._agent_for(session, slot)
+        view = await self._view(owner, session, slot, RunConfig())
+        if view.stale is not None or view.record is None:
+            return TurnInfo(status="stale", reason=view.stale or "")
+        record = view.record
+        in_flight = await self._in_flight(session, record, owner)
+        pending = [p for p in view.pending if p.call_key not in in_flight]
+        status: Literal["suspended", "running", "interrupted", "stale"]
+        if record.claim is not None and not claim_abandoned(record.claim, self.clock):
+            status = "running"
+        elif record.status == "running" or record.claim is not None:
+            status = "interrupted"
+        else:
+            status = "suspended"
+        return TurnInfo(
+            status=status, turn=record.turn, claim=record.claim, pending=pending, in_flight=sorted(in_flight)
+        )
+
+    async def recover(
+        self, *, user_id: str, session_id: str, run_config: RunConfig | None = None, run_key: str | None = None
+    ) -> AsyncIterator[Event]:
+        """Resumes the session's interrupted turn (its runner stopped: the process died, or
+        its lease expired) from its continuation and journal; yields the run's events. Calls
+        whose outcome is recorded never run again; a call that started and has no outcome is
+        in doubt and follows its tool's ``on_in_doubt``.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            NoPendingCallError: there is no interrupted turn (nothing ran).
+            AlreadyResumingError: a live runner holds the turn (its lease has not expired).
+        """
+        info = await self.turn_info(user_id=user_id, session_id=session_id)
+        if info is None or info.status not in ("interrupted", "running"):
+            what = "no turn in flight" if info is None else f"its turn is {info.status}"
+            raise NoPendingCallError(f"nothing to recover in session {session_id!r}: {what}; nothing ran")
+        if info.status == "running":
+            assert info.claim is not None
+            raise AlreadyResumingError(
+                f"cannot recover session {session_id!r}: it is being run by {info.claim.describe()}; nothing ran",
+                info.pending,
+            )
+        async with aclosing(
+            self.run_async(user_id=user_id, session_id=session_id, run_config=run_config, run_key=run_key)
+        ) as events:
+            async for event in events:
+                yield event
+
+    async def _view(self, agent: BaseAgent, session: Session, slot: TurnSlot, run_config: RunConfig) -> TurnView:
+        verify = getattr(agent, "verify_turn", None)
+        if verify is None:
+            return TurnView(stale=f"agent {agent.name!r} cannot resume a stored turn")
+        ctx = self._context(new_id(), agent, session, None, run_config)
+        try:
+            view: TurnView = await verify(ctx, slot)
+        except ValueError as exc:
+            return TurnView(stale=str(exc))
+        return view
+
+    async def _in_flight(self, session: Session, record: TurnRecord, owner: BaseAgent) -> set[str]:
+        """Call keys of the pending calls the journal shows as decided already: a
+        confirmation whose intent is written (it started), or any call with an outcome."""
+        if not record.pending:
+            return set()
+        runtime = getattr(owner, "runtime", None)
+        records = await self.session_service.read_journal(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id, turn=record.turn
+        )
+        try:
+            records = open_journal(runtime, record.turn, records)
+        except SnapshotError:
+            return set()
+        intents = {r.seq for r in records if r.kind == "intent"}
+        outcomes = {r.seq for r in records if r.kind == "outcome"}
+        return {
+            p.call_key for p in record.pending if p.pos in outcomes or (p.kind == "confirmation" and p.pos in intents)
+        }
 
     async def _pick(
         self,
@@ -306,18 +524,27 @@ class Runner:
                 f"cannot {verb} with RunConfig(discard_pending_checkpoint=True): discarding drops the paused script "
                 f"the {verb} resumes; call Runner.discard_pending_checkpoint() instead. Nothing ran"
             )
-        await self._session(user_id, session_id, create=False)
-        slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
-        pending = pending_infos(slot.data if slot is not None else None)
-        if slot is not None and slot.data.get("status") == "running" and slot.data.get("claim") is not None:
-            claim = slot.data["claim"]
-            claimed = set(claim.get("decisions") or {}) | set(claim.get("responses") or {})
-            if call_key is None or call_key in claimed:
-                raise AlreadyResumingError(
-                    f"cannot {verb} in session {session_id!r}: another runner claimed the paused script and is "
-                    "resuming it; nothing ran here"
-                )
-        matching = [p for p in pending if p.kind == kind or kind == "any"]
+        info = await self.turn_info(user_id=user_id, session_id=session_id)
+        if info is not None and info.status == "stale":
+            # The run that follows reports the stale turn with an event and claims nothing:
+            # the decision is never used, the call stays as it was.
+            return PendingCallInfo(call_key=call_key or "", tool="", kind="confirmation", invocation_id="")
+        pending = info.pending if info is not None else []
+        if info is not None and info.status == "running":
+            assert info.claim is not None
+            raise AlreadyResumingError(
+                f"cannot {verb} in session {session_id!r}: {info.claim.describe()} is resuming it; nothing ran here",
+                pending,
+            )
+        if info is not None and info.in_flight and (call_key is None or call_key in info.in_flight):
+            raise AlreadyResumingError(
+                f"cannot {verb} in session {session_id!r}: call {call_key or info.in_flight[0]} was already decided "
+                f"and started, and its runner ({info.claim.describe() if info.claim else 'unknown'}) stopped before its "
+                "outcome was recorded; recover the turn with Runner.recover() or `codeact sessions recover`",
+                pending,
+            )
+        kinds = ("confirmation", "completion", "in_doubt") if kind == "any" else (kind,)
+        matching = [p for p in pending if p.kind in kinds]
         if call_key is None:
             if len(matching) == 1:
                 return matching[0]
@@ -329,9 +556,10 @@ class Runner:
         for p in matching:
             if p.call_key == call_key:
                 return p
+        awaiting = {"confirmation": "a decision", "completion": "a result", "in_doubt": "an in-doubt decision"}
         raise NoPendingCallError(
             f"cannot {verb} call {call_key!r} in session {session_id!r}: it matches no call awaiting "
-            f"{'a decision' if kind == 'confirmation' else 'a result'} ({describe_pending(pending)}); nothing ran",
+            f"{awaiting.get(kind, 'the caller')} ({describe_pending(pending)}); nothing ran",
             pending,
         )
 
@@ -341,23 +569,47 @@ class Runner:
         user_id: str,
         session_id: str,
         call_key: str | None = None,
+        digest: str | None = None,
         run_config: RunConfig | None = None,
+        run_key: str | None = None,
     ) -> AsyncIterator[Event]:
         """Approves a call awaiting confirmation and resumes the paused script; yields the
         run's events (as ``run_async``). ``call_key=None`` is accepted only when exactly one
-        call awaits confirmation.
+        call awaits confirmation. The call that runs is the one ``pending()`` lists under
+        that key, read from the verified continuation.
+
+        Args:
+            digest: the ``PendingCallInfo.digest`` the decision was made on: when given, a
+                call under that key with another digest is refused (a stale view).
+            run_key: an idempotency key (``run_async``).
 
         Raises:
             SessionNotFoundError: no such session.
             NoPendingCallError: the key matches no call awaiting confirmation, or nothing is
                 pending (nothing ran).
             AlreadyResumingError: another runner claimed the suspension first (the tool runs
-                there, once).
+                there, once), or the call already started under a runner that stopped
+                (``recover`` the turn).
+            DecisionMismatchError: ``digest`` is not the pending call's.
+            StaleCheckpointError: this agent cannot resume the paused script (the call stays
+                pending).
             ValueError: ``run_config`` asks to discard the pending checkpoint (nothing ran).
         """
-        info = await self._pick(user_id, session_id, call_key, "confirmation", "approve", run_config)
-        rc = (run_config or RunConfig()).model_copy(update={"tool_confirmation_decisions": {info.call_key: True}})
-        async with aclosing(self.run_async(user_id=user_id, session_id=session_id, run_config=rc)) as events:
+        if run_key is None or not await self._finished(user_id, session_id, run_key):
+            info = await self._pick(user_id, session_id, call_key, "confirmation", "approve", run_config)
+            if info.tool:
+                _check_digest(info, digest)
+            rc = (run_config or RunConfig()).model_copy(
+                update={
+                    "tool_confirmation_decisions": {info.call_key: True} if info.call_key else {},
+                    "decision_digests": {info.call_key: info.digest if digest is None else digest},
+                }
+            )
+        else:
+            rc = run_config
+        async with aclosing(
+            self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
+        ) as events:
             async for event in events:
                 yield event
 
@@ -368,23 +620,34 @@ class Runner:
         session_id: str,
         call_key: str | None = None,
         reason: str | None = None,
+        digest: str | None = None,
         run_config: RunConfig | None = None,
+        run_key: str | None = None,
     ) -> AsyncIterator[Event]:
         """Denies a pending call (the script gets ``PermissionError``, with ``reason``) and
         resumes it; yields the run's events. A long-running call awaiting its result may be
         denied too. ``call_key=None`` is accepted only when exactly one call is pending.
 
         Raises:
-            SessionNotFoundError / NoPendingCallError / AlreadyResumingError: as ``approve``.
+            SessionNotFoundError / NoPendingCallError / AlreadyResumingError /
+            DecisionMismatchError / StaleCheckpointError: as ``approve``.
         """
-        info = await self._pick(user_id, session_id, call_key, "any", "deny", run_config)
-        rc = (run_config or RunConfig()).model_copy(
-            update={
-                "tool_confirmation_decisions": {info.call_key: False},
-                "tool_denial_reasons": {info.call_key: reason} if reason else {},
-            }
-        )
-        async with aclosing(self.run_async(user_id=user_id, session_id=session_id, run_config=rc)) as events:
+        if run_key is None or not await self._finished(user_id, session_id, run_key):
+            info = await self._pick(user_id, session_id, call_key, "any", "deny", run_config)
+            if info.tool:
+                _check_digest(info, digest)
+            rc = (run_config or RunConfig()).model_copy(
+                update={
+                    "tool_confirmation_decisions": {info.call_key: False} if info.call_key else {},
+                    "tool_denial_reasons": {info.call_key: reason} if reason else {},
+                    "decision_digests": {info.call_key: info.digest if digest is None else digest},
+                }
+            )
+        else:
+            rc = run_config
+        async with aclosing(
+            self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
+        ) as events:
             async for event in events:
                 yield event
 
@@ -396,6 +659,7 @@ class Runner:
         call_key: str,
         value: Any,
         run_config: RunConfig | None = None,
+        run_key: str | None = None,
     ) -> AsyncIterator[Event]:
         """Completes a long-running call with ``value`` (plain data) and resumes the paused
         script; yields the run's events. The response is stored as a user event carrying a
@@ -409,62 +673,123 @@ class Runner:
                 ``approve``.
         """
         _check_completion(value, call_key)
-        info = await self._pick(user_id, session_id, call_key, "completion", "complete", run_config)
-        message = Content(
-            role="user", parts=[Part(function_response=FunctionResponse(name=info.tool, response=value, id=call_key))]
-        )
+        if run_key is not None and await self._finished(user_id, session_id, run_key):
+            message = None
+        else:
+            info = await self._pick(user_id, session_id, call_key, "completion", "complete", run_config)
+            message = Content(
+                role="user",
+                parts=[Part(function_response=FunctionResponse(name=info.tool, response=value, id=call_key))],
+            )
         async with aclosing(
-            self.run_async(user_id=user_id, session_id=session_id, new_message=message, run_config=run_config)
+            self.run_async(
+                user_id=user_id, session_id=session_id, new_message=message, run_config=run_config, run_key=run_key
+            )
         ) as events:
             async for event in events:
                 yield event
 
+    async def resolve_in_doubt(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        call_key: str,
+        action: Literal["rerun", "skip", "fail"],
+        value: Any = None,
+        reason: str = "",
+        run_config: RunConfig | None = None,
+        run_key: str | None = None,
+    ) -> AsyncIterator[Event]:
+        """Decides a call paused in doubt (a tool with ``on_in_doubt="ask"`` that started
+        before its runner stopped and has no recorded outcome) and resumes the script:
+        ``"rerun"`` runs the tool again, ``"skip"`` gives the script ``value`` as its result
+        without running it, ``"fail"`` gives the script a ``RuntimeError`` (with ``reason``).
+
+        Raises:
+            ValueConversionError: ``value`` is not plain data (``"skip"``).
+            SessionNotFoundError / NoPendingCallError / AlreadyResumingError: as ``approve``.
+        """
+        if action == "skip":
+            _check_completion(value, call_key)
+        if run_key is None or not await self._finished(user_id, session_id, run_key):
+            await self._pick(user_id, session_id, call_key, "in_doubt", "resolve", run_config)
+            rc = (run_config or RunConfig()).model_copy(
+                update={"in_doubt_decisions": {call_key: InDoubtDecision(action=action, value=value, reason=reason)}}
+            )
+        else:
+            rc = run_config
+        async with aclosing(
+            self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
+        ) as events:
+            async for event in events:
+                yield event
+
+    async def _finished(self, user_id: str, session_id: str, run_key: str) -> bool:
+        """Whether a run with ``run_key`` stored events already (``run_async`` then replays or
+        recovers it instead of deciding again)."""
+        session = await self._session(user_id, session_id, create=False)
+        return any((e.custom_metadata or {}).get(RUN_KEY) == run_key for e in session.events)
+
     def _claim_for(
         self,
-        slot: TurnSlot,
+        record: TurnRecord,
+        pending: list[PendingCallInfo],
+        in_flight: set[str],
+        interrupted: bool,
         run_config: RunConfig,
         content: Content | None,
         responses: list[FunctionResponse],
         decided: bool,
     ) -> dict[str, Any] | object:
-        """What this run does with the stored turn: the claim to write (decisions and
-        results keyed by call), ``_ANNOUNCE`` (re-announce, store nothing) or ``_DISCARD``.
+        """What this run does with the stored (verified) turn: the decisions and results to
+        resume it with (kept in memory: they become durable only in the journal record of
+        the resume that uses them), ``_ANNOUNCE`` (re-announce, store nothing) or
+        ``_DISCARD``.
 
         Raises:
-            NoPendingCallError / CallsPendingError / AlreadyResumingError (SPEC §5).
+            NoPendingCallError / CallsPendingError / AlreadyResumingError /
+            DecisionMismatchError (SPEC §5).
         """
-        data = slot.data
-        pending = pending_infos(data)
-        session_id = "?"
-        if data.get("status") != "suspended":
-            if decided:
-                previous = (data.get("claim") or {}).get("decisions", {}) | (data.get("claim") or {}).get(
-                    "responses", {}
-                )
-                keys = set(run_config.tool_confirmation_decisions) | {r.id for r in responses if r.id}
-                if keys & set(previous):
-                    raise AlreadyResumingError(
-                        f"call {sorted(keys & set(previous))[0]} was already decided and is being resumed by "
-                        "another runner; nothing ran here"
-                    )
-                raise NoPendingCallError("no call is pending: the paused script is running (or was interrupted)")
-            return {}  # recovery of an interrupted turn
         by_key = {p.call_key: p for p in pending}
         decisions: dict[str, Any] = {}
         results: dict[str, Any] = {}
         for key, raw in run_config.tool_confirmation_decisions.items():
             info = by_key.get(key)
             if info is None:
+                if key in in_flight:
+                    raise AlreadyResumingError(
+                        f"call {key} was already decided and started; its runner stopped before recording its "
+                        "outcome; recover the turn with Runner.recover(). Nothing ran here",
+                        pending,
+                    )
                 raise NoPendingCallError(
                     f"the decision for call {key!r} matches no pending call ({describe_pending(pending)}); nothing ran",
+                    pending,
+                )
+            expected = run_config.decision_digests.get(key)
+            if expected is not None and expected != info.digest:
+                raise DecisionMismatchError(
+                    f"the decision for call {key} was made on another call (digest {expected}, the pending call "
+                    f"{info.tool!r} has {info.digest}); nothing was claimed and no tool ran",
                     pending,
                 )
             approve = decision_value(raw)
             if approve and info.kind != "confirmation":
                 raise NoPendingCallError(
-                    f"call {key!r} awaits a result, not a decision; complete it with Runner.complete", pending
+                    f"call {key!r} awaits {'a result' if info.kind == 'completion' else 'an in-doubt decision'}, "
+                    "not an approval",
+                    pending,
                 )
             decisions[key] = True if approve else run_config.tool_denial_reasons.get(key, "")
+        for key in run_config.in_doubt_decisions:
+            info = by_key.get(key)
+            if info is None or info.kind != "in_doubt":
+                raise NoPendingCallError(
+                    f"the in-doubt decision for call {key!r} matches no call in doubt ({describe_pending(pending)}); "
+                    "nothing ran",
+                    pending,
+                )
         completions = [p for p in pending if p.kind == "completion"]
         for response in responses:
             if response.id is None:
@@ -495,7 +820,11 @@ class Runner:
             results[info.call_key] = value
         if not decided:
             if content is None or not content.text:
+                if interrupted:
+                    return {"decisions": {}, "responses": {}}  # recovery of an interrupted turn
                 return _ANNOUNCE
+            if not pending:
+                return {"decisions": {}, "responses": {}}  # an interrupted turn: recovered, then the message
             policy = run_config.on_pending_message
             if policy == "reject":
                 raise CallsPendingError(
@@ -505,23 +834,18 @@ class Runner:
                 )
             if policy == "discard":
                 return _DISCARD
-            decisions = {p.call_key: "the user sent a new message instead" for p in pending}
-        del session_id
+            decisions = {p.call_key: "the user sent a new message instead" for p in pending if p.kind != "in_doubt"}
         return {"decisions": decisions, "responses": results}
 
-    async def _claim(self, session: Session, slot: TurnSlot, claim: dict[str, Any]) -> TurnSlot:
-        """Claims the stored turn for this run by compare-and-set: marks it running with the
-        decisions and results, before any tool runs.
+    async def _claim(self, session: Session, slot: TurnSlot, claim: Claim) -> TurnSlot:
+        """Claims the stored turn for this run by compare-and-set: records this run as its
+        owner (with a lease) before any tool runs. Nothing else of the record changes: the
+        decisions stay in memory until the journal record of the resume that uses them.
 
         Raises:
             AlreadyResumingError: another runner claimed it first.
         """
-        previous = slot.data.get("claim") or {}
-        merged = {
-            "decisions": {**previous.get("decisions", {}), **claim.get("decisions", {})},
-            "responses": {**previous.get("responses", {}), **claim.get("responses", {})},
-        }
-        data = {**slot.data, "status": "running", "claim": merged}
+        data = {**slot.data, "claim": claim.model_dump(mode="json")}
         try:
             version = await self.session_service.save_turn(
                 app_name=session.app_name,
@@ -535,14 +859,16 @@ class Runner:
             raise AlreadyResumingError(
                 f"another runner is resuming session {session.id!r} (it claimed the paused script first); "
                 "nothing ran here",
-                pending_infos(slot.data),
             ) from exc
         return TurnSlot(version, data, slot.snapshot)
 
-    async def _append(self, session: Session, event: Event, claimed: bool) -> None:
-        """Stores ``event``. A run that claimed the session's turn owns it: when the runner it
-        took the turn from stored its last event after this run loaded the session, the
-        session is brought up to date in place and the append retried once."""
+    async def _append(self, session: Session, event: Event, claimed: bool, run_key: str | None = None) -> None:
+        """Stores ``event`` (marked with the run key, if any). A run that claimed the
+        session's turn owns it: when the runner it took the turn from stored its last event
+        after this run loaded the session, the session is brought up to date in place and
+        the append retried once."""
+        if run_key is not None:
+            event.custom_metadata = {**(event.custom_metadata or {}), RUN_KEY: run_key}
         try:
             await self.session_service.append_event(session, event)
         except StaleSessionError:
@@ -571,6 +897,36 @@ class Runner:
             raise AlreadyResumingError(
                 f"another runner is resuming session {session.id!r}; its turn was not discarded"
             ) from exc
+
+
+def _record_of(slot: TurnSlot | None) -> TurnRecord | None:
+    if slot is None:
+        return None
+    try:
+        return TurnRecord.model_validate(slot.data)
+    except Exception:
+        return None
+
+
+def _check_digest(info: PendingCallInfo, digest: str | None) -> None:
+    if digest is not None and digest != info.digest:
+        raise DecisionMismatchError(
+            f"call {info.call_key} is a call to {info.tool!r} with digest {info.digest}, not {digest}: the decision "
+            "was made on a stale view; nothing was claimed and no tool ran",
+            [info],
+        )
+
+
+def _text_problem(content: Content) -> str | None:
+    """Why a user message cannot be stored (a text part with lone surrogates), or None."""
+    for i, part in enumerate(content.parts):
+        text = part.text
+        if text is not None and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"the message's part {i} text has a lone surrogate at position {exc.start}"
+    return None
 
 
 def _check_completion(value: Any, call_key: str) -> None:

@@ -83,13 +83,17 @@ class ScriptedPendingCall:
         self.positional_args: tuple[Any, ...] = ()
         self.keyword_args = dict(step.args)
         self.call_id = call_id
+        self._step = step
 
     def dump(self) -> bytes:
         if self._used:
             raise CodeRuntimeError("this PendingCall was already resumed; a PendingCall is single use")
         if not self._runtime.supports_suspension:
             raise CodeRuntimeError("this ScriptedRuntime cannot suspend")
-        return json.dumps({"rest": [_encode(s) for s in self._rest], "next_id": self.call_id + 1}).encode()
+        call = {"name": self.name, "args": self.keyword_args, "call_id": self.call_id}
+        return json.dumps(
+            {"rest": [_encode(s) for s in self._rest], "next_id": self.call_id + 1, "call": call}
+        ).encode()
 
     def resume(self, outcome: ResumeValue | ResumeError) -> RunStep:
         if self._used:
@@ -149,6 +153,19 @@ class ScriptedRuntime:
         except (ValueError, KeyError, TypeError) as exc:
             raise SnapshotError(f"snapshot error: not a ScriptedRuntime snapshot ({exc})") from exc
         return self._advance(rest, outcome, int(data["next_id"]))
+
+    def inspect_gather(self, snapshot: bytes) -> tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]:
+        """The call a snapshot is paused at, as ``((name, positional_args, keyword_args,
+        call_id),)`` (the seam's ``inspect_gather``).
+
+        Raises:
+            SnapshotError: not a ScriptedRuntime snapshot.
+        """
+        try:
+            call = json.loads(snapshot)["call"]
+            return ((str(call["name"]), (), dict(call["args"]), int(call["call_id"])),)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SnapshotError(f"snapshot error: not a ScriptedRuntime snapshot ({exc})") from exc
 
     def _advance(self, rest: list[Planned], outcome: ResumeValue | ResumeError | None, next_id: int) -> RunStep:
         if outcome is not None:

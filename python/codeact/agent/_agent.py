@@ -7,8 +7,8 @@ import base64
 import binascii
 import collections
 import functools
-import hashlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import jsonschema
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
@@ -25,6 +26,7 @@ from ..models import GenerateContentConfig, LlmRequest, LlmResponse
 from ..runtime import Call, Raised
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
+from ..sessions._turns import TurnRecord, new_claim
 from ..sessions._types import (
     INTERMEDIATE_KINDS,
     CodeExecutionResult,
@@ -58,26 +60,16 @@ from ._output import (
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
 from ._protocol import TURN_FORMAT, claim_decisions
 from ._stepper import run_step
+from ._turn import LeaseKeeper, open_journal, verify_turn
 
 __all__ = ("DEFAULT_MAX_ERROR_CHARS", "DEFAULT_MAX_ITERATIONS", "CodeActAgent")
+
+log = logging.getLogger("codeact.durability")
 
 DEFAULT_MAX_ITERATIONS = 12
 DEFAULT_MAX_ERROR_CHARS = 4000
 SCRIPT_NAME = "agent.py"
 
-_RECORD_KEYS = (
-    "agent_name",
-    "turn",
-    "invocation_id",
-    "iteration",
-    "script",
-    "system_prompt",
-    "transcript",
-    "roster",
-    "namespace",
-    "schema_retries",
-    "created_at",
-)
 
 Callback = Callable[..., Any]
 Callbacks = Callback | list[Callback] | None
@@ -126,6 +118,7 @@ class _Run:
     last_usage: UsageMetadata | None = None  # of the latest model call
     outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
     otel: AgentRun | None = None
+    lease: LeaseKeeper | None = None  # keeps the run's claim alive while a tool or the model works
 
     def usage_totals(self) -> UsageMetadata:
         """The run's model usage so far."""
@@ -291,6 +284,15 @@ class CodeActAgent(BaseAgent):
             cb_ctx=cb_ctx,
             plugins=list(self.plugins),
         )
+        if ctx.claim is None:
+            ctx.claim = new_claim(ctx.clock, ctx.run_config.claim_lease, ctx.run_key)
+        run.lease = LeaseKeeper(
+            ctx.session_service,
+            (ctx.session.app_name, ctx.session.user_id, ctx.session.id),
+            ctx.claim,
+            ctx.clock,
+            lambda: run.slot_version,
+        )
         run.otel = start_agent_run(
             self.name,
             session_id=ctx.session.id,
@@ -309,9 +311,11 @@ class CodeActAgent(BaseAgent):
                     yield event
         except GeneratorExit:
             run.otel.end(usage=_otel_usage(run))
+            await self._release_claim(run)
             raise
         except BaseException as exc:
             run.otel.end(error_code=type(exc).__qualname__, error_message=str(exc), usage=_otel_usage(run))
+            await self._release_claim(run)
             raise
         run.otel.end(
             error_code=ending.error_code if ending is not None else None,
@@ -320,6 +324,8 @@ class CodeActAgent(BaseAgent):
         )
         if run.outcome != "suspended" and not run.keep_slot:
             await self._drop_slot(run)
+        elif run.keep_slot:
+            await self._release_claim(run)
         if run.outcome == "final":
             for cb in _as_list(self.after_agent):
                 content = await call_callback(cb, cb_ctx)
@@ -596,9 +602,7 @@ class CodeActAgent(BaseAgent):
             end: TurnEnd | None = None
             driver = TurnDriver(self, run, state)
             otel = run.otel
-            span = (
-                otel.begin_script(state.record.get("script"), script_name=SCRIPT_NAME) if otel and otel.active else None
-            )
+            span = otel.begin_script(state.record.script, script_name=SCRIPT_NAME) if otel and otel.active else None
             try:
                 async with aclosing(driver.drive(step)) as driven:
                     async for item in driven:
@@ -802,12 +806,14 @@ class CodeActAgent(BaseAgent):
         if response is None:
             run.model_calls += 1
             otel = run.otel
-            if otel is not None and otel.active:
-                with otel.chat(request.model, request=request) as chat:
+            assert run.lease is not None
+            async with run.lease.kept():
+                if otel is not None and otel.active:
+                    with otel.chat(request.model, request=request) as chat:
+                        response = await self.model.generate_content(request)
+                        chat.record_response(response)
+                else:
                     response = await self.model.generate_content(request)
-                    chat.record_response(response)
-            else:
-                response = await self.model.generate_content(request)
             usage = getattr(response, "usage", None)
             run.last_usage = UsageMetadata(model_calls=1)
             if usage is not None:
@@ -977,81 +983,107 @@ class CodeActAgent(BaseAgent):
             "script": run.prepared.to_state() if run.prepared is not None else None,
         }
 
-    def _turn_record(self, run: _Run, script: str) -> dict[str, Any]:
+    def _turn_record(self, run: _Run, script: str) -> TurnRecord:
         """The fixed part of a turn's record in the slot: what recovery needs besides the
-        journal and the continuation."""
+        journal and the continuation (the driver adds the rest when it saves)."""
         cache = run.transcript_json
         if cache is None or cache[0] != len(run.transcript):
             cache = run.transcript_json = (
                 len(run.transcript),
                 [c.model_dump(mode="json", exclude_none=True) for c in run.transcript],
             )
-        return {
-            "agent_name": self.name,
-            "turn": run.turn_id,
-            "invocation_id": run.turn_invocation or run.ctx.invocation_id,
-            "iteration": run.iteration,
-            "script": script,
-            "system_prompt": run.system_prompt,
-            "transcript": cache[1],
-            "roster": list(run.roster),
-            "namespace": self._namespace_state(run),
-            "schema_retries": run.schema_retries,
-            "created_at": time.time(),
-        }
+        return TurnRecord.model_construct(
+            format=TURN_FORMAT,
+            status="running",
+            agent_name=self.name,
+            turn=run.turn_id,
+            invocation_id=run.turn_invocation or run.ctx.invocation_id,
+            iteration=run.iteration,
+            script=script,
+            system_prompt=run.system_prompt,
+            transcript=cache[1],
+            roster=list(run.roster),
+            namespace=self._namespace_state(run),
+            schema_retries=run.schema_retries,
+            created_at=time.time(),
+            turn_stdout="",
+            next_pos=0,
+            advance=0,
+            at=[],
+            gather=False,
+            pending=[],
+            snapshot_sha256=None,
+            claim=None,
+            run_key=None,
+            mac=None,
+        )
+
+    async def verify_turn(self, ctx: InvocationContext, slot: TurnSlot) -> Any:
+        """Checks the session's stored turn for this agent (format, owner, roster,
+        continuation integrity and seal; SPEC §5 v3) and reads its pending calls from the
+        verified continuation. Returns a ``TurnView`` (``stale`` says why it cannot resume).
+
+        Raises:
+            ValueError: the agent's toolsets give two tools one name.
+        """
+        run = _Run(
+            ctx=ctx,
+            pending=EventActions(),
+            tools={},
+            roster=[],
+            supports_suspension=True,
+            breaker=CircuitBreaker(None),
+            cb_ctx=CallbackContext(ctx, EventActions()),
+        )
+        tools = await self._resolve_tools(run)
+        by_name = {t.name: t for t in tools}
+        return await verify_turn(
+            self.runtime,
+            slot,
+            agent_name=self.name,
+            tools=by_name,
+            roster=sorted(by_name),
+            persist_namespace=self.persist_namespace,
+            uses_session=self._uses_session(),
+        )
 
     async def _restore(self, run: _Run, slot: TurnSlot) -> AsyncIterator[Event | tuple[TurnState, Any]]:
-        """Checks a stored turn (format, owner, roster, continuation integrity) before
-        anything runs, then restores the run from it; yields a stale-checkpoint event, or
-        the ``TurnState`` and first step to drive."""
-        data = slot.data
-        if isinstance(data.get("unreadable"), str):
-            yield self._stale(run, data["unreadable"])
+        """Checks a stored turn (``verify_turn``: format, owner, roster, continuation integrity
+        and seal) before anything runs, then restores the run from it; yields a
+        stale-checkpoint event, or the ``TurnState`` and first step to drive. The calls the
+        continuation waits on come from the verified continuation, never from the record."""
+        view = await verify_turn(
+            self.runtime,
+            slot,
+            agent_name=self.name,
+            tools=run.tools,
+            roster=run.roster,
+            persist_namespace=self.persist_namespace,
+            uses_session=self._uses_session(),
+        )
+        if view.stale is not None:
+            yield self._stale(run, view.stale)
             return
-        if data.get("format") != TURN_FORMAT:
-            yield self._stale(run, f"the stored turn has format {data.get('format')!r}, not {TURN_FORMAT}")
-            return
-        if data.get("roster") != run.roster:
-            yield self._stale(
-                run,
-                f"the tool roster changed since the run paused (was {data.get('roster')}, now {run.roster}); "
-                "the paused script cannot resume",
-            )
-            return
+        record = view.record
+        assert record is not None
         snapshot = slot.snapshot
-        at = data.get("at") or []
-        stored_namespace = data.get("namespace")
-        in_session = self.persist_namespace and isinstance(stored_namespace, dict) and "session" in stored_namespace
-        if in_session and not self._uses_session():
-            yield self._stale(run, "the stored turn's namespace is an interpreter session; this runtime cannot load it")
-            return
-        if snapshot is not None:
-            if hashlib.sha256(snapshot).hexdigest() != data.get("snapshot_sha256"):
-                yield self._stale(run, "the stored continuation fails its integrity check (its SHA-256 differs)")
-                return
-            inspect_snapshot = getattr(self.runtime, "inspect_session" if in_session else "inspect", None)
-            if inspect_snapshot is not None:
-                try:
-                    await run_step(inspect_snapshot, snapshot)
-                except SnapshotError as exc:
-                    yield self._stale(run, str(exc))
-                    return
-            gather = bool(data.get("gather")) or len(at) > 1
+        in_session = view.in_session
+        if snapshot is not None and len(view.calls) > 1:
             resume_gather = "resume_session_gather" if in_session else "resume_gather"
-            if not at or (gather and not hasattr(self.runtime, resume_gather)):
+            if not hasattr(self.runtime, resume_gather):
                 yield self._stale(run, "the stored continuation awaits several calls; this runtime cannot resume it")
                 return
         try:
-            run.transcript = [Content.model_validate(c) for c in data["transcript"]]
-            run.system_prompt = data["system_prompt"]
-            run.iteration = int(data["iteration"])
-            run.turn_invocation = data["invocation_id"]
-            run.turn_stdout = data.get("turn_stdout", "") if snapshot is not None else ""
-            run.schema_retries = int(data.get("schema_retries", 0))
-            namespace = data.get("namespace")
+            run.transcript = [Content.model_validate(c) for c in record.transcript]
+            run.system_prompt = record.system_prompt
+            run.iteration = record.iteration
+            run.turn_invocation = record.invocation_id
+            run.turn_stdout = record.turn_stdout if snapshot is not None else ""
+            run.schema_retries = record.schema_retries
+            namespace = record.namespace
             if in_session:
-                assert isinstance(stored_namespace, dict)
-                run.session_start = base64.b64decode(stored_namespace["session"], validate=True)
+                assert isinstance(namespace, dict)
+                run.session_start = base64.b64decode(namespace["session"], validate=True)
             elif self.persist_namespace and namespace is not None:
                 run.namespace = Namespace.from_state(namespace)
                 run.prepared = Prepared.from_state(namespace.get("script"))
@@ -1059,33 +1091,42 @@ class CodeActAgent(BaseAgent):
             yield self._stale(run, f"the stored turn is malformed ({_first_line(exc)})")
             return
         s = run.ctx.session
-        journal = Journal.from_records(
-            await run.ctx.session_service.read_journal(  # type: ignore[union-attr]
-                app_name=s.app_name, user_id=s.user_id, session_id=s.id, turn=data["turn"]
+        try:
+            records = open_journal(
+                self.runtime,
+                record.turn,
+                await run.ctx.session_service.read_journal(  # type: ignore[union-attr]
+                    app_name=s.app_name, user_id=s.user_id, session_id=s.id, turn=record.turn
+                ),
             )
-        )
-        claim = data.get("claim") or {}
+        except SnapshotError as exc:
+            yield self._stale(run, str(exc))
+            return
+        journal = Journal.from_records(records)
+        rc = run.ctx.run_config
         state = TurnState(
-            turn=data["turn"],
-            record={k: data[k] for k in _RECORD_KEYS if k in data},
+            turn=record.turn,
+            record=record,
             version=slot.version,
             written=True,
             journal=journal,
-            pending={p["pos"]: p for p in data.get("pending") or []},
-            decisions=dict(claim.get("decisions") or {}),
-            responses=dict(claim.get("responses") or {}),
+            pending={p.pos: p for p in record.pending},
+            decisions=claim_decisions(rc.tool_confirmation_decisions, rc.tool_denial_reasons),
+            responses=dict(run.ctx.turn_responses),
+            in_doubt=dict(rc.in_doubt_decisions),
         )
         if snapshot is not None:
-            state.next_pos = int(data.get("next_pos", 0))
-            state.advance = int(data.get("advance", 0))
-            state.positions = {int(a["call_id"]): int(a["pos"]) for a in at}
-            if bool(data.get("gather")) or len(at) > 1:
+            state.next_pos = record.next_pos
+            state.advance = record.advance
+            state.positions = {a.call_id: a.pos for a in record.at}
+            calls = [view.calls[a.call_id] for a in record.at]
+            if record.gather or len(calls) > 1:
                 resumer = _SessionResumer(self.runtime, run) if in_session else self.runtime
-                yield state, SnapshotGather(resumer, snapshot, at)
+                yield state, SnapshotGather(resumer, snapshot, calls)
             elif in_session:
-                yield state, Call(SnapshotCall(_SessionResumer(self.runtime, run), snapshot, at[0]))
+                yield state, Call(SnapshotCall(_SessionResumer(self.runtime, run), snapshot, calls[0]))
             else:
-                yield state, Call(SnapshotCall(self.runtime, snapshot, at[0]))
+                yield state, Call(SnapshotCall(self.runtime, snapshot, calls[0]))
             return
         start: Callable[..., Any] = self.runtime.start
         if in_session:
@@ -1099,7 +1140,7 @@ class CodeActAgent(BaseAgent):
         replay = journal.os.get(0)
         if replay:
             try:
-                step = await run_step(functools.partial(start, data["script"], SCRIPT_NAME, os_replay=replay))
+                step = await run_step(functools.partial(start, record.script, SCRIPT_NAME, os_replay=replay))
             except CodeRuntimeError as exc:
                 if type(exc).__name__ != "ReplayDivergenceError":
                     raise
@@ -1113,7 +1154,7 @@ class CodeActAgent(BaseAgent):
                 )
                 return
         else:
-            step = await run_step(start, data["script"], SCRIPT_NAME)
+            step = await run_step(start, record.script, SCRIPT_NAME)
         yield state, step
 
     async def _drop_slot(self, run: _Run) -> None:
@@ -1134,6 +1175,34 @@ class CodeActAgent(BaseAgent):
         except TurnConflictError:
             pass  # another runner owns the slot now; it is theirs to finish
         run.slot_version = 0
+
+    async def _release_claim(self, run: _Run) -> None:
+        """Clears this run's claim from the stored turn when the run ends without finishing it
+        (an exception, a stale or divergent turn): the turn is left exactly as it was, and
+        any runner may resume or recover it at once. Best effort: a failure here leaves the
+        claim to expire with its lease."""
+        service, claim = run.ctx.session_service, run.ctx.claim
+        if service is None or claim is None or not run.slot_version:
+            return
+        s = run.ctx.session
+        with anyio.CancelScope(shield=True):
+            try:
+                slot = await service.load_turn(app_name=s.app_name, user_id=s.user_id, session_id=s.id)
+                if slot is None or slot.version != run.slot_version:
+                    return
+                stored = slot.data.get("claim")
+                if not isinstance(stored, dict) or stored.get("owner") != claim.owner:
+                    return
+                run.slot_version = await service.save_turn(
+                    app_name=s.app_name,
+                    user_id=s.user_id,
+                    session_id=s.id,
+                    data={**slot.data, "claim": None},
+                    snapshot=slot.snapshot,
+                    expected_version=slot.version,
+                )
+            except Exception:
+                log.debug("could not release the claim on session %r", s.id, exc_info=True)
 
     def _stale(self, run: _Run, reason: str) -> Event:
         run.keep_slot = True

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -12,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..services._access import ServiceAccess
 from ..sessions._journal import TurnSlot
+from ..sessions._turns import DEFAULT_CLAIM_LEASE, Claim, Clock
 from ..sessions._types import Content, Event, EventActions, Session
 from ..tools._context import State
 
@@ -25,11 +27,37 @@ __all__ = (
     "InvocationContext",
     "ReadonlyContext",
     "RunConfig",
+    "ConfirmationHandler",
+    "InDoubtDecision",
     "ToolConfirmationDecision",
 )
 
 ToolConfirmationDecision = bool | Literal["approve", "deny"]
 """A human decision on a gated tool call: ``True`` / ``"approve"`` or ``False`` / ``"deny"``."""
+
+ConfirmationHandler = Callable[[Any], "Awaitable[Any] | Any"]
+"""``RunConfig.tool_confirmation_handler``: called with the pending call (a
+``PendingCallInfo``, as ``Runner.pending`` shows it); returns ``"approve"`` / ``True``,
+``"deny"`` / ``False``, ``("deny", reason)``, or ``"ask"`` / ``None`` (suspend for a human, as
+without a handler). A coroutine function is awaited; a plain function runs in a worker thread."""
+
+
+class InDoubtDecision(BaseModel):
+    """What to do with a recovered call that may have run (SPEC §5 v3, ``on_in_doubt="ask"``).
+
+    Attributes:
+        action: ``"rerun"`` (run the tool again), ``"skip"`` (do not run it; the script gets
+            ``value`` as its result) or ``"fail"`` (do not run it; the script gets a
+            ``RuntimeError`` with ``reason``).
+        value: the result for ``"skip"`` (plain data).
+        reason: the message for ``"fail"``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["rerun", "skip", "fail"]
+    value: Any = None
+    reason: str = ""
 
 
 class RunConfig(BaseModel):
@@ -60,9 +88,22 @@ class RunConfig(BaseModel):
             part) before each tool runs and one ``tool_response`` event (a
             ``function_response`` part) after its outcome is journaled (docs/events.md). Off by
             default: each is one more session append per call (see benchmarks/agent.py).
+        tool_confirmation_handler: asked for a decision inside the run when a gated call has
+            none (``ConfirmationHandler``; the original system's handler of the same name).
+            Its decision is journaled like ``Runner.approve`` / ``deny``; ``"ask"`` suspends
+            as without a handler; a handler that raises ends the run with
+            ``ConfirmationHandlerError`` and the call left pending.
+        claim_lease: seconds a runner's claim on a turn stays valid without renewal (the
+            owner renews it every third of it while it works); an expired claim can be taken
+            over (``Runner.recover``).
+        decision_digests: call key -> the ``PendingCallInfo.digest`` the decision was made
+            on; a decision for a call whose digest differs is refused (set by
+            ``Runner.approve(digest=...)``).
+        in_doubt_decisions: call key -> ``InDoubtDecision`` for calls paused in doubt (set by
+            ``Runner.resolve_in_doubt``).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     tool_confirmation_decisions: dict[str, ToolConfirmationDecision] = Field(default_factory=dict)
     discard_pending_checkpoint: bool = False
@@ -74,6 +115,10 @@ class RunConfig(BaseModel):
     max_model_calls: int | None = Field(default=None, ge=0)
     max_total_tokens: int | None = Field(default=None, ge=0)
     emit_tool_events: bool = False
+    tool_confirmation_handler: ConfirmationHandler | None = None
+    claim_lease: float = Field(default=DEFAULT_CLAIM_LEASE, gt=0)
+    decision_digests: dict[str, str] = Field(default_factory=dict)
+    in_doubt_decisions: dict[str, InDoubtDecision] = Field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +136,12 @@ class InvocationContext:
             from tools (``ToolContext``) and callbacks (``CallbackContext``) alike.
         turn_slot: the session's in-flight turn, claimed by the runner for this run (the
             agent resumes it), or None.
+        claim: this run's claim (owner, lease) on the session's turn; written with every
+            turn record the run stores.
+        clock: wall-clock seconds since the epoch (``time.time``; tests replace it).
+        turn_responses: call key -> completion value of long-running calls this run
+            completes (checked by the runner).
+        run_key: the caller's idempotency key of this run, or None.
     """
 
     invocation_id: str
@@ -103,6 +154,10 @@ class InvocationContext:
     memory_service: BaseMemoryService | None = None
     secrets: SecretsProvider | None = None
     turn_slot: TurnSlot | None = None
+    claim: Claim | None = None
+    clock: Clock = time.time
+    turn_responses: dict[str, Any] = field(default_factory=dict)
+    run_key: str | None = None
 
     @property
     def app_name(self) -> str:

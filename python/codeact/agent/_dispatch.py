@@ -185,20 +185,15 @@ async def run_tool(
             failure = None
             outcome.timed_out = False
             break
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
+            # SystemExit too: a tool calling sys.exit() must not end the host's run with the
+            # turn left running (it would run again at every recovery). KeyboardInterrupt
+            # and cancellation propagate.
             if isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
                 failure = ToolFailure(f"tool {tool.name!r} timed out after {timeout:g} s", "TimeoutError")
                 outcome.timed_out, outcome.error_category = True, "timeout"
             else:  # the tool's own exception, a TimeoutError of its own included
-                session = getattr(tool_context, "session", None)
-                log_tool_exception(
-                    tool.name,
-                    exc,
-                    call_key=getattr(tool_context, "function_call_id", None),
-                    session_id=getattr(session, "id", None),
-                )
-                exc_type = script_exc_type(exc)
-                failure = ToolFailure(failure_message(exc, exc_type), exc_type)
+                failure = _failure_of(tool, tool_context, exc)
                 outcome.timed_out, outcome.error_category = False, "exception"
     outcome.duration = time.perf_counter() - started
     outcome.success = failure is None
@@ -257,6 +252,32 @@ async def run_tool(
     if failure is not None:
         return None, failure, outcome
     return plain(value), None, outcome
+
+
+def _failure_of(tool: Tool, tool_context: ToolContext, exc: BaseException) -> ToolFailure:
+    """The failure the script gets for a tool's exception; an exception whose text cannot be
+    read (its ``__str__`` raises) or that is ``SystemExit`` still becomes a failure."""
+    try:
+        session = getattr(tool_context, "session", None)
+        log_tool_exception(
+            tool.name,
+            exc,  # type: ignore[arg-type]
+            call_key=getattr(tool_context, "function_call_id", None),
+            session_id=getattr(session, "id", None),
+        )
+    except Exception:
+        pass
+    if isinstance(exc, SystemExit):
+        return ToolFailure(f"tool {tool.name!r} raised SystemExit({exc.code!r}); the host did not exit", "RuntimeError")
+    try:
+        exc_type = script_exc_type(exc)  # type: ignore[arg-type]
+        return ToolFailure(failure_message(exc, exc_type), exc_type)  # type: ignore[arg-type]
+    except Exception as inner:
+        return ToolFailure(
+            f"tool {tool.name!r} raised {type(exc).__name__}, whose message cannot be read "
+            f"({type(inner).__name__} in its __str__)",
+            "RuntimeError",
+        )
 
 
 def merge_actions(target: Any, source: Any) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -31,17 +32,24 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import pydantic_core
 
-from ..exceptions import CodeRuntimeError, SnapshotError, ToolArgumentError, TurnConflictError
+from ..exceptions import (
+    AlreadyResumingError,
+    CodeRuntimeError,
+    ConfirmationHandlerError,
+    SnapshotError,
+    ToolArgumentError,
+    TurnConflictError,
+)
 from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
+from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..sessions._types import Content, Event, FunctionCall, FunctionResponse, Part
 from ..tools import Tool
 from ._dispatch import terminal_signal
 from ._protocol import (
     INLINE_VALUE_LIMIT,
     MAX_VALUE_BYTES,
-    TURN_FORMAT,
     PendingCallInfo,
     announcement_events,
     args_digest,
@@ -50,6 +58,7 @@ from ._protocol import (
     value_problem,
 )
 from ._stepper import run_step
+from ._turn import CallView, call_digest, seal_journal, seal_record
 
 if TYPE_CHECKING:
     from ._agent import CodeActAgent, _Run
@@ -122,21 +131,24 @@ class TurnState:
         version: the slot version this runner last wrote or claimed (0: none yet).
         written: whether this turn's record is in the slot.
         journal: the journal read back (empty for a live turn).
-        pending: positions of calls the suspension is paused at -> their info.
-        decisions: call key -> True (approve) / reason text (deny), from the claim.
-        responses: call key -> completion value, from the claim.
+        pending: positions of calls the suspension is paused at -> their entry.
+        decisions: call key -> True (approve) / reason text (deny), held in memory: a
+            decision becomes durable only with the journal record of the resume that uses it.
+        responses: call key -> completion value.
+        in_doubt: call key -> the human's decision on a call in doubt.
         next_pos / advance: the next call position and advance index.
         positions: the interpreter's call id -> position, for the calls of this turn.
     """
 
     turn: str
-    record: dict[str, Any]
+    record: TurnRecord
     version: int = 0
     written: bool = False
     journal: Journal = field(default_factory=Journal)
-    pending: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pending: dict[int, PendingEntry] = field(default_factory=dict)
     decisions: dict[str, Any] = field(default_factory=dict)
     responses: dict[str, Any] = field(default_factory=dict)
+    in_doubt: dict[str, Any] = field(default_factory=dict)
     next_pos: int = 0
     advance: int = 0
     positions: dict[int, int] = field(default_factory=dict)
@@ -146,16 +158,17 @@ class TurnState:
 
 
 class SnapshotCall:
-    """A ``PendingCall`` restored from snapshot bytes: resuming it resumes the runtime from
-    the bytes, so a resumed turn is driven exactly like a live one."""
+    """A ``PendingCall`` restored from verified snapshot bytes: its name and arguments are
+    the continuation's own (``CallView``), and resuming it resumes the runtime from the
+    bytes, so a resumed turn is driven exactly like a live one."""
 
-    def __init__(self, runtime: Any, snapshot: bytes, at: dict[str, Any]) -> None:
+    def __init__(self, runtime: Any, snapshot: bytes, view: CallView) -> None:
         self._runtime = runtime
         self._snapshot = snapshot
-        self.name: str = at["tool"]
-        self.positional_args: tuple[Any, ...] = tuple(at.get("positional") or ())
-        self.keyword_args: dict[str, Any] = dict(at.get("keyword") or {})
-        self.call_id: int = int(at["call_id"])
+        self.name: str = view.name
+        self.positional_args: tuple[Any, ...] = view.positional_args
+        self.keyword_args: dict[str, Any] = view.keyword_args
+        self.call_id: int = view.call_id
         native = getattr(runtime, "resume_async", None)
         if native is not None:
             self.resume_async = functools.partial(native, snapshot)
@@ -167,28 +180,18 @@ class SnapshotCall:
         return self._runtime.resume(self._snapshot, outcome)
 
 
-class _SnapshotGatherCall:
-    """One call of a gather restored from snapshot bytes (read-only: the gather resumes)."""
-
-    def __init__(self, at: dict[str, Any]) -> None:
-        self.name: str = at["tool"]
-        self.positional_args: tuple[Any, ...] = tuple(at.get("positional") or ())
-        self.keyword_args: dict[str, Any] = dict(at.get("keyword") or {})
-        self.call_id: int = int(at["call_id"])
-
-
 class SnapshotGather:
-    """A ``Gather`` step restored from snapshot bytes (``MontyRuntime.resume_gather``, or for
-    a namespace session the agent's adapter over ``resume_session_gather``): the calls are
-    settled together, whichever of them were decided or completed."""
+    """A ``Gather`` step restored from verified snapshot bytes (``MontyRuntime.resume_gather``,
+    or for a namespace session the agent's adapter over ``resume_session_gather``): the calls
+    are settled together, whichever of them were decided or completed."""
 
     stdout = ""
     os_log: tuple[Any, ...] = ()
 
-    def __init__(self, runtime: Any, snapshot: bytes, at: list[dict[str, Any]]) -> None:
+    def __init__(self, runtime: Any, snapshot: bytes, calls: list[CallView]) -> None:
         self._runtime = runtime
         self._snapshot = snapshot
-        self.calls = tuple(_SnapshotGatherCall(a) for a in at)
+        self.calls = tuple(calls)
 
     def dump(self) -> bytes:
         return self._snapshot
@@ -199,7 +202,8 @@ class SnapshotGather:
 
 @dataclass(slots=True)
 class _Suspend:
-    info: dict[str, Any]
+    entry: PendingEntry
+    info: PendingCallInfo
 
 
 @dataclass(slots=True)
@@ -246,6 +250,7 @@ class _Invoke:
     call_key: str
     journaled: bool  # the journal holds its intent already (a recovery re-runs it)
     call: Any
+    decided: str = ""  # how it was allowed to run ("approved", "handler", "rerun"), kept in its intent
 
 
 class TurnDriver:
@@ -262,6 +267,8 @@ class TurnDriver:
         self._inline = INLINE_ADVANCE > 0  # advances run inline until one overruns
         self._emit = ctx.run_config.emit_tool_events
         self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
+        self._runtime = agent.runtime
+        self._sealed = getattr(agent.runtime, "seal", None) is not None and agent.runtime.seal(b"") is not None
 
     # ------------------------------------------------------------------ the loop
 
@@ -286,24 +293,33 @@ class TurnDriver:
             if self._checkpoint_due() and self._service is not None:
                 await self._checkpoint(step, calls)
             outcomes: dict[int, Outcome] = {}
-            suspended: list[dict[str, Any]] = []
+            suspended: list[_Suspend] = []
             # Each call goes through the same policy; the calls to run now run together
             # (the calls of a gather concurrently), after their intents are written.
             resolved: list[tuple[Any, Any]] = []
+            handler_error: BaseException | None = None
             for call in calls:
-                result = await self._resolve(call, st.positions[call.call_id])
+                try:
+                    result = await self._resolve(call, st.positions[call.call_id])
+                except _HandlerFailed as failed:
+                    handler_error = failed.cause
+                    result = failed.suspend
                 resolved.append((call, result))
                 if isinstance(result, (_Final, _Stop, _Budget)):
                     break
+            for _, result in resolved:
+                if isinstance(result, _Notice):  # an in-doubt notice, stored before the call goes on
+                    yield result.event
+            resolved = [(c, r.then if isinstance(r, _Notice) else r) for c, r in resolved]
             invokes = [r for _, r in resolved if isinstance(r, _Invoke)]
-            if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)):
+            if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)) and handler_error is None:
                 for inv in invokes:
                     if self._emit and not (inv.tool.is_long_running and run.supports_suspension):
                         yield self._call_event(inv)  # a long-running call's announcement shows it
                 ran = await self._invoke_all(invokes)
                 resolved = [(call, ran.get(id(r), r)) for call, r in resolved]
             for call, result in resolved:
-                if isinstance(result, _Invoke):  # not run: a later call of the gather ends the turn
+                if isinstance(result, _Invoke):  # not run: a later call ends the turn, or the handler failed
                     continue
                 if isinstance(result, _Final):
                     yield TurnEnd("finished", result.step)
@@ -328,9 +344,19 @@ class TurnDriver:
                         yield event
                     self._events.clear()
                 if isinstance(result, _Suspend):
-                    suspended.append(result.info)
+                    suspended.append(result)
                 else:
                     outcomes[call.call_id] = result
+            if handler_error is not None:
+                # The handler failed: the call it was asked about stays pending, the run ends (the
+                # other calls of a gather that were to run now run when the script resumes).
+                async for event in self._suspend(step, calls, suspended):
+                    yield event
+                raise ConfirmationHandlerError(
+                    f"the tool confirmation handler raised {type(handler_error).__name__}: {handler_error}; the run "
+                    "ended and the call is left pending (approve or deny it, or run again)",
+                    [s.info for s in suspended],
+                ) from handler_error
             if suspended:
                 async for event in self._suspend(step, calls, suspended):
                     yield event
@@ -379,7 +405,28 @@ class TurnDriver:
 
     # ------------------------------------------------------------------ one call
 
-    async def _resolve(self, call: Any, pos: int) -> Outcome | _Ran | _Suspend | _Stop | _Budget | _Final | _Invoke:
+    def _pending_of(
+        self, call: Any, pos: int, tool: str, args: dict[str, Any], kind: str = "confirmation", hint: Any = None
+    ) -> _Suspend:
+        st = self.state
+        call_key = f"{st.turn}:{pos}"
+        try:
+            digest = call_digest(call_key, tool, args_digest(args))
+        except ValueError:
+            digest = ""
+        entry = PendingEntry(call_key=call_key, pos=pos, call_id=call.call_id, kind=kind, hint=hint)  # type: ignore[arg-type]
+        info = PendingCallInfo(
+            call_key=call_key,
+            tool=tool,
+            args=args,
+            kind=kind,  # type: ignore[arg-type]
+            invocation_id=st.record.invocation_id,
+            hint=hint,
+            digest=digest,
+        )
+        return _Suspend(entry, info)
+
+    async def _resolve(self, call: Any, pos: int) -> Any:
         agent, run, st = self.agent, self.run, self.state
         tool = run.tools.get(call.name)
         if tool is None and call.name == FINAL_ANSWER and getattr(agent.runtime, "tool_style", None) == "functions":
@@ -410,6 +457,8 @@ class TurnDriver:
                 return _Stop(self._divergence(pos, entry, tool.name, digest))
             if entry.outcome is not None:
                 return await self._recorded(entry.outcome)
+            if pos not in st.pending:  # started, never recorded, not a long-running call awaiting its result
+                return await self._in_doubt(tool, args, pos, digest, call_key, call)
         elif pos not in st.pending:
             budget = self._budget_breach(pos)
             if budget is not None:
@@ -419,17 +468,20 @@ class TurnDriver:
             decision = st.decisions.get(call_key)
             if decision is not None and decision is not True:
                 reason = f": {decision}" if isinstance(decision, str) and decision else ""
-                what = "call to" if waiting["kind"] == "confirmation" else "long-running call to"
+                what = "call to" if waiting.kind == "confirmation" else "long-running call to"
                 denied = ResumeError(f"{what} {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
-                return await self._record(pos, tool.name, digest, denied, intent=entry is None)
-            if waiting["kind"] == "completion":
+                return await self._record(pos, tool.name, digest, denied, intent=True)
+            if waiting.kind == "completion":
                 if call_key not in st.responses:
-                    return _Suspend(waiting)
+                    return self._pending_of(call, pos, tool.name, args, "completion", waiting.hint)
                 result = self._checked_result(tool, st.responses[call_key])
-                return await self._record(pos, tool.name, digest, result, intent=entry is None)
+                return await self._record(pos, tool.name, digest, result, intent=True)
+            if waiting.kind == "in_doubt":
+                return await self._in_doubt(tool, args, pos, digest, call_key, call, waiting=True)
             if decision is None:
-                return _Suspend(waiting)
-        elif entry is None and agent._needs_confirmation(tool):
+                return await self._ask(tool, args, pos, digest, call_key, call)
+            return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
+        if agent._needs_confirmation(tool):
             decision = st.decisions.get(call_key)
             if decision is None and not agent._gates_all(tool):
                 try:
@@ -443,7 +495,7 @@ class TurnDriver:
                 if not asks:
                     return _Invoke(tool, args, pos, digest, call_key, False, call)
             if decision is None:
-                if not run.supports_suspension:
+                if not run.supports_suspension and run.ctx.run_config.tool_confirmation_handler is None:
                     return ResumeError(
                         f"tool {tool.name!r} requires confirmation, but this runtime cannot pause for a human "
                         "decision; the call was refused",
@@ -455,19 +507,122 @@ class TurnDriver:
                         check(args)
                 except ToolArgumentError as exc:
                     return ResumeError(f"{exc}; the tool did not run and no confirmation was requested", "TypeError")
-                return _Suspend(_info(call_key, pos, call, tool.name, args, "confirmation", None))
+                return await self._ask(tool, args, pos, digest, call_key, call)
             if decision is not True:
                 reason = f": {decision}" if isinstance(decision, str) and decision else ""
                 denied = ResumeError(f"call to {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
                 return await self._record(pos, tool.name, digest, denied, intent=True)
-        return _Invoke(tool, args, pos, digest, call_key, entry is not None, call)
+            return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
+        return _Invoke(tool, args, pos, digest, call_key, False, call)
+
+    async def _ask(self, tool: Tool, args: dict[str, Any], pos: int, digest: str, call_key: str, call: Any) -> Any:
+        """A gated call with no decision: the run's confirmation handler decides, else the
+        turn suspends for a human."""
+        suspend = self._pending_of(call, pos, tool.name, args)
+        handler = self.run.ctx.run_config.tool_confirmation_handler
+        if handler is None:
+            if not self.run.supports_suspension:
+                return ResumeError(
+                    f"tool {tool.name!r} requires confirmation, but this runtime cannot pause for a human "
+                    "decision; the call was refused",
+                    "PermissionError",
+                )
+            return suspend
+        try:
+            if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(type(handler).__call__):
+                verdict = await handler(suspend.info)
+            else:
+                verdict = await anyio.to_thread.run_sync(handler, suspend.info)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+            approve, reason = _verdict(verdict)
+        except Exception as exc:
+            raise _HandlerFailed(exc, suspend) from exc
+        if approve is None:
+            if not self.run.supports_suspension:
+                return ResumeError(
+                    f"tool {tool.name!r} requires confirmation; the confirmation handler asked for a human, but "
+                    "this runtime cannot pause; the call was refused",
+                    "PermissionError",
+                )
+            return suspend
+        if approve:
+            return _Invoke(tool, args, pos, digest, call_key, False, call, decided="handler")
+        why = f": {reason}" if reason else ""
+        denied = ResumeError(f"call to {tool.name!r} was denied by the confirmation handler{why}", "PermissionError")
+        return await self._record(pos, tool.name, digest, denied, intent=True)
+
+    async def _in_doubt(
+        self,
+        tool: Tool,
+        args: dict[str, Any],
+        pos: int,
+        digest: str,
+        call_key: str,
+        call: Any,
+        *,
+        waiting: bool = False,
+    ) -> Any:
+        """A recovered call with an intent and no outcome: it may have run. Per the tool's
+        ``on_in_doubt``: run it again, pause for a human, or fail it into the script; a
+        notice event is always emitted."""
+        st = self.state
+        decision = st.in_doubt.get(call_key)
+        policy = getattr(tool, "on_in_doubt", "rerun")
+        if decision is not None:
+            action = decision.action
+        elif policy == "ask":
+            action = "ask"
+        else:
+            action = policy
+        notice = self._in_doubt_event(call_key, tool.name, args, action)
+        if action == "rerun":
+            return _Notice(notice, _Invoke(tool, args, pos, digest, call_key, True, call, decided="rerun"))
+        if action == "skip":
+            result = self._checked_result(tool, decision.value)
+            return _Notice(notice, await self._record(pos, tool.name, digest, result))
+        if action == "fail":
+            reason = decision.reason if decision is not None and decision.reason else ""
+            why = f": {reason}" if reason else ""
+            failed = ResumeError(
+                f"the call to {tool.name!r} may or may not have run (the runner stopped before its outcome was "
+                f"recorded); it was not run again{why}",
+                "RuntimeError",
+            )
+            return _Notice(notice, await self._record(pos, tool.name, digest, failed))
+        del waiting
+        return _Notice(notice, self._pending_of(call, pos, tool.name, args, "in_doubt"))
+
+    def _in_doubt_event(self, call_key: str, tool: str, args: dict[str, Any], action: str) -> Event:
+        text = {
+            "rerun": "it runs again (on_in_doubt='rerun')",
+            "skip": "a human chose to skip it with a given result",
+            "fail": "it is failed into the script, not run again",
+            "ask": "it waits for a human decision (Runner.resolve_in_doubt)",
+        }[action]
+        return Event(
+            invocation_id=self.run.ctx.invocation_id,
+            author=self.agent.name,
+            content=Content.from_text(
+                f"Call {call_key} to {tool!r} was in doubt: it started before the runner stopped and its outcome "
+                f"was never recorded, so it may have run; {text}.",
+                role="model",
+            ),
+            custom_metadata={"codeact_kind": "in_doubt", "call_key": call_key, "tool": tool, "action": action},
+        )
 
     async def _invoke_all(self, invokes: list[_Invoke]) -> dict[int, _Ran | _Recorded | _Suspend | _Stop]:
         """Runs the tools of ``invokes`` (keyed by ``id()`` of each): their intents first, in
-        one write (unless replaying an intent with no outcome), then the tools, concurrently
-        when there are several (the calls of one gather)."""
+        one write (a decision becomes durable here, with the resume that uses it), then the
+        tools, concurrently when there are several (the calls of one gather)."""
         intents = [
-            JournalRecord("intent", inv.pos, _json([inv.tool.name, inv.digest])) for inv in invokes if not inv.journaled
+            JournalRecord(
+                "intent",
+                inv.pos,
+                _json([inv.tool.name, inv.digest, inv.decided] if inv.decided else [inv.tool.name, inv.digest]),
+            )
+            for inv in invokes
+            if not inv.journaled
         ]
         if intents:
             await self._write(intents)
@@ -500,19 +655,20 @@ class TurnDriver:
         return results
 
     async def _invoke(self, inv: _Invoke) -> _Ran | _Suspend | _Stop:
-        """Runs the tool (its intent is written already)."""
+        """Runs the tool (its intent is written already), keeping the run's claim alive."""
         agent, run = self.agent, self.run
-        tool, args, pos, digest, call_key, call = inv.tool, inv.args, inv.pos, inv.digest, inv.call_key, inv.call
+        tool, args, pos, digest, call_key = inv.tool, inv.args, inv.pos, inv.digest, inv.call_key
         otel = run.otel
-        if otel is not None and otel.active:
-            with otel.tool(tool.name, call_key, args) as span:
+        async with run.lease.kept():
+            if otel is not None and otel.active:
+                with otel.tool(tool.name, call_key, args) as span:
+                    value, failure, actions = await agent._execute(run, tool, args, call_key)
+                    if failure is not None:
+                        span.fail(failure.exc_type, failure.message)
+                    else:
+                        span.record_result(value)
+            else:
                 value, failure, actions = await agent._execute(run, tool, args, call_key)
-                if failure is not None:
-                    span.fail(failure.exc_type, failure.message)
-                else:
-                    span.record_result(value)
-        else:
-            value, failure, actions = await agent._execute(run, tool, args, call_key)
         if terminal_signal(actions):
             return _Stop(agent._terminal_event(run, actions))
         changes = bool(actions.state_delta or actions.artifact_delta)
@@ -520,7 +676,7 @@ class TurnDriver:
             return _Ran(pos, tool.name, digest, ResumeError(failure.message, failure.exc_type), changes)
         if tool.is_long_running and run.supports_suspension:
             hint = value if isinstance(value, str) or value is None else _json(value)
-            return _Suspend(_info(call_key, pos, call, tool.name, args, "completion", hint))
+            return self._pending_of(inv.call, pos, tool.name, args, "completion", hint)
         return _Ran(pos, tool.name, digest, self._checked_result(tool, value), changes)
 
     def _checked_result(self, tool: Tool, value: Any) -> Outcome:
@@ -574,8 +730,14 @@ class TurnDriver:
 
     async def _record(self, pos: int, tool: str, digest: str, outcome: Outcome, *, intent: bool = False) -> Outcome:
         """Writes ``outcome`` (and the intent when none is stored) durably; returns it, or the
-        error the script gets when the value is too large for the boundary."""
-        data = encode_outcome(outcome)
+        error the script gets when the value is too large for the boundary. A value that
+        cannot be encoded as it is (a str with lone surrogates) is recorded, and given to the
+        script, escaped; one that cannot be encoded at all becomes the script's error."""
+        try:
+            data = encode_outcome(outcome)
+        except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+            outcome = _escaped(outcome, tool)
+            data = encode_outcome(outcome)
         if len(data) > MAX_VALUE_BYTES:
             outcome = ResumeError(f"the result of {tool!r} is larger than {MAX_VALUE_BYTES} bytes", "ValueError")
             data = encode_outcome(outcome)
@@ -594,8 +756,8 @@ class TurnDriver:
     # ------------------------------------------------------------------ tool events
 
     def _call_event(self, inv: _Invoke) -> Event:
-        """The ``tool_call`` event (``RunConfig.emit_tool_events``): a ``function_call`` part
-        whose id is the call key, yielded (and so stored) before the tool runs."""
+        """The ``tool_call`` event (``RunConfig.emit_tool_events``): a ``function_call``
+        part whose id is the call key, yielded (and so stored) before the tool runs."""
         return Event(
             invocation_id=self.run.ctx.invocation_id,
             author=self.agent.name,
@@ -629,12 +791,17 @@ class TurnDriver:
         if "r" in data and self._service is not None:
             app, user, sid = self._key
             blob = await self._service.get_blob(app_name=app, user_id=user, session_id=sid, digest=data["r"])
-            if blob is None:
-                return ResumeError("the journaled result is missing from the store", "RuntimeError")
+            if blob is None or hashlib.sha256(blob).hexdigest() != data["r"]:
+                return ResumeError("the journaled result is missing from the store (or altered)", "RuntimeError")
             data = pydantic_core.from_json(blob)
         return decode_outcome(data)
 
     async def _write(self, records: list[JournalRecord]) -> None:
+        """Appends journal records, fenced by the slot version this runner holds.
+
+        Raises:
+            AlreadyResumingError: another runner took the turn over; nothing was written.
+        """
         if self._service is None:
             return
         if not self.state.written:
@@ -642,7 +809,17 @@ class TurnDriver:
         if self._os_unwritten:
             records = self._os_unwritten + records
             self._os_unwritten = []
-        await self._service.append_journal(self.run.ctx.session, self.state.turn, records)
+        if self._sealed:
+            records = [seal_journal(self._runtime, self.state.turn, r) for r in records]
+        try:
+            await self._service.append_journal(
+                self.run.ctx.session, self.state.turn, records, expected_version=self.state.version
+            )
+        except TurnConflictError as exc:
+            raise AlreadyResumingError(
+                f"another runner took over turn {self.state.turn} of session {self._key[2]!r} ({exc}); this runner "
+                "wrote nothing more and stops"
+            ) from exc
         if records[-1].kind == "outcome":
             self.state.calls_since_checkpoint += 1
 
@@ -650,11 +827,11 @@ class TurnDriver:
 
     async def save(
         self,
-        status: str,
+        status: Literal["running", "suspended"],
         *,
         snapshot: bytes | None = None,
-        at: list[dict[str, Any]] | None = None,
-        pending: list[dict[str, Any]] | None = None,
+        at: list[CallPosition] | None = None,
+        pending: list[PendingEntry] | None = None,
         gather: bool = False,
     ) -> None:
         """Writes the turn slot (compare-and-set on the version this runner holds).
@@ -662,33 +839,43 @@ class TurnDriver:
         Raises:
             AlreadyResumingError: another runner wrote the slot since (it owns the turn now).
         """
-        from ..exceptions import AlreadyResumingError
-
         st, run = self.state, self.run
-        data = {
-            **st.record,
-            "format": TURN_FORMAT,
-            "status": status,
-            "turn_stdout": run.turn_stdout,
-            "next_pos": st.next_pos,
-            "advance": st.advance,
-            "at": at or [],
-            "gather": gather,
-            "pending": pending or [],
-            "snapshot_sha256": hashlib.sha256(snapshot).hexdigest() if snapshot is not None else None,
-        }
+        record = st.record.model_copy(
+            update={
+                "format": TURN_FORMAT,
+                "status": status,
+                "turn_stdout": run.turn_stdout,
+                "next_pos": st.next_pos,
+                "advance": st.advance,
+                "at": at or [],
+                "gather": gather,
+                "pending": pending or [],
+                "snapshot_sha256": hashlib.sha256(snapshot).hexdigest() if snapshot is not None else None,
+                # A suspended turn at rest has no owner; a running one is this run's.
+                "claim": run.ctx.claim if status == "running" else None,
+                "run_key": run.ctx.run_key,
+            }
+        )
+        if self._sealed:
+            seal_record(self._runtime, record)
         app, user, sid = self._key
         if self._service is None:  # a run without a store (direct agent runs): nothing is durable
             st.written = True
             return
         try:
             st.version = await self._service.save_turn(
-                app_name=app, user_id=user, session_id=sid, data=data, snapshot=snapshot, expected_version=st.version
+                app_name=app,
+                user_id=user,
+                session_id=sid,
+                data=record.model_dump(mode="json"),
+                snapshot=snapshot,
+                expected_version=st.version,
             )
         except TurnConflictError as exc:
             raise AlreadyResumingError(
                 f"another runner took over turn {st.turn} of session {sid!r} ({exc}); this runner stops"
             ) from exc
+        run.slot_version = st.version
         st.written = True
 
     def _checkpoint_due(self) -> bool:
@@ -711,56 +898,97 @@ class TurnDriver:
         st.calls_since_checkpoint = 0
         st.last_checkpoint = time.monotonic()
 
-    def _at(self, call: Any) -> dict[str, Any]:
-        return {
-            "call_id": call.call_id,
-            "pos": self.state.positions[call.call_id],
-            "tool": call.name,
-            "positional": list(call.positional_args),
-            "keyword": dict(call.keyword_args),
-        }
+    def _at(self, call: Any) -> CallPosition:
+        return CallPosition(call_id=call.call_id, pos=self.state.positions[call.call_id])
 
-    async def _suspend(self, step: Any, calls: list[Any], suspended: list[dict[str, Any]]) -> AsyncIterator[Event]:
-        agent, run, st = self.agent, self.run, self.state
+    async def _suspend(self, step: Any, calls: list[Any], suspended: list[_Suspend]) -> AsyncIterator[Event]:
+        agent, run = self.agent, self.run
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
-        pending = list(suspended)
         await self.save(
             "suspended",
             snapshot=snapshot,
             at=[self._at(c) for c in calls],
-            pending=pending,
+            pending=[s.entry for s in suspended],
             gather=not isinstance(step, Call),
         )
         run.outcome, run.stopped = "suspended", True
-        infos = [
-            PendingCallInfo(
-                call_key=p["call_key"],
-                tool=p["tool"],
-                args=p["args"],
-                kind=p["kind"],
-                invocation_id=st.record.get("invocation_id", ""),
-                hint=p.get("hint"),
-            )
-            for p in pending
-        ]
-        events = announcement_events(agent.name, run.ctx.invocation_id, infos)
+        events = announcement_events(agent.name, run.ctx.invocation_id, [s.info for s in suspended])
         for i, event in enumerate(events):
             if i == 0:
                 event = agent._event(run.ctx, run.pending, **_fields(event))
             yield event
 
 
-def _info(call_key: str, pos: int, call: Any, tool: str, args: dict[str, Any], kind: str, hint: Any) -> dict[str, Any]:
-    """A pending call as stored in the turn slot."""
-    return {
-        "call_key": call_key,
-        "pos": pos,
-        "call_id": call.call_id,
-        "tool": tool,
-        "args": args,
-        "kind": kind,
-        "hint": hint,
-    }
+@dataclass(slots=True)
+class _Notice:
+    """An event to emit before the call's result (an in-doubt notice), and the result."""
+
+    event: Event
+    then: Any
+
+
+class _HandlerFailed(Exception):
+    def __init__(self, cause: BaseException, suspend: _Suspend) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.suspend = suspend
+
+
+def _verdict(verdict: Any) -> tuple[bool | None, str]:
+    """A confirmation handler's answer as ``(approve or None for ask, reason)``.
+
+    Raises:
+        ValueError: an answer that is none of the documented forms.
+    """
+    if verdict is None or verdict == "ask":
+        return None, ""
+    if verdict is True or verdict in ("approve", "approved", "yes"):
+        return True, ""
+    if verdict is False or verdict in ("deny", "denied", "no"):
+        return False, ""
+    if isinstance(verdict, tuple) and len(verdict) == 2 and verdict[0] == "deny" and isinstance(verdict[1], str):
+        return False, verdict[1]
+    raise ValueError(
+        f"a confirmation handler must return 'approve', 'deny', ('deny', reason), 'ask', True, False or None; got "
+        f"{verdict!r}"
+    )
+
+
+def _escaped(outcome: Outcome, tool: str) -> Outcome:
+    """An outcome that failed to encode, with its text escaped (or, failing that, an error
+    naming why)."""
+    try:
+        if isinstance(outcome, ResumeError):
+            escaped: Outcome = ResumeError(escape_surrogates(outcome.message), escape_surrogates(outcome.exc_type))
+        else:
+            escaped = ResumeValue(escape_surrogates(outcome.value))
+        encode_outcome(escaped)
+        return escaped
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
+        return ResumeError(f"the result of {tool!r} cannot be recorded ({type(exc).__name__})", "ValueError")
+
+
+def escape_surrogates(value: Any) -> Any:
+    """``value`` with every str holding lone surrogates (what ``os.fsdecode`` gives for a
+    file name that is not UTF-8) escaped as ``\\udcxx`` text, so it can be journaled and
+    enter the script; other values unchanged. Only called on values ``value_problem``
+    accepted (bounded depth)."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if kind is list:
+        return [escape_surrogates(v) for v in value]
+    if kind is tuple:
+        return tuple(escape_surrogates(v) for v in value)
+    if kind is dict:
+        return {escape_surrogates(k): escape_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def _fields(event: Event) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import pydantic_core
 from pydantic import BaseModel, Field
 
 from ..runtime import ResumeError, ResumeValue
+from ..sessions._turns import TURN_FORMAT
 from ..sessions._types import Content, Event, EventActions, FunctionCall, Part, ToolConfirmation
 
 __all__ = (
@@ -25,14 +26,10 @@ __all__ = (
     "args_digest",
     "decode_outcome",
     "encode_outcome",
-    "pending_infos",
     "plain_value_problem",
     "value_problem",
 )
 
-TURN_FORMAT = 2
-"""The turn record format this version writes (0.1.0 wrote format 1 checkpoints in session
-state; they are reported as stale, see docs/durability.md)."""
 
 INLINE_VALUE_LIMIT = 64 * 1024
 """Bytes of an encoded outcome above which the value is stored once as a blob and the
@@ -55,19 +52,27 @@ class PendingCallInfo(BaseModel):
             ``Event.actions.requested_tool_confirmations``).
         tool: the tool name.
         args: the bound arguments.
-        kind: ``"confirmation"`` (waits for approve / deny) or ``"completion"`` (a
-            long-running tool started; waits for its result).
+        kind: ``"confirmation"`` (waits for approve / deny), ``"completion"`` (a
+            long-running tool started; waits for its result) or ``"in_doubt"`` (a recovered
+            call that may have run before the runner stopped; waits for
+            ``Runner.resolve_in_doubt``: re-run, skip with a value, or fail).
         invocation_id: the invocation whose turn paused.
         hint: what the long-running tool returned when it started, or the confirmation
             hint, as text (None when there is none).
+        digest: 16 hex digits identifying this exact call (key, tool, arguments); pass it as
+            ``Runner.approve(digest=...)`` so a decision made on a stale view is refused.
+
+    ``tool`` and ``args`` are read from the verified continuation, never from the stored
+    record (SPEC §5 v3).
     """
 
     call_key: str
     tool: str
     args: dict[str, Any] = Field(default_factory=dict)
-    kind: Literal["confirmation", "completion"]
+    kind: Literal["confirmation", "completion", "in_doubt"]
     invocation_id: str
     hint: str | None = None
+    digest: str = ""
 
 
 def decision_value(raw: Any) -> bool:
@@ -91,23 +96,6 @@ def claim_decisions(decisions: dict[str, Any], reasons: dict[str, str]) -> dict[
     return {k: True if decision_value(v) else reasons.get(k, "") for k, v in decisions.items()}
 
 
-def pending_infos(record: dict[str, Any] | None) -> list[PendingCallInfo]:
-    """The pending calls of a suspended turn record (``[]`` unless it is suspended)."""
-    if not record or record.get("status") != "suspended":
-        return []
-    return [
-        PendingCallInfo(
-            call_key=p["call_key"],
-            tool=p["tool"],
-            args=p.get("args") or {},
-            kind=p["kind"],
-            invocation_id=record.get("invocation_id", ""),
-            hint=p.get("hint"),
-        )
-        for p in record.get("pending", ())
-    ]
-
-
 def announcement_events(
     author: str, invocation_id: str, pending: list[PendingCallInfo], handles: dict[str, Any] | None = None
 ) -> list[Event]:
@@ -116,7 +104,7 @@ def announcement_events(
     function-call event for the long-running calls awaiting a result
     (``long_running_tool_ids``)."""
     events: list[Event] = []
-    confirm = [p for p in pending if p.kind == "confirmation"]
+    confirm = [p for p in pending if p.kind in ("confirmation", "in_doubt")]
     complete = [p for p in pending if p.kind == "completion"]
     if confirm:
         keys = ", ".join(p.call_key for p in confirm)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import enum
+import hashlib
+import hmac
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -267,6 +269,9 @@ class MontyRuntime:
         if isolation not in ("in_process", "process"):
             raise ValueError(f"isolation must be 'in_process' or 'process', got {isolation!r}")
         self.isolation = isolation
+        self._record_key = (
+            hmac.new(snapshot_key, b"codeact turn records v1", hashlib.sha256).digest() if snapshot_key else None
+        )
         engine_config: dict[str, Any] = dict(
             max_duration=self.limits.max_duration,
             max_memory=self.limits.max_memory,
@@ -291,6 +296,16 @@ class MontyRuntime:
             supports_await=True,
             supports_namespace_session=isolation == "in_process" and bool(namespace_sessions),
         )
+
+    def seal(self, data: bytes) -> str | None:
+        """An HMAC-SHA256 (hex) of ``data`` under a key derived from ``snapshot_key``, or None
+        without a key. The agent seals what it stores beside the continuation and what decides
+        which tool runs (the turn record's call positions and pending calls, journal records),
+        so with a key nothing a writer of the store can edit changes what executes
+        (docs/security.md)."""
+        if self._record_key is None:
+            return None
+        return hmac.new(self._record_key, data, hashlib.sha256).hexdigest()
 
     # -- the seam -------------------------------------------------------------------------
 

@@ -204,14 +204,37 @@ class InMemorySessionService(BaseSessionService):
         stored.turn = (stored.version, text, bytes(snapshot) if snapshot is not None else None)
         return stored.version
 
-    async def append_journal(self, session: Session, turn: str, records: list[JournalRecord]) -> None:
+    async def append_journal(
+        self, session: Session, turn: str, records: list[JournalRecord], *, expected_version: int | None = None
+    ) -> None:
         # No await: each call is atomic with respect to other tasks.
         stored = self._stored(session.app_name, session.user_id, session.id)
+        if expected_version is not None:
+            current = stored.turn[0] if stored.turn is not None else 0
+            if current != expected_version:
+                raise turn_conflict(session.id, expected_version, current)
         journal = stored.journal.get(turn)
         if journal is None:
             journal = stored.journal[turn] = {}
         for record in records:
-            journal[(record.kind, record.seq)] = record.data
+            if record.kind == "outcome":
+                journal.setdefault((record.kind, record.seq), record.data)
+            else:
+                journal[(record.kind, record.seq)] = record.data
+
+    async def renew_claim(
+        self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
+    ) -> None:
+        stored = self._stored(app_name, user_id, session_id)
+        current = stored.turn[0] if stored.turn is not None else 0
+        if stored.turn is None or current != version:
+            raise turn_conflict(session_id, version, current)
+        _, text, snapshot = stored.turn
+        data = parse_turn(text)
+        if not isinstance(data.get("claim"), dict):
+            raise turn_conflict(session_id, version, current)
+        data["claim"]["renewed_at"] = renewed_at
+        stored.turn = (version, to_json(data, "the turn record"), snapshot)
 
     async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
         stored = self._sessions.get((app_name, user_id, session_id))

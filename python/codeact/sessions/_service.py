@@ -186,12 +186,35 @@ class BaseSessionService(ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
 
-    async def append_journal(self, session: Session, turn: str, records: list[JournalRecord]) -> None:
+    async def append_journal(
+        self, session: Session, turn: str, records: list[JournalRecord], *, expected_version: int | None = None
+    ) -> None:
         """Appends ``records`` to the journal of ``turn`` in one transaction (durable when it
-        returns). An ``outcome`` record completes the ``intent`` of the same ``seq``; writing a
-        record again replaces it.
+        returns).
+
+        Fencing (SPEC §5 v3): with ``expected_version``, the records are written only if the
+        session's turn slot is at that version, checked in the same transaction; a writer
+        whose claim was taken over gets ``TurnConflictError`` and nothing is written.
+        ``outcome`` records are first-writer-wins: an outcome already stored for a ``seq``
+        is kept and the new one dropped. ``intent`` and ``os`` records written again replace
+        the stored ones.
 
         Raises:
+            TurnConflictError: the slot is not at ``expected_version``.
+            SessionStoreError: the store failed.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
+
+    async def renew_claim(
+        self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
+    ) -> None:
+        """Sets the stored turn record's ``claim.renewed_at`` to ``renewed_at`` (seconds since
+        the epoch) if the slot is at ``version``, without changing the version: the owner of a
+        claim keeps its lease alive while it works.
+
+        Raises:
+            TurnConflictError: the slot is not at ``version`` (the claim was taken over), or
+                the record holds no claim.
             SessionStoreError: the store failed.
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")

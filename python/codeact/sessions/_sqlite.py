@@ -543,18 +543,58 @@ class SqliteSessionService(BaseSessionService):
 
         return await self._call_quick(txn, write=True)
 
-    async def append_journal(self, session: Session, turn: str, records: list[JournalRecord]) -> None:
-        rows = [(session.app_name, session.user_id, session.id, turn, r.kind, r.seq, r.data) for r in records]
+    async def append_journal(
+        self, session: Session, turn: str, records: list[JournalRecord], *, expected_version: int | None = None
+    ) -> None:
+        key = (session.app_name, session.user_id, session.id)
+        outcomes = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind == "outcome"]
+        others = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind != "outcome"]
 
         def txn(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                "INSERT OR REPLACE INTO journal (app_name, user_id, session_id, turn, kind, seq, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            if expected_version is not None:
+                row = conn.execute(
+                    "SELECT version, data IS NOT NULL FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
+                    key,
+                ).fetchone()
+                current = row[0] if row is not None and row[1] else 0
+                if current != expected_version:
+                    raise turn_conflict(session.id, expected_version, current)
+            if others:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO journal (app_name, user_id, session_id, turn, kind, seq, data) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    others,
+                )
+            if outcomes:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO journal (app_name, user_id, session_id, turn, kind, seq, data) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    outcomes,
+                )
 
         if not self._try_inline(txn):
             await self._call_quick(txn, write=True)
+
+    async def renew_claim(
+        self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
+    ) -> None:
+        key = (app_name, user_id, session_id)
+
+        def txn(conn: sqlite3.Connection) -> None:
+            cur = conn.execute(
+                "UPDATE turns SET data = json_set(data, '$.claim.renewed_at', ?) WHERE app_name = ? AND user_id = ? "
+                "AND session_id = ? AND version = ? AND data IS NOT NULL AND json_type(data, '$.claim') = 'object'",
+                (renewed_at, *key, version),
+            )
+            if cur.rowcount == 0:
+                row = conn.execute(
+                    "SELECT version, data IS NOT NULL FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
+                    key,
+                ).fetchone()
+                current = row[0] if row is not None and row[1] else 0
+                raise turn_conflict(session_id, version, current)
+
+        await self._call_quick(txn, write=True)
 
     def _try_inline(self, fn: Callable[[sqlite3.Connection], None]) -> bool:
         """Runs a small write transaction on the calling thread when that cannot wait: on a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from ._context import ToolContext
@@ -27,7 +27,15 @@ class Tool:
             that decides per call overrides ``confirmation_required``.
         returns: a JSON schema of the result, or None when undeclared; tool listings show
             it as the return type (``FunctionTool`` takes it from the return annotation).
+        on_in_doubt: what recovery does with a call of this tool that started but has no
+            recorded outcome (the runner stopped while it ran, so it may have run):
+            ``"rerun"`` (default: at least once, SPEC §5), ``"ask"`` (pause for a human:
+            ``Runner.resolve_in_doubt``) or ``"fail"`` (the script gets a ``RuntimeError``).
+            Use ``"ask"`` for tools that are not idempotent and cannot use
+            ``ToolContext.function_call_id`` as an idempotency key.
     """
+
+    on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun"
 
     def __init__(
         self,
@@ -38,9 +46,13 @@ class Tool:
         is_long_running: bool = False,
         requires_confirmation: bool = False,
         returns: dict[str, Any] | None = None,
+        on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("a tool needs a non-empty string name")
+        if on_in_doubt not in ("rerun", "ask", "fail"):
+            raise ValueError(f"on_in_doubt must be 'rerun', 'ask' or 'fail', not {on_in_doubt!r}")
+        self.on_in_doubt = on_in_doubt
         self.name = name
         self.description = description
         self.parameters = parameters

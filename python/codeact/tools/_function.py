@@ -19,7 +19,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, TypeVar, overload
+from typing import Annotated, Any, Literal, TypeVar, overload
 
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
@@ -307,6 +307,7 @@ class FunctionTool(Tool):
             parameter section (summary, body, ``Returns:`` and ``Raises:`` kept). The return
             annotation becomes ``returns`` (its JSON schema), shown as the return type.
         requires_confirmation: a human must approve each call.
+        on_in_doubt: ``"rerun"`` / ``"ask"`` / ``"fail"``, as ``Tool``.
         run_in_thread: run a sync ``func`` in a worker thread (default), so a blocking
             function never stalls the event loop: the caller waits up to 2 ms for a quick
             function, then awaits the thread without blocking. The agent's ``tool_timeout``
@@ -340,6 +341,7 @@ class FunctionTool(Tool):
         description: str | None = None,
         requires_confirmation: bool = False,
         run_in_thread: bool = True,
+        on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
     ) -> None:
         if not callable(func):
             raise TypeError(f"FunctionTool needs a callable, got {type(func).__name__}")
@@ -409,6 +411,7 @@ class FunctionTool(Tool):
             is_long_running=self._long_running,
             requires_confirmation=requires_confirmation,
             returns=_return_schema(signature.return_annotation),
+            on_in_doubt=on_in_doubt,
         )
         self.func = func
         self.run_in_thread = run_in_thread
@@ -547,6 +550,7 @@ def tool(
     description: str | None = None,
     requires_confirmation: bool = False,
     run_in_thread: bool = True,
+    on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Makes a ``FunctionTool``, as ``@tool``, ``@tool(name="x")`` or ``tool(func)``.
 
@@ -567,6 +571,7 @@ def tool(
             description=description,
             requires_confirmation=requires_confirmation,
             run_in_thread=run_in_thread,
+            on_in_doubt=on_in_doubt,
         )
 
     return make(func) if func is not None else make

@@ -1,0 +1,253 @@
+"""Reading a stored turn back safely (SPEC §5 v3: what is approved is what runs).
+
+One place checks a stored turn before anything is shown or run: its record validates as a
+``TurnRecord``; it belongs to this agent and its tool roster; its continuation matches the
+record's SHA-256 and, under ``snapshot_key``, the record's MAC; and the calls the record
+names are the calls the continuation waits on. The tool name and arguments of a pending
+call are always taken from the continuation, never from the record, so what
+``Runner.pending`` lists and what runs after an approval come from the same verified bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pydantic_core
+
+from ..exceptions import SnapshotError
+from ..runtime import bind_call_args
+from ..sessions._journal import JournalRecord, TurnSlot
+from ..sessions._turns import TurnRecord, record_problem
+from ..tools import Tool
+from ._protocol import PendingCallInfo, args_digest
+from ._stepper import run_step
+
+log = logging.getLogger("codeact.durability")
+
+__all__ = (
+    "CallView",
+    "LeaseKeeper",
+    "TurnView",
+    "call_digest",
+    "open_journal",
+    "seal_journal",
+    "seal_record",
+    "verify_turn",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """One call of a continuation as the interpreter holds it."""
+
+    name: str
+    positional_args: tuple[Any, ...]
+    keyword_args: dict[str, Any]
+    call_id: int
+
+
+@dataclass
+class TurnView:
+    """A stored turn after ``verify_turn``: either ``stale`` (why it cannot be resumed) or
+    the record, the continuation's calls by ``call_id`` and the pending calls as shown."""
+
+    stale: str | None = None
+    record: TurnRecord | None = None
+    calls: dict[int, CallView] = field(default_factory=dict)
+    pending: list[PendingCallInfo] = field(default_factory=list)
+    in_session: bool = False
+
+
+def call_digest(call_key: str, tool: str, digest: str) -> str:
+    """The digest of one pending call (``PendingCallInfo.digest``): 16 hex digits of BLAKE2b
+    over its key, tool name and argument digest. A decision naming it approves exactly that
+    call."""
+    return hashlib.blake2b(f"{call_key}\0{tool}\0{digest}".encode(), digest_size=8).hexdigest()
+
+
+def _seal(runtime: Any, data: bytes) -> str | None:
+    seal = getattr(runtime, "seal", None)
+    return seal(data) if seal is not None else None
+
+
+def seal_record(runtime: Any, record: TurnRecord) -> None:
+    """Sets ``record.mac`` (None without a key)."""
+    record.mac = None
+    record.mac = _seal(runtime, pydantic_core.to_json(record.signed_part()))
+
+
+def seal_journal(runtime: Any, turn: str, record: JournalRecord) -> JournalRecord:
+    """``record`` with its data wrapped as ``{"p": data, "m": mac}`` under a key (unchanged
+    without one)."""
+    mac = _seal(runtime, f"{turn}\0{record.kind}\0{record.seq}\0{record.data}".encode())
+    if mac is None:
+        return record
+    return JournalRecord(record.kind, record.seq, pydantic_core.to_json({"p": record.data, "m": mac}).decode())
+
+
+def open_journal(runtime: Any, turn: str, records: list[JournalRecord]) -> list[JournalRecord]:
+    """The journal records with their seals checked and removed (under a key).
+
+    Raises:
+        SnapshotError: a record is unsealed or its seal does not match (edited in the store).
+    """
+    if _seal(runtime, b"") is None:
+        return records
+    out = []
+    for r in records:
+        try:
+            wrapped = pydantic_core.from_json(r.data)
+            data, mac = wrapped["p"], wrapped["m"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise SnapshotError(f"journal record {r.kind} {r.seq} of turn {turn} is not sealed") from exc
+        expected = _seal(runtime, f"{turn}\0{r.kind}\0{r.seq}\0{data}".encode())
+        if not isinstance(mac, str) or not _equal(mac, expected or ""):
+            raise SnapshotError(f"journal record {r.kind} {r.seq} of turn {turn} fails its seal (it was edited)")
+        out.append(JournalRecord(r.kind, r.seq, data))
+    return out
+
+
+def _equal(a: str, b: str) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a, b)
+
+
+async def verify_turn(
+    runtime: Any,
+    slot: TurnSlot,
+    *,
+    agent_name: str,
+    tools: dict[str, Tool] | None,
+    roster: list[str] | None,
+    persist_namespace: bool,
+    uses_session: bool,
+) -> TurnView:
+    """Checks a stored turn (see the module docstring) and builds the view of its pending
+    calls. Never raises for a bad turn: the reason comes back as ``TurnView.stale``.
+
+    Args:
+        tools / roster: the agent's tools for this run (None: not checked; the pending calls
+            then show the continuation's raw arguments).
+    """
+    record, problem = record_problem(slot.data)
+    if record is None:
+        return TurnView(stale=problem)
+    if record.agent_name != agent_name:
+        return TurnView(stale=f"the stored turn belongs to agent {record.agent_name!r}, not {agent_name!r}")
+    if roster is not None and record.roster != roster:
+        return TurnView(
+            stale=f"the tool roster changed since the run paused (was {record.roster}, now {roster}); the paused "
+            "script cannot resume"
+        )
+    expected_mac = _seal(runtime, b"")
+    if expected_mac is not None:
+        mac = record.mac
+        seal_record(runtime, record)
+        if mac is None or not _equal(mac, record.mac or ""):
+            return TurnView(stale="the stored turn record fails its seal (it was edited, or written without the key)")
+    in_session = persist_namespace and isinstance(record.namespace, dict) and "session" in record.namespace
+    if in_session and not uses_session:
+        return TurnView(stale="the stored turn's namespace is an interpreter session; this runtime cannot load it")
+    view = TurnView(record=record, in_session=in_session)
+    snapshot = slot.snapshot
+    if snapshot is None:
+        if record.status == "suspended":
+            return TurnView(stale="the stored turn is suspended but holds no continuation")
+        return view
+    if hashlib.sha256(snapshot).hexdigest() != record.snapshot_sha256:
+        return TurnView(stale="the stored continuation fails its integrity check (its SHA-256 differs)")
+    inspect = getattr(runtime, "inspect_session_gather" if in_session else "inspect_gather", None)
+    if inspect is None:
+        return TurnView(stale="this runtime cannot read the calls of a stored continuation")
+    try:
+        raw = await run_step(inspect, snapshot)
+    except SnapshotError as exc:
+        return TurnView(stale=str(exc))
+    calls = {int(c[3]): CallView(str(c[0]), tuple(c[1]), dict(c[2]), int(c[3])) for c in raw}
+    if sorted(calls) != sorted(a.call_id for a in record.at) or not calls:
+        return TurnView(stale="the stored turn record does not match its continuation (other calls)")
+    if len(calls) > 1 and not record.gather:
+        return TurnView(stale="the stored turn record does not match its continuation (a gather)")
+    view.calls = calls
+    positions = {a.call_id: a.pos for a in record.at}
+    for p in record.pending:
+        call = calls.get(p.call_id)
+        if call is None or positions.get(p.call_id) != p.pos or p.call_key != f"{record.turn}:{p.pos}":
+            return TurnView(stale=f"the stored pending call {p.call_key} does not match the continuation")
+        tool = tools.get(call.name) if tools is not None else None
+        try:
+            args = bind_call_args(tool, call.positional_args, call.keyword_args) if tool is not None else None
+        except TypeError:
+            args = None
+        if args is None:
+            args = dict(call.keyword_args)
+            if call.positional_args:
+                args["*args"] = list(call.positional_args)
+        try:
+            digest = call_digest(p.call_key, call.name, args_digest(args))
+        except ValueError:
+            digest = ""
+        view.pending.append(
+            PendingCallInfo(
+                call_key=p.call_key,
+                tool=call.name,
+                args=args,
+                kind=p.kind,
+                invocation_id=record.invocation_id,
+                hint=p.hint,
+                digest=digest,
+            )
+        )
+    return view
+
+
+class LeaseKeeper:
+    """Keeps a run's claim on its session's turn alive while the run works (a tool runs, the
+    model answers): every third of the lease it stamps ``claim.renewed_at`` in the store
+    (``renew_claim``, fenced by the slot version the run holds)."""
+
+    def __init__(self, service: Any, key: tuple[str, str, str], claim: Any, clock: Any, version: Any) -> None:
+        self._service = service
+        self._key = key
+        self._claim = claim
+        self._clock = clock
+        self._version = version  # () -> the slot version the run holds (0: no slot yet)
+
+    @contextlib.asynccontextmanager
+    async def kept(self) -> AsyncIterator[None]:
+        """Renews the lease in the background for the duration of the block."""
+        if self._service is None or self._claim is None or not self._version():
+            yield
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._renew)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _renew(self) -> None:
+        from ..exceptions import SessionStoreError
+
+        app, user, sid = self._key
+        while True:
+            await anyio.sleep(self._claim.lease / 3)
+            version = self._version()
+            if not version:
+                continue
+            now = self._clock()
+            try:
+                await self._service.renew_claim(
+                    app_name=app, user_id=user, session_id=sid, version=version, renewed_at=now
+                )
+            except (SessionStoreError, NotImplementedError) as exc:
+                log.warning("could not renew the claim on session %r: %s", sid, exc)
+                return
+            self._claim.renewed_at = now
