@@ -14,6 +14,7 @@ from .agent import (
     CallbackContext,
     CodeActAgent,
     CodeActCheckpoint,
+    InDoubtDecision,
     InvocationContext,
     ReadonlyContext,
     RetryBudget,
@@ -28,12 +29,15 @@ from .exceptions import (
     CallsPendingError,
     CodeActError,
     CodeRuntimeError,
+    ConfirmationHandlerError,
+    DecisionMismatchError,
     MissingStateError,
     ModelError,
     NoPendingCallError,
     SessionNotFoundError,
     SessionStoreError,
     SnapshotError,
+    StaleCheckpointError,
     SuspensionError,
     ToolArgumentError,
     ValueConversionError,
@@ -41,7 +45,7 @@ from .exceptions import (
 from .guardrails import GuardrailResult
 from .models import GenerateContentConfig, Llm, LlmRequest, LlmResponse, OpenAIChatModel, ScriptedModel
 from .plugins import Plugin
-from .runner import Runner
+from .runner import Runner, TurnInfo
 from .runtime import (
     Call,
     CodeRuntime,
@@ -101,6 +105,11 @@ __all__ = (
     "PENDING_STATE_KEY",
     "AgentTool",
     "AlreadyResumingError",
+    "ConfirmationHandlerError",
+    "DecisionMismatchError",
+    "InDoubtDecision",
+    "StaleCheckpointError",
+    "TurnInfo",
     "Artifact",
     "BaseAgent",
     "BaseArtifactService",

@@ -26,7 +26,6 @@ from .exceptions import (
     DecisionMismatchError,
     NoPendingCallError,
     SnapshotError,
-    StaleCheckpointError,
     StaleSessionError,
     TurnConflictError,
     ValueConversionError,
@@ -210,6 +209,8 @@ class Runner:
                 stored_message = True
             elif mine and not all(e.author == "user" for e in mine):
                 for event in mine:
+                    if event.author == "user":
+                        continue  # the run's input, not one of the events it yielded
                     meta = {**(event.custom_metadata or {}), "codeact_replayed": True}
                     yield event.model_copy(update={"custom_metadata": meta})
                 return
@@ -726,10 +727,16 @@ class Runner:
                 yield event
 
     async def _finished(self, user_id: str, session_id: str, run_key: str) -> bool:
-        """Whether a run with ``run_key`` stored events already (``run_async`` then replays or
-        recovers it instead of deciding again)."""
+        """Whether a run with ``run_key`` happened already: it stored events, or it holds (or
+        held, and was interrupted) the session's turn. ``run_async`` then replays or recovers
+        it instead of deciding again."""
         session = await self._session(user_id, session_id, create=False)
-        return any((e.custom_metadata or {}).get(RUN_KEY) == run_key for e in session.events)
+        if any((e.custom_metadata or {}).get(RUN_KEY) == run_key for e in session.events):
+            return True
+        record = _record_of(
+            await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
+        )
+        return record is not None and record.claim is not None and record.claim.run_key == run_key
 
     def _claim_for(
         self,

@@ -11,7 +11,7 @@ from ._checkpoint import (
     PendingToolCall,
     Resolved,
 )
-from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext, RunConfig
+from ._context import BaseAgent, CallbackContext, InDoubtDecision, InvocationContext, ReadonlyContext, RunConfig
 from ._dispatch import RetryBudget, ToolOutcome
 from ._extract import NO_CODE_FEEDBACK, explain_no_code, extract_code
 from ._output import decode_script_output, render_final, truncate_middle
@@ -37,6 +37,7 @@ __all__ = (
     "ReadonlyContext",
     "Resolved",
     "RetryBudget",
+    "InDoubtDecision",
     "RunConfig",
     "ToolOutcome",
     "decode_script_output",

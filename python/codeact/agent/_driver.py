@@ -457,7 +457,9 @@ class TurnDriver:
                 return _Stop(self._divergence(pos, entry, tool.name, digest))
             if entry.outcome is not None:
                 return await self._recorded(entry.outcome)
-            if pos not in st.pending:  # started, never recorded, not a long-running call awaiting its result
+            waiting = st.pending.get(pos)
+            if waiting is None or waiting.kind == "confirmation":
+                # started (approved, or not gated) and never recorded: it may have run
                 return await self._in_doubt(tool, args, pos, digest, call_key, call)
         elif pos not in st.pending:
             budget = self._budget_breach(pos)

@@ -226,12 +226,17 @@ class LeaseKeeper:
         if self._service is None or self._claim is None or not self._version():
             yield
             return
+        failed: BaseException | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._renew)
             try:
                 yield
+            except BaseException as exc:  # raised as itself below, not wrapped in an exception group
+                failed = exc
             finally:
                 tg.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
 
     async def _renew(self) -> None:
         from ..exceptions import SessionStoreError

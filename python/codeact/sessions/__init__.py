@@ -1,6 +1,7 @@
 """Sessions: conversation data (``Session``, ``Event``, ``Content``, ...) and the services that
 store it (``InMemorySessionService``, ``SqliteSessionService``)."""
 
+from ._journal import JournalKind, JournalRecord, TurnSlot
 from ._memory import InMemorySessionService
 from ._service import (
     BaseSessionService,
@@ -10,6 +11,16 @@ from ._service import (
     StaleSessionError,
 )
 from ._sqlite import SqliteSessionService
+from ._turns import (
+    DEFAULT_CLAIM_LEASE,
+    TURN_FORMAT,
+    CallPosition,
+    Claim,
+    Clock,
+    PendingEntry,
+    TurnRecord,
+    claim_abandoned,
+)
 from ._types import (
     CodeExecutionResult,
     Content,
@@ -26,7 +37,18 @@ from ._types import (
 )
 
 __all__ = (
+    "DEFAULT_CLAIM_LEASE",
+    "TURN_FORMAT",
     "BaseSessionService",
+    "CallPosition",
+    "Claim",
+    "Clock",
+    "JournalKind",
+    "JournalRecord",
+    "PendingEntry",
+    "TurnRecord",
+    "TurnSlot",
+    "claim_abandoned",
     "CodeExecutionResult",
     "Content",
     "Event",
