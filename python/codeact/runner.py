@@ -540,8 +540,8 @@ class Runner:
         if info is not None and info.in_flight and (call_key is None or call_key in info.in_flight):
             raise AlreadyResumingError(
                 f"cannot {verb} in session {session_id!r}: call {call_key or info.in_flight[0]} was already decided "
-                f"and started, and its runner ({info.claim.describe() if info.claim else 'unknown'}) stopped before its "
-                "outcome was recorded; recover the turn with Runner.recover() or `codeact sessions recover`",
+                f"and started, and its runner ({info.claim.describe() if info.claim else 'unknown'}) stopped before "
+                "its outcome was recorded; recover the turn with Runner.recover() or `codeact sessions recover`",
                 pending,
             )
         kinds = ("confirmation", "completion", "in_doubt") if kind == "any" else (kind,)
