@@ -41,7 +41,7 @@ import anyio
 import anyio.to_thread
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ..exceptions import CodeActError
+from ..exceptions import CodeActError, SnapshotError
 from ..logs import log_tool_exception
 from ._failures import failure_message, script_exc_type
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep
@@ -561,7 +561,20 @@ async def aresume_script(
 
     Returns / raises: as ``arun``; the returned ``stdout`` includes what was printed before
     the pause, and ``tool_calls`` counts the calls before it too.
+
+    Raises:
+        SnapshotError: the snapshot fails its integrity check or signature, or the call
+            ``suspended`` names is not the one the snapshot waits on (edited metadata);
+            nothing ran.
     """
+    # What runs is what the verified continuation waits on (SPEC §5 v3): the call named in
+    # ``suspended`` (which may have round-tripped through a UI or a store) must be that call.
+    name, positional, keyword, _call_id = await anyio.to_thread.run_sync(runtime.inspect, suspended.snapshot)
+    if (name, tuple(positional), dict(keyword)) != (suspended.tool, tuple(suspended.positional), suspended.tool_args):
+        raise SnapshotError(
+            f"the paused call given ({suspended.tool!r} with {suspended.tool_args!r}) is not the call the "
+            f"continuation waits on ({name!r} with {dict(keyword)!r}); nothing ran"
+        )
     drive = _Drive(runtime, dict(tools or {}), {}, script_name, max_tool_calls)
     drive.stdout.append(suspended.stdout)
     drive.tool_calls = suspended.tool_calls
