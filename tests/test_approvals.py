@@ -616,3 +616,63 @@ async def test_unmatched_in_doubt_decision_is_refused(tmp_path: Path) -> None:
                 runner.resolve_in_doubt(user_id=USER, session_id=SESSION, call_key=p.call_key, action="rerun")
             )
     assert ledger.lines() == []
+
+
+AGENT_MODULE = textwrap.dedent(
+    """
+    import os
+    from codeact import CodeActAgent, FunctionTool, LongRunningFunctionTool, MontyRuntime, ScriptedModel
+
+    LEDGER = os.environ["APPROVALS_LEDGER"]
+
+    def _add(line):
+        with open(LEDGER, "a") as f:
+            f.write(line + "\\n")
+
+    def pay(amount: int, to: str = "shop") -> str:
+        \"\"\"Pays.\"\"\"
+        _add(f"pay {amount} {to}")
+        return f"paid {amount} to {to}"
+
+    def delete_account(user: str) -> str:
+        \"\"\"Deletes.\"\"\"
+        return user
+
+    def note(text: str) -> str:
+        \"\"\"Writes a note.\"\"\"
+        return text
+
+    def render(scene: str) -> dict:
+        \"\"\"Starts a render.\"\"\"
+        return {}
+
+    AGENT = CodeActAgent(name="coder", model=ScriptedModel([]), runtime=MontyRuntime(),
+                         tools=[FunctionTool(pay, requires_confirmation=True),
+                                FunctionTool(delete_account, requires_confirmation=True), note,
+                                LongRunningFunctionTool(render)])
+    """
+)
+
+
+def test_dead_runner_cli_reports_and_recovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from codeact.cli import app
+
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+    anyio.run(start, db, ledger)
+    kill_at_barrier(tmp_path, db, ledger, "approve")
+    (tmp_path / "appr_agent.py").write_text(AGENT_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("APPROVALS_LEDGER", str(ledger.path))
+    cli = CliRunner()
+    common = ["--db", str(db), "--app", APP, "--user", USER]
+    shown = cli.invoke(app, ["sessions", "pending", SESSION, *common])
+    assert shown.exit_code == 0, shown.output
+    assert "interrupted" in shown.stdout and "codeact sessions recover" in shown.stdout
+    denied = cli.invoke(app, ["sessions", "deny", SESSION, *common, "--agent", "appr_agent:AGENT"])
+    assert denied.exit_code == 1 and "recover" in denied.output
+    recovered = cli.invoke(app, ["sessions", "recover", SESSION, *common, "--agent", "appr_agent:AGENT"])
+    assert recovered.exit_code == 0, recovered.output
+    assert "paid 900 to shop" in recovered.stdout
+    assert ledger.lines() == ["pay 900 shop", "pay 900 shop"]  # in doubt, rerun (the default)

@@ -340,9 +340,11 @@ def sessions_pending(
     app_name: AppOption = DEFAULT_APP,
     user: UserOption = DEFAULT_USER,
     json_output: Annotated[bool, typer.Option("--json")] = False,
+    agent: Annotated[str | None, typer.Option(help="module:attr of the agent (binds arguments by name)")] = None,
 ) -> None:
-    """List the calls of a session waiting for a human (Runner.pending)."""
-    runner = _runner(db, app_name, None)
+    """List the calls of a session waiting for a human (Runner.pending), read from the
+    verified continuation; an interrupted turn is reported with how to recover it."""
+    runner = _runner(db, app_name, agent)
     pending = _require(runner, "pending")
 
     async def load() -> list[Any]:
@@ -353,7 +355,21 @@ def sessions_pending(
         sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in items]) + "\n")
         return
     if not items:
-        _out().print("nothing pending")
+        info = _call(lambda: runner.turn_info(user_id=user, session_id=session_id))
+        if info is not None and info.status == "interrupted":
+            held = info.claim.describe() if info.claim is not None else "a runner"
+            _out().print(
+                f"nothing pending: turn {info.turn} was interrupted ({held} stopped"
+                + (f" during call {', '.join(info.in_flight)}" if info.in_flight else "")
+                + f"); recover it with `codeact sessions recover {session_id} --db {db} --agent module:attr`"
+            )
+        elif info is not None and info.status == "running":
+            assert info.claim is not None
+            _out().print(f"nothing pending: turn {info.turn} is being run by {info.claim.describe()}")
+        elif info is not None and info.status == "stale":
+            _out().print(f"nothing pending: the stored turn cannot be read here ({info.reason})")
+        else:
+            _out().print("nothing pending")
         return
     for p in items:
         _out().print(
@@ -427,6 +443,55 @@ def sessions_deny(
 ) -> None:
     """Deny a call waiting for confirmation and resume the run (Runner.deny)."""
     _decide("deny", session_id, db, app_name, user, call, agent, reason=reason)
+
+
+@sessions_app.command("recover")
+def sessions_recover(
+    session_id: str,
+    db: DbOption,
+    agent: AgentOption,
+    app_name: AppOption = DEFAULT_APP,
+    user: UserOption = DEFAULT_USER,
+) -> None:
+    """Resume an interrupted turn (its runner stopped) from its continuation and journal
+    (Runner.recover); a call that was in flight follows its tool's on_in_doubt."""
+    runner = _runner(db, app_name, agent)
+    printer = EventPrinter(_out())
+
+    async def go() -> bool:
+        failed = False
+        async for event in runner.recover(user_id=user, session_id=session_id):
+            printer(event)
+            failed = failed or bool(event.error_code)
+        return failed
+
+    if _call(go):
+        raise typer.Exit(1)
+
+
+@sessions_app.command("resolve")
+def sessions_resolve(
+    session_id: str,
+    db: DbOption,
+    agent: AgentOption,
+    call: Annotated[str, typer.Option("--call", help="the call key of the call in doubt")],
+    action: Annotated[str, typer.Option(help="rerun, skip or fail")],
+    value: Annotated[str | None, typer.Option(help="JSON result for skip")] = None,
+    reason: Annotated[str, typer.Option(help="message for fail")] = "",
+    app_name: AppOption = DEFAULT_APP,
+    user: UserOption = DEFAULT_USER,
+) -> None:
+    """Decide a call paused in doubt (Runner.resolve_in_doubt): run it again, skip it with a
+    JSON value, or fail it into the script."""
+    if action not in ("rerun", "skip", "fail"):
+        _err().print(f"--action must be rerun, skip or fail, not {action!r}", style="red")
+        raise typer.Exit(2)
+    try:
+        parsed = json.loads(value) if value is not None else None
+    except json.JSONDecodeError as exc:
+        _err().print(f"--value is not JSON: {exc}", style="red")
+        raise typer.Exit(2) from None
+    _decide("resolve_in_doubt", session_id, db, app_name, user, call, agent, action=action, value=parsed, reason=reason)
 
 
 def main() -> None:

@@ -435,7 +435,10 @@ class Runner:
         if slot is None:
             return None
         owner = self._agent_for(session, slot)
-        view = await self._view(owner, session, slot, RunConfig())
+        # A runner whose tree does not hold the turn's agent (a read-only tool) still lists
+        # the calls, read from the continuation; resuming needs the agent (strict check).
+        strict = owner.name == slot.data.get("agent_name")
+        view = await self._view(owner, session, slot, RunConfig(), strict=strict)
         if view.stale is not None or view.record is None:
             return TurnInfo(status="stale", reason=view.stale or "")
         record = view.record
@@ -481,13 +484,15 @@ class Runner:
             async for event in events:
                 yield event
 
-    async def _view(self, agent: BaseAgent, session: Session, slot: TurnSlot, run_config: RunConfig) -> TurnView:
+    async def _view(
+        self, agent: BaseAgent, session: Session, slot: TurnSlot, run_config: RunConfig, *, strict: bool = True
+    ) -> TurnView:
         verify = getattr(agent, "verify_turn", None)
         if verify is None:
             return TurnView(stale=f"agent {agent.name!r} cannot resume a stored turn")
         ctx = self._context(new_id(), agent, session, None, run_config)
         try:
-            view: TurnView = await verify(ctx, slot)
+            view: TurnView = await verify(ctx, slot, strict=strict)
         except ValueError as exc:
             return TurnView(stale=str(exc))
         return view

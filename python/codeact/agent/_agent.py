@@ -1018,10 +1018,16 @@ class CodeActAgent(BaseAgent):
             mac=None,
         )
 
-    async def verify_turn(self, ctx: InvocationContext, slot: TurnSlot) -> Any:
+    async def verify_turn(self, ctx: InvocationContext, slot: TurnSlot, *, strict: bool = True) -> Any:
         """Checks the session's stored turn for this agent (format, owner, roster,
         continuation integrity and seal; SPEC §5 v3) and reads its pending calls from the
         verified continuation. Returns a ``TurnView`` (``stale`` says why it cannot resume).
+
+        Args:
+            strict: check that the turn is this agent's, with its tool roster (needed to
+                resume it); ``False`` only reads the continuation's calls (for listing them
+                from a tool that does not load the agent, such as ``codeact sessions pending``
+                without ``--agent``).
 
         Raises:
             ValueError: the agent's toolsets give two tools one name.
@@ -1037,14 +1043,15 @@ class CodeActAgent(BaseAgent):
         )
         tools = await self._resolve_tools(run)
         by_name = {t.name: t for t in tools}
+        agent_name = self.name if strict else str(slot.data.get("agent_name", self.name))
         return await verify_turn(
             self.runtime,
             slot,
-            agent_name=self.name,
+            agent_name=agent_name,
             tools=by_name,
-            roster=sorted(by_name),
-            persist_namespace=self.persist_namespace,
-            uses_session=self._uses_session(),
+            roster=sorted(by_name) if strict else None,
+            persist_namespace=self.persist_namespace or not strict,
+            uses_session=self._uses_session() or not strict,
         )
 
     async def _restore(self, run: _Run, slot: TurnSlot) -> AsyncIterator[Event | tuple[TurnState, Any]]:
