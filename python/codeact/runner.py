@@ -260,7 +260,7 @@ class Runner:
                 assert record is not None
                 in_flight = await self._in_flight(session, record, owner)
                 pending = [p for p in view.pending if p.call_key not in in_flight]
-                interrupted = record.status == "running" or record.claim is not None
+                interrupted = record.status == "running" or record.claim is not None or bool(in_flight)
                 if record.claim is not None and not claim_abandoned(record.claim, self.clock):
                     raise AlreadyResumingError(
                         f"session {session.id!r} is being resumed by {record.claim.describe()}; nothing ran here. If "
@@ -447,7 +447,7 @@ class Runner:
         status: Literal["suspended", "running", "interrupted", "stale"]
         if record.claim is not None and not claim_abandoned(record.claim, self.clock):
             status = "running"
-        elif record.status == "running" or record.claim is not None:
+        elif record.status == "running" or record.claim is not None or in_flight:
             status = "interrupted"
         else:
             status = "suspended"
@@ -468,11 +468,14 @@ class Runner:
             NoPendingCallError: there is no interrupted turn (nothing ran).
             AlreadyResumingError: a live runner holds the turn (its lease has not expired).
         """
-        info = await self.turn_info(user_id=user_id, session_id=session_id)
-        if info is None or info.status not in ("interrupted", "running"):
+        replay = run_key is not None and await self._finished(user_id, session_id, run_key)
+        info = None if replay else await self.turn_info(user_id=user_id, session_id=session_id)
+        if replay:
+            pass  # a recovery sent again: run_async replays (or resumes) the run with that key
+        elif info is None or info.status not in ("interrupted", "running"):
             what = "no turn in flight" if info is None else f"its turn is {info.status}"
             raise NoPendingCallError(f"nothing to recover in session {session_id!r}: {what}; nothing ran")
-        if info.status == "running":
+        elif info.status == "running":
             assert info.claim is not None
             raise AlreadyResumingError(
                 f"cannot recover session {session_id!r}: it is being run by {info.claim.describe()}; nothing ran",
