@@ -42,7 +42,6 @@ from codeact import (
     FunctionTool,
     MontyRuntime,
     NoPendingCallError,
-    RunConfig,
     Runner,
     ScriptedModel,
     SessionStoreError,
