@@ -249,8 +249,8 @@ async def recovery_ms(folder: Path, calls: int = 1000) -> float:
     class CrashAtEnd(SqliteSessionService):
         outcomes = 0
 
-        async def append_journal(self, session: Any, turn: str, records: Any) -> None:
-            await super().append_journal(session, turn, records)
+        async def append_journal(self, session: Any, turn: str, records: Any, **kwargs: Any) -> None:
+            await super().append_journal(session, turn, records, **kwargs)
             self.outcomes += sum(1 for r in records if r.kind == "outcome")
             if self.outcomes == calls:
                 raise _Crash

@@ -118,7 +118,7 @@ class _Run:
     last_usage: UsageMetadata | None = None  # of the latest model call
     outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
     otel: AgentRun | None = None
-    lease: LeaseKeeper | None = None  # keeps the run's claim alive while a tool or the model works
+    lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))
 
     def usage_totals(self) -> UsageMetadata:
         """The run's model usage so far."""
@@ -301,6 +301,7 @@ class CodeActAgent(BaseAgent):
             description=self.description or None,
         )
         ending: Event | None = None
+        run.lease.start()
         try:
             async with aclosing(self._loop(run)) as _events:
                 async for event in _events:
@@ -310,13 +311,16 @@ class CodeActAgent(BaseAgent):
                         event.usage_metadata = run.usage_totals()
                     yield event
         except GeneratorExit:
+            run.lease.stop()
             run.otel.end(usage=_otel_usage(run))
             await self._release_claim(run)
             raise
         except BaseException as exc:
+            run.lease.stop()
             run.otel.end(error_code=type(exc).__qualname__, error_message=str(exc), usage=_otel_usage(run))
             await self._release_claim(run)
             raise
+        run.lease.stop()
         run.otel.end(
             error_code=ending.error_code if ending is not None else None,
             error_message=ending.error_message if ending is not None else None,
@@ -806,14 +810,12 @@ class CodeActAgent(BaseAgent):
         if response is None:
             run.model_calls += 1
             otel = run.otel
-            assert run.lease is not None
-            async with run.lease.kept():
-                if otel is not None and otel.active:
-                    with otel.chat(request.model, request=request) as chat:
-                        response = await self.model.generate_content(request)
-                        chat.record_response(response)
-                else:
+            if otel is not None and otel.active:
+                with otel.chat(request.model, request=request) as chat:
                     response = await self.model.generate_content(request)
+                    chat.record_response(response)
+            else:
+                response = await self.model.generate_content(request)
             usage = getattr(response, "usage", None)
             run.last_usage = UsageMetadata(model_calls=1)
             if usage is not None:

@@ -657,20 +657,19 @@ class TurnDriver:
         return results
 
     async def _invoke(self, inv: _Invoke) -> _Ran | _Suspend | _Stop:
-        """Runs the tool (its intent is written already), keeping the run's claim alive."""
+        """Runs the tool (its intent is written already)."""
         agent, run = self.agent, self.run
         tool, args, pos, digest, call_key = inv.tool, inv.args, inv.pos, inv.digest, inv.call_key
         otel = run.otel
-        async with run.lease.kept():
-            if otel is not None and otel.active:
-                with otel.tool(tool.name, call_key, args) as span:
-                    value, failure, actions = await agent._execute(run, tool, args, call_key)
-                    if failure is not None:
-                        span.fail(failure.exc_type, failure.message)
-                    else:
-                        span.record_result(value)
-            else:
+        if otel is not None and otel.active:
+            with otel.tool(tool.name, call_key, args) as span:
                 value, failure, actions = await agent._execute(run, tool, args, call_key)
+                if failure is not None:
+                    span.fail(failure.exc_type, failure.message)
+                else:
+                    span.record_result(value)
+        else:
+            value, failure, actions = await agent._execute(run, tool, args, call_key)
         if terminal_signal(actions):
             return _Stop(agent._terminal_event(run, actions))
         changes = bool(actions.state_delta or actions.artifact_delta)

@@ -10,14 +10,15 @@ call are always taken from the continuation, never from the record, so what
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import pydantic_core
 
 from ..exceptions import SnapshotError
@@ -209,9 +210,11 @@ async def verify_turn(
 
 
 class LeaseKeeper:
-    """Keeps a run's claim on its session's turn alive while the run works (a tool runs, the
-    model answers): every third of the lease it stamps ``claim.renewed_at`` in the store
-    (``renew_claim``, fenced by the slot version the run holds)."""
+    """Keeps a run's claim on its session's turn alive while the run works: a daemon thread
+    wakes every third of the lease and, on the run's event loop, stamps ``claim.renewed_at``
+    in the store (``renew_claim``, fenced by the slot version the run holds). One thread per
+    run, none per tool call: the hot path pays nothing for the lease. The renewal runs on the
+    event loop, so a loop blocked by a sync tool renews late, never concurrently."""
 
     def __init__(self, service: Any, key: tuple[str, str, str], claim: Any, clock: Any, version: Any) -> None:
         self._service = service
@@ -219,40 +222,41 @@ class LeaseKeeper:
         self._claim = claim
         self._clock = clock
         self._version = version  # () -> the slot version the run holds (0: no slot yet)
+        self._stop: threading.Event | None = None
 
-    @contextlib.asynccontextmanager
-    async def kept(self) -> AsyncIterator[None]:
-        """Renews the lease in the background for the duration of the block."""
-        if self._service is None or self._claim is None or not self._version():
-            yield
+    def start(self) -> None:
+        """Starts renewing (no-op without a store or a claim). Call from the run's task."""
+        if self._service is None or self._claim is None or self._stop is not None:
             return
-        failed: BaseException | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._renew)
-            try:
-                yield
-            except BaseException as exc:  # raised as itself below, not wrapped in an exception group
-                failed = exc
-            finally:
-                tg.cancel_scope.cancel()
-        if failed is not None:
-            raise failed
+        self._stop = threading.Event()
+        token = anyio.lowlevel.current_token()
+        threading.Thread(target=self._loop, args=(token, self._stop), daemon=True, name="codeact-lease").start()
 
-    async def _renew(self) -> None:
+    def stop(self) -> None:
+        """Stops renewing (idempotent)."""
+        if self._stop is not None:
+            self._stop.set()
+
+    def _loop(self, token: Any, stop: threading.Event) -> None:
+        while not stop.wait(self._claim.lease / 3):
+            try:
+                anyio.from_thread.run(self._renew, stop, token=token)
+            except Exception as exc:  # the loop is gone, or the run ended meanwhile
+                log.debug("claim renewal stopped: %s", exc)
+                return
+
+    async def _renew(self, stop: threading.Event) -> None:
         from ..exceptions import SessionStoreError
 
+        version = self._version()
+        if stop.is_set() or not version:
+            return
         app, user, sid = self._key
-        while True:
-            await anyio.sleep(self._claim.lease / 3)
-            version = self._version()
-            if not version:
-                continue
-            now = self._clock()
-            try:
-                await self._service.renew_claim(
-                    app_name=app, user_id=user, session_id=sid, version=version, renewed_at=now
-                )
-            except (SessionStoreError, NotImplementedError) as exc:
-                log.warning("could not renew the claim on session %r: %s", sid, exc)
-                return
-            self._claim.renewed_at = now
+        now = self._clock()
+        try:
+            await self._service.renew_claim(app_name=app, user_id=user, session_id=sid, version=version, renewed_at=now)
+        except (SessionStoreError, NotImplementedError) as exc:
+            log.warning("could not renew the claim on session %r: %s", sid, exc)
+            stop.set()
+            return
+        self._claim.renewed_at = now
