@@ -676,3 +676,147 @@ def test_dead_runner_cli_reports_and_recovers(tmp_path: Path, monkeypatch: pytes
     assert recovered.exit_code == 0, recovered.output
     assert "paid 900 to shop" in recovered.stdout
     assert ledger.lines() == ["pay 900 shop", "pay 900 shop"]  # in doubt, rerun (the default)
+
+
+async def test_value_lone_surrogate_in_a_model_reply_is_stored_escaped(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger")
+    reply = "thinking \udcff\n" + fence(final_script('"ok"'))
+    with SqliteSessionService(tmp_path / "s.db") as service:
+        await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+        events = await collect(
+            runner_on(service, ledger, [reply]).run_async(user_id=USER, session_id=SESSION, new_message="go")
+        )
+        assert events[-1].text == "ok"
+        session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+        assert any("\\udcff" in (e.text or "") for e in session.events)
+
+
+async def test_value_cancellation_propagates_and_leaves_the_turn_recoverable(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    started = anyio.Event()
+
+    async def wait_forever(x: int) -> int:
+        """Never returns."""
+        started.set()
+        await anyio.sleep_forever()
+        return x
+
+    def make(tool: Any) -> Runner:
+        agent = CodeActAgent(
+            name="coder",
+            model=ScriptedModel([fence('r = call_tool("wait", {"x": 1})\n' + final_script("r"))]),
+            runtime=MontyRuntime(),
+            tools=[FunctionTool(tool, name="wait")],
+        )
+        return Runner(app_name=APP, agent=agent, session_service=service)
+
+    with SqliteSessionService(db) as service:
+        await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+        runner = make(wait_forever)
+        with anyio.move_on_after(30) as scope:
+            async with anyio.create_task_group() as tg:
+
+                async def go() -> None:
+                    await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+
+                tg.start_soon(go)
+                await started.wait()
+                tg.cancel_scope.cancel()  # cancellation is never swallowed
+        assert not scope.cancelled_caught
+        info = await runner.turn_info(user_id=USER, session_id=SESSION)
+        assert info is not None and info.status == "interrupted" and info.in_flight == []
+
+        def wait_done(x: int) -> int:
+            """Returns at once."""
+            return x + 41
+
+        events = await collect(make(wait_done).recover(user_id=USER, session_id=SESSION))
+        assert events[-1].text == "42"  # the call was in doubt and ran again
+
+
+DECIDER = textwrap.dedent(
+    """
+    import json, sys
+    import anyio
+    from codeact import CodeActAgent, FunctionTool, LongRunningFunctionTool, MontyRuntime, Runner
+    from codeact import ScriptedModel, SqliteSessionService
+
+    db, ledger, roster, key = sys.argv[1:5]
+
+    def pay(amount: int, to: str = "shop") -> str:
+        \"\"\"Pays.\"\"\"
+        with open(ledger, "a") as f:
+            f.write(f"pay {amount} {to}\\n")
+        return f"paid {amount} to {to}"
+
+    def delete_account(user: str) -> str:
+        \"\"\"Deletes.\"\"\"
+        with open(ledger, "a") as f:
+            f.write(f"delete {user}\\n")
+        return user
+
+    def note(text: str) -> str:
+        \"\"\"Writes a note.\"\"\"
+        return text
+
+    def render(scene: str) -> dict:
+        \"\"\"Starts a render.\"\"\"
+        return {}
+
+    def extra_tool() -> str:
+        \"\"\"Added in a later deploy.\"\"\"
+        return "x"
+
+    async def main():
+        tools = [FunctionTool(pay, requires_confirmation=True),
+                 FunctionTool(delete_account, requires_confirmation=True), note, LongRunningFunctionTool(render)]
+        if roster == "extra":
+            tools.append(FunctionTool(extra_tool))
+        runtime = MontyRuntime(snapshot_key=key.encode() if key != "-" else None)
+        with SqliteSessionService(db) as service:
+            agent = CodeActAgent(name="coder", model=ScriptedModel([]), runtime=runtime, tools=tools)
+            runner = Runner(app_name="app", agent=agent, session_service=service)
+            pending = [(p.tool, p.args) for p in await runner.pending(user_id="u", session_id="s")]
+            events = [e async for e in runner.approve(user_id="u", session_id="s")]
+            print(json.dumps({"pending": pending, "text": events[-1].text, "error": events[-1].error_code}))
+
+    anyio.run(main)
+    """
+)
+
+
+def decide_in_child(tmp_path: Path, db: Path, ledger: Ledger, roster: str, key: bytes | None) -> dict[str, Any]:
+    child = tmp_path / "decider.py"
+    child.write_text(DECIDER)
+    done = subprocess.run(
+        [sys.executable, str(child), str(db), str(ledger.path), roster, key.decode() if key else "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+async def test_failed_resume_in_another_process_leaves_the_call_pending(tmp_path: Path) -> None:
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+    await start(db, ledger)
+    older = decide_in_child(tmp_path, db, ledger, "extra", None)  # a process of another deploy
+    assert older["error"] == "codeact.stale_checkpoint" and ledger.lines() == []
+    right = decide_in_child(tmp_path, db, ledger, "right", None)
+    assert right["pending"] == [["pay", {"amount": 900}]] and right["text"] == "paid 900 to shop"
+    assert ledger.lines() == ["pay 900 shop"]
+
+
+@pytest.mark.parametrize("key", [None, KEY], ids=["unsigned", "signed"])
+async def test_edited_record_approved_in_another_process_runs_the_shown_call(tmp_path: Path, key: bytes | None) -> None:
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+    await start(db, ledger, key=key)
+    data = stored(db)
+    data["pending"][0] |= {"tool": "delete_account", "args": {"user": "admin"}}
+    data["at"][0] |= {"tool": "delete_account", "keyword": {"user": "admin"}}
+    store(db, data)
+    result = decide_in_child(tmp_path, db, ledger, "right", key)
+    assert result["pending"] == [["pay", {"amount": 900}]]
+    assert result["text"] == "paid 900 to shop"
+    assert ledger.lines() == ["pay 900 shop"]

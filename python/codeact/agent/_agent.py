@@ -43,7 +43,7 @@ from ..tools import FunctionTool, Tool, ToolContext
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool
-from ._driver import Journal, SnapshotCall, SnapshotGather, TurnDriver, TurnEnd, TurnState
+from ._driver import Journal, SnapshotCall, SnapshotGather, TurnDriver, TurnEnd, TurnState, escape_surrogates
 from ._extract import explain_no_code, extract_code
 from ._hints import explain_raised, script_hint
 from ._namespace import Namespace, Prepared, prepare_script, shift_traceback, unwrap_result
@@ -839,7 +839,9 @@ class CodeActAgent(BaseAgent):
             result = await call_callback(cb, run.cb_ctx, response)
             if result is not None:
                 response = _as_response(result)
-        return response.text if response is not None else ""
+        text = response.text if response is not None else ""
+        # A reply with lone surrogates cannot be stored as it is: it is kept escaped (\udcxx).
+        return text if text.isascii() else escape_surrogates(text)
 
     # ------------------------------------------------------------------ final result
 
