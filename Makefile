@@ -13,7 +13,7 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli
 
-.PHONY: patch install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load stress loom docs all clean
+.PHONY: patch install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load property stress loom docs all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,9 @@ fuzz: install-wheel  ## bounded fuzzing campaign: hypothesis properties at FUZZ_
 
 STRESS_STEPS ?= 2000000
 STRESS_THREADS ?= 4
+property: install-wheel  ## the approvals decision-path property test at length (PROPERTY_EXAMPLES, default 1000)
+	CODEACT_PROPERTY_EXAMPLES=$(or $(PROPERTY_EXAMPLES),1000) $(BIN)/python -m pytest -q -s tests/test_approvals_property.py
+
 stress: install-wheel  ## the step hand-off under contention for STRESS_STEPS round trips (default two million)
 	CODEACT_STRESS_STEPS=$(STRESS_STEPS) CODEACT_STRESS_THREADS=$(STRESS_THREADS) $(BIN)/python -m pytest -q tests/test_step_race.py
 
