@@ -536,8 +536,17 @@ class Runner:
         info = await self.turn_info(user_id=user_id, session_id=session_id)
         if info is not None and info.status == "stale":
             # The run that follows reports the stale turn with an event and claims nothing:
-            # the decision is never used, the call stays as it was.
-            return PendingCallInfo(call_key=call_key or "", tool="", kind="confirmation", invocation_id="")
+            # the decision is never used, the call stays as it was. Only a key the stored
+            # record names gets that far; anything else matches nothing.
+            slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
+            raw = slot.data.get("pending") if slot is not None else None
+            keys = [p.get("call_key") for p in raw if isinstance(p, dict)] if isinstance(raw, list) else []
+            if (call_key is None and len(keys) != 1) or (call_key is not None and call_key not in keys):
+                raise NoPendingCallError(
+                    f"cannot {verb} in session {session_id!r}: the stored turn cannot be resumed here ({info.reason}) "
+                    "and names no such call; nothing ran"
+                )
+            return PendingCallInfo(call_key=call_key or str(keys[0]), tool="", kind="confirmation", invocation_id="")
         pending = info.pending if info is not None else []
         if info is not None and info.status == "running":
             assert info.claim is not None
