@@ -185,7 +185,7 @@ async def test_the_loser_of_two_approvals_gets_already_resuming(tmp_path: Path, 
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(winner)
-            while (await slot_of(service)).data.get("status") != "running":
+            while (await slot_of(service)).data.get("claim") is None:  # the first runner claimed it
                 await anyio.sleep(0.01)
             await anyio.sleep(delay)
             with pytest.raises(AlreadyResumingError, match="another runner"):

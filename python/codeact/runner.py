@@ -263,8 +263,9 @@ class Runner:
                 interrupted = record.status == "running" or record.claim is not None or bool(in_flight)
                 if record.claim is not None and not claim_abandoned(record.claim, self.clock):
                     raise AlreadyResumingError(
-                        f"session {session.id!r} is being resumed by {record.claim.describe()}; nothing ran here. If "
-                        "that runner is gone, its turn can be recovered (Runner.recover) once its lease expires",
+                        f"session {session.id!r} is being resumed by another runner, {record.claim.describe()}; "
+                        "nothing ran here. If that runner is gone, its turn can be recovered (Runner.recover) once its "
+                        "lease expires",
                         pending,
                     )
                 action = self._claim_for(
@@ -551,7 +552,8 @@ class Runner:
         if info is not None and info.status == "running":
             assert info.claim is not None
             raise AlreadyResumingError(
-                f"cannot {verb} in session {session_id!r}: {info.claim.describe()} is resuming it; nothing ran here",
+                f"cannot {verb} in session {session_id!r}: another runner, {info.claim.describe()}, is resuming it; "
+                "nothing ran here",
                 pending,
             )
         if info is not None and info.in_flight and (call_key is None or call_key in info.in_flight):
