@@ -7,10 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from codeact import (
-    PENDING_STATE_KEY,
     BaseSessionService,
     CodeActAgent,
-    CodeActCheckpoint,
     Content,
     Event,
     InMemorySessionService,
@@ -21,7 +19,7 @@ from codeact import (
     Tool,
     ToolContext,
 )
-from codeact.agent import InvocationContext, PendingToolCall
+from codeact.agent import InvocationContext
 from codeact.testing import PlannedCall, ScriptedRuntime
 
 APP = "app"
@@ -152,24 +150,6 @@ async def slot_of(service: BaseSessionService, session_id: str = SESSION) -> Any
     return await service.load_turn(app_name=APP, user_id=USER, session_id=session_id)
 
 
-def pending_of(event: Event) -> Any:
-    """The ``codeact_pending`` value an event writes (KeyError when it writes none)."""
-    return event.actions.state_delta[PENDING_STATE_KEY]
-
-
-def checkpoints(events: Sequence[Event]) -> list[CodeActCheckpoint]:
-    """The checkpoints written by ``events``, in order."""
-    return [
-        CodeActCheckpoint.from_state(e.actions.state_delta[PENDING_STATE_KEY])
-        for e in events
-        if e.actions.state_delta.get(PENDING_STATE_KEY) is not None
-    ]
-
-
-def kinds(events: Sequence[Event]) -> list[str]:
-    return [c.disposition.kind for c in checkpoints(events)]
-
-
 def final_event(events: Sequence[Event]) -> Event:
     last = events[-1]
     assert last.error_code is None, (last.error_code, last.error_message)
@@ -181,34 +161,6 @@ def scripted_snapshot(first: PlannedCall, *rest: Any) -> tuple[bytes, int]:
     rt = ScriptedRuntime([[first, *rest]])
     step = rt.start("x")
     return step.call.dump(), step.call.call_id  # type: ignore[union-attr]
-
-
-def craft_checkpoint(
-    *,
-    snapshot: bytes,
-    tool: str,
-    args: dict[str, Any] | None = None,
-    disposition: Any,
-    roster: list[str],
-    call_key: str = "old:1:0",
-    call_id: int = 0,
-    agent_name: str = "coder",
-    iteration: int = 1,
-    transcript: list[Content] | None = None,
-    turn_stdout: str = "",
-) -> dict[str, Any]:
-    return CodeActCheckpoint(
-        agent_name=agent_name,
-        invocation_id=call_key.split(":")[0],
-        iteration=iteration,
-        system_prompt="SYSTEM",
-        transcript=transcript if transcript is not None else [Content.from_text("earlier question")],
-        turn_stdout=turn_stdout,
-        snapshot=snapshot,
-        call=PendingToolCall(call_key=call_key, call_id=call_id, tool=tool, args=args or {}),
-        disposition=disposition,
-        tool_roster=roster,
-    ).to_state()
 
 
 def texts(contents: Sequence[Content]) -> list[str]:

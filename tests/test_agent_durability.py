@@ -31,7 +31,6 @@ from agent_helpers import (
 from codeact import (
     PENDING_STATE_KEY,
     CodeActAgent,
-    CodeActCheckpoint,
     Content,
     FunctionResponse,
     InMemorySessionService,
@@ -45,11 +44,6 @@ from codeact import (
     SqliteSessionService,
 )
 from codeact.agent import (
-    AwaitingCompletion,
-    AwaitingConfirmation,
-    PendingResult,
-    PendingToolCall,
-    Resolved,
     decode_script_output,
     render_final,
     truncate_middle,
@@ -66,78 +60,23 @@ def final(value: object) -> PlannedComplete:
     return PlannedComplete({"type": "final_result", "value": value})
 
 
-# --------------------------------------------------------------------- §19.3 wire shapes and round trips
+# --------------------------------------------------------------------- 0.1.0 sessions
 
-DISPOSITIONS = [
-    PendingResult(),
-    Resolved(value={"x": [1, 2]}),
-    Resolved(value=None),
-    Resolved(error="call to 'rm' was denied by a human reviewer", error_type="PermissionError"),
-    AwaitingConfirmation(),
-    AwaitingCompletion(pending_handle={"status": "pending", "task_id": "t1"}),
-    AwaitingCompletion(),
-]
-
-
-def full_checkpoint(disposition) -> CodeActCheckpoint:
-    return CodeActCheckpoint(
-        agent_name="coder",
-        invocation_id="inv",
-        iteration=3,
-        system_prompt="SYS",
-        transcript=[Content.from_text("q"), Content.from_text("```python\nx\n```", "model")],
-        turn_stdout="items: 3\n",
-        snapshot=bytes(range(256)),
-        call=PendingToolCall(call_key="inv:3:1", call_id=1, tool="render_video", args={"id": 7, "é": "ü"}),
-        disposition=disposition,
-        tool_roster=["fetch", "render_video"],
-    )
-
-
-@pytest.mark.parametrize("disposition", DISPOSITIONS, ids=lambda d: d.kind)
-def test_checkpoint_round_trips_through_json(disposition) -> None:
-    cp = full_checkpoint(disposition)
-    state = json.loads(json.dumps(cp.to_state()))
-    back = CodeActCheckpoint.from_state(state)
-    assert back == cp
-    assert back.snapshot == bytes(range(256))
-    assert back.disposition == disposition
-
-
-def test_checkpoint_wire_shape() -> None:
-    state = full_checkpoint(AwaitingCompletion(pending_handle={"task_id": "t1"})).to_state()
-    assert base64.b64decode(state["snapshot"]) == bytes(range(256))
-    assert state["transcript"] == [
-        {"role": "user", "parts": [{"text": "q", "thought": False}]},
-        {"role": "model", "parts": [{"text": "```python\nx\n```", "thought": False}]},
-    ]
-    assert state["call"] == {"call_key": "inv:3:1", "call_id": 1, "tool": "render_video", "args": {"id": 7, "é": "ü"}}
-    assert state["disposition"] == {"kind": "awaiting_completion", "pending_handle": {"task_id": "t1"}}
-    assert state["tool_roster"] == ["fetch", "render_video"]
-    assert state["turn_stdout"] == "items: 3\n"
-    assert state["agent_name"] == "coder"
-    assert state["iteration"] == 3
-    assert PendingResult().model_dump() == {"kind": "pending_result"}
-    assert AwaitingConfirmation().model_dump() == {"kind": "awaiting_confirmation"}
-    assert Resolved(value=1).model_dump() == {
-        "kind": "resolved",
-        "value": 1,
-        "error": None,
-        "error_type": "RuntimeError",
-    }
-
-
-@pytest.mark.parametrize("bad", ["garbage", 42, [], {"iteration": 1}])
-def test_from_state_rejects_malformed_data(bad: object) -> None:
-    with pytest.raises(ValueError):
-        CodeActCheckpoint.from_state(bad)
-
-
-def test_from_state_rejects_bad_base64() -> None:
-    state = full_checkpoint(PendingResult()).to_state()
-    state["snapshot"] = "not base64 !!"
-    with pytest.raises(ValueError):
-        CodeActCheckpoint.from_state(state)
+# What codeact 0.1.0 stored under ``codeact_pending`` for a script paused at a confirmation
+# (checkpoint format 1): this version refuses it as stale and can discard it.
+LEGACY_FORMAT_1 = {
+    "version": 1,
+    "agent_name": "coder",
+    "invocation_id": "inv",
+    "iteration": 3,
+    "system_prompt": "SYS",
+    "transcript": [{"role": "user", "parts": [{"text": "q"}]}],
+    "turn_stdout": "",
+    "snapshot": base64.b64encode(bytes(range(256))).decode(),
+    "call": {"call_key": "inv:3:1", "call_id": 1, "tool": "render_video", "args": {"id": 7}},
+    "disposition": {"kind": "awaiting_confirmation"},
+    "tool_roster": ["fetch", "render_video"],
+}
 
 
 @pytest.mark.parametrize(
@@ -396,7 +335,7 @@ async def test_altered_snapshot_is_stale_before_the_approved_tool_runs() -> None
 async def test_a_0_1_0_checkpoint_is_reported_clearly_and_discardable() -> None:
     echo = FakeTool("echo")
     agent, _rt, model = scripted_agent([[final("fresh")]], tools=[echo])
-    legacy = full_checkpoint(AwaitingConfirmation()).to_state()
+    legacy = dict(LEGACY_FORMAT_1)
     events, _session, service = await run(agent, message=None, state={PENDING_STATE_KEY: legacy})
     assert events[-1].error_code == "codeact.stale_checkpoint"
     assert "codeact 0.1.0" in events[-1].error_message

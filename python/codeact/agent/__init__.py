@@ -2,15 +2,7 @@
 
 from ._agent import DEFAULT_MAX_ERROR_CHARS, DEFAULT_MAX_ITERATIONS, CodeActAgent
 from ._agent_tool import AgentTool
-from ._checkpoint import (
-    PENDING_STATE_KEY,
-    AwaitingCompletion,
-    AwaitingConfirmation,
-    CodeActCheckpoint,
-    PendingResult,
-    PendingToolCall,
-    Resolved,
-)
+from ._checkpoint import PENDING_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InDoubtDecision, InvocationContext, ReadonlyContext, RunConfig
 from ._dispatch import RetryBudget, ToolOutcome
 from ._extract import NO_CODE_FEEDBACK, explain_no_code, extract_code
@@ -24,18 +16,12 @@ __all__ = (
     "NO_CODE_FEEDBACK",
     "PENDING_STATE_KEY",
     "AgentTool",
-    "AwaitingCompletion",
-    "AwaitingConfirmation",
     "BaseAgent",
     "CallbackContext",
     "CodeActAgent",
-    "CodeActCheckpoint",
     "InvocationContext",
     "MissingStateError",
-    "PendingResult",
-    "PendingToolCall",
     "ReadonlyContext",
-    "Resolved",
     "RetryBudget",
     "InDoubtDecision",
     "RunConfig",
