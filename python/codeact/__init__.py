@@ -40,6 +40,7 @@ from .exceptions import (
     StaleCheckpointError,
     SuspensionError,
     ToolArgumentError,
+    ToolHostError,
     ValueConversionError,
 )
 from .guardrails import GuardrailResult
@@ -185,6 +186,7 @@ __all__ = (
     "State",
     "Tool",
     "ToolArgumentError",
+    "ToolHostError",
     "ToolConfirmation",
     "UsageMetadata",
     "ToolContext",
