@@ -317,3 +317,10 @@ async def test_adk_state_changes_reach_codeact_templates_on_every_invocation(any
     store = runner.agent._store()
     other = await store.create_session(app_name="a", user_id="u", session_id="s2")
     assert other.state == {"user:tier": "gold", "app:motd": "bye"}
+
+
+def test_an_adk_tool_given_directly_names_from_adk():
+    with pytest.raises(
+        TypeError, match=r"^FunctionTool is an ADK tool: wrap it with codeact.integrations.adk.from_adk"
+    ):
+        CodeActAgent(name="shop", model=ScriptedModel([]), runtime=MontyRuntime(), tools=[AdkFunctionTool(record)])

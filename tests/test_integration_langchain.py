@@ -209,3 +209,10 @@ def test_from_langchain_names_what_it_got():
 
     with pytest.raises(TypeError, match=r"from_langchain expects langchain tools .* got function"):
         from_langchain([plain])  # type: ignore[list-item]
+
+
+def test_a_langchain_tool_given_directly_names_from_langchain():
+    with pytest.raises(TypeError, match=r"^StructuredTool is a langchain tool: wrap it with .*from_langchain"):
+        CodeActAgent(name="lc", model=ScriptedModel([]), runtime=MontyRuntime(), tools=[multiply])
+    [plain] = CodeActAgent(name="ok", model=ScriptedModel([]), runtime=MontyRuntime(), tools=[_search])._tools
+    assert plain.name == "_search"  # plain functions are unaffected
