@@ -324,3 +324,43 @@ def test_an_adk_tool_given_directly_names_from_adk():
         TypeError, match=r"^FunctionTool is an ADK tool: wrap it with codeact.integrations.adk.from_adk"
     ):
         CodeActAgent(name="shop", model=ScriptedModel([]), runtime=MontyRuntime(), tools=[AdkFunctionTool(record)])
+
+
+def triage(ticket: str, tool_context: ToolContext) -> str:
+    """Triages a ticket and picks the workflow edge to follow."""
+    tool_context.actions.route = ["urgent"] if "down" in ticket else "normal"
+    return "triaged"
+
+
+TRIAGE = (
+    '```python\nr = call_tool("triage", {"ticket": "site down"})\nprint(r)\n'
+    '{"type": "final_result", "value": "sent on"}\n```'
+)
+
+
+async def test_a_tools_route_rides_on_the_next_stored_event(anyio_backend):
+    agent = CodeActAgent(
+        name="desk", model=ScriptedModel([TRIAGE]), runtime=MontyRuntime(), tools=from_adk([AdkFunctionTool(triage)])
+    )
+    runner = Runner(app_name="a", agent=agent, auto_create_session=True)
+    events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="triage")]
+    routed = [(e.kind, e.actions.route) for e in events if e.actions.route is not None]
+    assert routed == [("script_result", ["urgent"])]  # once, on the first event after the call
+    session = await runner.session_service.get_session(app_name="a", user_id="u", session_id="s")
+    assert [e.actions.route for e in session.events if e.actions.route is not None] == [["urgent"]]  # stored
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_tools_route_reaches_adk_event_actions(anyio_backend):
+    from google.adk.events import EventActions as AdkEventActions
+
+    from codeact.integrations.adk import CodeActAdkAgent
+
+    assert "route" in AdkEventActions.model_fields  # ADK 2: workflow graph edges
+    agent = CodeActAgent(
+        name="desk", model=ScriptedModel([TRIAGE]), runtime=MontyRuntime(), tools=from_adk([AdkFunctionTool(triage)])
+    )
+    events, session = await run_adk(CodeActAdkAgent.wrap(agent), "triage")
+    assert [e.actions.route for e in events if e.actions.route is not None] == [["urgent"]]
+    assert [e.actions.route for e in session.events if e.actions.route is not None] == [["urgent"]]
+    assert events[-1].content.parts[0].text == "sent on"

@@ -289,6 +289,8 @@ def merge_actions(target: Any, source: Any) -> None:
     """Merges a tool's ``EventActions`` data deltas into the pending accumulator."""
     target.state_delta.update(source.state_delta)
     target.artifact_delta.update(source.artifact_delta)
+    if source.route is not None:  # the last tool to set a route wins, as ADK's merge does
+        target.route = source.route
 
 
 def terminal_signal(actions: Any) -> bool:

@@ -38,6 +38,7 @@ REQUEST_CONFIRMATION = "adk_request_confirmation"
 
 _CONFIRM_PREFIX = "adk-codeact-confirm-"
 _OWN_KEYS = "codeact"
+_ADK_HAS_ROUTE = "route" in AdkEventActions.model_fields  # ADK 2's workflow edges
 _REJECTED = {"error": "This tool call requires confirmation, please approve or reject."}  # ADK's FunctionTool text
 
 
@@ -183,8 +184,12 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
     if event.content is not None and event.content.parts:
         content = types.Content(role=event.content.role, parts=[_adk_part(p) for p in event.content.parts])
     a = event.actions
-    if not (content or delta or a.artifact_delta or a.escalate or a.skip_summarization or event.error_code):
+    routed = a.route is not None
+    if not (content or delta or a.artifact_delta or a.escalate or a.skip_summarization or event.error_code or routed):
         return []
+    extra = {"route": a.route} if routed and _ADK_HAS_ROUTE else {}
+    if routed and not _ADK_HAS_ROUTE:  # an ADK without workflow routes: keep it readable
+        metadata["codeact_route"] = a.route
     # A model reply is a preview of the turn its script_result completes: ADK's mark for that is
     # ``partial`` (never ``is_final_response()``; ADK's runner does not store partial events).
     partial = True if event.kind == "model_reply" and not event.error_code else None
@@ -198,6 +203,7 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
                 artifact_delta=dict(a.artifact_delta),
                 escalate=a.escalate or None,
                 skip_summarization=a.skip_summarization or None,
+                **extra,
             ),
             long_running_tool_ids=set(event.long_running_tool_ids) or None,
             error_code=event.error_code,
@@ -255,6 +261,7 @@ class _Projection:
                 and not adk_event.actions.escalate
                 and not adk_event.actions.artifact_delta
                 and not adk_event.actions.skip_summarization
+                and getattr(adk_event.actions, "route", None) is None
             )
             if quiet:
                 self._delta.update(adk_event.actions.state_delta)
