@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codeact import CodeActAgent, FunctionTool, MontyRuntime, ScriptedModel
+from codeact import CodeActAgent, FunctionTool, LongRunningFunctionTool, MontyRuntime, ScriptedModel
 from codeact.models import LlmRequest
 
 TOOLS = {"double": lambda x: 2 * x, "greet": lambda name: f"hello {name}"}
@@ -43,3 +43,31 @@ GATED_AGENT = CodeActAgent(
     runtime=MontyRuntime(),
     tools=[add, FunctionTool(send, requires_confirmation=True)],
 )
+
+
+def start_job(name: str) -> str:
+    """Starts a long job; its result comes later."""
+    return f"job {name} started"
+
+
+def _gated_reply(request: LlmRequest) -> str:
+    last = request.contents[-1].text
+    if "job" in last and "Error" not in last:
+        return '```python\nr = call_tool("start_job", {"name": "nightly"})\n{"type": "final_result", "value": r}\n```'
+    return _reply(request)
+
+
+GATED_MODEL = ScriptedModel(_gated_reply)
+GATED_TOOLS = [add, FunctionTool(send, requires_confirmation=True), LongRunningFunctionTool(start_job)]
+
+try:
+    from langchain_core.tools import tool as _lc_tool
+
+    @_lc_tool
+    def lc_upper(text: str) -> str:
+        """Upper-cases a text."""
+        return text.upper()
+
+    FOREIGN = lc_upper
+except ImportError:  # pragma: no cover - the langchain extra is not installed
+    FOREIGN = None

@@ -199,3 +199,142 @@ def test_host_failures_end_with_one_error_line_not_a_traceback(tmp_path: Path) -
         assert done.returncode == 1, done
         assert expected in done.stderr, done.stderr
         assert "Traceback" not in done.stderr + done.stdout
+
+
+# ------------------------------------------------------------------ approvals inside chat (a real terminal)
+
+TESTS = Path(__file__).resolve().parent
+ANSI = __import__("re").compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def chat_in_terminal(args: list[str], steps: list[tuple[str, str]], timeout: float = 90) -> tuple[str, int]:
+    """Runs ``codeact chat`` on a pseudo-terminal: for each (expected, reply), waits until the
+    output shows ``expected`` and types ``reply``. Returns all output (ANSI codes removed) and
+    the exit status."""
+    import os
+    import pty
+    import select
+    import time
+
+    master, slave = pty.openpty()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS.parent / "python"), str(TESTS)]),
+        "NO_COLOR": "1",
+        "TERM": "dumb",
+        "COLUMNS": "200",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "codeact.cli", "chat", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=TESTS,
+        env=env,
+    )
+    os.close(slave)
+    seen = ""
+    deadline = time.monotonic() + timeout
+
+    def read_some() -> bool:
+        nonlocal seen
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if not ready:
+            return True
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            return False
+        seen += ANSI.sub("", chunk.decode(errors="replace"))
+        return bool(chunk)
+
+    try:
+        for expected, reply in steps:
+            start = len(seen)
+            while expected not in seen[max(0, start - 200) :]:
+                assert time.monotonic() < deadline, f"never saw {expected!r}; output so far:\n{seen}"
+                assert read_some() or expected in seen, f"chat ended before {expected!r}:\n{seen}"
+            os.write(master, (reply + "\n").encode())
+        while time.monotonic() < deadline and read_some():
+            pass
+        return seen, proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+
+
+GATED_CHAT = ["--model-from", "cli_fixtures:GATED_MODEL", "--tools", "cli_fixtures:GATED_TOOLS"]
+
+
+def test_chat_approves_a_paused_call_at_the_prompt(tmp_path):
+    db = tmp_path / "c.db"
+    out, status = chat_in_terminal(
+        [*GATED_CHAT, "--db", str(db), "--session", "t1"],
+        [("you>", "please send 5"), ("approve send", "yes, approve"), ("you>", "")],
+    )
+    assert status == 0, out
+    assert "sent 5" in out and "CallsPendingError" not in out
+    assert json.loads(cli.invoke(app, ["sessions", "pending", "t1", "--db", str(db), "--json"]).stdout) == []
+
+
+def test_chat_denies_with_a_reason_and_completes_a_long_running_call(tmp_path):
+    out, status = chat_in_terminal(
+        GATED_CHAT,
+        [
+            ("you>", "send 5"),
+            ("approve send", "no, too much"),
+            ("you>", "start the job"),
+            ("result of long-running start_job", '{"rows": 7}'),
+            ("you>", ""),
+        ],
+    )
+    assert status == 0, out
+    assert "not sent" in out  # the script got PermissionError, the model answered
+    assert "'rows': 7" in out or '"rows": 7' in out
+
+
+def test_chat_that_leaves_a_call_pending_prints_the_exact_sessions_command(tmp_path):
+    import shlex
+
+    import cli_fixtures
+
+    db = tmp_path / "c.db"
+    result = cli.invoke(
+        app, ["chat", *GATED_CHAT, "--db", str(db), "--session", "t3", "-m", "send 5", "-m", "and again"]
+    )
+    # the second message meets the paused call: one error line, not a traceback
+    assert result.exit_code == 1 and "CallsPendingError" in result.stderr and "Traceback" not in result.output
+    lines = [ln.strip() for ln in result.stdout.splitlines() if ln.strip().startswith("codeact sessions approve")]
+    assert len(set(lines)) == 1  # shown at the pause, and again when the next message met it
+    line = lines[0]
+    argv = shlex.split(line)
+    assert argv[:4] == ["codeact", "sessions", "approve", "t3"] and "--call" in argv
+    cli_fixtures.SENT.clear()
+    approved = cli.invoke(app, argv[1:])  # exactly what chat printed, minus the program name
+    assert approved.exit_code == 0, approved.output
+    assert cli_fixtures.SENT == [5] and "sent 5" in approved.stdout
+
+
+def test_sessions_complete_finishes_a_long_running_call(tmp_path):
+    db = tmp_path / "c.db"
+    started = cli.invoke(app, ["chat", *GATED_CHAT, "--db", str(db), "--session", "t4", "-m", "start the job"])
+    assert "codeact sessions complete t4" in started.stdout
+    [item] = json.loads(cli.invoke(app, ["sessions", "pending", "t4", "--db", str(db), "--json"]).stdout)
+    assert item["kind"] == "completion"
+    done = cli.invoke(
+        app,
+        ["sessions", "complete", "t4", "--db", str(db), *GATED_CHAT, "--call", item["call_key"], "--value", "[1, 2]"],
+    )
+    assert done.exit_code == 0, done.output
+    assert "[1, 2]" in done.stdout.replace("\n", "").replace(" ", "").replace("[1,2]", "[1, 2]")
+    missing = cli.invoke(app, ["sessions", "approve", "t4", "--db", str(db)])
+    assert missing.exit_code == 2 and "give --agent" in missing.output
+
+
+def test_chat_names_a_foreign_tool_object_in_one_line():
+    result = cli.invoke(
+        app, ["chat", "--model-from", "cli_fixtures:MODEL", "--tools", "cli_fixtures:FOREIGN", "-m", "x"]
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "from_langchain" in result.output

@@ -215,3 +215,152 @@ async def test_codeact_agent_through_agent_tool(anyio_backend):
     events, _session = await run_adk(root, "please count")
     final = events[-1]
     assert final.author == "root" and final.content.parts[0].text == "root saw: {'result': 'tea counted 2 times'}"
+
+
+# ------------------------------------------------------------------ ADK's own idioms
+
+
+TWO_TURNS = [
+    'Let me count.\n```python\nprint("counting")\n'
+    '{"type": "observation", "value": call_tool("tally", {"item": "tea"})}\n```',
+    '```python\nn = call_tool("tally", {"item": "tea"})\n'
+    '{"type": "final_result", "value": f"tea counted {n} times"}\n```',
+]
+
+
+def two_turn_coder(**kwargs: Any):
+    from codeact.integrations.adk import CodeActAdkAgent
+
+    replies = iter(TWO_TURNS)
+    agent = CodeActAgent(
+        name="coder",
+        description="Counts things by writing Python.",
+        model=ScriptedModel(lambda request: next(replies)),
+        runtime=MontyRuntime(),
+        tools=from_adk([AdkFunctionTool(tally)]),
+    )
+    return CodeActAdkAgent.wrap(agent, **kwargs)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("tool_events", [False, True])
+async def test_adk_quickstart_loop_reads_the_codeact_answer(anyio_backend, tool_events):
+    """ADK's documented loop, unchanged, over an LlmAgent that hands over to a codeact sub-agent."""
+    from google.adk.runners import Runner as AdkRunner
+    from google.adk.sessions import InMemorySessionService as AdkSessions
+
+    from codeact import RunConfig
+
+    root = LlmAgent(
+        name="root",
+        model=CallsThen(call_name="transfer_to_agent", call_args={"agent_name": "coder"}),
+        sub_agents=[two_turn_coder(run_config=RunConfig(emit_tool_events=tool_events))],
+    )
+    sessions = AdkSessions()
+    runner = AdkRunner(app_name="a", agent=root, session_service=sessions)
+    await sessions.create_session(app_name="a", user_id="u", session_id="s")
+    content = types.Content(role="user", parts=[types.Part(text="count the tea twice")])
+
+    final_response_text = None
+    async for event in runner.run_async(user_id="u", session_id="s", new_message=content):
+        if event.is_final_response():
+            final_response_text = event.content.parts[0].text
+            break
+
+    assert final_response_text == "tea counted 2 times"
+    session = await sessions.get_session(app_name="a", user_id="u", session_id="s")
+    assert session.state["count:tea"] == 2  # both tool calls ran and their state reached ADK
+    # Every event the coder stored is non-final under ADK's rule, but the answer.
+    coder_events = [e for e in session.events if e.author == "coder"]
+    assert [e.is_final_response() for e in coder_events] == [False] * (len(coder_events) - 1) + [True]
+    assert all(e.content is not None for e in coder_events)  # no bare state-delta event
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_adk_state_changes_reach_codeact_templates_on_every_invocation(anyio_backend):
+    from google.adk.runners import Runner as AdkRunner
+    from google.adk.sessions import InMemorySessionService as AdkSessions
+
+    from codeact.integrations.adk import CodeActAdkAgent
+
+    prompts: list[str] = []
+
+    def model(request: Any) -> str:
+        prompts.append(request.system_instruction or "")
+        return '```python\n{"type": "final_result", "value": "ok"}\n```'
+
+    agent = CodeActAgent(
+        name="coder",
+        model=ScriptedModel(model),
+        runtime=MontyRuntime(),
+        instruction="mood={mood} tier={user:tier} motd={app:motd} scratch={temp:scratch?}",
+    )
+    sessions = AdkSessions()
+    runner = AdkRunner(app_name="a", agent=CodeActAdkAgent.wrap(agent), session_service=sessions)
+    await sessions.create_session(
+        app_name="a", user_id="u", session_id="s", state={"mood": "calm", "user:tier": "free", "app:motd": "hi"}
+    )
+
+    async def ask(**kwargs: Any) -> None:
+        content = types.Content(role="user", parts=[types.Part(text="go")])
+        async for _ in runner.run_async(user_id="u", session_id="s", new_message=content, **kwargs):
+            pass
+
+    await ask()
+    await ask(state_delta={"mood": "grumpy", "user:tier": "gold", "app:motd": "bye", "temp:scratch": "t1"})
+    await ask()
+    assert "mood=calm tier=free motd=hi scratch=" in prompts[0]
+    assert "mood=grumpy tier=gold motd=bye scratch=t1" in prompts[1]  # temp: lives for its invocation only
+    assert "mood=grumpy tier=gold motd=bye scratch=" in prompts[2] and "t1" not in prompts[2]
+
+    # The scoped keys landed in codeact's own scopes: another session of the same user sees them.
+    store = runner.agent._store()
+    other = await store.create_session(app_name="a", user_id="u", session_id="s2")
+    assert other.state == {"user:tier": "gold", "app:motd": "bye"}
+
+
+def test_an_adk_tool_given_directly_names_from_adk():
+    with pytest.raises(
+        TypeError, match=r"^FunctionTool is an ADK tool: wrap it with codeact.integrations.adk.from_adk"
+    ):
+        CodeActAgent(name="shop", model=ScriptedModel([]), runtime=MontyRuntime(), tools=[AdkFunctionTool(record)])
+
+
+def triage(ticket: str, tool_context: ToolContext) -> str:
+    """Triages a ticket and picks the workflow edge to follow."""
+    tool_context.actions.route = ["urgent"] if "down" in ticket else "normal"
+    return "triaged"
+
+
+TRIAGE = (
+    '```python\nr = call_tool("triage", {"ticket": "site down"})\nprint(r)\n'
+    '{"type": "final_result", "value": "sent on"}\n```'
+)
+
+
+async def test_a_tools_route_rides_on_the_next_stored_event(anyio_backend):
+    agent = CodeActAgent(
+        name="desk", model=ScriptedModel([TRIAGE]), runtime=MontyRuntime(), tools=from_adk([AdkFunctionTool(triage)])
+    )
+    runner = Runner(app_name="a", agent=agent, auto_create_session=True)
+    events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="triage")]
+    routed = [(e.kind, e.actions.route) for e in events if e.actions.route is not None]
+    assert routed == [("script_result", ["urgent"])]  # once, on the first event after the call
+    session = await runner.session_service.get_session(app_name="a", user_id="u", session_id="s")
+    assert [e.actions.route for e in session.events if e.actions.route is not None] == [["urgent"]]  # stored
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_tools_route_reaches_adk_event_actions(anyio_backend):
+    from google.adk.events import EventActions as AdkEventActions
+
+    from codeact.integrations.adk import CodeActAdkAgent
+
+    assert "route" in AdkEventActions.model_fields  # ADK 2: workflow graph edges
+    agent = CodeActAgent(
+        name="desk", model=ScriptedModel([TRIAGE]), runtime=MontyRuntime(), tools=from_adk([AdkFunctionTool(triage)])
+    )
+    events, session = await run_adk(CodeActAdkAgent.wrap(agent), "triage")
+    assert [e.actions.route for e in events if e.actions.route is not None] == [["urgent"]]
+    assert [e.actions.route for e in session.events if e.actions.route is not None] == [["urgent"]]
+    assert events[-1].content.parts[0].text == "sent on"

@@ -344,11 +344,11 @@ async def test_a_two_turn_run_as_adk_events(anyio_backend):
     events = await send(runner, text("add 1 and 2"))
 
     kinds = [(e.custom_metadata or {}).get("codeact_kind") for e in events]
-    # The tool's state change is its own event (stored before the call's outcome, as codeact does).
+    # The tool's state change rides on the tool's function_response (ADK would count an event
+    # with only a state delta as final).
     assert kinds == [
         "model_reply",
         "tool_call",
-        None,
         "tool_response",
         "script_result",
         "model_reply",
@@ -356,6 +356,9 @@ async def test_a_two_turn_run_as_adk_events(anyio_backend):
         None,
     ]
     assert all(e.author == "coder" for e in events)
+    # Under ADK's own rule only the answer is final; the model replies are partial previews.
+    assert [e.is_final_response() for e in events] == [False] * 6 + [True]
+    assert [bool(e.partial) for e in events] == [True, False, False, False, True, False, False]
 
     reply = events[0]
     assert reply.content.role == "model" and reply.content.parts[0].text == STEP_ONE
@@ -365,17 +368,15 @@ async def test_a_two_turn_run_as_adk_events(anyio_backend):
     assert reply.usage_metadata.candidates_token_count == len(STEP_ONE) // 10
     assert reply.custom_metadata["codeact_model_calls"] == 1
 
-    call, response = events[1].content.parts[0].function_call, events[3].content.parts[0].function_response
-    assert events[1].content.role == "model" and events[3].content.role == "user"
+    call, response = events[1].content.parts[0].function_call, events[2].content.parts[0].function_response
+    assert events[1].content.role == "model" and events[2].content.role == "user"
     assert (call.name, call.args) == ("add", {"a": 1, "b": 2})
     assert (response.id, response.name, response.response) == (call.id, "add", {"result": 3})
-    assert events[2].content is None and events[2].actions.state_delta == {"last_sum": 3}
+    assert events[2].actions.state_delta == {"last_sum": 3}
 
-    result = events[4].content
-    assert result.role == "user" and [p.text for p in result.parts[:-1]] == [
-        "Observation:\n3",
-        "Output (stdout):\nhi\n",
-    ]
+    result = events[3].content
+    assert result.role == "user" and result.parts[0].executable_code.code == code.code  # the turn's record
+    assert [p.text for p in result.parts[1:-1]] == ["Observation:\n3", "Output (stdout):\nhi\n"]
     assert result.parts[-1].code_execution_result.outcome == types.Outcome.OUTCOME_OK
     assert result.parts[-1].code_execution_result.output == "hi\n"
 
@@ -387,7 +388,8 @@ async def test_a_two_turn_run_as_adk_events(anyio_backend):
     session = await runner.session_service.get_session(app_name="a", user_id="u", session_id="s")
     assert session.state["last_sum"] == 3 and not any(k.startswith("codeact") for k in session.state)
     stored = [e for e in session.events if e.author == "coder"]
-    assert [(e.custom_metadata or {}).get("codeact_kind") for e in stored] == kinds  # all kept in the ADK session
+    # ADK stores every event but the partial previews.
+    assert [(e.custom_metadata or {}).get("codeact_kind") for e in stored] == [k for k in kinds if k != "model_reply"]
 
 
 async def test_codeact_runner_predicate_without_adk_runner(anyio_backend):

@@ -3,6 +3,8 @@ against the small in-repo server (examples/mcp_toolset/server.py) started by the
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 pytest.importorskip("mcp", reason="codeact[mcp] is not installed")
@@ -88,7 +91,7 @@ print(levels)
         runner = Runner(app_name="a", agent=agent, session_service=InMemorySessionService(), auto_create_session=True)
         events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="levels?")]
     assert events[-1].error_code is None, events[-1].error_message
-    assert events[-1].text == "3 0 | McpToolError: Error executing tool stock: unknown item 'caviar'"
+    assert events[-1].text == "3 0 | McpToolError: unknown item 'caviar'"
     assert 'call_tool("inv_restock", {"item": <str>, "count": <int>})' in model.requests[0].system_instruction
 
 
@@ -126,3 +129,96 @@ async def test_one_call_runtime_api_with_mcp_tools(make_toolset, anyio_backend):
         result = await MontyRuntime().arun(code, tools=callables)
     before, after = result.value
     assert after == before + 2 and result.stdout == f"{{'item_count': {after}}}\n" and result.tool_calls == 2
+
+
+# ------------------------------------------------------------------ a stdio server that dies
+
+
+def _kill_stdio_servers(marker: str) -> int:
+    """SIGKILLs this process's children whose command line holds ``marker`` (the stdio servers
+    of these tests; the HTTP fixture's server is left alone)."""
+    killed = 0
+    for path in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        for pid in path.read_text().split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline and "--http" not in cmdline:
+                os.kill(int(pid), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+WRAPPER = """
+import os, runpy, sys
+if os.path.exists(sys.argv[1]):
+    sys.exit(3)  # the server cannot start any more
+sys.argv = [{server!r}]
+runpy.run_path({server!r}, run_name="__main__")
+"""
+
+LEVELS = py('{"type": "final_result", "value": call_tool("items")}')
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_killed_stdio_server_is_reconnected_within_the_call(anyio_backend, tmp_path):
+    wrapper = tmp_path / "serve_once.py"
+    wrapper.write_text(WRAPPER.format(server=str(SERVER)))
+    model = ScriptedModel([LEVELS, LEVELS])
+    async with McpToolset.stdio(sys.executable, [str(wrapper), str(tmp_path / "stop")]) as toolset:
+        agent = CodeActAgent(name="shop", model=model, runtime=MontyRuntime(), toolsets=[toolset])
+        runner = Runner(app_name="a", agent=agent, auto_create_session=True)
+        first = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="items?")]
+        assert first[-1].text is not None and "cheese" in first[-1].text
+        assert _kill_stdio_servers(str(wrapper)) == 1
+        await anyio.sleep(0.2)
+        second = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="again")]
+    assert second[-1].error_code is None, second[-1].error_message
+    assert second[-1].text is not None and "cheese" in second[-1].text  # the script never saw the outage
+    assert _kill_stdio_servers(str(wrapper)) == 0  # async with stopped the new server
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_server_that_stays_down_is_a_host_error_not_a_script_error(anyio_backend, tmp_path):
+    from codeact import ToolHostError
+    from codeact.integrations.mcp import McpConnectionError
+
+    wrapper = tmp_path / "serve_once.py"
+    wrapper.write_text(WRAPPER.format(server=str(SERVER)))
+    script = py(
+        'try:\n    r = call_tool("items")\nexcept Exception as e:\n    r = "caught"\n'
+        '{"type": "final_result", "value": r}'
+    )
+    model = ScriptedModel([script, script])
+    async with McpToolset.stdio(sys.executable, [str(wrapper), str(tmp_path / "stop")]) as toolset:
+        agent = CodeActAgent(name="shop", model=model, runtime=MontyRuntime(), toolsets=[toolset])
+        runner = Runner(app_name="a", agent=agent, auto_create_session=True)
+        await toolset.get_tools()
+        (tmp_path / "stop").write_text("")
+        assert _kill_stdio_servers(str(wrapper)) == 1
+        await anyio.sleep(0.2)
+        with pytest.raises(McpConnectionError, match="unreachable: the connection broke") as info:
+            async for _ in runner.run_async(user_id="u", session_id="s", new_message="items?"):
+                pass
+        assert isinstance(info.value, ToolHostError)
+        assert len(model.requests) == 1  # the failure never went back to the model
+        # The server is back: the next run on the session picks the turn up as after a crash.
+        (tmp_path / "stop").unlink()
+        events = [e async for e in runner.run_async(user_id="u", session_id="s")]
+    assert events[-1].text is not None and "cheese" in events[-1].text
+    assert len(model.requests) == 1
+
+
+async def test_an_mcp_tool_error_is_one_clean_message_logged_at_info(anyio_backend, caplog):
+    import logging
+
+    toolset = McpToolset.stdio(sys.executable, [str(SERVER)])
+    caplog.set_level(logging.DEBUG, logger="codeact")
+    async with toolset:
+        callables = toolset.as_callables(await toolset.get_tools())
+        code = 'try:\n    call_tool("stock", {"item": "caviar"})\nexcept RuntimeError as e:\n    m = str(e)\nm'
+        result = await MontyRuntime().arun(code, tools=callables)
+    assert result.value == "McpToolError: unknown item 'caviar'"
+    [record] = [r for r in caplog.records if "caviar" in r.getMessage()]
+    assert record.levelno == logging.INFO

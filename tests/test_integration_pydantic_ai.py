@@ -177,6 +177,97 @@ async def test_denied_approval_is_reported_to_the_model_and_nothing_runs():
     assert calls == [("price", "cheese")]
 
 
+DENIED_PAY = """
+cost = call_tool("price", {"item": "cheese"})
+print("paying", cost)
+try:
+    receipt = call_tool("pay", {"amount": cost})
+except PermissionError as e:
+    receipt = f"refused: {e}"
+receipt
+"""
+
+
+async def test_deny_resumes_the_script_with_permission_error():
+    calls: list[tuple[str, Any]] = []
+    agent = Agent(
+        scripted(DENIED_PAY), toolsets=[CodeActToolset(make_toolset(calls))], output_type=[str, DeferredToolRequests]
+    )
+    first = await agent.run("buy cheese")
+    [call] = first.output.approvals
+    assert first.output.metadata[call.tool_call_id]["ran"] == ["price"]  # what already ran, for a plain ToolDenied
+    results = DeferredToolResults(
+        approvals={call.tool_call_id: CodeActToolset.deny("over budget")}, metadata=first.output.metadata
+    )
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=results)
+    # the model sees what the script made of the denial and what it printed; nothing ran twice
+    assert second.output == (
+        "done: {'value': \"refused: call to 'pay' was denied by a human reviewer: over budget\", "
+        "'stdout': 'paying 900\\n'}"
+    )
+    assert calls == [("price", "cheese")]
+
+
+async def test_uncaught_deny_goes_to_the_model_with_the_printed_text():
+    calls: list[tuple[str, Any]] = []
+    agent = Agent(
+        scripted(PAY), toolsets=[CodeActToolset(make_toolset(calls))], output_type=[str, DeferredToolRequests]
+    )
+    first = await agent.run("buy cheese")
+    [call] = first.output.approvals
+    results = DeferredToolResults(approvals={call.tool_call_id: CodeActToolset.deny()}, metadata=first.output.metadata)
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=results)
+    retry = [p for m in second.all_messages() for p in m.parts if isinstance(p, ToolReturnPart)][-1]
+    assert retry.outcome == "retried"
+    assert "PermissionError" in str(retry.content) and "paying 900" in str(retry.content)
+    assert calls == [("price", "cheese")]
+
+
+class Opaque:
+    """Not plain data, and nothing pydantic can serialize."""
+
+
+async def test_a_tool_result_that_is_not_plain_data_is_a_retry_not_a_crash():
+    inner = FunctionToolset()
+
+    @inner.tool_plain
+    def handle() -> Any:
+        """Returns an object the script cannot hold."""
+        return Opaque()
+
+    caught = 'try:\n    call_tool("handle", {})\nexcept TypeError as e:\n    m = str(e)\nm'
+    agent = Agent(scripted('print("before")\ncall_tool("handle", {})', caught), toolsets=[CodeActToolset(inner)])
+    result = await agent.run("go")
+    retry = next(p for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart))
+    assert retry.outcome == "retried"
+    assert "the result of tool 'handle' is a Opaque, not plain data" in str(retry.content)
+    assert "before" in str(retry.content)
+    assert "the result of tool 'handle' is a Opaque" in result.output  # the script may catch it
+
+
+async def test_a_large_value_reaches_the_model_capped_and_marked():
+    from codeact.agent._output import TRUNCATION_MARKER
+
+    big = "[i for i in range(300000)]"
+    agent = Agent(scripted(big, 'print("x" * 50000)\n"s" * 50000'), toolsets=[CodeActToolset(make_toolset([]))])
+    result = await agent.run("go")
+    returns = [p.content for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
+    value = returns[0]["value"]
+    assert isinstance(value, str) and len(value) <= 20_000 + len(TRUNCATION_MARKER) and TRUNCATION_MARKER in value
+    assert value.startswith("[0, 1, 2") and value.endswith("299999]")
+    assert TRUNCATION_MARKER in returns[1]["stdout"] and len(returns[1]["stdout"]) < 21_000
+    assert TRUNCATION_MARKER in returns[1]["value"]
+    small = CodeActToolset(make_toolset([]), max_result_chars=100)
+    assert small._capped_value(list(range(10))) == list(range(10))  # under the cap: the value as is
+
+
+async def test_pydantic_ai_test_model_drives_the_toolset():
+    agent = Agent(TestModel(), toolsets=[CodeActToolset(make_toolset([]))])
+    result = await agent.run("go")
+    returns = [p for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert [(r.outcome, r.content) for r in returns] == [("success", {"value": "done", "stdout": "hello\n"})]
+
+
 # ------------------------------------------------------------------ pydantic-ai model as a codeact model
 
 

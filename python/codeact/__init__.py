@@ -39,6 +39,7 @@ from .exceptions import (
     StaleCheckpointError,
     SuspensionError,
     ToolArgumentError,
+    ToolHostError,
     ValueConversionError,
 )
 from .guardrails import GuardrailResult
@@ -183,6 +184,7 @@ __all__ = (
     "State",
     "Tool",
     "ToolArgumentError",
+    "ToolHostError",
     "ToolConfirmation",
     "UsageMetadata",
     "ToolContext",

@@ -5,9 +5,10 @@
 - ``codeact chat --model NAME [--base-url URL] [--tools module:attr] [--db FILE]``: an
   interactive CodeAct agent on an OpenAI-compatible endpoint (or ``--model-from module:attr``
   for any codeact model object), events printed with ``codeact.console.EventPrinter``.
-- ``codeact sessions list|show|pending|approve|deny --db FILE``: the sessions in a SQLite
-  store, the calls waiting for a human, and approving or denying them (these rebuild the agent
-  from ``--agent module:attr`` to resume the run).
+- ``codeact sessions list|show|pending|approve|deny|complete --db FILE``: the sessions in a
+  SQLite store, the calls waiting for a human, and approving, denying or completing them
+  (these rebuild the agent to resume the run: ``--agent module:attr``, or the options chat was
+  started with). In chat, a paused call is answered at the prompt.
 
 Exit codes: 0 success, 1 the script or run failed, 2 bad usage.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
+import shlex
 import sys
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -193,22 +196,20 @@ def _session_service(db: Path | None) -> Any:
     return SqliteSessionService(db) if db is not None else InMemorySessionService()
 
 
-@app.command()
-def chat(
-    model: Annotated[str | None, typer.Option(help="model name on an OpenAI-compatible endpoint")] = None,
-    base_url: Annotated[str | None, typer.Option(help="the endpoint (default: OpenAI's)")] = None,
-    model_from: Annotated[str | None, typer.Option(help="module:attr of a codeact model object instead")] = None,
-    tools: Annotated[list[str] | None, typer.Option(help="module:attr of a tool, list of tools or toolset")] = None,
-    db: Annotated[Path | None, typer.Option(help="SQLite session store (default: in memory)")] = None,
-    session: Annotated[str | None, typer.Option(help="session id to continue or create")] = None,
-    user: Annotated[str, typer.Option(help="user id")] = DEFAULT_USER,
-    app_name: Annotated[str, typer.Option("--app", help="app name in the store")] = DEFAULT_APP,
-    instruction: Annotated[str, typer.Option(help="the agent's instruction")] = "",
-    message: Annotated[list[str] | None, typer.Option("--message", "-m", help="send these and exit")] = None,
-) -> None:
-    """Chat with a CodeAct agent: each line you type is one message; an empty line or EOF ends."""
+ModelOption = Annotated[str | None, typer.Option(help="model name on an OpenAI-compatible endpoint")]
+BaseUrlOption = Annotated[str | None, typer.Option(help="the endpoint (default: OpenAI's)")]
+ModelFromOption = Annotated[str | None, typer.Option(help="module:attr of a codeact model object instead")]
+ToolsOption = Annotated[list[str] | None, typer.Option(help="module:attr of a tool, list of tools or toolset")]
+InstructionOption = Annotated[str, typer.Option(help="the agent's instruction")]
+CHAT_AGENT_NAME = "assistant"
+
+
+def _chat_agent(
+    model: str | None, base_url: str | None, model_from: str | None, tools: Sequence[str], instruction: str
+) -> Any:
+    """The agent ``codeact chat`` runs (also rebuilt by ``sessions approve|deny|complete`` from
+    the same options, to resume a chat's paused run)."""
     from .agent import CodeActAgent
-    from .runner import Runner
     from .runtime import MontyRuntime
 
     if (model is None) == (model_from is None):
@@ -219,14 +220,172 @@ def chat(
         from .models import OpenAIChatModel
 
         llm = OpenAIChatModel(model, base_url=base_url)  # type: ignore[arg-type]
-    tool_list, toolsets = _tools_from(tools or [])
-    agent = CodeActAgent(
-        name="assistant", model=llm, runtime=MontyRuntime(), tools=tool_list, toolsets=toolsets, instruction=instruction
-    )
+    tool_list, toolsets = _tools_from(tools)
+    try:
+        return CodeActAgent(
+            name=CHAT_AGENT_NAME,
+            model=llm,
+            runtime=MontyRuntime(),
+            tools=tool_list,
+            toolsets=toolsets,
+            instruction=instruction,
+        )
+    except (TypeError, ValueError) as exc:  # a --tools object codeact cannot use: one line, no traceback
+        raise typer.BadParameter(f"--tools: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _agent_options(
+    model: str | None, base_url: str | None, model_from: str | None, tools: Sequence[str], instruction: str
+) -> list[str]:
+    """The command-line options that rebuild the chat agent."""
+    out = ["--model-from", model_from] if model_from else ["--model", model or ""]
+    if base_url and not model_from:
+        out += ["--base-url", base_url]
+    for spec in tools:
+        out += ["--tools", spec]
+    if instruction:
+        out += ["--instruction", instruction]
+    return out
+
+
+_YES = {"y", "yes", "approve", "approved", "ok", "okay", "sure"}
+_NO = {"n", "no", "deny", "denied", "reject", "refuse"}
+
+
+def _first_word(text: str) -> tuple[str, str]:
+    """The first word of ``text`` (lower case) and the rest, without the punctuation between."""
+    match = re.match(r"\s*([A-Za-z]+)[\s,.:;!-]*(.*)", text, re.DOTALL)
+    return (match.group(1).lower(), match.group(2).strip()) if match else ("", text.strip())
+
+
+class _ChatPauses:
+    """What ``codeact chat`` does when a run pauses at a call waiting for a human: asks at the
+    prompt when chat reads its messages from the terminal (approve, deny with a reason, or
+    the result of a long-running call), else prints the ``codeact sessions`` lines that
+    answer it later."""
+
+    def __init__(self, runner: Any, user: str, session_id: str, printer: Any, commands: list[str] | None) -> None:
+        self.runner, self.user, self.session_id, self.printer = runner, user, session_id, printer
+        self.commands = commands  # the options after ``codeact sessions VERB``; None: in memory
+
+    def pending(self) -> list[Any]:
+        async def load() -> list[Any]:
+            return list(await self.runner.pending(user_id=self.user, session_id=self.session_id))
+
+        return anyio.run(load)
+
+    def _resume(self, verb: str, **kwargs: Any) -> bool:
+        """Runs ``Runner.<verb>`` and prints its events; True when the run failed."""
+        from .exceptions import CodeActError
+
+        method = getattr(self.runner, verb)
+
+        async def go() -> bool:
+            failed = False
+            async for event in method(user_id=self.user, session_id=self.session_id, **kwargs):
+                self.printer(event)
+                failed = failed or bool(event.error_code)
+            return failed
+
+        try:
+            return anyio.run(go)
+        except CodeActError as exc:
+            _err().print(f"{type(exc).__name__}: {exc}", style="red", highlight=False)
+            return True
+
+    def show_commands(self, pending: Sequence[Any]) -> None:
+        if self.commands is None:
+            _err().print(
+                "this session is in memory (no --db): answer at the prompt, or start chat with --db to decide later "
+                "with `codeact sessions approve`",
+                style="yellow",
+            )
+            return
+        base = ["codeact", "sessions"]
+        for p in pending:
+            _out().print(f"{p.call_key}: {p.tool}({json.dumps(p.args)}) waits for a {p.kind}; answer it with:")
+            verbs = [["approve"], ["deny"]] if p.kind == "confirmation" else [["complete"], ["deny"]]
+            for verb in verbs:
+                extra = ["--value", "JSON"] if verb == ["complete"] else []
+                line = [*base, *verb, self.session_id, *self.commands, "--call", p.call_key, *extra]
+                _out().print("  " + shlex.join(line), highlight=False, markup=False)
+
+    def ask(self, read: Any) -> bool:
+        """Asks about each pending call until none is left or the user leaves them; True when
+        a resumed run failed."""
+        failed = False
+        while True:
+            pending = self.pending()
+            if not pending:
+                return failed
+            p = pending[0]
+            call = f"{p.tool}({json.dumps(p.args)})"
+            if p.kind == "confirmation":
+                question = f"approve {call}? [y]es / [n]o [reason] / Enter leaves it pending> "
+            else:
+                hint = f" (it said: {p.hint})" if p.hint else ""
+                question = f"result of long-running {call}{hint}: JSON or text / deny [reason] / Enter leaves it> "
+            try:
+                answer = read(question)
+            except EOFError:
+                answer = ""
+            if not answer.strip():
+                self.show_commands(pending)
+                return failed
+            word, rest = _first_word(answer)
+            if word in _NO:
+                failed = self._resume("deny", call_key=p.call_key, reason=rest or None) or failed
+            elif p.kind == "confirmation" and word in _YES:
+                failed = self._resume("approve", call_key=p.call_key) or failed
+            elif p.kind == "confirmation":
+                _err().print("answer y (approve) or n [reason] (deny); Enter leaves the call pending", style="yellow")
+            else:
+                try:
+                    value = json.loads(answer)
+                except json.JSONDecodeError:
+                    value = answer.strip()
+                failed = self._resume("complete", call_key=p.call_key, value=value) or failed
+
+
+@app.command()
+def chat(
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    model_from: ModelFromOption = None,
+    tools: ToolsOption = None,
+    db: Annotated[Path | None, typer.Option(help="SQLite session store (default: in memory)")] = None,
+    session: Annotated[str | None, typer.Option(help="session id to continue or create")] = None,
+    user: Annotated[str, typer.Option(help="user id")] = DEFAULT_USER,
+    app_name: Annotated[str, typer.Option("--app", help="app name in the store")] = DEFAULT_APP,
+    instruction: InstructionOption = "",
+    message: Annotated[list[str] | None, typer.Option("--message", "-m", help="send these and exit")] = None,
+) -> None:
+    """Chat with a CodeAct agent: each line you type is one message; an empty line or EOF ends.
+
+    When a run pauses at a call that waits for a human, chat asks at the prompt (approve or
+    deny it, or give a long-running call its result). With --message, chat prints the
+    `codeact sessions approve|deny|complete` lines that answer it instead."""
+    from .exceptions import CodeActError
+    from .runner import Runner
+
+    agent = _chat_agent(model, base_url, model_from, tools or [], instruction)
     runner = Runner(app_name=app_name, agent=agent, session_service=_session_service(db), auto_create_session=True)
     session_id = session or uuid.uuid4().hex[:12]
     printer = EventPrinter(_out())
     failed = False
+    commands = None
+    if db is not None:
+        commands = ["--db", str(db), *_agent_options(model, base_url, model_from, tools or [], instruction)]
+        if app_name != DEFAULT_APP:
+            commands += ["--app", app_name]
+        if user != DEFAULT_USER:
+            commands += ["--user", user]
+    pauses = _ChatPauses(runner, user, session_id, printer, commands)
 
     def lines() -> Any:
         if message:
@@ -242,9 +401,19 @@ def chat(
             yield line
 
     for line in lines():
-        for event in runner.run(user_id=user, session_id=session_id, new_message=line):
-            printer(event)
-            failed = failed or bool(event.error_code)
+        try:
+            for event in runner.run(user_id=user, session_id=session_id, new_message=line):
+                printer(event)
+                failed = failed or bool(event.error_code)
+        except CodeActError as exc:  # for example CallsPendingError: a call still waits
+            _err().print(f"{type(exc).__name__}: {_first_line(exc)}", style="red", highlight=False)
+            failed = True
+        if message:
+            pending = pauses.pending()
+            if pending:
+                pauses.show_commands(pending)
+        else:
+            failed = pauses.ask(input) or failed
     _err().print(f"session {session_id}", style="dim")
     if failed:
         raise typer.Exit(1)
@@ -253,17 +422,23 @@ def chat(
 # ------------------------------------------------------------------ sessions
 
 
-def _runner(db: Path, app_name: str, agent_spec: str | None) -> Any:
+def _runner(db: Path, app_name: str, agent_spec: str | None, chat_agent: dict[str, Any] | None = None) -> Any:
     from .agent import CodeActAgent
     from .models import ScriptedModel
     from .runner import Runner
     from .runtime import MontyRuntime
 
-    agent = (
-        load_object(agent_spec)
-        if agent_spec
-        else CodeActAgent(name="inspect", model=ScriptedModel([]), runtime=MontyRuntime())
-    )
+    if agent_spec:
+        agent = load_object(agent_spec)
+    elif chat_agent is not None and (chat_agent["model"] or chat_agent["model_from"]):
+        agent = _chat_agent(**chat_agent)
+    elif chat_agent is not None:
+        raise typer.BadParameter(
+            "give --agent module:attr (the agent that paused), or the --model/--model-from and --tools options the "
+            "chat was started with"
+        )
+    else:
+        agent = CodeActAgent(name="inspect", model=ScriptedModel([]), runtime=MontyRuntime())
     return Runner(app_name=app_name, agent=agent, session_service=_session_service(db))
 
 
@@ -396,9 +571,17 @@ def _call(fn: Any) -> Any:
 
 
 def _decide(
-    verb: str, session_id: str, db: Path, app_name: str, user: str, call: str | None, agent: str, **extra: Any
+    verb: str,
+    session_id: str,
+    db: Path,
+    app_name: str,
+    user: str,
+    call: str | None,
+    agent: str | None,
+    chat_agent: dict[str, Any],
+    **extra: Any,
 ) -> None:
-    runner = _runner(db, app_name, agent)
+    runner = _runner(db, app_name, agent, chat_agent)
     method = _require(runner, verb)
     printer = EventPrinter(_out())
 
@@ -414,35 +597,86 @@ def _decide(
         raise typer.Exit(1)
 
 
-AgentOption = Annotated[str, typer.Option(help="module:attr of the agent that resumes the run")]
+AgentOption = Annotated[
+    str | None,
+    typer.Option(help="module:attr of the agent that resumes the run (or give the options chat was started with)"),
+]
 CallOption = Annotated[str | None, typer.Option("--call", help="call key (optional when one call is pending)")]
+
+
+def _chat_options(
+    model: str | None, base_url: str | None, model_from: str | None, tools: list[str] | None, instruction: str
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "base_url": base_url,
+        "model_from": model_from,
+        "tools": tools or [],
+        "instruction": instruction,
+    }
 
 
 @sessions_app.command("approve")
 def sessions_approve(
     session_id: str,
     db: DbOption,
-    agent: AgentOption,
+    agent: AgentOption = None,
     call: CallOption = None,
     app_name: AppOption = DEFAULT_APP,
     user: UserOption = DEFAULT_USER,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    model_from: ModelFromOption = None,
+    tools: ToolsOption = None,
+    instruction: InstructionOption = "",
 ) -> None:
     """Approve a call waiting for confirmation and resume the run (Runner.approve)."""
-    _decide("approve", session_id, db, app_name, user, call, agent)
+    chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
+    _decide("approve", session_id, db, app_name, user, call, agent, chat_agent)
 
 
 @sessions_app.command("deny")
 def sessions_deny(
     session_id: str,
     db: DbOption,
-    agent: AgentOption,
+    agent: AgentOption = None,
     call: CallOption = None,
     reason: Annotated[str | None, typer.Option(help="told to the model")] = None,
     app_name: AppOption = DEFAULT_APP,
     user: UserOption = DEFAULT_USER,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    model_from: ModelFromOption = None,
+    tools: ToolsOption = None,
+    instruction: InstructionOption = "",
 ) -> None:
-    """Deny a call waiting for confirmation and resume the run (Runner.deny)."""
-    _decide("deny", session_id, db, app_name, user, call, agent, reason=reason)
+    """Deny a pending call and resume the run; the script gets PermissionError (Runner.deny)."""
+    chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
+    _decide("deny", session_id, db, app_name, user, call, agent, chat_agent, reason=reason)
+
+
+@sessions_app.command("complete")
+def sessions_complete(
+    session_id: str,
+    db: DbOption,
+    call: Annotated[str, typer.Option("--call", help="the long-running call's key (codeact sessions pending)")],
+    value: Annotated[str, typer.Option(help="its result: JSON, else the text as a string")],
+    agent: AgentOption = None,
+    app_name: AppOption = DEFAULT_APP,
+    user: UserOption = DEFAULT_USER,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    model_from: ModelFromOption = None,
+    tools: ToolsOption = None,
+    instruction: InstructionOption = "",
+) -> None:
+    """Complete a long-running call with its result and resume the run (Runner.complete)."""
+    try:
+        result: Any = json.loads(value)
+    except json.JSONDecodeError:
+        result = value
+    chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
+    _decide("complete", session_id, db, app_name, user, call, agent, chat_agent, value=result)
 
 
 @sessions_app.command("recover")

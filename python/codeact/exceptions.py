@@ -35,6 +35,7 @@ __all__ = (
     "StaleSessionError",
     "SuspensionError",
     "ToolArgumentError",
+    "ToolHostError",
     "TurnConflictError",
     "ValueConversionError",
 )
@@ -137,6 +138,14 @@ class ToolArgumentError(TypeError, CodeActError):
         if len(errors) > _MAX_REPORTED_ERRORS:
             shown.append(f"... and {len(errors) - _MAX_REPORTED_ERRORS} more")
         super().__init__(f"tool {tool_name!r} got invalid arguments: {'; '.join(shown)}")
+
+
+class ToolHostError(CodeActError):
+    """A tool could not run for a reason on the host's side that the script cannot fix (for
+    example a tool server that is gone and could not be reconnected). It is not raised into
+    the script: the tool runner lets it through, so ``Runner.run_async`` (or
+    ``MontyRuntime.arun``) raises it to the application, as for any host failure. Subclass it
+    in a tool for such failures."""
 
 
 class MissingStateError(CodeActError, KeyError):

@@ -370,6 +370,8 @@ class CodeActAgent(BaseAgent):
             pending.artifact_delta.clear()
         if delta:
             actions.state_delta.update(delta)
+        if pending.route is not None:  # a tool's route rides on the next stored event
+            actions.route, pending.route = pending.route, None
         return Event(invocation_id=ctx.invocation_id, author=self.name, actions=actions, **fields)
 
     def _error_event(self, run: _Run, code: str, message: str, *, clear: bool = False) -> Event:

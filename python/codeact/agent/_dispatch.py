@@ -10,6 +10,7 @@ callbacks, which see the ``ToolOutcome`` (also as ``tool_context.tool_outcome``)
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ import anyio
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from ..exceptions import ToolHostError
 from ..logs import log_tool_exception
 from ..runtime._failures import failure_message, script_exc_type
 
@@ -185,6 +187,8 @@ async def run_tool(
             failure = None
             outcome.timed_out = False
             break
+        except ToolHostError:
+            raise  # the host's failure, not the script's: it ends the run
         except (Exception, SystemExit) as exc:
             # SystemExit too: a tool calling sys.exit() must not end the host's run with the
             # turn left running (it would run again at every recovery). KeyboardInterrupt
@@ -264,6 +268,7 @@ def _failure_of(tool: Tool, tool_context: ToolContext, exc: BaseException) -> To
             exc,  # type: ignore[arg-type]
             call_key=getattr(tool_context, "function_call_id", None),
             session_id=getattr(session, "id", None),
+            level=getattr(exc, "log_level", logging.WARNING),  # INFO: a failure the tool's framework reported
         )
     except Exception:
         pass
@@ -284,6 +289,8 @@ def merge_actions(target: Any, source: Any) -> None:
     """Merges a tool's ``EventActions`` data deltas into the pending accumulator."""
     target.state_delta.update(source.state_delta)
     target.artifact_delta.update(source.artifact_delta)
+    if source.route is not None:  # the last tool to set a route wins, as ADK's merge does
+        target.route = source.route
 
 
 def terminal_signal(actions: Any) -> bool:

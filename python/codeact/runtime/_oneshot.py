@@ -31,6 +31,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import inspect
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,7 +42,7 @@ import anyio
 import anyio.to_thread
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ..exceptions import CodeActError, SnapshotError
+from ..exceptions import CodeActError, SnapshotError, ToolHostError
 from ..logs import log_tool_exception
 from ._failures import failure_message, script_exc_type
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep
@@ -314,7 +315,7 @@ class _Drive:
         )
 
     def failed(self, name: str, exc: BaseException) -> ResumeError:
-        log_tool_exception(name, exc)
+        log_tool_exception(name, exc, level=getattr(exc, "log_level", logging.WARNING))
         self.last_error = exc
         exc_type = script_exc_type(exc)
         return ResumeError(failure_message(exc, exc_type), exc_type)
@@ -467,7 +468,7 @@ async def _serve(
         if inspect.isawaitable(value):
             value = await value
         return ResumeValue(_plain(value))
-    except SuspendScript:
+    except (SuspendScript, ToolHostError):
         raise
     except Exception as exc:
         return drive.failed(name, exc)

@@ -152,6 +152,9 @@ class EventActions(BaseModel):
         escalate: end the run and let the parent decide.
         skip_summarization: end the run with the tool result as is.
         requested_tool_confirmations: call key -> confirmation request (human in the loop).
+        route: a route (or list of routes) for a workflow graph edge, as ADK 2's
+            ``EventActions.route``; a tool sets ``tool_context.actions.route`` and the next
+            stored event carries it (codeact's extension: the model loop itself ignores it).
     """
 
     state_delta: dict[str, Any] = Field(default_factory=dict)
@@ -160,6 +163,7 @@ class EventActions(BaseModel):
     escalate: bool = False
     skip_summarization: bool = False
     requested_tool_confirmations: dict[str, ToolConfirmation] = Field(default_factory=dict)
+    route: bool | int | str | list[bool | int | str] | None = None
 
 
 class Event(BaseModel):

@@ -285,6 +285,31 @@ def _to_plain(value: Any) -> Any:
 # --------------------------------------------------------------------------- tools
 
 
+_FOREIGN = (
+    ("google.adk", "an ADK tool: wrap it with codeact.integrations.adk.from_adk([tool])"),
+    ("langchain_core", "a langchain tool: wrap it with codeact.integrations.langchain.from_langchain([tool])"),
+    ("langchain_community", "a langchain tool: wrap it with codeact.integrations.langchain.from_langchain([tool])"),
+    ("langchain", "a langchain tool: wrap it with codeact.integrations.langchain.from_langchain([tool])"),
+    (
+        "pydantic_ai",
+        "a pydantic-ai tool: give codeact its function, or put the pydantic-ai toolset behind "
+        "codeact.integrations.pydantic_ai.CodeActToolset",
+    ),
+    ("mcp", "an MCP object: reach the server's tools with codeact.integrations.mcp.McpToolset"),
+)
+
+
+def foreign_tool_hint(obj: Any) -> str | None:
+    """A one-line message naming the adapter for a tool object of another framework (ADK,
+    langchain, pydantic-ai, MCP: told apart by the module of its class), or None."""
+    for cls in type(obj).__mro__:
+        module = getattr(cls, "__module__", "") or ""
+        for prefix, what in _FOREIGN:
+            if module == prefix or module.startswith(prefix + "."):
+                return f"{type(obj).__name__} is {what}"
+    return None
+
+
 class FunctionTool(Tool):
     """A ``Tool`` made from a typed Python callable, sync or async.
 
@@ -343,6 +368,9 @@ class FunctionTool(Tool):
         run_in_thread: bool = True,
         on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
     ) -> None:
+        hint = foreign_tool_hint(func)
+        if hint is not None:
+            raise TypeError(hint)
         if not callable(func):
             raise TypeError(f"FunctionTool needs a callable, got {type(func).__name__}")
         tool_name = name if name is not None else _plain_name(func)

@@ -28,7 +28,8 @@ from ...agent import CodeActAgent, RunConfig
 from ...exceptions import AlreadyResumingError, CallsPendingError, NoPendingCallError
 from ...runner import Runner
 from ...sessions import BaseSessionService, InMemorySessionService
-from ...sessions._types import Content, Event, FunctionResponse, Part
+from ...sessions._service import TEMP_PREFIX
+from ...sessions._types import Content, Event, EventActions, FunctionResponse, Part, Session
 
 __all__ = ("REQUEST_CONFIRMATION", "CodeActAdkAgent", "confirmation_call_id", "to_adk_events")
 
@@ -37,6 +38,7 @@ REQUEST_CONFIRMATION = "adk_request_confirmation"
 
 _CONFIRM_PREFIX = "adk-codeact-confirm-"
 _OWN_KEYS = "codeact"
+_ADK_HAS_ROUTE = "route" in AdkEventActions.model_fields  # ADK 2's workflow edges
 _REJECTED = {"error": "This tool call requires confirmation, please approve or reject."}  # ADK's FunctionTool text
 
 
@@ -114,7 +116,11 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
       ``turn_complete``;
     - ``usage_metadata`` as ``GenerateContentResponseUsageMetadata`` (prompt, candidates and
       total tokens); codeact's ``model_calls`` and ``kind`` go to ``custom_metadata``
-      (``codeact_model_calls``, ``codeact_kind``).
+      (``codeact_model_calls``, ``codeact_kind``);
+    - a ``model_reply`` is ``partial=True``: a preview the turn's ``script_result`` completes,
+      never ``is_final_response()`` under ADK's rule (``CodeActAdkAgent`` also moves its
+      ``executable_code`` into the ``script_result`` and a bare state change onto the next
+      event, so that only the answer is final).
 
     A confirmation request (``actions.requested_tool_confirmations``) becomes the three events
     an ADK ``LlmAgent`` emits for a ``FunctionTool`` with ``require_confirmation`` (ADK 1.x-2.x
@@ -178,17 +184,26 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
     if event.content is not None and event.content.parts:
         content = types.Content(role=event.content.role, parts=[_adk_part(p) for p in event.content.parts])
     a = event.actions
-    if not (content or delta or a.artifact_delta or a.escalate or a.skip_summarization or event.error_code):
+    routed = a.route is not None
+    if not (content or delta or a.artifact_delta or a.escalate or a.skip_summarization or event.error_code or routed):
         return []
+    extra = {"route": a.route} if routed and _ADK_HAS_ROUTE else {}
+    if routed and not _ADK_HAS_ROUTE:  # an ADK without workflow routes: keep it readable
+        metadata["codeact_route"] = a.route
+    # A model reply is a preview of the turn its script_result completes: ADK's mark for that is
+    # ``partial`` (never ``is_final_response()``; ADK's runner does not store partial events).
+    partial = True if event.kind == "model_reply" and not event.error_code else None
     return [
         AdkEvent(
             **common,
+            partial=partial,
             content=content,
             actions=AdkEventActions(
                 state_delta=delta,
                 artifact_delta=dict(a.artifact_delta),
                 escalate=a.escalate or None,
                 skip_summarization=a.skip_summarization or None,
+                **extra,
             ),
             long_running_tool_ids=set(event.long_running_tool_ids) or None,
             error_code=event.error_code,
@@ -208,6 +223,89 @@ def _reason(confirmation: AdkToolConfirmation) -> str:
     if isinstance(payload, dict) and isinstance(payload.get("reason"), str):
         return payload["reason"]
     return ""
+
+
+class _Projection:
+    """codeact events as the ADK events of one invocation, so that ADK's
+    ``is_final_response()`` holds for the answer (and the events that end or pause the run)
+    and for nothing before it: ADK's quickstart loop (``if event.is_final_response(): ...
+    break``) then reads the answer, not a progress event.
+
+    - a ``model_reply`` is yielded ``partial`` (``to_adk_events``); its ``executable_code``
+      part is put in front of the turn's ``script_result`` content, the stored record of the
+      turn (a trailing ``code_execution_result`` keeps it non-final);
+    - an event that only changes state (no content: a tool's state write) is not yielded on
+      its own, which ADK would count as final: its ``state_delta`` is carried by the next
+      event (the tool's ``function_response``, the ``script_result``, the answer).
+    """
+
+    def __init__(self, author: str, invocation_id: str, branch: str | None) -> None:
+        self._common = {"author": author, "invocation_id": invocation_id, "branch": branch}
+        self._delta: dict[str, Any] = {}
+        self._code: types.Part | None = None
+
+    def feed(self, event: Event) -> list[AdkEvent]:
+        out: list[AdkEvent] = []
+        for adk_event in to_adk_events(event, **self._common):
+            if adk_event.partial:
+                parts = adk_event.content.parts if adk_event.content else None
+                self._code = next((p for p in parts or [] if p.executable_code is not None), None)
+                out.append(adk_event)
+                continue
+            if event.kind == "script_result" and self._code is not None and adk_event.content is not None:
+                adk_event.content.parts = [self._code, *(adk_event.content.parts or [])]
+                self._code = None
+            quiet = (
+                adk_event.content is None
+                and not adk_event.error_code
+                and not adk_event.actions.escalate
+                and not adk_event.actions.artifact_delta
+                and not adk_event.actions.skip_summarization
+                and getattr(adk_event.actions, "route", None) is None
+            )
+            if quiet:
+                self._delta.update(adk_event.actions.state_delta)
+                continue
+            if self._delta:
+                adk_event.actions.state_delta = {**self._delta, **adk_event.actions.state_delta}
+                self._delta = {}
+            out.append(adk_event)
+        return out
+
+    def flush(self) -> list[AdkEvent]:
+        """What is still held: a state change after the last yielded event."""
+        if not self._delta:
+            return []
+        delta, self._delta = self._delta, {}
+        return [AdkEvent(**self._common, actions=AdkEventActions(state_delta=delta))]
+
+
+def _scoped(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """ADK session state split into what codeact stores (session, ``app:``, ``user:`` keys;
+    codeact's own keys left out) and the invocation's ``temp:`` keys."""
+    kept = {k: v for k, v in state.items() if not k.startswith((_OWN_KEYS, TEMP_PREFIX))}
+    temp = {k: v for k, v in state.items() if k.startswith(TEMP_PREFIX)}
+    return kept, temp
+
+
+class _TempOverlay:
+    """The codeact store as the codeact ``Runner`` of one invocation sees it: every loaded
+    session also shows the ADK invocation's ``temp:`` state (ADK's invocation scope; never
+    stored). Everything else goes to the store."""
+
+    def __init__(self, store: BaseSessionService, temp: dict[str, Any]) -> None:
+        self._store = store
+        self._temp = temp
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def get_session(self, **kwargs: Any) -> Session | None:
+        session = await self._store.get_session(**kwargs)
+        if session is not None:
+            for key, value in self._temp.items():
+                session.state.setdefault(key, value)
+        return session
 
 
 class CodeActAdkAgent(BaseAgent):
@@ -329,30 +427,50 @@ class CodeActAdkAgent(BaseAgent):
         message = Content(role="user", parts=completions) if completions else None
         return message, rc
 
+    async def _sync_state(self, ctx: InvocationContext) -> dict[str, Any]:
+        """Brings the codeact session up to the ADK session's state before a run (ADK → codeact;
+        codeact → ADK goes through the events' ``state_delta``): creates it with that state on
+        first use, else stores the keys whose values differ as one event (no content; it does
+        not enter the model's history) whose ``state_delta`` codeact files by scope as ADK does
+        (``app:`` per app, ``user:`` per user, the rest per session). Returns the invocation's
+        ``temp:`` keys, shown to this run only."""
+        session = ctx.session
+        store = self._store()
+        kept, temp = _scoped(dict(session.state))
+        ids = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.id}
+        existing = await store.get_session(**ids)
+        if existing is None:
+            await store.create_session(**ids, state=kept)
+            return temp
+        missing = object()
+        delta = {k: v for k, v in kept.items() if existing.state.get(k, missing) != v}
+        if delta:
+            await store.append_event(
+                existing,
+                Event(invocation_id=ctx.invocation_id, author="user", actions=EventActions(state_delta=delta)),
+            )
+        return temp
+
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[AdkEvent, None]:
         session = ctx.session
         store = self._store()
-        existing = await store.get_session(app_name=session.app_name, user_id=session.user_id, session_id=session.id)
-        if existing is None:
-            seed = {k: v for k, v in dict(session.state).items() if not k.startswith("temp:")}
-            await store.create_session(
-                app_name=session.app_name, user_id=session.user_id, session_id=session.id, state=seed
-            )
         request = self._request(ctx)
         if isinstance(request, AdkEvent):
             yield request
             return
+        temp = await self._sync_state(ctx)
         message, run_config = request
-        runner = Runner(app_name=session.app_name, agent=self.agent, session_service=store)
+        runner = Runner(app_name=session.app_name, agent=self.agent, session_service=_TempOverlay(store, temp))  # type: ignore[arg-type]
         events = runner.run_async(
             user_id=session.user_id, session_id=session.id, new_message=message, run_config=run_config
         )
+        projection = _Projection(self.name, ctx.invocation_id, ctx.branch)
         try:
             async for event in events:
-                for adk_event in to_adk_events(
-                    event, author=self.name, invocation_id=ctx.invocation_id, branch=ctx.branch
-                ):
+                for adk_event in projection.feed(event):
                     yield adk_event
+            for adk_event in projection.flush():
+                yield adk_event
         except NoPendingCallError as exc:
             yield self._error(ctx, "codeact.no_pending_call", str(exc))
         except CallsPendingError as exc:

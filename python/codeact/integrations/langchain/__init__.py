@@ -7,6 +7,6 @@ from .. import require
 
 require("langchain_core", "langchain")
 
-from ._tools import LangChainTool, from_langchain  # noqa: E402
+from ._tools import InjectHook, LangChainTool, LangChainToolError, from_langchain  # noqa: E402
 
-__all__ = ("LangChainTool", "from_langchain")
+__all__ = ("InjectHook", "LangChainTool", "LangChainToolError", "from_langchain")

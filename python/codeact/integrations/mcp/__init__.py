@@ -11,6 +11,6 @@ from .. import require
 
 require("mcp", "mcp")
 
-from ._toolset import McpTool, McpToolError, McpToolset  # noqa: E402
+from ._toolset import McpConnectionError, McpTool, McpToolError, McpToolset  # noqa: E402
 
-__all__ = ("McpTool", "McpToolError", "McpToolset")
+__all__ = ("McpConnectionError", "McpTool", "McpToolError", "McpToolset")

@@ -2,26 +2,54 @@
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
-from mcp.types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, CallToolResult, TextContent
 
-from ...exceptions import CodeActError
+from ...exceptions import CodeActError, ToolHostError
+
+if sys.version_info < (3, 11):  # pragma: no cover - anyio brings the backport there
+    from exceptiongroup import BaseExceptionGroup
 from ...tools import Tool
 from ...tools._context import ToolContext
 from ...toolsets import ToolFilter, Toolset
 
-__all__ = ("McpTool", "McpToolError", "McpToolset")
+__all__ = ("McpConnectionError", "McpTool", "McpToolError", "McpToolset")
 
 
 class McpToolError(RuntimeError, CodeActError):
-    """An MCP tool answered with ``isError``; the message is the text it returned. A
-    ``RuntimeError``, so a script can catch it."""
+    """An MCP tool answered with ``isError``; the message is the text it returned (without the
+    SDK's ``"Error executing tool <name>: "`` prefix). A ``RuntimeError``, so a script can catch
+    it. Logged at INFO, not WARNING: the server reported it, nothing on the host failed."""
+
+    log_level = logging.INFO
+
+
+class McpConnectionError(ToolHostError):
+    """The MCP server cannot be reached: the connection broke (a stdio server died, an HTTP
+    server went away) and one reconnect did not bring it back. A host error
+    (``ToolHostError``): not raised into the script, whose model cannot fix it; the run stops
+    with it."""
+
+
+_SDK_PREFIX = re.compile(r"^Error executing tool [^:]+: ")
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection is gone (not that the call failed)."""
+    if isinstance(exc, MCPError):
+        return exc.error.code == CONNECTION_CLOSED
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_connection_lost(e) for e in exc.exceptions)
+    return isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError))
 
 
 def _wraps_result(output_schema: Mapping[str, Any] | None) -> bool:
@@ -68,10 +96,10 @@ class McpTool(Tool):
         self.output_schema = output_schema
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
-        async with self.toolset._client() as client:
-            result = await client.call_tool(self.name, args, read_timeout_seconds=self.toolset.read_timeout)
+        result = await self.toolset._call(self.name, args)
         if result.is_error:
-            raise McpToolError(str(_result_value(result)) or f"MCP tool {self.name!r} failed")
+            text = _SDK_PREFIX.sub("", str(_result_value(result)))
+            raise McpToolError(text or f"MCP tool {self.name!r} failed")
         return _result_value(result, self.output_schema)
 
 
@@ -86,10 +114,12 @@ class McpToolset(Toolset):
         read_timeout: seconds to wait for each answer, or None for the SDK's default.
         name / tool_filter / prefix: as for every ``Toolset``.
 
-    Connection: inside ``async with toolset:`` one connection (one server process for stdio)
-    serves every listing and call; outside it, each listing and each call opens its own
-    connection and closes it (correct, but a stdio server is then started per call). The tool
-    list is read once per connection.
+    Connection: use ``async with toolset:``. Inside it one connection (one server process for
+    stdio) serves every listing and call, and a connection that breaks (the server died or
+    restarted) is reopened once per call before the call fails with ``McpConnectionError``, a
+    host error the run stops with. Without ``async with`` each listing and each call opens its
+    own connection and closes it: correct, but a stdio server is then started per call
+    (seconds each for a Python server). The tool list is read once per connection.
     """
 
     def __init__(
@@ -109,6 +139,11 @@ class McpToolset(Toolset):
         self._open: Client | None = None
         self._tools: list[Tool] | None = None
         self._lock = anyio.Lock()
+        self._group: Any = None  # the task group holding the connection's owner task
+        self._redial: anyio.Event | None = None  # set: the owner closes the connection and opens another
+        self._dialed: anyio.Event | None = None  # set by the owner once a connection is open (or failed)
+        self._dial_error: BaseException | None = None
+        self._closing = False
 
     @classmethod
     def stdio(
@@ -132,9 +167,21 @@ class McpToolset(Toolset):
         return cls(url, **kwargs)
 
     async def __aenter__(self) -> McpToolset:
-        client = Client(self.server)
-        await client.__aenter__()
-        self._open = client
+        # The connection is opened and closed by one owner task (anyio wants a context entered
+        # and left in the same task); calls from any task use it, and ask it to reconnect.
+        self._closing = False
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        try:
+            await self._dial()
+        except BaseException:
+            await self.close()
+            raise
+        if self._dial_error is not None:
+            error, self._dial_error = self._dial_error, None
+            await self.close()
+            raise McpConnectionError(f"cannot connect to MCP server {self.name!r}: {_describe(error)}") from error
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -142,36 +189,103 @@ class McpToolset(Toolset):
 
     async def close(self) -> None:
         """Closes the connection held by ``async with`` (stops a stdio server)."""
-        client, self._open, self._tools = self._open, None, None
-        if client is not None:
-            await client.__aexit__(None, None, None)
+        group, self._group = self._group, None
+        self._closing = True
+        if self._redial is not None:
+            self._redial.set()
+        self._open, self._tools = None, None
+        if group is not None:
+            await group.__aexit__(None, None, None)
 
-    def _client(self) -> AbstractAsyncContextManager[Client]:
-        return self._held() if self._open is not None else Client(self.server)
+    async def _dial(self) -> None:
+        """Starts the owner task on a new connection and waits until it is open (or failed)."""
+        assert self._group is not None
+        self._dialed = anyio.Event()
+        self._redial = anyio.Event()
+        self._dial_error = None
+        self._group.start_soon(self._own, self._dialed, self._redial)
+        await self._dialed.wait()
 
-    @asynccontextmanager
-    async def _held(self) -> AsyncIterator[Client]:
-        assert self._open is not None
-        yield self._open
+    async def _own(self, dialed: anyio.Event, redial: anyio.Event) -> None:
+        try:
+            async with Client(self.server) as client:
+                self._open, self._tools = client, None
+                dialed.set()
+                await redial.wait()
+        except BaseException as exc:  # the owner must never take the host's task down
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                raise
+            if not dialed.is_set():
+                self._dial_error = exc
+        finally:
+            dialed.set()
+
+    async def _reconnect(self) -> None:
+        async with self._lock:
+            old = self._redial
+            self._open, self._tools = None, None
+            if old is not None:
+                old.set()
+            await self._dial()
+
+    async def _call(self, name: str, args: dict[str, Any]) -> CallToolResult:
+        """``tools/call``: on the held connection (reopened once if it broke), else on a
+        connection of its own."""
+        if self._group is None:
+            try:
+                async with Client(self.server) as client:
+                    return await client.call_tool(name, args, read_timeout_seconds=self.read_timeout)
+            except Exception as exc:
+                if _connection_lost(exc):
+                    raise McpConnectionError(f"MCP server {self.name!r} is unreachable: {_describe(exc)}") from exc
+                raise
+        first: BaseException | None = None
+        for attempt in range(2):
+            client = self._open
+            if client is None or attempt:
+                await self._reconnect()
+                client = self._open
+                if client is None:
+                    raise McpConnectionError(
+                        f"MCP server {self.name!r} is unreachable: the connection broke "
+                        f"({_describe(first) if first else 'closed'}) and reconnecting failed "
+                        f"({_describe(self._dial_error) if self._dial_error else 'no connection'}); "
+                        f"{name!r} did not run"
+                    ) from (self._dial_error or first)
+            try:
+                return await client.call_tool(name, args, read_timeout_seconds=self.read_timeout)
+            except Exception as exc:
+                if not _connection_lost(exc):
+                    raise
+                first = first or exc
+        raise McpConnectionError(
+            f"MCP server {self.name!r} is unreachable: the connection broke again right after reconnecting "
+            f"({_describe(first)})"
+        ) from first
 
     def _confirm(self, name: str) -> bool:
         rc = self.require_confirmation
         return rc if isinstance(rc, bool) else name in rc
 
     async def get_tools(self, ctx: Any = None) -> Sequence[Tool]:
-        """Lists the server's tools (``tools/list``, all pages)."""
+        """Lists the server's tools (``tools/list``, all pages).
+
+        Raises:
+            McpConnectionError: the server cannot be reached.
+        """
         async with self._lock:
             if self._tools is not None and self._open is not None:
                 return list(self._tools)
-            async with self._client() as client:
-                listed = []
-                cursor: str | None = None
-                while True:
-                    page = await client.list_tools(cursor=cursor)
-                    listed.extend(page.tools)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+            try:
+                if self._open is not None:
+                    listed = await self._list(self._open)
+                else:
+                    async with Client(self.server) as client:
+                        listed = await self._list(client)
+            except Exception as exc:
+                if _connection_lost(exc):
+                    raise McpConnectionError(f"MCP server {self.name!r} is unreachable: {_describe(exc)}") from exc
+                raise
             tools: list[Tool] = [
                 McpTool(
                     self,
@@ -187,6 +301,17 @@ class McpToolset(Toolset):
                 self._tools = tools
             return list(tools)
 
+    @staticmethod
+    async def _list(client: Client) -> list[Any]:
+        listed: list[Any] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return listed
+
     def as_callables(self, tools: Sequence[Tool]) -> dict[str, Callable[..., Any]]:
         """``{name: async callable}`` for ``MontyRuntime.arun(code, tools=...)``."""
 
@@ -197,3 +322,11 @@ class McpToolset(Toolset):
             return call
 
         return {t.name: bind(t) for t in tools}
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for ``exc`` (the first leaf of an exception group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -9,32 +9,44 @@ inner tool that needs approval (``requires_approval=True``, or it raises ``Appro
 the script pauses (a codeact suspension: Monty snapshot bytes), and ``run_code`` raises
 ``ApprovalRequired`` with the inner call and the snapshot in its metadata. The agent run ends with
 ``DeferredToolRequests``; pass ``DeferredToolResults(approvals={id: True}, metadata=requests.metadata)``
-to the next run and the script resumes where it paused (denied: pydantic-ai tells the model).
+to the next run and the script resumes where it paused. ``CodeActToolset.deny("reason")`` in
+place of ``True`` resumes it with ``PermissionError`` at the paused call, as the codeact agent
+does (a plain ``ToolDenied`` is reported by pydantic-ai itself; the script does not resume).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_ai import ApprovalRequired, CallDeferred, ModelRetry, RunContext
+from pydantic_ai import ApprovalRequired, CallDeferred, ModelRetry, RunContext, ToolApproved
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
-from ...runtime import MontyRuntime, ScriptError, ScriptSuspended, SuspendScript
-from ...runtime._oneshot import aresume_script, arun_script
+from ...agent._output import truncate_middle
+from ...agent._protocol import plain_value_problem
+from ...exceptions import ValueConversionError
+from ...runtime import MontyRuntime, ResumeError, ScriptError, ScriptSuspended, SuspendScript
+from ...runtime._oneshot import _plain, aresume_script, arun_script
 from ...tools import Tool
 
-__all__ = ("CodeActToolset", "PAUSE_METADATA_KEY")
+__all__ = ("CodeActToolset", "DENIAL_ARG", "PAUSE_METADATA_KEY")
 
 PAUSE_METADATA_KEY = "codeact_pause"
 """Key of the paused script (``ScriptSuspended.to_dict()``) in the ``ApprovalRequired`` metadata."""
 
+DENIAL_ARG = "codeact_denied"
+"""The ``run_code`` argument that ``CodeActToolset.deny`` sets: the reason of the denial."""
+
 _CODE_SCHEMA = {
     "type": "object",
-    "properties": {"code": {"type": "string", "description": "The Python script to run."}},
+    # ``examples``: also what pydantic-ai's ``TestModel`` sends, so it can drive the toolset.
+    "properties": {
+        "code": {"type": "string", "description": "The Python script to run.", "examples": ['print("hello")\n"done"']}
+    },
     "required": ["code"],
     "additionalProperties": False,
 }
@@ -57,8 +69,15 @@ class CodeActToolset(WrapperToolset[Any]):
             those advances stay under 5 ms (see ``arun_script``): no thread hand-off per call;
             the loop is held for at most one longer advance. False keeps every advance on the
             native worker threads.
+        max_result_chars: the most characters (code points) of the value's JSON text and of
+            the printed text the model gets back; longer ones keep their start and end around
+            the ``[... truncated ...]`` marker (the value is then that text, a string).
+        max_error_chars: the same bound for the error text of a failing script.
 
-    The tool returns ``{"value": <last expression>, "stdout": <printed text>}``.
+    The tool returns ``{"value": <last expression>, "stdout": <printed text>}``. A failing
+    script, an inner tool returning something that is not plain data (the script gets a
+    ``TypeError`` at that call), and a script the runtime cannot finish go back to the model
+    as ``ModelRetry``.
     """
 
     wrapped: AbstractToolset[Any]
@@ -67,6 +86,8 @@ class CodeActToolset(WrapperToolset[Any]):
     max_retries: int = 3
     max_tool_calls: int | None = 1000
     inline_steps: bool = True
+    max_result_chars: int = 20_000
+    max_error_chars: int = 4_000
     _pauses: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict, repr=False)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
@@ -86,17 +107,39 @@ class CodeActToolset(WrapperToolset[Any]):
             )
         }
 
+    @staticmethod
+    def deny(reason: str = "") -> ToolApproved:
+        """The approval value that denies a paused script's call and resumes the script: the
+        call raises ``PermissionError`` (with ``reason``) in the script, which may catch it and
+        go on, so what ran before the pause is not run again and the model sees the script's
+        outcome (its value or traceback, and everything it printed). Use it in
+        ``DeferredToolResults(approvals={id: CodeActToolset.deny("over budget")}, metadata=...)``
+        where a plain ``ToolDenied`` would end the script with only the reason."""
+        return ToolApproved(override_args={"code": "", DENIAL_ARG: reason})
+
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         inner = await self.wrapped.get_tools(ctx)
         pause = self._pause_for(ctx)
         approved_call: list[str] = [pause.tool] if pause is not None else []
-        tools = {n: self._bind(n, t, ctx, approved_call) for n, t in inner.items()}
+        ran: list[str] = []
+        tools = {n: self._bind(n, t, ctx, approved_call, ran) for n, t in inner.items()}
+        denied = tool_args.get(DENIAL_ARG) if pause is not None else None
         try:
             if pause is not None:
+                outcome = None
+                if denied is not None:
+                    because = f": {denied}" if denied else ""
+                    message = f"call to {pause.tool!r} was denied by a human reviewer{because}"
+                    outcome = ResumeError(message, "PermissionError")
                 result = await aresume_script(
-                    self.runtime, pause, tools=tools, max_tool_calls=self.max_tool_calls, inline_steps=self.inline_steps
+                    self.runtime,
+                    pause,
+                    tools=tools,
+                    outcome=outcome,
+                    max_tool_calls=self.max_tool_calls,
+                    inline_steps=self.inline_steps,
                 )
             else:
                 result = await arun_script(
@@ -111,15 +154,36 @@ class CodeActToolset(WrapperToolset[Any]):
             if ctx.tool_call_id is not None:
                 self._pauses[ctx.tool_call_id] = data
             raise ApprovalRequired(
-                {"tool": paused.tool, "args": paused.tool_args, "stdout": paused.stdout, PAUSE_METADATA_KEY: data}
+                {
+                    "tool": paused.tool,
+                    "args": paused.tool_args,
+                    "stdout": paused.stdout,
+                    "ran": ran,
+                    PAUSE_METADATA_KEY: data,
+                }
             ) from None
         except ScriptError as err:
-            feedback = err.message if not err.stdout else f"{err.message}\n\nPrinted before the error:\n{err.stdout}"
+            feedback = truncate_middle(err.message, self.max_error_chars)
+            if err.stdout:
+                feedback += f"\n\nPrinted before the error:\n{truncate_middle(err.stdout, self.max_error_chars)}"
             raise ModelRetry(feedback) from err
+        except ValueConversionError as err:  # a value the checks above let through; the host is fine
+            raise ModelRetry(f"the script could not go on: {err}") from err
         finally:
             if pause is not None and ctx.tool_call_id is not None:
                 self._pauses.pop(ctx.tool_call_id, None)
-        return {"value": result.value, "stdout": result.stdout}
+        return {
+            "value": self._capped_value(result.value),
+            "stdout": truncate_middle(result.stdout, self.max_result_chars),
+        }
+
+    def _capped_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return truncate_middle(value, self.max_result_chars)
+        if value is None or isinstance(value, (bool, int, float)):
+            return value
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+        return value if len(text) <= self.max_result_chars else truncate_middle(text, self.max_result_chars)
 
     def _pause_for(self, ctx: RunContext[Any]) -> ScriptSuspended | None:
         """The paused script this (approved) call resumes, from the results' metadata or memory."""
@@ -130,7 +194,7 @@ class CodeActToolset(WrapperToolset[Any]):
         return ScriptSuspended.from_dict(data) if data else None
 
     def _bind(
-        self, name: str, tool: ToolsetTool[Any], ctx: RunContext[Any], approved_call: list[str]
+        self, name: str, tool: ToolsetTool[Any], ctx: RunContext[Any], approved_call: list[str], ran: list[str]
     ) -> Callable[..., Any]:
         plain_ctx = dataclasses.replace(ctx, tool_name=name, tool_call_approved=False)
 
@@ -148,12 +212,18 @@ class CodeActToolset(WrapperToolset[Any]):
                 raise TypeError(f"tool {name!r} got invalid arguments: {exc.errors(include_url=False)}") from None
             inner_ctx = dataclasses.replace(ctx, tool_name=name, tool_call_approved=True) if approved else plain_ctx
             try:
-                return await self.wrapped.call_tool(name, validated, inner_ctx, tool)
+                value = await self.wrapped.call_tool(name, validated, inner_ctx, tool)
             except ApprovalRequired as exc:
                 raise SuspendScript({"tool": name, "metadata": exc.metadata}) from None
             except CallDeferred:
                 raise RuntimeError(f"tool {name!r} deferred its call; that is not possible inside a script") from None
             except ModelRetry as exc:
                 raise RuntimeError(exc.message) from None
+            ran.append(name)
+            value = _plain(value)
+            problem = plain_value_problem(value, f"the result of tool {name!r}")
+            if problem is not None:
+                raise TypeError(f"{problem}; the tool ran, but its result cannot reach the script")
+            return value
 
         return call
