@@ -110,8 +110,12 @@ def prepare(root: Path = ROOT, *, force: bool = False) -> Path:
     staging = dest.with_name(f".{CRATE}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging, ignore=shutil.ignore_patterns(".cargo-ok", ".cargo_vcs_info.json"))
-    for patch in patches:
-        _apply(patch, staging)
+    try:
+        for patch in patches:
+            _apply(patch, staging)
+    except PatchError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     (staging / ".codeact-patched").write_text(stamp)
     shutil.rmtree(dest, ignore_errors=True)
     staging.rename(dest)
