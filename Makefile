@@ -22,7 +22,7 @@ EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "maturin>=1.9,<2"
+	$(BIN)/pip install -q "maturin[zig]>=1.9,<2"
 
 toolchain:  ## Rust 1.96 (the one on PATH, else Debian's rustc-web/cargo-web, installed when missing)
 	bash tools/ensure_rust.sh
@@ -38,9 +38,13 @@ patch: $(PATCHED)  ## prepare the patched monty-types crate (rust/patched/, ADR 
 build: toolchain $(BIN)/python $(PATCHED)  ## build the extension (dev-release profile) and install the package editable into $(VENV)
 	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --profile $(DEV_PROFILE) -E $(EXTRAS)
 
-wheel: toolchain $(BIN)/python $(PATCHED)  ## build the release wheel (fat LTO) into dist/
+# The release wheel is portable: zig links it against glibc 2.17 (manylinux2014), so it installs on
+# RHEL/Rocky 8, Amazon Linux 2023, Debian 11, Ubuntu 20.04 and newer. The release workflow runs the same.
+WHEEL_COMPAT ?= manylinux2014
+wheel: toolchain $(BIN)/python $(PATCHED)  ## build the release wheel (fat LTO, manylinux2014 via zig) into dist/
 	rm -f dist/codeact-*.whl
-	PATH=$(RUST_PATH) $(BIN)/maturin build --release --out dist
+	$(BIN)/python -c "import ziglang" 2>/dev/null || $(BIN)/pip install -q "ziglang>=0.13"
+	PATH=$(RUST_PATH) $(BIN)/maturin build --release --zig --compatibility $(WHEEL_COMPAT) --out dist
 
 sdist: $(BIN)/python $(PATCHED)  ## build the sdist into dist/ (sources and patches, not Monty's source)
 	rm -f dist/codeact-*.tar.gz
