@@ -4,49 +4,65 @@ PYTHON ?= python3
 VENV ?= $(HOME)/.cache/codeact/venv
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/codeact/target
 BIN := $(VENV)/bin
-# Monty 1.4 needs rustc 1.96: Debian's rustc-web/cargo-web put it in /usr/bin, behind the
-# rustup 1.95 proxies in ~/.cargo/bin; build with /usr/bin first. clippy must be 1.96 too
-# (Debian's rust-web-clippy): clippy 1.95 cannot check crates that need 1.96's std.
-RUST_PATH := /usr/bin:$(PATH)
+# Monty 1.4 needs rustc 1.96. `make toolchain` (tools/ensure_rust.sh) installs Debian's
+# rustc-web/cargo-web into /usr/bin when no new-enough toolchain is there; on this kind of machine
+# rustup's older proxies come first on PATH, so /usr/bin goes first when its rustc is new enough
+# (evaluated at each use, after `toolchain` ran). clippy must be 1.96 too (rust-web-clippy).
+RUST_PATH = $(shell /usr/bin/rustc --version 2>/dev/null | grep -Eq ' 1\.(9[6-9]|[1-9][0-9]{2,})\.' && echo /usr/bin:)$(PATH)
 PATCHED := rust/patched/monty-types/.codeact-patched
+# Cargo profiles (Cargo.toml): fat-LTO `release` for the release wheel, `dev-release` for
+# development builds and the demo (several times faster to build from cold).
+DEV_PROFILE ?= dev-release
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli
 
-.PHONY: patch install build wheel install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load property stress loom docs all clean
+.PHONY: toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load property stress loom docs all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "maturin>=1.7,<2"
+	$(BIN)/pip install -q "maturin[zig]>=1.9,<2"
+
+toolchain:  ## Rust 1.96 (the one on PATH, else Debian's rustc-web/cargo-web, installed when missing)
+	bash tools/ensure_rust.sh
 
 install: build  ## editable install with the test tools into $(VENV) (for development)
 
-$(PATCHED): tools/patch_monty.py $(wildcard rust/patches/*.patch)
+$(PATCHED): build_backend/codeact_build/monty_patch.py $(wildcard rust/patches/*.patch)
 	PATH=$(RUST_PATH) $(PYTHON) tools/patch_monty.py
 
+# pip and python -m build prepare it by themselves (build_backend/); plain cargo and maturin need it.
 patch: $(PATCHED)  ## prepare the patched monty-types crate (rust/patched/, ADR 0003)
 
-build: $(BIN)/python $(PATCHED)  ## build the extension and install the package editable into $(VENV) (release mode)
-	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --release -E $(EXTRAS)
+build: toolchain $(BIN)/python $(PATCHED)  ## build the extension (dev-release profile) and install the package editable into $(VENV)
+	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --profile $(DEV_PROFILE) -E $(EXTRAS)
 
-wheel: $(BIN)/python $(PATCHED)  ## build the release wheel into dist/
+# The release wheel is portable: zig links it against glibc 2.17 (manylinux2014), so it installs on
+# RHEL/Rocky 8, Amazon Linux 2023, Debian 11, Ubuntu 20.04 and newer. The release workflow runs the same.
+WHEEL_COMPAT ?= manylinux2014
+wheel: toolchain $(BIN)/python $(PATCHED)  ## build the release wheel (fat LTO, manylinux2014 via zig) into dist/
 	rm -f dist/codeact-*.whl
-	PATH=$(RUST_PATH) $(BIN)/maturin build --release --out dist
+	$(BIN)/python -c "import ziglang" 2>/dev/null || $(BIN)/pip install -q "ziglang>=0.13"
+	PATH=$(RUST_PATH) $(BIN)/maturin build --release --zig --compatibility $(WHEEL_COMPAT) --out dist
+
+sdist: $(BIN)/python $(PATCHED)  ## build the sdist into dist/ (sources and patches, not Monty's source)
+	rm -f dist/codeact-*.tar.gz
+	PATH=$(RUST_PATH) $(BIN)/maturin sdist --out dist
 
 format:
 	$(BIN)/ruff format python tests examples benchmarks tools fuzz
 	$(BIN)/ruff check --fix python tests examples benchmarks tools fuzz
 	cargo fmt --all
 
-lint: $(PATCHED)
+lint: toolchain $(PATCHED)
 	$(BIN)/ruff format --check python tests examples benchmarks tools fuzz
 	$(BIN)/ruff check python tests examples benchmarks tools fuzz
 	cargo fmt --all -- --check
 	PATH=$(RUST_PATH) cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/python -m mypy.stubtest codeact._monty --allowlist .ci/stubtest-allowlist.txt
 
-test-rust: $(PATCHED)
+test-rust: toolchain $(PATCHED)
 	PATH=$(RUST_PATH) cargo test --workspace --release
 
 install-wheel: wheel  ## install the freshly built wheel (with test extras) into $(VENV)
@@ -56,7 +72,9 @@ install-wheel: wheel  ## install the freshly built wheel (with test extras) into
 test: install-wheel  ## build the release wheel once, install it, run the whole test suite against it
 	$(BIN)/python -m pytest -q tests
 
-demo: install-wheel  ## the offline demo agent, both phases: it suspends for approval, then resumes
+# The quick start: toolchain if missing, a dev-release build installed editable (no extras needed).
+demo: toolchain $(BIN)/python $(PATCHED)  ## the offline demo agent, both phases: it suspends for approval, then resumes
+	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --profile $(DEV_PROFILE)
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py
 	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py --approve
@@ -111,4 +129,4 @@ docs: install-wheel  ## the documentation site (mkdocs-material + mkdocstrings),
 all: lint test
 
 clean:
-	rm -rf dist build .pytest_cache site
+	rm -rf dist build .pytest_cache site rust/patched

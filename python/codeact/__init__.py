@@ -98,7 +98,7 @@ from .skills import Skill, SkillIndex, SkillPolicy
 from .tools import FunctionTool, LongRunningFunctionTool, State, Tool, ToolContext, tool
 from .toolsets import FunctionToolset, Toolset
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = (
     "MONTY_VERSION",

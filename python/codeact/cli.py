@@ -53,6 +53,23 @@ def _err() -> Console:
     return Console(stderr=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        _out().print(f"codeact {__version__}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """CodeAct agents and sandboxed Python scripts on Monty."""
+
+
 def load_object(spec: str) -> Any:
     """Imports ``module:attr`` (``attr`` may be dotted) and returns the object.
 

@@ -1,0 +1,127 @@
+"""Release metadata and the build backend's crate preparation (issue 26).
+
+The version is the same everywhere a user or a tool reads it, ``codeact --version`` prints it,
+and ``build_backend/codeact_build/monty_patch.py`` turns the published ``monty-types`` crate
+(from cargo's registry, fetched by cargo when missing) into the patched copy the workspace's
+``[patch.crates-io]`` needs, idempotently, re-creating it when a patch changes and failing
+clearly when one does not apply.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import codeact
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "build_backend" / "codeact_build"))
+import monty_patch  # noqa: E402
+
+
+def _toml_version(path: Path, table: str) -> str:
+    """The ``version = "..."`` line of ``[table]`` (tomllib is 3.11+; the suite runs on 3.10 too)."""
+    text = path.read_text()
+    section = text.split(f"[{table}]\n", 1)[1].split("\n[", 1)[0]
+    found = re.search(r'^version = "([^"]+)"$', section, re.MULTILINE)
+    assert found, f"no version in [{table}] of {path}"
+    return found.group(1)
+
+
+def test_version_is_the_same_in_every_manifest() -> None:
+    assert _toml_version(ROOT / "pyproject.toml", "project") == codeact.__version__
+    assert _toml_version(ROOT / "Cargo.toml", "workspace.package") == codeact.__version__
+    for crate in ("rust/Cargo.toml", "rust/bench/Cargo.toml"):
+        assert "version.workspace = true" in (ROOT / crate).read_text(), crate
+
+
+def test_installed_distribution_has_the_package_version() -> None:
+    assert importlib.metadata.version("codeact") == codeact.__version__
+
+
+def test_changelog_has_a_section_for_this_version() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## \[{re.escape(codeact.__version__)}\] - \d{{4}}-\d\d-\d\d$", changelog, re.MULTILINE)
+    assert f"[{codeact.__version__}]: " in changelog
+
+
+def test_cli_prints_the_version() -> None:
+    pytest.importorskip("typer", reason="codeact[cli] is not installed")
+    from typer.testing import CliRunner
+
+    from codeact.cli import app
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"codeact {codeact.__version__}"
+
+
+def _tree(tmp_path: Path) -> Path:
+    """A stand-in checkout holding only the patches (the crate comes from cargo's registry)."""
+    (tmp_path / "rust").mkdir()
+    shutil.copytree(ROOT / "rust" / "patches", tmp_path / "rust" / "patches")
+    return tmp_path
+
+
+needs_cargo = pytest.mark.skipif(
+    shutil.which("cargo") is None and monty_patch._registry_copy() is None,
+    reason="needs cargo or a monty-types 1.4.0 copy in cargo's registry",
+)
+
+
+@needs_cargo
+def test_prepare_applies_the_patch_to_the_published_crate(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    crate = monty_patch.prepare(root)
+    assert crate == root / "rust" / "patched" / "monty-types"
+    assert 'version = "1.4.0"' in (crate / "Cargo.toml").read_text()
+    assert "pub static MEMORY_PROBE" in (crate / "src" / "resource.rs").read_text()
+    published = monty_patch._registry_copy()
+    assert published is not None
+    assert "MEMORY_PROBE" not in (published / "src" / "resource.rs").read_text(), "the registry copy was modified"
+    stamp = crate / ".codeact-patched"
+    before = stamp.stat().st_mtime_ns
+    assert monty_patch.prepare(root) == crate  # idempotent: the stamped copy is kept
+    assert stamp.stat().st_mtime_ns == before
+
+
+@needs_cargo
+def test_prepare_recreates_the_copy_when_a_patch_changes(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    crate = monty_patch.prepare(root)
+    (crate / "src" / "resource.rs").write_text("// edited by hand\n")
+    patch = next((root / "rust" / "patches").glob("*.patch"))
+    patch.write_text(patch.read_text() + "\n")  # same hunks, different text: a new stamp
+    monty_patch.prepare(root)
+    assert "pub static MEMORY_PROBE" in (crate / "src" / "resource.rs").read_text()
+
+
+@needs_cargo
+def test_a_patch_that_does_not_apply_is_a_clear_error(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "rust" / "patches" / "monty-types-1.4.0-zz-broken.patch").write_text(
+        "--- a/src/resource.rs\n+++ b/src/resource.rs\n@@ -1,1 +1,1 @@\n-no such line in the crate\n+replacement\n"
+    )
+    with pytest.raises(monty_patch.PatchError, match=r"zz-broken\.patch did not apply"):
+        monty_patch.prepare(root)
+    assert list((root / "rust" / "patched").iterdir()) == [], "a half-patched copy was left behind"
+
+
+def test_no_patches_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(monty_patch.PatchError, match=r"no monty-types-1\.4\.0-"):
+        monty_patch.prepare(tmp_path)
+
+
+@needs_cargo
+def test_patch_script_prepares_the_checkout() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "patch_monty.py")], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert (ROOT / "rust" / "patched" / "monty-types" / ".codeact-patched").exists()
