@@ -17,7 +17,7 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli
 
-.PHONY: toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example fuzz load property stress loom docs all clean
+.PHONY: toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,14 @@ demo: toolchain $(BIN)/python $(PATCHED)  ## the offline demo agent, both phases
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py
 	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py --approve
+
+sdist-check:  ## build the sdist from a clean clone and install it into a fresh venv (a full build), then run the runtime example
+	rm -rf /tmp/codeact-sdist-check && git clone -q . /tmp/codeact-sdist-check/clone
+	$(PYTHON) -m venv /tmp/codeact-sdist-check/venv
+	/tmp/codeact-sdist-check/venv/bin/pip install -q --upgrade pip build
+	cd /tmp/codeact-sdist-check/clone && /tmp/codeact-sdist-check/venv/bin/python -m build --sdist --outdir ../dist
+	PATH=$(RUST_PATH) MATURIN_PEP517_ARGS="--profile $(DEV_PROFILE)" /tmp/codeact-sdist-check/venv/bin/pip install -q /tmp/codeact-sdist-check/dist/codeact-*.tar.gz
+	cd /tmp && /tmp/codeact-sdist-check/venv/bin/python $(CURDIR)/examples/runtime_steps/main.py
 
 example: install-wheel  ## the runtime example: one script composing two tools, step by step
 	$(BIN)/python examples/runtime_steps/main.py
