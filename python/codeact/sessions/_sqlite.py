@@ -311,6 +311,14 @@ class SqliteSessionService(BaseSessionService):
             pass
         return await anyio.to_thread.run_sync(future.result)
 
+    def __del__(self) -> None:
+        # A service dropped without close() (a CLI command, a script) closes its connections
+        # instead of leaving them to the garbage collector (a ResourceWarning on 3.13).
+        try:
+            self.close()
+        except Exception:  # noqa: S110 - interpreter shutdown: nothing left to report to
+            pass
+
     def close(self) -> None:
         """Close the connection (idempotent; waits for a call in progress). Later calls
         raise ``SessionStoreError``."""
