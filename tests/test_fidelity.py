@@ -129,3 +129,24 @@ def test_a_set_argument_digest_does_not_depend_on_the_hash_seed() -> None:
     }  # fmt: skip
     assert len(outs) == 1, outs
     assert args_digest({"s": {"a", "b"}}) == args_digest({"s": {"b", "a"}})
+
+
+# ------------------------------------------------------------------ imports
+
+
+@pytest.mark.parametrize(
+    "script, module",
+    [
+        ("import some_phantom_module", "some_phantom_module"),
+        ("from phantom_pkg.sub import thing", "phantom_pkg"),
+        ("import json, numpy as np", "numpy"),
+    ],
+)
+def test_a_missing_module_is_named_with_the_modules_on_offer(monty: MontyRuntime, script: str, module: str) -> None:
+    message = expect_raised(start(monty, script)).message
+    try:
+        exec(script, {})
+    except ModuleNotFoundError as exc:
+        assert f"No module named {module!r}" in str(exc)  # CPython's wording, kept
+    assert f"No module named {module!r}" in message
+    assert "importable: asyncio, base64" in message and "json" in message
