@@ -316,7 +316,7 @@ class SqliteSessionService(BaseSessionService):
         # instead of leaving them to the garbage collector (a ResourceWarning on 3.13).
         try:
             self.close()
-        except Exception:  # noqa: S110 - interpreter shutdown: nothing left to report to
+        except Exception:
             pass
 
     def close(self) -> None:
