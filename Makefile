@@ -44,7 +44,7 @@ WHEEL_COMPAT ?= manylinux2014
 wheel: toolchain $(BIN)/python $(PATCHED)  ## build the release wheel (fat LTO, manylinux2014 via zig) into dist/
 	rm -f dist/codeact-*.whl
 	$(BIN)/python -c "import ziglang" 2>/dev/null || $(BIN)/pip install -q "ziglang>=0.13"
-	PATH=$(RUST_PATH) $(BIN)/maturin build --release --zig --compatibility $(WHEEL_COMPAT) --out dist
+	PATH=$(BIN):$(RUST_PATH) $(BIN)/maturin build --release --zig --compatibility $(WHEEL_COMPAT) --out dist
 
 sdist: $(BIN)/python $(PATCHED)  ## build the sdist into dist/ (sources and patches, not Monty's source)
 	rm -f dist/codeact-*.tar.gz
