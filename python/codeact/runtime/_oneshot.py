@@ -82,7 +82,7 @@ class RunResult:
 
     Attributes:
         value: the value of the script's last expression (plain data: None, bool, int,
-            float, str, bytes, list, tuple, dict, set, frozenset), or the argument of ``final_answer(x)``
+            float, str, bytes, list, tuple, dict), or the argument of ``final_answer(x)``
             in the ``functions`` style.
         stdout: everything the script printed, in order.
         tool_calls: how many tool calls the host served.
@@ -175,12 +175,11 @@ class ScriptSuspended(CodeActError):
 
 
 def _plain(value: Any) -> Any:
-    """``value`` as data the interpreter accepts (pydantic models, dataclasses, datetimes
-    and enums go through ``pydantic_core.to_jsonable_python``; sets and frozensets of plain
-    data stay sets)."""
+    """``value`` as data the interpreter accepts (pydantic models, dataclasses, datetimes,
+    enums and sets go through ``pydantic_core.to_jsonable_python``)."""
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return value
-    if isinstance(value, (list, tuple, dict, set, frozenset)):
+    if isinstance(value, (list, tuple, dict)):
         try:
             return to_jsonable_python(value, bytes_mode="utf8") if _needs_conversion(value) else value
         except PydanticSerializationError:
@@ -196,7 +195,7 @@ def _needs_conversion(value: Any, depth: int = 0) -> bool:
         return False
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return False
-    if isinstance(value, (list, tuple, set, frozenset)):
+    if isinstance(value, (list, tuple)):
         return any(_needs_conversion(v, depth + 1) for v in value)
     if isinstance(value, dict):
         return any(not isinstance(k, (str, int)) or _needs_conversion(v, depth + 1) for k, v in value.items())
