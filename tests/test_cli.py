@@ -219,7 +219,8 @@ def chat_in_terminal(args: list[str], steps: list[tuple[str, str]], timeout: flo
     master, slave = pty.openpty()
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS.parent / "python"), str(TESTS)]),
+        # the fixtures only: codeact is imported as installed (the wheel in CI), not from the tree
+        "PYTHONPATH": str(TESTS),
         "NO_COLOR": "1",
         "TERM": "dumb",
         "COLUMNS": "200",
