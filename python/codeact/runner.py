@@ -180,9 +180,12 @@ class Runner:
             SessionStoreError: the store failed.
             CodeRuntimeError: a host failure of the interpreter.
             ModelError: the model request failed.
-            NoPendingCallError / CallsPendingError / AlreadyResumingError /
-                DecisionMismatchError / StaleCheckpointError: the suspension protocol
-                (SPEC §5); nothing was claimed or stored and no tool ran.
+            NoPendingCallError: a decision names no pending call (SPEC §5).
+            CallsPendingError: calls are pending and the message does not decide them.
+            AlreadyResumingError: another runner holds the turn's claim.
+            DecisionMismatchError: a decision's digest is not the pending call's.
+            StaleCheckpointError: the paused script cannot resume under this agent.
+                In each of these cases nothing was claimed or stored and no tool ran.
         """
         run_config = run_config or RunConfig()
         content = Content.from_text(new_message) if isinstance(new_message, str) else new_message
@@ -649,8 +652,11 @@ class Runner:
         denied too. ``call_key=None`` is accepted only when exactly one call is pending.
 
         Raises:
-            SessionNotFoundError / NoPendingCallError / AlreadyResumingError /
-            DecisionMismatchError / StaleCheckpointError: as ``approve``.
+            SessionNotFoundError: as ``approve``.
+            NoPendingCallError: as ``approve``.
+            AlreadyResumingError: as ``approve``.
+            DecisionMismatchError: as ``approve``.
+            StaleCheckpointError: as ``approve``.
         """
         if run_key is None or not await self._finished(user_id, session_id, run_key):
             info = await self._pick(user_id, session_id, call_key, "any", "deny", run_config)
@@ -689,8 +695,10 @@ class Runner:
             ValueConversionError: ``value`` is not plain data (SPEC §3), is nested more than
                 ``MAX_VALUE_DEPTH`` levels or encodes to more than ``MAX_VALUE_BYTES``; checked
                 before anything is claimed or stored (nothing changed).
-            SessionNotFoundError / NoPendingCallError / AlreadyResumingError / ValueError: as
-                ``approve``.
+            SessionNotFoundError: as ``approve``.
+            NoPendingCallError: as ``approve``.
+            AlreadyResumingError: as ``approve``.
+            ValueError: as ``approve``.
         """
         _check_completion(value, call_key)
         if run_key is not None and await self._finished(user_id, session_id, run_key):
@@ -728,7 +736,9 @@ class Runner:
 
         Raises:
             ValueConversionError: ``value`` is not plain data (``"skip"``).
-            SessionNotFoundError / NoPendingCallError / AlreadyResumingError: as ``approve``.
+            SessionNotFoundError: as ``approve``.
+            NoPendingCallError: as ``approve``.
+            AlreadyResumingError: as ``approve``.
         """
         if action == "skip":
             _check_completion(value, call_key)
@@ -774,8 +784,10 @@ class Runner:
         ``_DISCARD``.
 
         Raises:
-            NoPendingCallError / CallsPendingError / AlreadyResumingError /
-            DecisionMismatchError (SPEC §5).
+            NoPendingCallError: a decision names no pending call (SPEC §5).
+            CallsPendingError: calls are pending and nothing decides them.
+            AlreadyResumingError: another runner holds the claim.
+            DecisionMismatchError: a decision's digest does not match.
         """
         by_key = {p.call_key: p for p in pending}
         decisions: dict[str, Any] = {}
