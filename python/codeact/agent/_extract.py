@@ -1,10 +1,11 @@
 """Finding the script to run in a model reply (SPEC §4 "Extraction"; docs/extraction.md).
 
 The rule, in one sentence: outside ``<think>`` blocks (and nothing at all from a reply whose
-thinking never closes), the script is every Python block of the reply's action form, in reply order, joined by a blank line; the action form is the
-first of execution tags, fenced blocks, a ``Code:`` marker, and the bare reply that is
-present. Blocks in another language (shell, SQL, JSON, ...) never run; when nothing
-runnable is left, ``explain_no_code`` says why and names the expected form.
+thinking never closes), the script is every Python block of the reply's action form, in
+reply order, joined by a blank line; the action form is the first of execution tags, fenced
+blocks, a ``Code:`` marker, and the bare reply that is present. Blocks in another language
+(shell, SQL, JSON, ...) never run; when nothing runnable is left, ``explain_no_code`` says why
+and names the expected form.
 
 Joining every Python block follows what the frameworks in the shared corpus ran: AutoGen 0.2
 executes every code block of a reply in order, smolagents joins every ```` ```py ```` block;

@@ -61,6 +61,12 @@ class ResourceLimits(BaseModel):
             allocations, so ``'x' * 10**10`` fails fast without allocating.
         max_recursion_depth: Python frames; capped at ``RECURSION_CEILING`` (10,000) even
             when "unlimited", so the host stack always holds.
+        max_os_calls: OS calls (file and directory operations, clock reads, environment
+            lookups, sleeps) one run may make across all its advances (default 100,000), or
+            None for no cap. They are answered in place and never count as tool calls (so a
+            script that reads many files is not taken for a tool loop); past the budget the
+            script ends with an uncatchable ``RuntimeError`` naming ``max_os_calls``. Counted
+            per run and carried in its snapshots.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -68,11 +74,12 @@ class ResourceLimits(BaseModel):
     max_duration: float | None = Field(default=5.0, gt=0)
     max_memory: int | None = Field(default=256 * MiB, gt=0)
     max_recursion_depth: int = Field(default=1000, ge=1, le=_monty.RECURSION_CEILING)
+    max_os_calls: int | None = Field(default=100_000, gt=0)
 
     @classmethod
     def unlimited(cls) -> ResourceLimits:
         """No time or memory cap, recursion at the ceiling. For trusted scripts only."""
-        return cls(max_duration=None, max_memory=None, max_recursion_depth=_monty.RECURSION_CEILING)
+        return cls(max_duration=None, max_memory=None, max_recursion_depth=_monty.RECURSION_CEILING, max_os_calls=None)
 
 
 class PathAccess(str, enum.Enum):
@@ -215,7 +222,10 @@ class MontyRuntime:
         prompt_extra: text appended to the capabilities prompt.
         tool_style: ``"call_tool"`` (only ``call_tool("name", {...})`` reaches tools) or
             ``"functions"`` (tools are bare functions; calls bound by ``bind_call_args``).
-        max_stdout: bytes of output kept per advance (default 10 MiB), then a marker.
+        max_stdout: bytes of output kept per run (default 10 MiB): the budget holds across
+            the run's advances, resumes and tool calls (and travels in its snapshots); the
+            output past it is dropped and a marker (``[stdout truncated: ...]``) shows once,
+            where the cut falls.
         snapshot_key: when given, snapshots are signed with HMAC-SHA256 under this key and
             only snapshots signed with it load. Needed whenever snapshot bytes are stored
             where someone else can write them (docs/security.md).
@@ -282,6 +292,7 @@ class MontyRuntime:
             tool_style=tool_style,
             max_stdout=max_stdout,
             snapshot_key=snapshot_key,
+            max_os_calls=self.limits.max_os_calls,
         )
         # Built in both modes: it validates the configuration here, in the host.
         self._engine: Any = _monty.MontyEngine(**engine_config)
