@@ -43,7 +43,7 @@ STOP_GOAL = 2.0
 def _limit_seconds(family: Any) -> float | None:
     """The time budget that stops the family, when a time budget does."""
     if any(e in ("TimeoutError", "time limit exceeded") for e in family.expect) and "max_os_calls" not in family.expect:
-        return fam.LIMITS.max_duration
+        return family.limits.max_duration
     if "max_script_seconds" in family.expect:
         return fam.MAX_SCRIPT_SECONDS
     return None
@@ -54,7 +54,7 @@ async def measure(family: Any, isolation: str, folder: Path) -> dict[str, float]
     data.mkdir()
     (data / "f0.txt").write_text("hello")
     runtime = MontyRuntime(
-        limits=fam.LIMITS,
+        limits=family.limits,
         mounts=[Mount(virtual_path="/data", host_path=data, access=PathAccess.READ_ONLY)],
         max_stdout=fam.MAX_STDOUT,
         isolation=isolation,  # type: ignore[arg-type]

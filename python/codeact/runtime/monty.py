@@ -208,6 +208,10 @@ class _Deferred:
 _INLINE_CHECK_BYTES = 16 * 1024
 """Scripts longer than this are checked (and started) on a helper thread by ``start_async``."""
 _CHECK_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="codeact-check")
+_OFFLOAD_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="codeact-offload")
+"""Runs the advances of an engine without native ``*_async`` variants (``isolation="process"``:
+a blocking IPC round trip) off the caller's thread, so ``*_async`` never blocks an event loop
+for an advance (issue 20)."""
 
 
 class MontyRuntime:
@@ -371,7 +375,7 @@ class MontyRuntime:
         replay = tuple(os_replay) or None
         start_async = getattr(self._engine, "start_async", None)
         if start_async is None:
-            return _Ready(self._engine.start(script, script_name, replay, deferred or None))
+            return _Deferred(_OFFLOAD_POOL.submit(self._engine.start, script, script_name, replay, deferred or None))
         return start_async(script, script_name, replay, deferred or None)
 
     def resume_async(
@@ -381,7 +385,7 @@ class MontyRuntime:
         replay = tuple(os_replay) or None
         resume_async = getattr(self._engine, "resume_async", None)
         if resume_async is None:
-            return _Ready(self._engine.resume(snapshot, outcome, replay))
+            return _Deferred(_OFFLOAD_POOL.submit(self._engine.resume, snapshot, outcome, replay))
         return resume_async(snapshot, outcome, replay)
 
     def resume(
@@ -424,7 +428,9 @@ class MontyRuntime:
         """Like ``resume_gather``, on a native worker; returns a ticket (see ``start_async``)."""
         native = getattr(self._engine, "resume_gather_async", None)
         if native is None:
-            return _Ready(self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None))
+            return _Deferred(
+                _OFFLOAD_POOL.submit(self._engine.resume_gather, snapshot, dict(outcomes), tuple(os_replay) or None)
+            )
         return native(snapshot, dict(outcomes), tuple(os_replay) or None)
 
     # -- namespace sessions (persist_namespace; ADR 0003) --------------------------------------
