@@ -51,9 +51,10 @@ pub struct Limits {
     pub max_os_calls: Option<u64>,
 }
 
-/// The default of [`Limits::max_os_calls`]: far more than a script reading a folder needs,
-/// few enough that a loop of them ends long before the time limit would.
-pub const DEFAULT_MAX_OS_CALLS: u64 = 100_000;
+/// The default of [`Limits::max_os_calls`]: far more than a script reading a folder (or
+/// timing itself with the clock) needs; a loop of them (about a microsecond each) ends within
+/// seconds across any number of advances.
+pub const DEFAULT_MAX_OS_CALLS: u64 = 1_000_000;
 
 impl Limits {
     /// The recursion limit scripts really get: the configured one, at most the ceiling.

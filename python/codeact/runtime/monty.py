@@ -62,7 +62,7 @@ class ResourceLimits(BaseModel):
         max_recursion_depth: Python frames; capped at ``RECURSION_CEILING`` (10,000) even
             when "unlimited", so the host stack always holds.
         max_os_calls: OS calls (file and directory operations, clock reads, environment
-            lookups, sleeps) one run may make across all its advances (default 100,000), or
+            lookups, sleeps) one run may make across all its advances (default 1,000,000), or
             None for no cap. They are answered in place and never count as tool calls (so a
             script that reads many files is not taken for a tool loop); past the budget the
             script ends with an uncatchable ``RuntimeError`` naming ``max_os_calls``. Counted
@@ -74,7 +74,7 @@ class ResourceLimits(BaseModel):
     max_duration: float | None = Field(default=5.0, gt=0)
     max_memory: int | None = Field(default=256 * MiB, gt=0)
     max_recursion_depth: int = Field(default=1000, ge=1, le=_monty.RECURSION_CEILING)
-    max_os_calls: int | None = Field(default=100_000, gt=0)
+    max_os_calls: int | None = Field(default=1_000_000, gt=0)
 
     @classmethod
     def unlimited(cls) -> ResourceLimits:
