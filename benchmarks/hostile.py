@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 _spec = importlib.util.spec_from_file_location("hostile_families", ROOT / "tests" / "test_hostile_families.py")
 assert _spec is not None and _spec.loader is not None
 fam = importlib.util.module_from_spec(_spec)
+sys.modules["hostile_families"] = fam  # dataclasses look their module up
 _spec.loader.exec_module(fam)
 
 from agent_helpers import fence, run  # noqa: E402
