@@ -118,6 +118,7 @@ class MontyEngine:
         tool_style: str,
         max_stdout: int,
         snapshot_key: bytes | None,
+        max_os_calls: int | None = 1_000_000,
     ) -> MontyEngine: ...
     def start(
         self,
