@@ -51,7 +51,7 @@ MAX_SCRIPT_BYTES: int
 @disjoint_base
 class ResumeValue:
     """Resume a paused call: the call returns ``value`` (plain data: None, bool, int, float,
-    str, bytes, list, tuple, dict). Re-exported as ``codeact.runtime.ResumeValue``; behaves
+    str, bytes, list, tuple, dict, set, frozenset). Re-exported as ``codeact.runtime.ResumeValue``; behaves
     as a frozen dataclass.
 
     Any value is accepted here; it is converted when the call is resumed, where a value that

@@ -157,7 +157,7 @@ def value_problem(value: Any, what: str, verb: str = "is") -> str | None:
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, (list, tuple)):
+        if isinstance(item, (list, tuple, set, frozenset)):
             if depth >= MAX_VALUE_DEPTH:
                 return f"{what} {verb} nested more than {MAX_VALUE_DEPTH} levels deep"
             stack.extend((v, depth + 1) for v in item)
@@ -165,7 +165,7 @@ def value_problem(value: Any, what: str, verb: str = "is") -> str | None:
             if depth >= MAX_VALUE_DEPTH:
                 return f"{what} {verb} nested more than {MAX_VALUE_DEPTH} levels deep"
             for k, v in item.items():
-                if not isinstance(k, (str, int, float, bool, bytes, tuple)) and k is not None:
+                if not isinstance(k, (str, int, float, bool, bytes, tuple, frozenset)) and k is not None:
                     return f"{what} has a dict key of type {type(k).__name__}"
                 stack.append((v, depth + 1))
     return None
@@ -176,7 +176,7 @@ _SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
 
 def plain_value_problem(value: Any, what: str) -> str | None:
     """Why a host-supplied ``value`` is not plain data that can cross the boundary (SPEC §3:
-    None, bool, int, float, str, bytes, list, tuple, dict), is nested more than
+    None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset), is nested more than
     ``MAX_VALUE_DEPTH`` levels, or encodes to more than ``MAX_VALUE_BYTES`` bytes; or None.
     Iterative, so any depth is safe to check."""
     stack: list[tuple[Any, int, str]] = [(value, 0, what)]
@@ -185,15 +185,16 @@ def plain_value_problem(value: Any, what: str) -> str | None:
         kind = type(item)
         if kind in _SCALARS:
             continue
-        if kind not in (list, tuple, dict):
+        if kind not in (list, tuple, dict, set, frozenset):
             return (
-                f"{where} is a {kind.__name__}, not plain data (None, bool, int, float, str, bytes, list, tuple, dict)"
+                f"{where} is a {kind.__name__}, not plain data "
+                "(None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset)"
             )
         if depth >= MAX_VALUE_DEPTH:
             return f"{what} is nested more than {MAX_VALUE_DEPTH} levels deep"
         if kind is dict:
             for k, v in item.items():
-                if type(k) not in _SCALARS and type(k) is not tuple:
+                if type(k) not in _SCALARS and type(k) not in (tuple, frozenset):
                     return f"{where} has a dict key of type {type(k).__name__}"
                 stack.append((v, depth + 1, f"{where}[{k!r}]"))
         else:
@@ -208,8 +209,8 @@ def plain_value_problem(value: Any, what: str) -> str | None:
 
 
 def _json_native(value: Any) -> bool:
-    """Whether a JSON round trip gives ``value`` back exactly (no tuples, bytes, non-str
-    keys). Only called on values ``value_problem`` accepted (bounded depth)."""
+    """Whether a JSON round trip gives ``value`` back exactly (no tuples, bytes, sets,
+    non-str keys). Only called on values ``value_problem`` accepted (bounded depth)."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return True
     if isinstance(value, list):
@@ -219,15 +220,21 @@ def _json_native(value: Any) -> bool:
     return False
 
 
-_TAGS = ("$b", "$t", "$d")
+_TAGS = ("$b", "$t", "$d", "$s", "$f")
 
 
 def _tag(value: Any) -> Any:
-    """A JSON form of plain data that keeps bytes, tuples and non-str dict keys."""
+    """A JSON form of plain data that keeps bytes, tuples, sets, frozensets and non-str
+    dict keys."""
     if isinstance(value, bytes):
         return {"$b": base64.b64encode(value).decode("ascii")}
     if isinstance(value, tuple):
         return {"$t": [_tag(v) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        # Sorted by their JSON form: a set's order changes with the process's hash seed, and
+        # the form (and ``args_digest``) must not.
+        items = sorted((_tag(v) for v in value), key=_to_json)
+        return {"$f" if isinstance(value, frozenset) else "$s": items}
     if isinstance(value, list):
         return [_tag(v) for v in value]
     if isinstance(value, dict):
@@ -249,6 +256,10 @@ def _untag(value: Any) -> Any:
                 return tuple(_untag(v) for v in value["$t"])
             if key == "$d":
                 return {_untag(k): _untag(v) for k, v in value["$d"]}
+            if key == "$s":
+                return {_untag(v) for v in value["$s"]}
+            if key == "$f":
+                return frozenset(_untag(v) for v in value["$f"])
         return {k: _untag(v) for k, v in value.items()}
     return value
 

@@ -82,7 +82,7 @@ class RunResult:
 
     Attributes:
         value: the value of the script's last expression (plain data: None, bool, int,
-            float, str, bytes, list, tuple, dict), or the argument of ``final_answer(x)``
+            float, str, bytes, list, tuple, dict, set, frozenset), or the argument of ``final_answer(x)``
             in the ``functions`` style.
         stdout: everything the script printed, in order.
         tool_calls: how many tool calls the host served.
@@ -175,11 +175,12 @@ class ScriptSuspended(CodeActError):
 
 
 def _plain(value: Any) -> Any:
-    """``value`` as data the interpreter accepts (pydantic models, dataclasses, datetimes,
-    enums and sets go through ``pydantic_core.to_jsonable_python``)."""
+    """``value`` as data the interpreter accepts (pydantic models, dataclasses, datetimes
+    and enums go through ``pydantic_core.to_jsonable_python``; sets and frozensets of plain
+    data stay sets)."""
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return value
-    if isinstance(value, (list, tuple, dict)):
+    if isinstance(value, (list, tuple, dict, set, frozenset)):
         try:
             return to_jsonable_python(value, bytes_mode="utf8") if _needs_conversion(value) else value
         except PydanticSerializationError:
@@ -195,7 +196,7 @@ def _needs_conversion(value: Any, depth: int = 0) -> bool:
         return False
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return False
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return any(_needs_conversion(v, depth + 1) for v in value)
     if isinstance(value, dict):
         return any(not isinstance(k, (str, int)) or _needs_conversion(v, depth + 1) for k, v in value.items())

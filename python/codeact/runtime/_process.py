@@ -147,7 +147,7 @@ def _conversion_error(root: str, path: list[str], type_name: str | None) -> Valu
     else:
         detail = (
             f"{where} is {_article(type_name)} {type_name}, which cannot cross the boundary "
-            "(allowed: None, bool, int, float, str, bytes, list, tuple, dict)"
+            "(allowed: None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset)"
         )
     return ValueConversionError(f"cannot resume the script with this value: {detail}")
 
@@ -180,6 +180,13 @@ def _plain(value: Any, root: str, path: list[str]) -> Any:
             out.append(_plain(item, root, path))
             path.pop()
         return out if isinstance(value, list) else tuple(out)
+    if isinstance(value, (set, frozenset)):
+        items = []
+        for i, item in enumerate(value):
+            path.append(f"[{i}]")
+            items.append(_plain(item, root, path))
+            path.pop()
+        return set(items) if isinstance(value, set) else frozenset(items)
     if isinstance(value, dict):
         result = {}
         for k, v in value.items():
@@ -189,7 +196,7 @@ def _plain(value: Any, root: str, path: list[str]) -> Any:
                 label = "?"
             path.append(f"[{label}]")
             key = _plain(k, root, path)
-            if isinstance(key, (list, dict)):
+            if isinstance(key, (list, dict, set)):
                 raise _conversion_error(root, path, type(k).__name__)
             result[key] = _plain(v, root, path)
             path.pop()
