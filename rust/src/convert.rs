@@ -17,8 +17,12 @@ use pyo3::types::{
     PyBool, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple,
 };
 
-/// Deepest nesting of containers that may cross the boundary, in levels.
-pub const MAX_DEPTH: usize = 200;
+/// Deepest nesting of containers that may cross the boundary, in levels: the one limit of
+/// the plain-data contract, exported as `MAX_VALUE_DEPTH` and read by every Python layer
+/// (`codeact.runtime._values`). 100, not more: a value that crosses is also journaled and
+/// stored as JSON, which pydantic's parser reads back only to about 200 levels, and the
+/// journal's tagged form of a tuple or a set takes two levels per container.
+pub const MAX_DEPTH: usize = 100;
 
 /// Where a value sits, rendered lazily only when an error is reported.
 #[derive(Clone)]
