@@ -150,3 +150,76 @@ def test_a_missing_module_is_named_with_the_modules_on_offer(monty: MontyRuntime
         assert f"No module named {module!r}" in str(exc)  # CPython's wording, kept
     assert f"No module named {module!r}" in message
     assert "importable: asyncio, base64" in message and "json" in message
+
+
+# ------------------------------------------------------------------ the local time zone
+
+ZONE_SCRIPT = """
+import datetime
+import time
+from datetime import timezone
+
+summer = datetime.datetime(2026, 7, 1, 12, 0, tzinfo=timezone.utc)
+winter = datetime.datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
+[
+    summer.astimezone().strftime('%Y-%m-%d %H:%M %Z %z'),
+    winter.astimezone().strftime('%Y-%m-%d %H:%M %Z %z'),
+    datetime.datetime(2026, 7, 1, 8, 0).timestamp(),
+    datetime.datetime(2026, 1, 15, 8, 0).timestamp(),
+    time.strftime('%H:%M %Z', time.localtime(1782907200)),
+]
+"""
+
+
+def zone_outputs(tz: str, runtime_args: str = "") -> tuple[str, str]:
+    """(Monty's, CPython's) value of ``ZONE_SCRIPT`` in a child whose ``TZ`` is ``tz``."""
+    code = f"""
+        import ast, json, sys
+        from codeact import MontyRuntime
+        script = {ZONE_SCRIPT!r}
+        step = MontyRuntime({runtime_args}).start(script, "zone.py")
+        assert type(step).__name__ == "Complete", step
+        tree = ast.parse(script)
+        last = tree.body.pop()
+        scope = {{}}
+        exec(compile(tree, "c", "exec"), scope)
+        print(json.dumps([step.value, eval(compile(ast.Expression(last.value), "c", "eval"), scope)]))
+    """
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TZ"}
+    env["TZ"] = tz
+    child = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
+    assert child.returncode == 0, child.stderr
+    monty, cpython = json.loads(child.stdout)
+    return monty, cpython
+
+
+@pytest.mark.parametrize("tz", ["America/New_York", "Europe/London", "Australia/Sydney", "Asia/Kolkata", "UTC"])
+def test_the_local_zone_is_the_hosts_named_zone_with_its_daylight_saving(tz: str) -> None:
+    monty, cpython = zone_outputs(tz)
+    assert monty == cpython
+
+
+def test_new_york_in_summer_is_edt_not_a_fixed_offset() -> None:
+    monty, _ = zone_outputs("America/New_York")
+    assert monty[0] == "2026-07-01 08:00 EDT -0400"
+    assert monty[1] == "2026-01-15 07:00 EST -0500"
+
+
+def test_a_configured_zone_wins_over_the_hosts() -> None:
+    monty, _ = zone_outputs("America/New_York", "timezone='Europe/Paris'")
+    paris, _ = zone_outputs("Europe/Paris")
+    assert monty == paris and monty[0] == "2026-07-01 14:00 CEST +0200"
+    utc, _ = zone_outputs("America/New_York", "timezone='UTC'")
+    assert utc[0] == "2026-07-01 12:00 UTC +0000"
+
+
+def test_an_unknown_zone_is_refused_when_the_runtime_is_built() -> None:
+    with pytest.raises(ValueError, match="unknown timezone 'Mars/Olympus'"):
+        MontyRuntime(timezone="Mars/Olympus")
+    with pytest.raises(ValueError, match="timezone"):
+        MontyRuntime(timezone="../../etc/passwd")
+
+
+def test_the_zone_holds_under_process_isolation() -> None:
+    monty, cpython = zone_outputs("America/New_York", "isolation='process'")
+    assert monty == cpython

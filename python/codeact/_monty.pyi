@@ -118,7 +118,11 @@ class MontyEngine:
         tool_style: str,
         max_stdout: int,
         snapshot_key: bytes | None,
-    ) -> MontyEngine: ...
+        timezone: str = "local",
+    ) -> MontyEngine:
+        """``timezone``: ``"local"`` (the host's zone by name, a fixed offset when the tz
+        database does not know it), ``"UTC"`` or an IANA zone name; ValueError for a name
+        the tz database does not know."""
     def start(
         self,
         script: str,

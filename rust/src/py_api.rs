@@ -263,7 +263,7 @@ pub struct MontyEngine {
 #[pymethods]
 impl MontyEngine {
     #[new]
-    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key))]
+    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key, timezone="local"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_duration: Option<f64>,
@@ -275,6 +275,7 @@ impl MontyEngine {
         tool_style: &str,
         max_stdout: usize,
         snapshot_key: Option<Vec<u8>>,
+        timezone: &str,
     ) -> PyResult<Self> {
         let max_duration = match max_duration {
             None => None,
@@ -302,7 +303,7 @@ impl MontyEngine {
                 read_write,
             })
             .collect();
-        let os = OsPolicy::new(mounts, environ, system_clock)?;
+        let os = OsPolicy::new(mounts, environ, system_clock, timezone)?;
         let cfg = EngineConfig {
             limits: Limits {
                 max_duration,
