@@ -57,14 +57,19 @@ pub fn resolve_timezone(option: &str) -> Result<Option<SandboxTimeZone>, HostErr
 /// zoneinfo folder), else the `/etc/localtime` link, else `/etc/timezone`.
 fn host_zone_name() -> Option<String> {
     fn from_path(path: &str) -> Option<String> {
-        path.split_once("zoneinfo/").map(|(_, name)| name.to_string())
+        path.split_once("zoneinfo/")
+            .map(|(_, name)| name.to_string())
     }
     if let Ok(tz) = std::env::var("TZ") {
         let tz = tz.strip_prefix(':').unwrap_or(&tz);
         if tz.is_empty() {
             return Some("UTC".to_string()); // glibc reads an empty TZ as UTC
         }
-        return if tz.starts_with('/') { from_path(tz) } else { Some(tz.to_string()) };
+        return if tz.starts_with('/') {
+            from_path(tz)
+        } else {
+            Some(tz.to_string())
+        };
     }
     if let Ok(target) = std::fs::read_link("/etc/localtime")
         && let Some(name) = target.to_str().and_then(from_path)
@@ -230,10 +235,13 @@ impl OsPolicy {
     /// Monty's OS policy for one run: every clock read and the random seed come from the
     /// host (so they are journaled), in the host's local zone; sleeps really wait.
     pub fn monty_policy(&self, random_seed: i64) -> monty_types::OsPolicy {
-        let timezone = self.timezone.clone().unwrap_or_else(|| SandboxTimeZone::Fixed {
-            offset_seconds: Local::now().offset().fix().local_minus_utc(),
-            name: None,
-        });
+        let timezone = self
+            .timezone
+            .clone()
+            .unwrap_or_else(|| SandboxTimeZone::Fixed {
+                offset_seconds: Local::now().offset().fix().local_minus_utc(),
+                name: None,
+            });
         monty_types::OsPolicy {
             datetime: DateTimeSource::CallHost,
             timezone,
