@@ -265,7 +265,7 @@ pub struct MontyEngine {
 #[pymethods]
 impl MontyEngine {
     #[new]
-    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key, max_os_calls=Some(DEFAULT_MAX_OS_CALLS)))]
+    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key, max_os_calls=Some(DEFAULT_MAX_OS_CALLS), timezone="local"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_duration: Option<f64>,
@@ -278,6 +278,7 @@ impl MontyEngine {
         max_stdout: usize,
         snapshot_key: Option<Vec<u8>>,
         max_os_calls: Option<u64>,
+        timezone: &str,
     ) -> PyResult<Self> {
         let max_duration = match max_duration {
             None => None,
@@ -305,7 +306,7 @@ impl MontyEngine {
                 read_write,
             })
             .collect();
-        let os = OsPolicy::new(mounts, environ, system_clock)?;
+        let os = OsPolicy::new(mounts, environ, system_clock, timezone)?;
         let cfg = EngineConfig {
             limits: Limits {
                 max_duration,

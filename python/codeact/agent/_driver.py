@@ -453,7 +453,7 @@ class TurnDriver:
             args = bind_call_args(tool, call.positional_args, call.keyword_args)
         except TypeError as exc:
             return ResumeError(str(exc), "TypeError")
-        problem = value_problem(args, f"the arguments of {tool.name!r}", "are")
+        problem = value_problem(args, f"the arguments of {tool.name!r}")
         if problem is not None:
             return ResumeError(f"{problem}; the tool did not run", "ValueError")
         try:

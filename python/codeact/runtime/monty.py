@@ -223,6 +223,11 @@ class MontyRuntime:
         environ: the only environment ``os.getenv`` / ``os.environ`` see (never the host's).
         system_clock: whether ``date.today()`` / ``datetime.now()`` read the host clock;
             when False they raise ``OSError`` in the script.
+        timezone: the sandbox's local time zone (``datetime.now()``, ``astimezone()``,
+            ``time.localtime()``, ``%Z``, naive ``.timestamp()``): ``"local"`` (default: the
+            host's zone by name, from ``TZ`` or ``/etc/localtime``, with its daylight saving
+            rules; a fixed offset with no name when the host's tz database does not know
+            it), ``"UTC"``, or an IANA name such as ``"America/New_York"``.
         prompt_extra: text appended to the capabilities prompt.
         tool_style: ``"call_tool"`` (only ``call_tool("name", {...})`` reaches tools) or
             ``"functions"`` (tools are bare functions; calls bound by ``bind_call_args``).
@@ -244,7 +249,7 @@ class MontyRuntime:
 
     Raises:
         ValueError: an invalid mount (relative, ``..``, ``/``, duplicate, missing host folder)
-            or option.
+            or option (a ``timezone`` the tz database does not know).
     """
 
     def __init__(
@@ -262,6 +267,7 @@ class MontyRuntime:
         rewrite_scripts: bool = True,
         check_scripts: bool = True,
         namespace_sessions: bool = True,
+        timezone: str = "local",
     ) -> None:
         self.limits = limits if limits is not None else ResourceLimits()
         self.mounts: tuple[Mount, ...] = tuple(mounts)
@@ -270,6 +276,9 @@ class MontyRuntime:
             if not isinstance(k, str) or not isinstance(v, str):
                 raise ValueError("environ must map str to str")
         self.system_clock = bool(system_clock)
+        if not isinstance(timezone, str):
+            raise ValueError(f"timezone must be 'local', 'UTC' or a zone name, not {timezone!r}")
+        self.timezone = timezone
         self.prompt_extra = prompt_extra
         if tool_style not in ("call_tool", "functions"):
             raise ValueError(f"tool_style must be 'call_tool' or 'functions', not {tool_style!r}")
@@ -297,6 +306,7 @@ class MontyRuntime:
             max_stdout=max_stdout,
             snapshot_key=snapshot_key,
             max_os_calls=self.limits.max_os_calls,
+            timezone=timezone,
         )
         # Built in both modes: it validates the configuration here, in the host.
         self._engine: Any = _monty.MontyEngine(**engine_config)
