@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from codeact import extract_code
+from codeact.agent import NO_CODE_FEEDBACK
+from codeact.agent._extract import explain_no_code
 
 
 @pytest.mark.parametrize(
@@ -106,9 +111,6 @@ def test_smolagents_code_block_closed_by_end_code() -> None:
 
 
 # ------------------------------------------------------------------ more styles of our own
-
-from codeact.agent import NO_CODE_FEEDBACK  # noqa: E402
-from codeact.agent._extract import explain_no_code  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -303,9 +305,6 @@ def test_output_alone_is_not_a_script() -> None:
 
 
 # ------------------------------------------------------------------ the shared corpus
-
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 
 def _shared() -> Path | None:
