@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from _postgres import PostgresServer, postgres_server, postgres_url  # noqa: F401  (fixtures)
-from codeact import CodeActAgent, FunctionTool, MontyRuntime, Runner, ScriptedModel
+from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
 from codeact.exceptions import SessionStoreConnectionError, SessionStoreError
 
 pytestmark = pytest.mark.anyio
@@ -225,7 +225,7 @@ async def test_connection_errors_name_the_cause(postgres_server: PostgresServer)
     missing = postgres_server.url("no_such_db")
     with pytest.raises(SessionStoreConnectionError, match='database "no_such_db" does not exist'):
         await _service(missing).list_sessions(app_name=APP, user_id=None)
-    with pytest.raises(SessionStoreConnectionError, match="127.0.0.1:1: cannot connect: .*refused"):
+    with pytest.raises(SessionStoreConnectionError, match=r"127\.0\.0\.1:1: cannot connect: .*refused"):
         await _service("postgresql://postgres@127.0.0.1:1/x", connect_timeout=2).list_sessions(
             app_name=APP, user_id=None
         )

@@ -103,7 +103,7 @@ from .toolsets import FunctionToolset, Toolset
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:
-    from .sessions import PostgresSessionService
+    from .sessions import PostgresSessionService as PostgresSessionService
 
 
 def __getattr__(name: str) -> Any:

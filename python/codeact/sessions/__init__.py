@@ -9,6 +9,7 @@ bundled stores share. ``codeact.sessions.testing`` is the store test suite.
 
 from typing import TYPE_CHECKING, Any
 
+from ..exceptions import SessionStoreConnectionError
 from ._journal import JournalKind, JournalRecord, TurnSlot
 from ._memory import InMemorySessionService
 from ._service import (
@@ -39,7 +40,6 @@ from ._service import (
     to_json,
     turn_conflict,
 )
-from ..exceptions import SessionStoreConnectionError
 from ._sqlite import SqliteSessionService
 from ._turns import (
     DEFAULT_CLAIM_LEASE,
@@ -67,13 +67,13 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
-    from ._postgres import PostgresSessionService
+    from ._postgres import PostgresSessionService as PostgresSessionService
 
 
 def __getattr__(name: str) -> Any:
     if name == "PostgresSessionService":
         try:
-            from ._postgres import PostgresSessionService
+            from ._postgres import PostgresSessionService as PostgresSessionService
         except ImportError as e:  # psycopg missing
             raise ImportError(
                 f"PostgresSessionService needs psycopg 3 and psycopg-pool: pip install 'codeact[postgres]' ({e})"

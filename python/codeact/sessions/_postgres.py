@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -48,8 +48,8 @@ from ._service import (
     SessionNotFoundError,
     SessionStoreError,
     apply_append,
-    check_not_stale,
     check_durability,
+    check_not_stale,
     json_roundtrip_state,
     merge_state,
     next_update_time,
@@ -191,7 +191,7 @@ def _describe(conninfo: str) -> str:
 def _write_state(conn: Connection[Any], key: tuple[str, str, str], scoped: ScopedState, what: str) -> None:
     """Upsert the persisted scopes of a state delta (keys sorted: concurrent writers lock
     rows in one order)."""
-    app_name, user_id, session_id = key
+    app_name, user_id, _ = key
     session = [(*key, k, to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.session.items())]
     user = [(app_name, user_id, k, to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.user.items())]
     app = [(app_name, k, to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.app.items())]
@@ -598,7 +598,9 @@ class PostgresSessionService(BaseSessionService):
             lock = anyio.Lock()
             self._append_lock.set(lock)
         async with lock:
-            update_time = await self._call(lambda conn, retrying: self._append_txn(conn, session, prepared, retrying), write=True)
+            update_time = await self._call(
+                lambda conn, retrying: self._append_txn(conn, session, prepared, retrying), write=True
+            )
             # no checkpoint between the commit and here: the live session reflects the store
             apply_append(session, prepared, update_time)
         return prepared.stored
@@ -607,8 +609,7 @@ class PostgresSessionService(BaseSessionService):
     def _append_txn(conn: Connection[Any], session: Session, prepared: PreparedAppend, retrying: bool) -> float:
         key = (session.app_name, session.user_id, session.id)
         row = conn.execute(
-            "SELECT last_update_time FROM codeact_sessions WHERE app_name = %s AND user_id = %s AND id = %s "
-            "FOR UPDATE",
+            "SELECT last_update_time FROM codeact_sessions WHERE app_name = %s AND user_id = %s AND id = %s FOR UPDATE",
             key,
         ).fetchone()
         if row is None:
@@ -750,9 +751,7 @@ class PostgresSessionService(BaseSessionService):
             if current != version or not isinstance(data.get("claim"), dict):
                 raise turn_conflict(session_id, version, current)
             data["claim"]["renewed_at"] = renewed_at
-            conn.execute(
-                f"UPDATE codeact_turns SET data = %s WHERE {_PK}", (to_json(data, "the turn record"), *key)
-            )
+            conn.execute(f"UPDATE codeact_turns SET data = %s WHERE {_PK}", (to_json(data, "the turn record"), *key))
 
         await self._call(txn, write=True)
 

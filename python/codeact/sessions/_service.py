@@ -291,8 +291,11 @@ class BaseSessionService(ABC):
 
 
 def check_durability(durability: str) -> None:
-    """Raises:
-    ValueError: ``durability`` is not ``"process"`` or ``"power"``."""
+    """Checks a store's ``durability`` argument.
+
+    Raises:
+        ValueError: ``durability`` is not ``"process"`` or ``"power"``.
+    """
     if durability not in ("process", "power"):
         raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
 

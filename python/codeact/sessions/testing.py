@@ -319,7 +319,9 @@ class StoreContract:
             expected_version=0,
         )
         await store.append_journal(s, "t", [JournalRecord("outcome", 0, '"a\\u0000b"')], expected_version=version)
-        await store.put_blob(app_name=APP, user_id="u", session_id="s", digest="d", data=b"\x00" * 3 + bytes(range(256)))
+        await store.put_blob(
+            app_name=APP, user_id="u", session_id="s", digest="d", data=b"\x00" * 3 + bytes(range(256))
+        )
         reader = make_store()
         got = await reader.get_session(app_name=APP, user_id="u", session_id="s")
         assert got is not None
@@ -502,7 +504,9 @@ class StoreContract:
             )
         slot = await store.load_turn(app_name=APP, user_id="u2", session_id="d")
         assert slot is not None
-        await store.save_turn(app_name=APP, user_id="u2", session_id="d", data=None, snapshot=None, expected_version=slot.version)
+        await store.save_turn(
+            app_name=APP, user_id="u2", session_id="d", data=None, snapshot=None, expected_version=slot.version
+        )
         assert sorted(await store.list_turns(app_name=APP)) == [("u1", "a"), ("u2", "c")]
         assert await store.list_turns(app_name=APP, user_id="u2") == [("u2", "c")]
         assert await store.list_turns(app_name="none") == []
@@ -528,7 +532,10 @@ class StoreContract:
                 ran.append(to)
                 return f"sent \x00 to {to}"
 
-            script = '```python\nr = call_tool("send", {"to": "ops"})\nprint("a\\x00b")\n{"type": "final_result", "value": r}\n```'
+            script = (
+                '```python\nr = call_tool("send", {"to": "ops"})\nprint("a\\x00b")\n'
+                '{"type": "final_result", "value": r}\n```'
+            )
 
             def runner(store: BaseSessionService) -> Runner:
                 agent = CodeActAgent(
