@@ -266,6 +266,8 @@ async def test_a_host_pool_is_used_and_left_open(postgres_url: str, autocommit: 
             )
             await service.append_journal(session, "t", [JournalRecord("intent", 0, "[]")], expected_version=v)
             assert await service.list_turns(app_name=APP) == [(USER, SID)]
+            got = await service.get_session(app_name=APP, user_id=USER, session_id=SID)
+            assert got is not None and got.id == SID
         with pool.connection() as conn:  # still open, and nothing left in a transaction
             assert conn.execute("SELECT count(*) FROM codeact_journal").fetchone() == (1,)
             assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
@@ -308,3 +310,49 @@ def test_cli_sessions_commands_take_a_postgres_url(postgres_url: str, tmp_path: 
     assert bad.exit_code == 2 and "neither an existing SQLite file nor a postgresql:// URL" in bad.output
     wrong = cli.invoke(app, ["sessions", "list", "--db", postgres_url.rsplit("/", 1)[0] + "/nope"])
     assert wrong.exit_code == 1 and "does not exist" in wrong.output
+
+
+# ------------------------------------------------------------------ SIGKILL at the journal boundaries
+
+
+@pytest.mark.parametrize("boundary", ["before_intent", "after_intent", "after_effect", "after_outcome"])
+def test_kill_at_a_journal_boundary_then_recover(postgres_url: str, tmp_path: Path, boundary: str) -> None:  # noqa: F811
+    """tests/test_crash_recovery.py's child on PostgreSQL, killed with SIGKILL at each journal
+    boundary of the second call, restarted until it finishes: events stored before the kill
+    stay, each side effect happens once (twice only in the at-least-once window)."""
+    import signal
+
+    import psycopg
+
+    from test_crash_recovery import CALLS, CHILD
+
+    child = CHILD.replace("SqliteSessionService", "PostgresSessionService")
+
+    def run(kill: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", child, postgres_url, str(tmp_path / "ledger"), kill],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def events() -> list[str]:
+        with psycopg.connect(postgres_url) as conn:
+            return [r[0] for r in conn.execute("SELECT id FROM codeact_events ORDER BY seq")]
+
+    first = run(f"{boundary}:b")
+    assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
+    before = events()
+    for _ in range(3):
+        again = run("none:")
+        assert again.returncode == 0, again.stderr[-3000:]
+        state = json.loads(again.stdout.strip().splitlines()[-1])
+        if not state["pending"]:
+            break
+    assert state == {"final": "done: charged c", "pending": False}
+    assert events()[: len(before)] == before
+    ledger = (tmp_path / "ledger").read_text().split()
+    expected = {c: 1 for c in CALLS}
+    if boundary == "after_effect":
+        expected["b"] = 2
+    assert {c: ledger.count(c) for c in CALLS} == expected, ledger

@@ -52,3 +52,24 @@ class TestPostgresStore(StoreContract):
         yield make
         for store in opened:
             store.close()
+
+
+@pytest.mark.anyio
+async def test_list_pending_serves_its_own_app_only() -> None:
+    from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
+
+    runner = Runner(app_name="app", agent=CodeActAgent(name="a", model=ScriptedModel([]), runtime=MontyRuntime()))
+    assert await runner.list_pending() == {} == await runner.list_pending("app")
+    with pytest.raises(ValueError, match="serves app 'app', not 'other'"):
+        await runner.list_pending("other")
+
+
+def test_durability_is_checked_by_every_store(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="durability"):
+        InMemorySessionService(durability="disk")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="durability"):
+        SqliteSessionService(tmp_path / "x.db", durability="disk")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="means synchronous='FULL'"):
+        SqliteSessionService(tmp_path / "x.db", durability="power", synchronous="NORMAL")
+    assert SqliteSessionService(tmp_path / "y.db", synchronous="FULL").durability == "power"
+    assert SqliteSessionService(tmp_path / "z.db").durability == "process"
