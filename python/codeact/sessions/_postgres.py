@@ -16,7 +16,7 @@ shared)::
 JSON is kept in ``TEXT`` columns, never ``jsonb``: ``jsonb`` refuses the ``\\u0000`` escape,
 and a script may print ``chr(0)``. Rows of a session reference ``codeact_sessions`` with
 ``ON DELETE CASCADE``, so deleting a session deletes its events, state, slot, journal and
-blobs in one statement. The schema is created (and later migrated) under a transaction-level
+blobs in one statement. The schema is created (and later migrated) under a session-level
 advisory lock, so workers starting at once do not race.
 """
 
@@ -360,39 +360,54 @@ class PostgresSessionService(BaseSessionService):
             return self._pool
 
     def _set_up(self, conn: Connection[Any]) -> None:
-        """Creates or migrates the tables, under an advisory lock held for the transaction
+        """Creates or migrates the tables, under an advisory lock held around the transaction
         (several workers starting at once: one creates, the others wait and find them)."""
+        autocommit = conn.autocommit
         try:
             with conn.transaction():
                 if self._current_version(conn) == SCHEMA_VERSION:
                     return
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
-                version = self._current_version(conn)
-                if version is None:
-                    conn.execute(
-                        "CREATE TABLE IF NOT EXISTS codeact_schema_version "
-                        "(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
-                    )
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute("INSERT INTO codeact_schema_version (id, version) VALUES (1, %s)", (SCHEMA_VERSION,))
-                elif version > SCHEMA_VERSION:
-                    raise SessionStoreError(
-                        f"{self._describe} has codeact schema version {version}; this codeact supports "
-                        f"version {SCHEMA_VERSION} and older"
-                    )
-                elif version < SCHEMA_VERSION:
-                    for migration in _MIGRATIONS[version - 1 :]:
-                        for statement in migration.split(";"):
-                            if statement.strip():
-                                conn.execute(statement)
-                    conn.execute("UPDATE codeact_schema_version SET version = %s WHERE id = 1", (SCHEMA_VERSION,))
+            # A session-level lock taken before the transaction starts: a transaction begun
+            # after another worker's set-up committed sees its tables (one that began before
+            # would hold stale catalog cache entries: "relation does not exist" after the wait).
+            conn.autocommit = True
+            conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_ID,))
+            try:
+                self._create_or_migrate(conn)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
         except psycopg.OperationalError as e:
             raise self._connection_error(e, "setting up the schema") from e
         except psycopg.Error as e:
             raise SessionStoreError(f"{self._describe}: setting up the schema: {e}") from e
+        finally:
+            if not conn.closed and not conn.broken:
+                conn.autocommit = autocommit
+
+    def _create_or_migrate(self, conn: Connection[Any]) -> None:
+        """Creates the tables or migrates them, in one transaction (the set-up lock held)."""
+        with conn.transaction():
+            version = self._current_version(conn)
+            if version is None:
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS codeact_schema_version "
+                    "(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
+                )
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT INTO codeact_schema_version (id, version) VALUES (1, %s)", (SCHEMA_VERSION,))
+            elif version > SCHEMA_VERSION:
+                raise SessionStoreError(
+                    f"{self._describe} has codeact schema version {version}; this codeact supports "
+                    f"version {SCHEMA_VERSION} and older"
+                )
+            elif version < SCHEMA_VERSION:
+                for migration in _MIGRATIONS[version - 1 :]:
+                    for statement in migration.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                conn.execute("UPDATE codeact_schema_version SET version = %s WHERE id = 1", (SCHEMA_VERSION,))
 
     @staticmethod
     def _current_version(conn: Connection[Any]) -> int | None:
