@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         if bin_dir is None:
             print("no PostgreSQL binaries (initdb): apt-get install postgresql, or pass --postgres URL")
             return 2
-        server = PostgresServer(bin_dir)
+        server = PostgresServer(bin_dir, fsync=True)
         urls = {"process": server.new_database(), "power": server.new_database()}
 
     results: dict[str, dict[str, float]] = {}

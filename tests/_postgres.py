@@ -43,9 +43,10 @@ def _free_port() -> int:
 
 class PostgresServer:
     """One server: ``url(dbname)`` gives a connection URL, ``admin(sql)`` runs SQL as the
-    superuser on the ``postgres`` database."""
+    superuser on the ``postgres`` database. ``fsync``: the server flushes its WAL to disk
+    (on for the benchmark's ``"power"`` figures; the tests need no flushes)."""
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, fsync: bool = False) -> None:
         self.bin_dir = bin_dir
         self.root = Path(tempfile.mkdtemp(prefix="codeact-pg-"))
         self.data = self.root / "data"
@@ -69,7 +70,7 @@ class PostgresServer:
             "-t",
             "60",
             "-o",
-            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=on -c max_connections=200",
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync={'on' if fsync else 'off'} -c max_connections=200",
             "start",
         )
         self.started = True
@@ -97,6 +98,9 @@ class PostgresServer:
             name = f"t{os.getpid()}_{next(self._counter)}"
         self.admin(f"CREATE DATABASE {name}")
         return self.url(name)
+
+    def drop_database(self, url: str) -> None:
+        self.admin(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)")
 
     def stop(self) -> None:
         if not self.started:
@@ -150,6 +154,8 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def postgres_url(postgres_server: PostgresServer) -> str:
-    """A fresh empty database on the session's server."""
-    return postgres_server.new_database()
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh empty database on the session's server (dropped after the test)."""
+    url = postgres_server.new_database()
+    yield url
+    postgres_server.drop_database(url)

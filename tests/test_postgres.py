@@ -147,15 +147,14 @@ anyio.run(main)
 
 
 def test_concurrent_set_up_creates_the_schema_once(postgres_server: PostgresServer) -> None:  # noqa: F811
-    for _ in range(2):
-        url = postgres_server.new_database()
-        done = _children(SET_UP, 8, url)
-        assert [p.returncode for p in done] == [0] * 8, [p.stderr for p in done if p.returncode]
-        import psycopg
+    import psycopg
 
-        with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT version FROM codeact_schema_version").fetchall() == [(1,)]
-            assert conn.execute("SELECT count(*) FROM codeact_sessions").fetchone() == (8,)
+    url = postgres_server.new_database()
+    done = _children(SET_UP, 8, url)
+    assert [p.returncode for p in done] == [0] * 8, [p.stderr for p in done if p.returncode]
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM codeact_schema_version").fetchall() == [(1,)]
+        assert conn.execute("SELECT count(*) FROM codeact_sessions").fetchone() == (8,)
 
 
 # ------------------------------------------------------------------ values
