@@ -70,7 +70,8 @@ class PostgresServer:
             "-t",
             "60",
             "-o",
-            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync={'on' if fsync else 'off'} -c max_connections=200",
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200 "
+            f"-c fsync={'on' if fsync else 'off'}",
             "start",
         )
         self.started = True

@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +137,15 @@ def test_two_processes_approving_at_once_run_the_tool_once(postgres_url: str, tm
 
 
 SET_UP = """
-import sys
+import sys, time
+from pathlib import Path
 import anyio
 from codeact.sessions import PostgresSessionService
+
+go = Path(sys.argv[2])
+Path(f"{go}.{sys.argv[-1]}").touch()  # imported: ready
+while not go.exists():  # every worker ready: they connect together
+    time.sleep(0.001)
 
 async def main():
     with PostgresSessionService(sys.argv[1]) as service:
@@ -146,11 +154,19 @@ anyio.run(main)
 """
 
 
-def test_concurrent_set_up_creates_the_schema_once(postgres_server: PostgresServer) -> None:  # noqa: F811
+def test_concurrent_set_up_creates_the_schema_once(postgres_server: PostgresServer, tmp_path: Path) -> None:  # noqa: F811
     import psycopg
 
     url = postgres_server.new_database()
-    done = _children(SET_UP, 8, url)
+    go = tmp_path / "go"
+
+    def release() -> None:
+        while len(list(tmp_path.glob("go.*"))) < 8:
+            time.sleep(0.01)
+        go.touch()
+
+    threading.Thread(target=release, daemon=True).start()
+    done = _children(SET_UP, 8, url, str(go))
     assert [p.returncode for p in done] == [0] * 8, [p.stderr for p in done if p.returncode]
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT version FROM codeact_schema_version").fetchall() == [(1,)]
