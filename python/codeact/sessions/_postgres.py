@@ -22,6 +22,7 @@ advisory lock, so workers starting at once do not race.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
@@ -73,6 +74,10 @@ SCHEMA_VERSION = 1
 refused; older layouts are migrated in place under the advisory lock."""
 
 _T = TypeVar("_T")
+
+_INLINE_WAIT = 0.002
+"""Seconds a caller blocks waiting for a small operation (a journal record, the turn slot)
+before yielding to the event loop."""
 
 _LOCK_ID = 0x636F_6465_6163_7401 & 0x7FFF_FFFF_FFFF_FFFF  # "codeact\x01": the set-up advisory lock
 _ATTEMPTS = 4  # attempts of one operation: a dropped connection, a deadlock, a serialization failure
@@ -295,6 +300,7 @@ class PostgresSessionService(BaseSessionService):
         self._min_size, self._max_size = min_size, max_size
         self._connect_timeout, self._timeout = connect_timeout, timeout
         self._open_lock = threading.Lock()
+        self._workers: concurrent.futures.ThreadPoolExecutor | None = None
         self._sync_commit = "on" if durability == "power" else "off"
         self._append_lock: RunVar[anyio.Lock] = RunVar(f"codeact.PostgresSessionService[{id(self):x}].append")
 
@@ -462,6 +468,25 @@ class PostgresSessionService(BaseSessionService):
 
         return await anyio.to_thread.run_sync(run)
 
+    async def _call_quick(self, fn: Callable[[Connection[Any], bool], _T], *, write: bool) -> _T:
+        """Like ``_call`` for one-statement operations (journal records, the turn slot): the
+        call runs on this service's own worker threads and the caller blocks up to
+        ``_INLINE_WAIT`` seconds for it (no event-loop round trip for a quick answer), then
+        awaits it without blocking."""
+        with self._open_lock:
+            if self._closed:
+                raise SessionStoreError(f"{self!r} is closed")
+            if self._workers is None:
+                self._workers = concurrent.futures.ThreadPoolExecutor(
+                    self._max_size, thread_name_prefix="codeact-postgres"
+                )
+            future = self._workers.submit(self._run, fn, write=write, single=True)
+        try:
+            return future.result(timeout=_INLINE_WAIT)
+        except concurrent.futures.TimeoutError:
+            pass
+        return await anyio.to_thread.run_sync(future.result)
+
     def __del__(self) -> None:
         try:
             self.close()
@@ -474,6 +499,9 @@ class PostgresSessionService(BaseSessionService):
         with self._open_lock:
             self._closed = True
             pool, self._pool = self._pool, None
+            workers, self._workers = self._workers, None
+        if workers is not None:
+            workers.shutdown(wait=True)
         if pool is not None and self._host_pool is None:
             pool.close()
 
@@ -661,7 +689,7 @@ class PostgresSessionService(BaseSessionService):
                 return None
             return TurnSlot(int(row[0]), parse_turn(row[1]), bytes(row[2]) if row[2] is not None else None)
 
-        return await self._call(txn, write=False, single=True)
+        return await self._call_quick(txn, write=False)
 
     async def save_turn(
         self,
@@ -725,7 +753,7 @@ class PostgresSessionService(BaseSessionService):
                 return current  # the first attempt's commit landed before its connection dropped
             raise turn_conflict(session_id, expected_version, current)
 
-        return await self._call(txn, write=True, single=True)
+        return await self._call_quick(txn, write=True)
 
     async def append_journal(
         self, session: Session, turn: str, records: list[JournalRecord], *, expected_version: int | None = None
@@ -752,7 +780,7 @@ class PostgresSessionService(BaseSessionService):
             if expected_version is not None and int(row[0]) != expected_version:
                 raise turn_conflict(session.id, expected_version, int(row[0]))
 
-        await self._call(txn, write=True, single=True)
+        await self._call_quick(txn, write=True)
 
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
@@ -778,7 +806,7 @@ class PostgresSessionService(BaseSessionService):
             ).fetchall()
             return sort_journal([JournalRecord(k, int(q), d) for k, q, d in rows])
 
-        return await self._call(txn, write=False, single=True)
+        return await self._call_quick(txn, write=False)
 
     async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
         def txn(conn: Connection[Any], retrying: bool) -> None:
