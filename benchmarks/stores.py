@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         urls = {"process": args.postgres, "power": args.postgres}
     else:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-        from _postgres import PostgresServer, _bin_dir
+        from _postgres import PostgresServer, _bin_dir  # type: ignore[import-not-found]
 
         bin_dir = _bin_dir()
         if bin_dir is None:

@@ -291,7 +291,10 @@ class PostgresSessionService(BaseSessionService):
         if (conninfo is None) == (pool is None):
             raise ValueError("pass exactly one of conninfo (a postgresql:// URL) and pool")
         self._durability: Durability = durability
-        self._conninfo = conninfo if conninfo is not None else pool.conninfo  # type: ignore[union-attr]
+        host_conninfo = getattr(pool, "conninfo", "")  # a str, or a callable in newer psycopg-pool
+        self._conninfo: str = (
+            conninfo if conninfo is not None else (host_conninfo if isinstance(host_conninfo, str) else "")
+        )
         self._describe = _describe(self._conninfo)
         self._host_pool = pool
         self._pool: ConnectionPool[Any] | None = pool

@@ -224,7 +224,7 @@ class SqliteSessionService(BaseSessionService):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
         if durability is not None:
             check_durability(durability)
-            implied = "FULL" if durability == "power" else "NORMAL"
+            implied: Literal["NORMAL", "FULL"] = "FULL" if durability == "power" else "NORMAL"
             if synchronous is not None and synchronous != implied:
                 raise ValueError(f"durability={durability!r} means synchronous={implied!r}, not {synchronous!r}")
             synchronous = implied

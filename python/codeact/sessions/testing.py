@@ -95,7 +95,7 @@ def load_factory(spec: str) -> StoreFactory:
         target = getattr(target, part)
     if not callable(target):
         raise TypeError(f"{spec} is not callable")
-    return target  # type: ignore[no-any-return]
+    return target
 
 
 def user_event(text: str, delta: dict[str, Any] | None = None, **kwargs: Any) -> Event:
