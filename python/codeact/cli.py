@@ -631,7 +631,7 @@ def _decide(
     user: str,
     call: str | None,
     agent: str | None,
-    chat_agent: dict[str, Any],
+    chat_agent: dict[str, Any] | None,
     **extra: Any,
 ) -> None:
     runner = _runner(db, app_name, agent, chat_agent)
@@ -778,7 +778,19 @@ def sessions_resolve(
     except json.JSONDecodeError as exc:
         _err().print(f"--value is not JSON: {exc}", style="red")
         raise typer.Exit(2) from None
-    _decide("resolve_in_doubt", session_id, db, app_name, user, call, agent, action=action, value=parsed, reason=reason)
+    _decide(
+        "resolve_in_doubt",
+        session_id,
+        db,
+        app_name,
+        user,
+        call,
+        agent,
+        None,
+        action=action,
+        value=parsed,
+        reason=reason,
+    )
 
 
 def main() -> None:

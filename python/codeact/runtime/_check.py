@@ -671,7 +671,7 @@ def _detect_call(
             alt = _MISSING_BUILTINS[func.id]
             found.append(_finding(src, node, "missing_builtin", f"{func.id}() is not available; instead: {alt}"))
     if isinstance(func, ast.Name) and func.id in _EXCEPTION_NAMES and func.id not in user_names:
-        odd = [a for a in node.args if isinstance(a, ast.Starred)] or node.args[1:]
+        odd: list[ast.expr] = [a for a in node.args if isinstance(a, ast.Starred)] or node.args[1:]
         odd += [a for a in node.args[:1] if isinstance(a, ast.Constant) and not isinstance(a.value, str)]
         if odd or node.keywords:
             if func.id == "SystemExit" and not node.args[1:] and not node.keywords:

@@ -35,7 +35,7 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
@@ -422,7 +422,9 @@ class ProcessGather:
             raise CodeRuntimeError("this Gather was already resumed; a Gather is single use")
         return self._snapshot
 
-    def resume(self, outcomes: dict[int, Any], os_replay: Sequence[tuple[str, Any]] | None = None) -> RunStep:
+    def resume(
+        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep:
         encoded = _encode_outcomes(outcomes, self.call_ids)
         if self._used:
             raise CodeRuntimeError("this Gather was already resumed; a Gather is single use")
