@@ -1,6 +1,7 @@
-"""Fidelity at the boundary (issue 23), each compared with what CPython does: sets and
-frozensets both ways and through the journal, import errors that name the module, and
-``json.dumps(default=...)``."""
+"""Fidelity at the boundary (issue 23), each compared with what CPython does where CPython has
+the behaviour: sets and frozensets both ways and through the journal, import errors that name
+the module, the named local zone, a tool called inside a callback (catchable where it fails),
+and ``json.dumps(default=...)``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 
 from codeact import MontyRuntime, ResumeValue
 from codeact.agent._protocol import args_digest, decode_outcome, encode_outcome, plain_value_problem, value_problem
+from codeact.runtime import ScriptError
+from codeact.runtime._check import check_script
 from conftest import expect_call, expect_complete, expect_raised, start
 
 
@@ -223,3 +226,118 @@ def test_an_unknown_zone_is_refused_when_the_runtime_is_built() -> None:
 def test_the_zone_holds_under_process_isolation() -> None:
     monty, cpython = zone_outputs("America/New_York", "isolation='process'")
     assert monty == cpython
+
+
+# ------------------------------------------------------------------ a tool inside a callback
+
+CAUGHT_IN_CALLBACKS = [
+    pytest.param(
+        "xs = [1, 3, 2]\ntry:\n    r = sorted(xs, key=lambda v: call_tool('double', {'x': -v}))\n"
+        "except NotImplementedError as e:\n    r = str(e)\nr",
+        id="sorted key lambda, NotImplementedError",
+    ),
+    pytest.param(
+        "def score(v):\n    return call_tool('double', {'x': v})\ntry:\n    r = max([1, 2], key=score)\n"
+        "except Exception as e:\n    r = str(e)\nr",
+        id="max key def, Exception",
+    ),
+    pytest.param(
+        "try:\n    r = list(map(lambda v: call_tool('double', {'x': v}), [1, 2]))\nexcept RuntimeError as e:\n"
+        "    r = str(e)\nr",
+        id="map, RuntimeError",
+    ),
+    pytest.param(
+        "xs = [2, 1]\ntry:\n    xs.sort(key=lambda v: call_tool('double', {'x': v}))\n    r = xs\n"
+        "except (ValueError, NotImplementedError) as e:\n    r = str(e)\nr",
+        id="list.sort key, a tuple of handlers",
+    ),
+]
+
+
+@pytest.mark.parametrize("script", CAUGHT_IN_CALLBACKS)
+def test_a_tool_error_in_a_callback_is_caught_where_the_script_catches_it(script: str) -> None:
+    called: list[int] = []
+    result = MontyRuntime().run(script, tools={"double": lambda x: called.append(x) or 2 * x})
+    assert result.value == "external function 'call_tool' cannot suspend in this synchronous context"
+    assert called == []  # the tool never ran: nothing happened in the world
+
+
+def test_a_callback_that_catches_its_own_tool_error_runs() -> None:
+    script = (
+        "def score(v):\n    try:\n        return call_tool('double', {'x': v})\n    except Exception:\n"
+        "        return -v\nsorted([1, 3, 2], key=score)"
+    )
+    assert check_script(script).findings == ()
+    assert MontyRuntime().run(script, tools={"double": lambda x: 2 * x}).value == [3, 2, 1]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "xs = [1, 2]\nys = sorted(xs, key=lambda v: call_tool('double', {'x': v}))",
+        "xs = [1, 2]\ntry:\n    ys = sorted(xs, key=lambda v: call_tool('double', {'x': v}))\n"
+        "except KeyError:\n    ys = []",
+        "def f(v):\n    try:\n        return call_tool('double', {'x': v})\n    except KeyError:\n"
+        "        return 0\nmax([1], key=f)",
+    ],
+    ids=["no try", "a handler that does not catch it", "a handler in the function that does not catch it"],
+)
+def test_an_uncaught_tool_call_in_a_callback_is_refused_before_running(script: str) -> None:
+    assert [f.key for f in check_script(script).findings] == ["tool_in_callback"]
+    message = expect_raised(start(MontyRuntime(), script)).message
+    assert "keys = {v: call_tool(...) for v in xs}; sorted(xs, key=lambda v: keys[v])" in message
+
+
+@pytest.mark.parametrize("isolation", ["in_process", "process"])
+def test_uncaught_at_run_time_the_traceback_ends_with_the_precompute_hint(isolation: str) -> None:
+    # A callback the static check cannot see (the tool caller comes out of a dict).
+    script = "fs = {'k': lambda v: call_tool('double', {'x': v})}\nsorted([2, 1], key=fs['k'])"
+    assert check_script(script).findings == ()
+    with pytest.raises(ScriptError) as info:
+        MontyRuntime(isolation=isolation).run(script, tools={"double": lambda x: 2 * x})
+    lines = str(info.value).splitlines()
+    assert lines[-2] == "NotImplementedError: external function 'call_tool' cannot suspend in this synchronous context"
+    assert lines[-1].startswith("A tool cannot be called inside a function that a builtin calls back")
+    assert lines[-1].endswith("keys = {v: call_tool(...) for v in xs}; sorted(xs, key=lambda v: keys[v])")
+
+
+# ------------------------------------------------------------------ json.dumps(default=)
+
+JSON_DEFAULTS = [
+    pytest.param("{'d': date(2024, 1, 2)}", "default=str", id="a date, default=str"),
+    pytest.param(
+        "[datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc), timedelta(days=1, seconds=5)]",
+        "default=str, indent=2",
+        id="datetime and timedelta, indent",
+    ),
+    pytest.param("{'b': {1.5, 2.5}, 'a': (None, True, 'é')}", "default=sorted, sort_keys=True", id="a set, sorted"),
+    pytest.param("{'when': date(2024, 1, 2)}", "default=lambda o: {'iso': o.isoformat()}", id="a lambda giving a dict"),
+    pytest.param("{'z': complex(1, 2), 'n': [1, [2, [3]]]}", "default=repr, separators=(',', ':')", id="repr, compact"),
+    pytest.param("{'a': 1}", "default=str", id="nothing to convert"),
+    pytest.param("{'a': [date(2024, 1, 2)]}", "default=None", id="default=None"),
+]
+
+
+@pytest.mark.parametrize(("value", "options"), JSON_DEFAULTS)
+def test_json_dumps_default_gives_cpythons_text(value: str, options: str) -> None:
+    script = (
+        "import json\nfrom datetime import date, datetime, timedelta, timezone\n"
+        f"try:\n    r = json.dumps({value}, {options})\nexcept TypeError as e:\n    r = 'TypeError'\nr"
+    )
+    assert MontyRuntime().run(script).value == cpython_value(script)
+
+
+def test_json_dump_to_a_file_converts_too(tmp_path) -> None:
+    from codeact import Mount, PathAccess
+
+    script = (
+        "import json\nfrom datetime import date\nwith open('/out/v.json', 'w') as fp:\n"
+        "    json.dump({'d': date(2024, 1, 2)}, fp, default=str)\nopen('/out/v.json').read()"
+    )
+    rt = MontyRuntime(mounts=[Mount(virtual_path="/out", host_path=tmp_path, access=PathAccess.READ_WRITE)])
+    assert rt.run(script).value == '{"d": "2024-01-02"}'
+
+
+def test_json_dumps_cls_is_still_refused() -> None:
+    message = expect_raised(start(MontyRuntime(), "import json\ns = json.dumps({}, cls=None)")).message
+    assert "json.dumps(..., default=...) / cls= is not available" in message
