@@ -10,10 +10,11 @@ import json
 import subprocess
 import sys
 import textwrap
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from codeact import MontyRuntime, ResumeValue
+from codeact import FrozenClock, MontyRuntime, ResumeValue, SteppingClock
 from codeact.agent._protocol import args_digest, decode_outcome, encode_outcome, plain_value_problem, value_problem
 from codeact.runtime import ScriptError
 from codeact.runtime._check import check_script
@@ -341,3 +342,110 @@ def test_json_dump_to_a_file_converts_too(tmp_path) -> None:
 def test_json_dumps_cls_is_still_refused() -> None:
     message = expect_raised(start(MontyRuntime(), "import json\ns = json.dumps({}, cls=None)")).message
     assert "json.dumps(..., default=...) / cls= is not available" in message
+
+
+# ------------------------------------------------------------------ a frozen or stepping clock
+
+CLOCK_READS = (
+    "from datetime import date, datetime, timezone\nimport time\n"
+    "[datetime.now(timezone.utc).isoformat(), datetime.now().strftime('%Y-%m-%d %H:%M:%S.%f %Z %z'), "
+    "str(date.today()), time.time(), datetime.now().astimezone().strftime('%H:%M %Z %z')]"
+)
+
+
+def cpython_reads(instants: list[datetime], zone: str) -> list[object]:
+    """What CPython's clock functions give at those instants (one per read) in ``zone``."""
+    from zoneinfo import ZoneInfo
+
+    utc, local, today, stamp, zoned = instants
+    return [
+        utc.astimezone(timezone.utc).isoformat(),
+        local.astimezone(ZoneInfo(zone)).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f %Z %z"),  # naive
+        str(today.astimezone(ZoneInfo(zone)).date()),
+        stamp.timestamp(),
+        zoned.astimezone(ZoneInfo(zone)).strftime("%H:%M %Z %z"),
+    ]
+
+
+FROZEN_AT = [
+    pytest.param(datetime(2026, 7, 1, 12, 0, tzinfo=timezone.utc), "America/New_York", id="New York summer"),
+    pytest.param(datetime(2026, 1, 15, 23, 30, 5, 123456, tzinfo=timezone.utc), "America/New_York", id="winter, µs"),
+    pytest.param(datetime(2024, 2, 29, 0, 0), "Asia/Kolkata", id="naive is UTC, leap day"),
+    pytest.param(datetime(1969, 12, 31, 23, 59, 59, tzinfo=timezone.utc), "UTC", id="before 1970"),
+    pytest.param(
+        datetime(2026, 3, 29, 3, 30, tzinfo=timezone(timedelta(hours=2))), "Europe/Paris", id="an aware non-UTC instant"
+    ),
+]
+
+
+@pytest.mark.parametrize(("at", "zone"), FROZEN_AT)
+def test_a_frozen_clock_reads_as_cpython_at_that_instant(at: datetime, zone: str) -> None:
+    rt = MontyRuntime(clock=FrozenClock(at=at), timezone=zone)
+    aware = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    assert rt.run(CLOCK_READS).value == cpython_reads([aware] * 5, zone)
+    assert rt.run(CLOCK_READS).value == cpython_reads([aware] * 5, zone)  # every run, every read
+
+
+@pytest.mark.parametrize("isolation", ["in_process", "process"])
+def test_a_stepping_clock_moves_at_each_read_across_tool_calls(isolation: str) -> None:
+    start_at = datetime(2026, 7, 1, 12, 0, tzinfo=timezone.utc)
+    clock = SteppingClock(start=start_at, step=timedelta(minutes=1, microseconds=5))
+    rt = MontyRuntime(clock=clock, timezone="America/New_York", isolation=isolation)
+    script = (
+        "from datetime import datetime, timezone\nimport time\na = datetime.now(timezone.utc)\n"
+        "call_tool('tick', {})\nb = time.time()\ncall_tool('tick', {})\nc = datetime.now()\n"
+        "[a.isoformat(), b, c.isoformat()]"
+    )
+    got = rt.run(script, tools={"tick": lambda: None}).value
+    at = [start_at + n * clock.step for n in range(3)]
+    from zoneinfo import ZoneInfo
+
+    want = [at[0].isoformat(), at[1].timestamp(), at[2].astimezone(ZoneInfo("America/New_York")).replace(tzinfo=None)]
+    assert got == [want[0], want[1], want[2].isoformat()]
+    assert rt.run(script, tools={"tick": lambda: None}).value == got  # the next run starts again
+
+
+def test_the_stepping_count_travels_in_the_snapshot() -> None:
+    clock = SteppingClock(start=datetime(2026, 1, 1), step=timedelta(seconds=10))
+    script = "import time\na = time.time()\nb = time.time()\ncall_tool('t', {})\n[a, b, time.time()]"
+    step = expect_call(start(MontyRuntime(clock=clock), script))
+    again = MontyRuntime(clock=clock)  # another runtime, from bytes
+    done = expect_complete(again.resume(step.call.dump(), ResumeValue(None)))
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp()
+    assert done.value == [t0, t0 + 10, t0 + 20]
+
+
+def test_clock_reads_are_journaled_and_a_replay_answers_them() -> None:
+    clock = SteppingClock(start=datetime(2026, 1, 1), step=timedelta(seconds=1))
+    script = "import time\n[time.time(), time.time()]"
+    done = expect_complete(start(MontyRuntime(clock=clock), script))
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp()
+    assert [e for e in done.os_log if e[0] == "clock"] == [("clock", t0), ("clock", t0 + 1)]
+    replayed = MontyRuntime().start(script, os_replay=list(done.os_log))  # the system clock, replaying
+    assert expect_complete(replayed).value == [t0, t0 + 1]
+
+
+def test_a_clock_answers_even_without_the_system_clock_and_the_prompt_says_so() -> None:
+    rt = MontyRuntime(system_clock=False, clock=FrozenClock(at=datetime(2026, 1, 1)))
+    assert rt.run("from datetime import date\nstr(date.today())").value == "2026-01-01"
+    assert "a clock set by the host, stopped at 2026-01-01T00:00:00+00:00" in rt.capabilities().prompt
+    stepping = MontyRuntime(clock=SteppingClock(start=datetime(2026, 1, 1), step=timedelta(seconds=2)))
+    assert "then 2 s later at each read" in stepping.capabilities().prompt
+
+
+def test_a_bad_clock_is_refused_when_the_runtime_is_built() -> None:
+    with pytest.raises(ValueError, match="clock must be a FrozenClock, a SteppingClock or None"):
+        MontyRuntime(clock=datetime(2026, 1, 1))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="step must be zero or more"):
+        SteppingClock(start=datetime(2026, 1, 1), step=timedelta(seconds=-1))
+    with pytest.raises(ValueError, match="clock start must be an instant between the years 1 and 9999"):
+        MontyRuntime(clock=FrozenClock(at=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))))
+
+
+def test_a_stepping_clock_past_the_year_9999_is_an_overflow_error_in_the_script() -> None:
+    clock = SteppingClock(start=datetime(9999, 12, 31, 23, 59, 59), step=timedelta(days=1))
+    script = (
+        "from datetime import datetime\na = datetime.now()\ntry:\n    datetime.now()\n"
+        "except OverflowError as e:\n    r = str(e)\nr"
+    )
+    assert MontyRuntime(clock=clock, timezone="UTC").run(script).value == "the clock reading is out of range"

@@ -121,10 +121,14 @@ class MontyEngine:
         snapshot_key: bytes | None,
         max_os_calls: int | None = 1_000_000,
         timezone: str = "local",
+        clock: tuple[float, float] | None = None,
     ) -> MontyEngine:
         """``timezone``: ``"local"`` (the host's zone by name, a fixed offset when the tz
         database does not know it), ``"UTC"`` or an IANA zone name; ValueError for a name
-        the tz database does not know."""
+        the tz database does not know. ``clock``: ``(start, step)`` in seconds since the Unix
+        epoch: the n-th clock read of a run (from 0) answers ``start + n * step`` instead of
+        the system clock (``step`` 0: a frozen clock); ValueError for a start outside the
+        years 1 to 9999 or a negative or non-finite step."""
     def start(
         self,
         script: str,

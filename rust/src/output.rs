@@ -28,7 +28,10 @@ impl RunOutput {
     }
 
     pub fn get(&self) -> Printed {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The capture of the next advance: what is left of `cap` after what the run printed.
@@ -38,7 +41,10 @@ impl RunOutput {
 
     /// Records what an advance printed.
     pub fn keep(&self, out: &CappedOutput) {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = out.printed();
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = out.printed();
     }
 }
 

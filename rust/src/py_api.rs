@@ -21,7 +21,7 @@ use crate::engine::{
 };
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::journal::{JVal, Journal, OsLog};
-use crate::os_policy::{MountSpec, OsPolicy};
+use crate::os_policy::{FixedClock, MountSpec, OsPolicy};
 use crate::seam::{StepClass, native_error, native_value};
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 use crate::worker::{self, Slot};
@@ -265,7 +265,7 @@ pub struct MontyEngine {
 #[pymethods]
 impl MontyEngine {
     #[new]
-    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key, max_os_calls=Some(DEFAULT_MAX_OS_CALLS), timezone="local"))]
+    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key, max_os_calls=Some(DEFAULT_MAX_OS_CALLS), timezone="local", clock=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_duration: Option<f64>,
@@ -279,6 +279,7 @@ impl MontyEngine {
         snapshot_key: Option<Vec<u8>>,
         max_os_calls: Option<u64>,
         timezone: &str,
+        clock: Option<(f64, f64)>,
     ) -> PyResult<Self> {
         let max_duration = match max_duration {
             None => None,
@@ -306,7 +307,10 @@ impl MontyEngine {
                 read_write,
             })
             .collect();
-        let os = OsPolicy::new(mounts, environ, system_clock, timezone)?;
+        let clock = clock
+            .map(|(start, step)| FixedClock::new(start, step))
+            .transpose()?;
+        let os = OsPolicy::new(mounts, environ, system_clock, timezone, clock)?;
         let cfg = EngineConfig {
             limits: Limits {
                 max_duration,

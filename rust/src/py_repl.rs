@@ -99,6 +99,7 @@ struct Feed {
     /// them anew).
     printed: Printed,
     os_calls: u64,
+    clock_reads: u64,
 }
 
 impl Feed {
@@ -456,7 +457,11 @@ fn drive(
                 {
                     table = Some(cfg.os.mount_table()?);
                 }
-                match cfg.os.nondeterministic(&call.function_call, journal)? {
+                match cfg.os.nondeterministic(
+                    &call.function_call,
+                    journal,
+                    &mut feed.clock_reads,
+                )? {
                     Some(answer) => call.resume(answer, PrintWriter::Callback(out)),
                     None => {
                         let os = &cfg.os;
@@ -583,6 +588,7 @@ fn feed(
         pending: BTreeMap::new(),
         printed: Printed::default(),
         os_calls: 0,
+        clock_reads: 0,
     };
     let cfg = &inner.cfg;
     let result = guarded("feed", move || {
@@ -769,6 +775,7 @@ fn load_session(
                     pending: pending_table(cfg.tool_style, pending, "the session's awaited calls")?,
                     printed: Printed::default(),
                     os_calls: 0,
+                    clock_reads: 0,
                 };
                 match *progress {
                     ReplProgress::ResolveFutures(futures) => {
@@ -1271,6 +1278,7 @@ mod tests {
             pending: BTreeMap::new(),
             printed: Printed::default(),
             os_calls: 0,
+            clock_reads: 0,
         }
     }
 

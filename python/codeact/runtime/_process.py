@@ -62,7 +62,7 @@ _ERRORS: dict[str, type[Exception]] = {
 
 Config = tuple[Any, ...]
 """(max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock,
-tool_style, max_stdout, snapshot_key, max_os_calls, timezone), exactly the native engine's arguments."""
+tool_style, max_stdout, snapshot_key, max_os_calls, timezone, clock), exactly the native engine's arguments."""
 
 _CONFIG_FIELDS = (
     "max_duration",
@@ -76,6 +76,7 @@ _CONFIG_FIELDS = (
     "snapshot_key",
     "max_os_calls",
     "timezone",
+    "clock",
 )
 
 
