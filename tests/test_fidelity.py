@@ -449,3 +449,69 @@ def test_a_stepping_clock_past_the_year_9999_is_an_overflow_error_in_the_script(
         "except OverflowError as e:\n    r = str(e)\nr"
     )
     assert MontyRuntime(clock=clock, timezone="UTC").run(script).value == "the clock reading is out of range"
+
+
+# ------------------------------------------------------------------ stderr apart from stdout
+
+STREAM_SCRIPTS = [
+    pytest.param("import sys\nprint('out')\nprint('err', 1, sep='-', file=sys.stderr)\n0", id="one line each"),
+    pytest.param(
+        "import sys\nfor i in range(3):\n    print(i, end=' ')\n    print('e', i, file=sys.stderr)\nprint()\n0",
+        id="interleaved in a loop",
+    ),
+    pytest.param("import sys\nprint('no newline', file=sys.stderr, end='')\n0", id="stderr only, no newline"),
+    pytest.param("print('é, ünïcode', 'ok')\nprint(file=None)\n0", id="stdout only, file=None"),
+    pytest.param(
+        "import sys\nx = call_tool('double', {'x': 2})\nprint('got', x, file=sys.stderr)\nprint(x)\n0",
+        id="across a tool call",
+    ),
+]
+
+
+def cpython_streams(script: str) -> tuple[str, str]:
+    """(stdout, stderr) of ``script`` run by CPython in a child process (``call_tool`` doubles)."""
+    prelude = "def call_tool(name, args):\n    return 2 * args['x']\n"
+    child = subprocess.run([sys.executable, "-c", prelude + script], capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr
+    return child.stdout, child.stderr
+
+
+@pytest.mark.parametrize("script", STREAM_SCRIPTS)
+@pytest.mark.parametrize("isolation", ["in_process", "process"])
+def test_stdout_and_stderr_come_back_apart_as_on_cpython(script: str, isolation: str) -> None:
+    result = MontyRuntime(isolation=isolation).run(script, tools={"double": lambda x: 2 * x})
+    assert (result.stdout, result.stderr) == cpython_streams(script)
+
+
+def test_each_step_carries_its_own_stderr() -> None:
+    script = "import sys\nprint('a', file=sys.stderr)\ncall_tool('t', {})\nprint('b', file=sys.stderr)\nprint('c')\n1"
+    call = expect_call(start(MontyRuntime(), script))
+    assert (call.stdout, call.stderr) == ("", "a\n")
+    done = expect_complete(call.call.resume(ResumeValue(None)))
+    assert (done.stdout, done.stderr) == ("c\n", "b\n")
+
+
+def test_a_failing_script_keeps_its_stderr_and_the_cpython_runtime_splits_too() -> None:
+    script = "import sys\nprint('before', file=sys.stderr)\nprint('x')\n1 / 0"
+    with pytest.raises(ScriptError) as info:
+        MontyRuntime().run(script)
+    assert (info.value.stdout, info.value.stderr) == ("x\n", "before\n")
+    from codeact import CPythonRuntime
+
+    step = CPythonRuntime().start("import sys\nprint('o')\nprint('e', file=sys.stderr)\n2")
+    assert (step.stdout, step.stderr) == ("o\n", "e\n")
+
+
+def test_the_output_cap_counts_both_streams_and_marks_the_stream_it_cuts() -> None:
+    script = "import sys\nprint('12345')\nprint('abcdefghij', file=sys.stderr)\nprint('more')\n0"
+    result = MontyRuntime(max_stdout=10).run(script)
+    assert result.stdout == "12345\n"
+    assert result.stderr.startswith("abcd\n[stderr truncated: the script printed more than max_stdout=10 bytes")
+    assert "(stdout and stderr together)" in result.stderr
+    assert "more" not in result.stdout
+
+
+def test_a_namespace_session_feed_keeps_stderr_apart() -> None:
+    session = MontyRuntime().start_session()
+    step = session.feed("import sys\nprint('o')\nprint('e', file=sys.stderr)\n3")
+    assert (step.stdout, step.stderr, step.value) == ("o\n", "e\n", 3)

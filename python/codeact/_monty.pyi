@@ -95,10 +95,12 @@ def register_seam_types(
     resume_value: type[ResumeValue],
     resume_error: type[ResumeError],
 ) -> None:
-    """Registers the pure-Python step and outcome classes the engine builds and reads."""
+    """Registers the pure-Python step and outcome classes the engine builds and reads. The
+    steps are built with the fields ``(call | value | message, stdout, os_log, stderr)``."""
 
 def register_gather_type(gather: type[Gather]) -> None:
-    """Registers the pure-Python ``Gather`` step class the engine builds."""
+    """Registers the pure-Python ``Gather`` step class the engine builds, called as
+    ``Gather(calls, stdout, os_log, continuation, stderr)``."""
 
 def remaining_stack() -> int | None:
     """Bytes of native stack left on the calling thread, or None when unknown."""

@@ -245,6 +245,8 @@ pub enum Stop {
 pub struct Advance {
     pub stop: Stop,
     pub stdout: String,
+    /// What the script wrote to stderr (`print(..., file=sys.stderr)`) on the way.
+    pub stderr: String,
     /// The nondeterministic answers given to the script during this advance, in order.
     pub os_log: crate::journal::OsLog,
 }
@@ -297,6 +299,7 @@ pub fn start(
                 script.len()
             )),
             stdout: String::new(),
+            stderr: String::new(),
             os_log: Vec::new(),
         });
     }
@@ -324,6 +327,7 @@ pub fn start(
                 return Ok(Advance {
                     stop: Stop::Raised(exc.to_string()),
                     stdout: String::new(),
+                    stderr: String::new(),
                     os_log: journal.into_log(),
                 });
             }
@@ -340,6 +344,7 @@ pub fn start(
         Ok(Advance {
             stop,
             stdout: out.text,
+            stderr: out.err,
             os_log: journal.into_log(),
         })
     })
@@ -376,6 +381,7 @@ pub fn resume(
         Ok(Advance {
             stop,
             stdout: out.text,
+            stderr: out.err,
             os_log: journal.into_log(),
         })
     })
@@ -1037,6 +1043,7 @@ pub fn resume_gather(
         Ok(Advance {
             stop,
             stdout: out.text,
+            stderr: out.err,
             os_log: journal.into_log(),
         })
     })

@@ -52,9 +52,9 @@ pub fn register_seam_types(
     resume_error: Py<PyType>,
 ) -> PyResult<()> {
     let types = SeamTypes {
-        call: StepClass::new(py, call, ["call", "stdout", "os_log"])?,
-        complete: StepClass::new(py, complete, ["value", "stdout", "os_log"])?,
-        raised: StepClass::new(py, raised, ["message", "stdout", "os_log"])?,
+        call: StepClass::new(py, call, ["call", "stdout", "os_log", "stderr"])?,
+        complete: StepClass::new(py, complete, ["value", "stdout", "os_log", "stderr"])?,
+        raised: StepClass::new(py, raised, ["message", "stdout", "os_log", "stderr"])?,
         resume_value,
         resume_error,
     };
@@ -217,12 +217,16 @@ pub(crate) fn build_step(
     advance: Advance,
 ) -> PyResult<Py<PyAny>> {
     let types = seam(py)?;
-    let stdout = if advance.stdout.is_empty() {
-        intern!(py, "").clone()
-    } else {
-        PyString::new(py, &advance.stdout)
-    }
-    .into_any();
+    let text = |s: &str| {
+        if s.is_empty() {
+            intern!(py, "").clone()
+        } else {
+            PyString::new(py, s)
+        }
+        .into_any()
+    };
+    let stdout = text(&advance.stdout);
+    let stderr = text(&advance.stderr);
     let os_log = os_log_to_py(py, &advance.os_log)?.into_any();
     match advance.stop {
         Stop::Complete(value) => {
@@ -230,14 +234,14 @@ pub(crate) fn build_step(
                 .map_err(|e| HostError::Internal(e.describe()))?;
             types
                 .complete
-                .build(py, [value.into_bound(py), stdout, os_log])
+                .build(py, [value.into_bound(py), stdout, os_log, stderr])
         }
         Stop::Raised(message) => {
             let message = PyString::new(py, &message).into_any();
-            types.raised.build(py, [message, stdout, os_log])
+            types.raised.build(py, [message, stdout, os_log, stderr])
         }
         Stop::Gather(paused, ids) => {
-            crate::py_gather::build_gather(py, cfg, *paused, ids, stdout, os_log)
+            crate::py_gather::build_gather(py, cfg, *paused, ids, [stdout, stderr], os_log)
         }
         Stop::Call(paused, req) => {
             let (positional, keyword) =
@@ -251,7 +255,7 @@ pub(crate) fn build_step(
                 paused: Mutex::new(Some(paused)),
             };
             let pending = Bound::new(py, pending)?.into_any();
-            types.call.build(py, [pending, stdout, os_log])
+            types.call.build(py, [pending, stdout, os_log, stderr])
         }
     }
 }

@@ -168,6 +168,7 @@ enum Stop {
 struct Advance {
     stop: Stop,
     stdout: String,
+    stderr: String,
     os_log: OsLog,
 }
 
@@ -532,6 +533,7 @@ fn settle(
     Ok(Advance {
         stop,
         stdout: out.text,
+        stderr: out.err,
         os_log: journal.into_log(),
     })
 }
@@ -563,6 +565,7 @@ fn feed(
                 script.len()
             )),
             stdout: String::new(),
+            stderr: String::new(),
             os_log: Vec::new(),
         });
     }
@@ -824,6 +827,7 @@ fn load_session(
 fn build_step(py: Python<'_>, inner: &Arc<Inner>, advance: Advance) -> PyResult<Py<PyAny>> {
     let types = seam(py)?;
     let stdout = PyString::new(py, &advance.stdout).into_any();
+    let stderr = PyString::new(py, &advance.stderr).into_any();
     let os_log = os_log_to_py(py, &advance.os_log)?.into_any();
     match advance.stop {
         Stop::Complete(value) => {
@@ -831,21 +835,22 @@ fn build_step(py: Python<'_>, inner: &Arc<Inner>, advance: Advance) -> PyResult<
                 .map_err(|e| HostError::Internal(e.describe()))?;
             types
                 .complete
-                .build(py, [value.into_bound(py), stdout, os_log])
+                .build(py, [value.into_bound(py), stdout, os_log, stderr])
         }
         Stop::Raised(message) => {
             let message = PyString::new(py, &message).into_any();
-            types.raised.build(py, [message, stdout, os_log])
+            types.raised.build(py, [message, stdout, os_log, stderr])
         }
         Stop::Call(call, req, feed) => {
             let pending = Py::new(py, MontySessionCall::new(py, inner, *call, req, feed)?)?;
-            types
-                .call
-                .build(py, [pending.into_bound(py).into_any(), stdout, os_log])
+            types.call.build(
+                py,
+                [pending.into_bound(py).into_any(), stdout, os_log, stderr],
+            )
         }
         Stop::Gather(futures, ids, feed) => {
             let (gather, calls) = MontySessionGather::new(py, inner, *futures, ids, feed)?;
-            gather_step(py, gather.into_any(), calls, stdout, os_log)
+            gather_step(py, gather.into_any(), calls, [stdout, stderr], os_log)
         }
     }
 }

@@ -292,10 +292,11 @@ class MontyRuntime:
         prompt_extra: text appended to the capabilities prompt.
         tool_style: ``"call_tool"`` (only ``call_tool("name", {...})`` reaches tools) or
             ``"functions"`` (tools are bare functions; calls bound by ``bind_call_args``).
-        max_stdout: bytes of output kept per run (default 10 MiB): the budget holds across
-            the run's advances, resumes and tool calls (and travels in its snapshots); the
-            output past it is dropped and a marker (``[stdout truncated: ...]``) shows once,
-            where the cut falls.
+        max_stdout: bytes of output (stdout and stderr together) kept per run (default 10
+            MiB): the budget holds across the run's advances, resumes and tool calls (and
+            travels in its snapshots); the output past it is dropped and a marker
+            (``[stdout truncated: ...]``, or ``[stderr truncated: ...]``) shows once, in the
+            stream where the cut falls.
         snapshot_key: when given, snapshots are signed with HMAC-SHA256 under this key and
             only snapshots signed with it load. Needed whenever snapshot bytes are stored
             where someone else can write them (docs/security.md).
@@ -648,7 +649,7 @@ class MontyRuntime:
                 for no cap).
 
         Returns:
-            ``RunResult(value, stdout, tool_calls)``.
+            ``RunResult(value, stdout, tool_calls, stderr)``.
 
         Raises:
             ScriptError: the script failed (syntax error, uncaught exception, limit, subset check),
