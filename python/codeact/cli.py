@@ -193,16 +193,26 @@ def run(
         result = runtime.run(code, tools=callables, inputs=bound, script_name=script.name)
     except ScriptError as err:
         if json_output:
-            _out().print_json(json.dumps({"ok": False, "error": err.message, "stdout": err.stdout}))
+            _out().print_json(
+                json.dumps({"ok": False, "error": err.message, "stdout": err.stdout, "stderr": err.stderr})
+            )
         else:
             sys.stdout.write(err.stdout)
+            sys.stderr.write(err.stderr)
             _err().print(f"[bold red]{err.message}[/]", markup=True, highlight=False)
         raise typer.Exit(1) from None
     if json_output:
-        payload = {"ok": True, "value": result.value, "stdout": result.stdout, "tool_calls": result.tool_calls}
+        payload = {
+            "ok": True,
+            "value": result.value,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "tool_calls": result.tool_calls,
+        }
         sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=repr) + "\n")
         return
     sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
     if result.value is not None:
         _out().print(repr(result.value), highlight=False)
 
