@@ -121,7 +121,7 @@ class MontyEngine:
         tool_style: str,
         max_stdout: int,
         snapshot_key: bytes | None,
-        max_os_calls: int | None = 1_000_000,
+        max_os_calls: int | None = ...,
         timezone: str = "local",
         clock: tuple[float, float] | None = None,
     ) -> MontyEngine:
