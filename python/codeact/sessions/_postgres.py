@@ -33,6 +33,7 @@ import anyio.to_thread
 import psycopg
 import psycopg.conninfo
 import psycopg.errors
+import psycopg.pq
 import pydantic
 import pydantic_core
 from anyio.lowlevel import RunVar
@@ -181,6 +182,15 @@ WITH fence AS (
 SELECT COALESCE((SELECT v FROM fence), 0), (SELECT count(*) FROM ins)
 """
 
+_JOURNAL_ONE_SQL = _JOURNAL_SQL.replace(
+    "SELECT %(a)s, %(u)s, %(s)s, %(t)s, r.kind, r.seq, r.data\n"
+    "    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)\n",
+    "SELECT %(a)s, %(u)s, %(s)s, %(t)s, %(kind)s::text, %(seq)s::bigint, %(data)s::text\n",
+)
+"""``_JOURNAL_SQL`` for one record (the usual write: an intent or an outcome), with scalar
+parameters: no arrays to build and unpack."""
+assert _JOURNAL_ONE_SQL != _JOURNAL_SQL
+
 
 def _describe(conninfo: str) -> str:
     """``PostgreSQL database 'db' at host:port`` from a URL or DSN, without the password."""
@@ -256,6 +266,10 @@ class PostgresSessionService(BaseSessionService):
             loses power. ``"power"``: every commit is flushed to disk first
             (``synchronous_commit = on``).
         min_size / max_size: connections the service's own pool keeps open / may open.
+            The small operations (journal records, the turn slot) run on up to
+            ``max_size`` worker threads of the service, each holding its own connection
+            (opened on first use, prepared statements kept): up to ``2 * max_size``
+            connections in all. With a host pool they check out from it instead.
         connect_timeout: seconds to wait for the server when connecting.
         timeout: seconds an operation waits for a free pool connection.
 
@@ -304,6 +318,8 @@ class PostgresSessionService(BaseSessionService):
         self._connect_timeout, self._timeout = connect_timeout, timeout
         self._open_lock = threading.Lock()
         self._workers: concurrent.futures.ThreadPoolExecutor | None = None
+        self._local = threading.local()  # a worker thread's own connection (quick operations)
+        self._worker_conns: list[Connection[Any]] = []
         self._sync_commit = "on" if durability == "power" else "off"
         self._append_lock: RunVar[anyio.Lock] = RunVar(f"codeact.PostgresSessionService[{id(self):x}].append")
 
@@ -347,12 +363,7 @@ class PostgresSessionService(BaseSessionService):
                     min_size=self._min_size,
                     max_size=self._max_size,
                     timeout=self._timeout,
-                    kwargs={
-                        "autocommit": True,
-                        "options": f"-c synchronous_commit={self._sync_commit}",
-                        "connect_timeout": max(1, round(self._connect_timeout)),
-                        "application_name": "codeact",
-                    },
+                    kwargs=self._connect_kwargs(),
                     name=f"codeact-{id(self):x}",
                     open=True,
                 )
@@ -367,6 +378,38 @@ class PostgresSessionService(BaseSessionService):
             self._ready = True
             assert self._pool is not None
             return self._pool
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        return {
+            "autocommit": True,
+            "options": f"-c synchronous_commit={self._sync_commit}",
+            "connect_timeout": max(1, round(self._connect_timeout)),
+            "application_name": "codeact",
+        }
+
+    def _worker_connection(self) -> Connection[Any]:
+        """The calling worker thread's own connection (autocommit, opened on first use):
+        the quick operations skip the pool's checkout and keep their prepared statements."""
+        conn: Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        conn = psycopg.connect(self._conninfo, **self._connect_kwargs())
+        with self._open_lock:
+            if self._closed:
+                conn.close()
+                raise SessionStoreError(f"{self!r} is closed")
+            self._worker_conns.append(conn)
+        self._local.conn = conn
+        return conn
+
+    def _drop_worker_connection(self) -> None:
+        conn: Connection[Any] | None = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with self._open_lock:
+                if conn in self._worker_conns:
+                    self._worker_conns.remove(conn)
+            conn.close()
 
     def _set_up(self, conn: Connection[Any]) -> None:
         """Creates or migrates the tables, under an advisory lock held around the transaction
@@ -425,7 +468,14 @@ class PostgresSessionService(BaseSessionService):
         row = conn.execute("SELECT version FROM codeact_schema_version WHERE id = 1").fetchone()
         return int(row[0]) if row is not None else None
 
-    def _run(self, fn: Callable[[Connection[Any], bool], _T], *, write: bool, single: bool = False) -> _T:
+    def _run(
+        self,
+        fn: Callable[[Connection[Any], bool], _T],
+        *,
+        write: bool,
+        single: bool = False,
+        own: bool = False,
+    ) -> _T:
         """``fn(conn, retrying)`` in one transaction on a pooled connection, in the calling
         (worker) thread; ``single``: ``fn`` runs one statement, which needs no explicit
         transaction on an autocommit connection of the service's own pool. Retries a dropped
@@ -438,6 +488,13 @@ class PostgresSessionService(BaseSessionService):
             if self._closed:
                 raise SessionStoreError(f"{self!r} is closed")
             try:
+                if own and self._host_pool is None:
+                    conn = self._worker_connection()
+                    try:
+                        return fn(conn, attempt > 0)
+                    finally:
+                        if conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                            self._drop_worker_connection()
                 with pool.connection(timeout=self._timeout) as conn:
                     if single and conn.autocommit and self._host_pool is None:
                         return fn(conn, attempt > 0)
@@ -483,7 +540,7 @@ class PostgresSessionService(BaseSessionService):
                 self._workers = concurrent.futures.ThreadPoolExecutor(
                     self._max_size, thread_name_prefix="codeact-postgres"
                 )
-            future = self._workers.submit(self._run, fn, write=write, single=True)
+            future = self._workers.submit(self._run, fn, write=write, single=True, own=True)
         try:
             return future.result(timeout=_INLINE_WAIT)
         except concurrent.futures.TimeoutError:
@@ -505,6 +562,10 @@ class PostgresSessionService(BaseSessionService):
             workers, self._workers = self._workers, None
         if workers is not None:
             workers.shutdown(wait=True)
+        with self._open_lock:
+            conns, self._worker_conns = self._worker_conns, []
+        for conn in conns:
+            conn.close()
         if pool is not None and self._host_pool is None:
             pool.close()
 
@@ -761,20 +822,25 @@ class PostgresSessionService(BaseSessionService):
     async def append_journal(
         self, session: Session, turn: str, records: list[JournalRecord], *, expected_version: int | None = None
     ) -> None:
-        params = {
+        params: dict[str, Any] = {
             "a": session.app_name,
             "u": session.user_id,
             "s": session.id,
             "t": turn,
-            "kinds": [r.kind for r in records],
-            "seqs": [r.seq for r in records],
-            "datas": [r.data for r in records],
             "ev": expected_version,
         }
+        if len(records) == 1:
+            sql = _JOURNAL_ONE_SQL
+            params.update(kind=records[0].kind, seq=records[0].seq, data=records[0].data)
+        else:
+            sql = _JOURNAL_SQL
+            params.update(
+                kinds=[r.kind for r in records], seqs=[r.seq for r in records], datas=[r.data for r in records]
+            )
 
         def txn(conn: Connection[Any], retrying: bool) -> None:
             try:
-                row = conn.execute(_JOURNAL_SQL, params).fetchone()
+                row = conn.execute(sql, params, prepare=True).fetchone()
             except psycopg.errors.ForeignKeyViolation as e:
                 raise SessionNotFoundError(
                     f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
