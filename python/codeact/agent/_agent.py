@@ -20,14 +20,7 @@ import anyio
 import jsonschema
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
-from ..exceptions import CodeRuntimeError, MissingStateError, SnapshotError, TurnConflictError
-from ..guardrails import run_guardrails
-from ..models import GenerateContentConfig, LlmRequest, LlmResponse
-from ..runtime import Call, Raised
-from ..services._artifacts import check_filename
-from ..sessions._journal import TurnSlot
-from ..sessions._turns import TurnRecord, new_claim
-from ..sessions._types import (
+from ..events import (
     INTERMEDIATE_KINDS,
     CodeExecutionResult,
     Content,
@@ -37,6 +30,13 @@ from ..sessions._types import (
     Part,
     UsageMetadata,
 )
+from ..exceptions import MissingStateError, ReplayDivergenceError, SnapshotError, TurnConflictError
+from ..guardrails import run_guardrails
+from ..models import GenerateContentConfig, LlmRequest, LlmResponse
+from ..runtime import Call, Raised
+from ..services._artifacts import check_filename
+from ..sessions._journal import TurnSlot
+from ..sessions._turns import TurnRecord, new_claim
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
 from ..telemetry import AgentRun, start_agent_run
 from ..tools import FunctionTool, Tool, ToolContext
@@ -1154,9 +1154,7 @@ class CodeActAgent(BaseAgent):
         if replay:
             try:
                 step = await run_step(functools.partial(start, record.script, SCRIPT_NAME, os_replay=replay))
-            except CodeRuntimeError as exc:
-                if type(exc).__name__ != "ReplayDivergenceError":
-                    raise
+            except ReplayDivergenceError as exc:
                 run.keep_slot = True
                 yield self._error_event(
                     run,

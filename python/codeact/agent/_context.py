@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..events import Content, Event, EventActions
 from ..services._access import ServiceAccess
 from ..sessions._journal import TurnSlot
 from ..sessions._turns import DEFAULT_CLAIM_LEASE, Claim, Clock
-from ..sessions._types import Content, Event, EventActions, Session
+from ..sessions._types import Session
 from ..tools._context import State
 
 if TYPE_CHECKING:

@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import pydantic_core
 
+from ..events import Content, Event, FunctionCall, FunctionResponse, Part
 from ..exceptions import (
     AlreadyResumingError,
-    CodeRuntimeError,
     ConfirmationHandlerError,
+    ReplayDivergenceError,
     SnapshotError,
     ToolArgumentError,
     TurnConflictError,
@@ -44,7 +45,6 @@ from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_cal
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
 from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
-from ..sessions._types import Content, Event, FunctionCall, FunctionResponse, Part
 from ..tools import Tool
 from ._dispatch import terminal_signal
 from ._protocol import (
@@ -368,9 +368,7 @@ class TurnDriver:
                 yield self.agent._stale(run, str(exc))
                 yield TurnEnd("stopped")
                 return
-            except CodeRuntimeError as exc:
-                if type(exc).__name__ != "ReplayDivergenceError":
-                    raise
+            except ReplayDivergenceError as exc:
                 yield self._os_divergence(exc)
                 yield TurnEnd("stopped")
                 return

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._monty import ResumeError, ResumeValue
-from ..exceptions import CodeRuntimeError
+from ..exceptions import CodeRuntimeError, ReplayDivergenceError
 
 if TYPE_CHECKING:
     from ..tools import Tool
@@ -73,11 +73,6 @@ OsLog = tuple[tuple[str, Any], ...]
 ``(kind, value)`` pairs with plain JSON values, e.g. ``("clock", 1767225600.25)`` (UTC
 seconds), ``("random_seed", 123)``, ``("urandom", "<hex>")``. Pass the concatenated logs back
 as ``os_replay`` to re-run a script to the same state."""
-
-
-class ReplayDivergenceError(CodeRuntimeError):
-    """A replayed script asked for a nondeterministic value of another kind than the
-    journal recorded next (``os_replay``): it no longer runs the same way."""
 
 
 @dataclass(slots=True)
