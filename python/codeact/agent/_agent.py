@@ -4,19 +4,14 @@ checkpoints and events (SPEC §4–5)."""
 from __future__ import annotations
 
 import base64
-import binascii
-import collections
-import functools
 import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
 import jsonschema
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
@@ -30,23 +25,23 @@ from ..events import (
     Part,
     UsageMetadata,
 )
-from ..exceptions import MissingStateError, ReplayDivergenceError, SnapshotError, TurnConflictError
+from ..exceptions import MissingStateError
 from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, LlmRequest, LlmResponse
-from ..runtime import Call, Raised
+from ..runtime import Raised
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
 from ..sessions._turns import TurnRecord, new_claim
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
-from ..telemetry import AgentRun, start_agent_run
-from ..tools import FunctionTool, Tool, ToolContext
+from ..telemetry import start_agent_run
+from ..tools import FunctionTool, Tool
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
-from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool
-from ._driver import Journal, SnapshotCall, SnapshotGather, TurnDriver, TurnEnd, TurnState, escape_surrogates
+from ._dispatch import CircuitBreaker, RetryBudget, call_callback
+from ._driver import TurnDriver, TurnEnd, TurnState, escape_surrogates
 from ._extract import explain_no_code, extract_code
 from ._hints import explain_raised, script_hint
-from ._namespace import Namespace, Prepared, prepare_script, shift_traceback, unwrap_result
+from ._namespace import prepare_script, shift_traceback, unwrap_result
 from ._output import (
     Error,
     FinalResult,
@@ -59,8 +54,10 @@ from ._output import (
 )
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
 from ._protocol import TURN_FORMAT, claim_decisions
+from ._recovery import drop_slot, release_claim, restore
+from ._run import SCRIPT_NAME, Callbacks, Run, as_callbacks, authored_event
 from ._stepper import run_step
-from ._turn import LeaseKeeper, open_journal, verify_turn
+from ._turn import LeaseKeeper, verify_turn
 
 __all__ = ("DEFAULT_MAX_ERROR_CHARS", "DEFAULT_MAX_ITERATIONS", "CodeActAgent")
 
@@ -68,72 +65,9 @@ log = logging.getLogger("codeact.durability")
 
 DEFAULT_MAX_ITERATIONS = 12
 DEFAULT_MAX_ERROR_CHARS = 4000
-SCRIPT_NAME = "agent.py"
 
 
-Callback = Callable[..., Any]
-Callbacks = Callback | list[Callback] | None
 InstructionProvider = Callable[[CallbackContext], "str | Any"]
-
-
-def _as_list(cbs: Callbacks) -> list[Callback]:
-    if cbs is None:
-        return []
-    return list(cbs) if isinstance(cbs, (list, tuple)) else [cbs]
-
-
-@dataclass
-class _Run:
-    """The mutable state of one run of the loop."""
-
-    ctx: InvocationContext
-    pending: EventActions
-    tools: dict[str, Tool]
-    roster: list[str]
-    supports_suspension: bool
-    breaker: CircuitBreaker
-    cb_ctx: CallbackContext
-    plugins: list[Any] = field(default_factory=list)
-    system_prompt: str = ""
-    transcript: list[Content] = field(default_factory=list)
-    iteration: int = 0
-    turn_stdout: str = ""
-    transcript_json: tuple[int, list[dict[str, Any]]] | None = None
-    turn_invocation: str = ""  # set while a resumed turn runs: the invocation that started it
-    schema_retries: int = 0
-    namespace: Namespace = field(default_factory=Namespace)
-    prepared: Prepared | None = None
-    session: Any = None  # the live NamespaceSession (persist_namespace on a runtime with sessions)
-    session_start: bytes | None = None  # the idle session's bytes when the current script started
-    stopped: bool = False
-    outcome: str = ""  # "final" | "suspended" | "handed_off" | "error"
-    tools_ran: list[str] = field(default_factory=list)  # tools the current script called, in order
-    slot_version: int = 0  # the turn slot version this run holds (0: none)
-    keep_slot: bool = False  # the run ended on a stale or divergent turn: the caller decides
-    message_seen: bool = False
-    model_calls: int = 0
-    total_tokens: int = 0
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    last_usage: UsageMetadata | None = None  # of the latest model call
-    outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
-    otel: AgentRun | None = None
-    lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))
-
-    def usage_totals(self) -> UsageMetadata:
-        """The run's model usage so far."""
-        reported = self.prompt_tokens is not None or self.completion_tokens is not None
-        return UsageMetadata(
-            prompt_token_count=self.prompt_tokens,
-            candidates_token_count=self.completion_tokens,
-            total_token_count=self.total_tokens if reported else None,
-            model_calls=self.model_calls,
-        )
-
-    @property
-    def turn_id(self) -> str:
-        """Identifies the current turn within the session (invocation and iteration)."""
-        return f"{self.turn_invocation or self.ctx.invocation_id}:{self.iteration}"
 
 
 class CodeActAgent(BaseAgent):
@@ -269,12 +203,13 @@ class CodeActAgent(BaseAgent):
             if content is not None:
                 yield self._event(ctx, pending, content=_as_content(content))
                 return
-        for cb in _as_list(self.before_agent):
+        for cb in as_callbacks(self.before_agent):
             content = await call_callback(cb, cb_ctx)
             if content is not None:
                 yield self._event(ctx, pending, content=_as_content(content))
                 return
-        run = _Run(
+        run = Run(
+            settings=self,
             ctx=ctx,
             pending=pending,
             tools={},
@@ -313,12 +248,12 @@ class CodeActAgent(BaseAgent):
         except GeneratorExit:
             run.lease.stop()
             run.otel.end(usage=_otel_usage(run))
-            await self._release_claim(run)
+            await release_claim(run)
             raise
         except BaseException as exc:
             run.lease.stop()
             run.otel.end(error_code=type(exc).__qualname__, error_message=str(exc), usage=_otel_usage(run))
-            await self._release_claim(run)
+            await release_claim(run)
             raise
         run.lease.stop()
         run.otel.end(
@@ -327,11 +262,11 @@ class CodeActAgent(BaseAgent):
             usage=_otel_usage(run),
         )
         if run.outcome != "suspended" and not run.keep_slot:
-            await self._drop_slot(run)
+            await drop_slot(run)
         elif run.keep_slot:
-            await self._release_claim(run)
+            await release_claim(run)
         if run.outcome == "final":
-            for cb in _as_list(self.after_agent):
+            for cb in as_callbacks(self.after_agent):
                 content = await call_callback(cb, cb_ctx)
                 if content is not None:
                     yield self._event(ctx, pending, content=_as_content(content))
@@ -361,27 +296,11 @@ class CodeActAgent(BaseAgent):
 
     def _event(self, ctx: InvocationContext, pending: EventActions, **fields: Any) -> Event:
         """An event authored by this agent, carrying (and flushing) pending tool deltas."""
-        actions: EventActions = fields.pop("actions", None) or EventActions()
-        delta = fields.pop("state_delta", None)
-        if pending.state_delta or pending.artifact_delta:
-            actions.state_delta = {**pending.state_delta, **actions.state_delta}
-            actions.artifact_delta = {**pending.artifact_delta, **actions.artifact_delta}
-            pending.state_delta.clear()
-            pending.artifact_delta.clear()
-        if delta:
-            actions.state_delta.update(delta)
-        if pending.route is not None:  # a tool's route rides on the next stored event
-            actions.route, pending.route = pending.route, None
-        return Event(invocation_id=ctx.invocation_id, author=self.name, actions=actions, **fields)
-
-    def _error_event(self, run: _Run, code: str, message: str, *, clear: bool = False) -> Event:
-        run.outcome, run.stopped = "error", True
-        delta = {PENDING_STATE_KEY: None, TURN_STATE_KEY: None} if clear else None
-        return self._event(run.ctx, run.pending, error_code=code, error_message=message, state_delta=delta)
+        return authored_event(self.name, ctx, pending, **fields)
 
     # ------------------------------------------------------------------ setup
 
-    async def _resolve_tools(self, run: _Run) -> list[Tool]:
+    async def _resolve_tools(self, run: Run) -> list[Tool]:
         """Static tools, then each toolset's tools for this run.
 
         Raises:
@@ -417,7 +336,7 @@ class CodeActAgent(BaseAgent):
             targets.append(name)
         return targets
 
-    async def _instruction(self, source: str | Callable[..., Any], run: _Run) -> str:
+    async def _instruction(self, source: str | Callable[..., Any], run: Run) -> str:
         """A provider's text (not template-expanded), or the string with ``{key}`` /
         ``{artifact.name}`` injected."""
         if callable(source):
@@ -428,7 +347,7 @@ class CodeActAgent(BaseAgent):
         state = {**run.ctx.session.state, **run.pending.state_delta}
         return inject_state(source, state, await self._template_artifacts(source, run))
 
-    async def _template_artifacts(self, template: str, run: _Run) -> dict[str, str]:
+    async def _template_artifacts(self, template: str, run: Run) -> dict[str, str]:
         """The text of each artifact a template names (``{artifact.name}``)."""
         out: dict[str, str] = {}
         for m in _PLACEHOLDER.finditer(template):
@@ -456,14 +375,14 @@ class CodeActAgent(BaseAgent):
                 out[filename] = art.text or ""
         return out
 
-    def _skill_block(self, run: _Run) -> str:
+    def _skill_block(self, run: Run) -> str:
         if self._skill_index is None or run.ctx.user_content is None:
             return ""
         query = "\n".join(p.text for p in run.ctx.user_content.parts if p.text and not p.thought)
         matches = self._skill_index.select(query, self.skill_policy)
         return "\n\n".join(m.skill.render(self.skill_budget) for m in matches)
 
-    async def _system_prompt(self, run: _Run, tools: Sequence[Tool]) -> str:
+    async def _system_prompt(self, run: Run, tools: Sequence[Tool]) -> str:
         global_instruction = await self._instruction(self.global_instruction, run)
         instruction = await self._instruction(self.instruction, run)
         return assemble_system_prompt(
@@ -510,12 +429,13 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ the loop
 
-    async def _loop(self, run: _Run) -> AsyncIterator[Event]:
+    async def _loop(self, run: Run) -> AsyncIterator[Event]:
         ctx = run.ctx
         try:
             tools = await self._resolve_tools(run)
         except ValueError as exc:
-            yield self._error_event(run, "codeact.toolset", str(exc))
+            run.end("error")
+            yield run.error_event("codeact.toolset", str(exc))
             return
         run.tools = {t.name: t for t in tools}
         run.roster = sorted(run.tools)
@@ -523,10 +443,10 @@ class CodeActAgent(BaseAgent):
         legacy = ctx.session.state.get(PENDING_STATE_KEY)
         if legacy is not None:
             if ctx.run_config.discard_pending_checkpoint:
-                yield self._event(ctx, run.pending, state_delta={PENDING_STATE_KEY: None, TURN_STATE_KEY: None})
+                yield run.event(state_delta={PENDING_STATE_KEY: None, TURN_STATE_KEY: None})
             else:
-                yield self._stale(
-                    run,
+                run.end("error", keep_slot=True)
+                yield run.stale_event(
                     "the session holds a paused script written by codeact 0.1.0 (checkpoint format 1), which "
                     "this version cannot resume",
                 )
@@ -536,7 +456,9 @@ class CodeActAgent(BaseAgent):
         step: Any = None
         if slot is not None:
             run.slot_version = slot.version
-            async with aclosing(self._restore(run, slot)) as restored:
+            async with aclosing(
+                restore(run, slot, persist_namespace=self.persist_namespace, uses_session=self._uses_session())
+            ) as restored:
                 async for item in restored:
                     if isinstance(item, Event):
                         yield item
@@ -545,7 +467,8 @@ class CodeActAgent(BaseAgent):
         else:
             problem = self._check_input(ctx.user_content)
             if problem is not None:
-                yield self._error_event(run, "codeact.input_schema", problem)
+                run.end("error")
+                yield run.error_event("codeact.input_schema", problem)
                 return
             run.system_prompt = await self._system_prompt(run, tools)
             run.transcript = self._seed(ctx)
@@ -560,8 +483,8 @@ class CodeActAgent(BaseAgent):
                 run.iteration += 1
                 run.turn_invocation = ""
                 if run.iteration > self.max_iterations:
-                    yield self._error_event(
-                        run,
+                    run.end("error")
+                    yield run.error_event(
                         "codeact.max_iterations",
                         f"max iterations ({self.max_iterations}) exceeded without a final result. The transcript "
                         "is kept in the session: send another message (for example 'continue') to go on from "
@@ -570,7 +493,8 @@ class CodeActAgent(BaseAgent):
                     return
                 limit = self._usage_breach(run)
                 if limit is not None:
-                    yield self._error_event(run, "codeact.usage_limit", limit)
+                    run.end("error")
+                    yield run.error_event("codeact.usage_limit", limit)
                     return
                 reply = await self._call_model(run)
                 script = extract_code(reply)
@@ -606,7 +530,7 @@ class CodeActAgent(BaseAgent):
 
             # One turn: the driver advances the script until it ends, suspends or stops the run.
             end: TurnEnd | None = None
-            driver = TurnDriver(self, run, state)
+            driver = TurnDriver(run, state)
             otel = run.otel
             span = otel.begin_script(state.record.script, script_name=SCRIPT_NAME) if otel and otel.active else None
             try:
@@ -669,12 +593,10 @@ class CodeActAgent(BaseAgent):
                 targets = self.transfer_targets(ctx)
                 if output.agent_name in targets:
                     yield self._result_event(run, [], "OUTCOME_OK")
-                    run.outcome, run.stopped = "handed_off", True
-                    yield self._event(
-                        ctx,
-                        run.pending,
+                    run.end("handed_off")
+                    yield run.event(
                         actions=EventActions(transfer_to_agent=output.agent_name),
-                        state_delta=self._clear_delta(ctx),
+                        state_delta=run.clear_delta(),
                     )
                     return
                 valid = ", ".join(targets) if targets else "(none)"
@@ -692,7 +614,7 @@ class CodeActAgent(BaseAgent):
                     return
             self._after_resumed_turn(run)
 
-    def _after_resumed_turn(self, run: _Run) -> None:
+    def _after_resumed_turn(self, run: Run) -> None:
         """After a resumed turn, a message the user sent with the resumption (for example
         with ``on_pending_message="deny"``) joins the transcript once."""
         content = run.ctx.user_content
@@ -700,7 +622,7 @@ class CodeActAgent(BaseAgent):
             run.transcript.append(Content.from_text(content.text, role="user"))
         run.message_seen = True
 
-    def _usage_breach(self, run: _Run) -> str | None:
+    def _usage_breach(self, run: Run) -> str | None:
         """Why the run's usage limits forbid another model call, or None."""
         rc = run.ctx.run_config
         if rc.max_model_calls is not None and run.model_calls >= rc.max_model_calls:
@@ -712,7 +634,7 @@ class CodeActAgent(BaseAgent):
             )
         return None
 
-    def _feed_back(self, run: _Run, message: str, *, outcome: str | None) -> None:
+    def _feed_back(self, run: Run, message: str, *, outcome: str | None) -> None:
         """Appends model-facing feedback (secret values redacted) to the transcript, and the
         ``script_result`` event showing it (yielded at the loop's next step)."""
         redact = run.ctx.secrets.redact if run.ctx.secrets is not None else (lambda text: text)
@@ -723,21 +645,19 @@ class CodeActAgent(BaseAgent):
         run.outbox.append(self._result_event(run, texts, outcome))
         run.turn_stdout = ""
 
-    def _model_event(self, run: _Run, reply: str, script: str | None) -> Event:
+    def _model_event(self, run: Run, reply: str, script: str | None) -> Event:
         """The ``model_reply`` event: the reply's text and the script extracted from it
         (an ``executable_code`` part), with this call's usage."""
         parts = [Part(text=reply)]
         if script is not None:
             parts.append(Part(executable_code=ExecutableCode(code=script)))
-        return self._event(
-            run.ctx,
-            run.pending,
+        return run.event(
             content=Content(role="model", parts=parts),
             usage_metadata=run.last_usage,
             custom_metadata={"codeact_kind": "model_reply"},
         )
 
-    def _result_event(self, run: _Run, texts: list[str], outcome: str | None) -> Event:
+    def _result_event(self, run: Run, texts: list[str], outcome: str | None) -> Event:
         """The ``script_result`` event: the feedback sent to the model (text parts, one per
         user message of the transcript) and, when a script ran, how it ended and its stdout
         (a trailing ``code_execution_result`` part)."""
@@ -748,9 +668,7 @@ class CodeActAgent(BaseAgent):
             if self.max_observation_chars is not None:
                 stdout = truncate_middle(stdout, self.max_observation_chars)
             parts.append(Part(code_execution_result=CodeExecutionResult(outcome=outcome, output=redact(stdout))))
-        return self._event(
-            run.ctx,
-            run.pending,
+        return run.event(
             content=Content(role="user", parts=parts),
             custom_metadata={"codeact_kind": "script_result"},
         )
@@ -781,14 +699,9 @@ class CodeActAgent(BaseAgent):
             return f"the user message does not match the input schema of agent {self.name!r}: {errs}"
         return None
 
-    def _clear_delta(self, ctx: InvocationContext) -> dict[str, Any] | None:
-        if ctx.session.state.get(PENDING_STATE_KEY) is None:
-            return None
-        return {PENDING_STATE_KEY: None, TURN_STATE_KEY: None}
-
     # ------------------------------------------------------------------ model
 
-    async def _call_model(self, run: _Run) -> str:
+    async def _call_model(self, run: Run) -> str:
         request = LlmRequest(
             model=getattr(self.model, "name", None),
             system_instruction=run.system_prompt,
@@ -803,7 +716,7 @@ class CodeActAgent(BaseAgent):
             elif result is not None:
                 response = _as_response(result)
                 break
-        for cb in _as_list(self.before_model) if response is None else ():
+        for cb in as_callbacks(self.before_model) if response is None else ():
             result = await call_callback(cb, run.cb_ctx, request)
             if result is not None:
                 response = _as_response(result)
@@ -837,7 +750,7 @@ class CodeActAgent(BaseAgent):
             result = await call_callback(plugin.after_model, run.cb_ctx, response)
             if result is not None:
                 response = _as_response(result)
-        for cb in _as_list(self.after_model):
+        for cb in as_callbacks(self.after_model):
             result = await call_callback(cb, run.cb_ctx, response)
             if result is not None:
                 response = _as_response(result)
@@ -847,15 +760,15 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ final result
 
-    async def _final(self, run: _Run, value: Any) -> AsyncIterator[Event]:
+    async def _final(self, run: Run, value: Any) -> AsyncIterator[Event]:
         errors = self._validate_output(value)
         if errors is not None:
             if run.schema_retries >= self.output_max_retries:
-                yield self._error_event(
-                    run,
+                run.end("error")
+                yield run.error_event(
                     "codeact.output_schema",
                     f"final result failed schema validation after {self.output_max_retries + 1} attempt(s): {errors}",
-                    clear=self._clear_delta(run.ctx) is not None,
+                    clear=run.clear_delta() is not None,
                 )
                 return
             run.schema_retries += 1
@@ -868,14 +781,14 @@ class CodeActAgent(BaseAgent):
             return
         if self._schema_adapter is not None:
             value = self._schema_adapter.dump_python(self._schema_adapter.validate_python(value), mode="json")
-        delta = self._clear_delta(run.ctx) or {}
+        delta = run.clear_delta() or {}
         rendered = render_final(value)
         content = Content.from_text(rendered, role="model")
         if self.output_guardrails:
             verdict = await run_guardrails(self.output_guardrails, content, ReadonlyContext(run.ctx, run.pending))
             if verdict.blocked:
-                yield self._error_event(
-                    run,
+                run.end("error")
+                yield run.error_event(
                     "codeact.output_guardrail",
                     f"output guardrails blocked the final answer: {verdict.reason}",
                     clear=bool(delta),
@@ -888,8 +801,8 @@ class CodeActAgent(BaseAgent):
             delta[self.output_key] = value
         yield self._result_event(run, [], "OUTCOME_OK")
         run.turn_stdout = ""
-        run.outcome, run.stopped = "final", True
-        yield self._event(run.ctx, run.pending, content=content, state_delta=delta)
+        run.end("final")
+        yield run.event(content=content, state_delta=delta)
 
     def _validate_output(self, value: Any) -> str | None:
         if self._schema_adapter is not None:
@@ -906,69 +819,6 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ tool calls
 
-    def _needs_confirmation(self, tool: Tool) -> bool:
-        return (
-            self.require_tool_confirmation_for_all
-            or bool(getattr(tool, "requires_confirmation", False))
-            or tool.name in self.require_tool_confirmation
-        )
-
-    def _gates_all(self, tool: Tool) -> bool:
-        """The agent gates every call of ``tool`` (no per-call check of the tool applies)."""
-        return (
-            self.require_tool_confirmation_for_all
-            or tool.name in self.require_tool_confirmation
-            or not hasattr(tool, "confirmation_required")
-        )
-
-    def _tool_context(self, run: _Run, call_key: str) -> ToolContext:
-        committed = collections.ChainMap(run.pending.state_delta, run.ctx.session.state)
-        return ToolContext(
-            function_call_id=call_key,
-            agent_name=self.name,
-            invocation_id=run.ctx.invocation_id,
-            session=run.ctx.session,
-            user_content=run.ctx.user_content,
-            committed_state=committed,
-            artifact_service=run.ctx.artifact_service,
-            memory_service=run.ctx.memory_service,
-            secrets=run.ctx.secrets,
-        )
-
-    async def _execute(
-        self, run: _Run, tool: Tool, args: dict[str, Any], call_key: str
-    ) -> tuple[Any, ToolFailure | None, EventActions]:
-        tc = self._tool_context(run, call_key)
-        run.tools_ran.append(tool.name)
-        value, failure, _outcome = await run_tool(
-            tool,
-            args,
-            tc,
-            timeout=self.tool_timeout,
-            retry=self.tool_retry_budgets.get(tool.name, self.default_retry_budget),
-            breaker=run.breaker,
-            before=_as_list(self.before_tool),
-            after=_as_list(self.after_tool),
-            after_full=_as_list(self.after_tool_full),
-            on_error=_as_list(self.on_tool_error),
-            plugins=run.plugins,
-        )
-        merge_actions(run.pending, tc.actions)
-        return value, failure, tc.actions
-
-    def _terminal_event(self, run: _Run, actions: EventActions) -> Event:
-        run.outcome, run.stopped = "handed_off", True
-        return self._event(
-            run.ctx,
-            run.pending,
-            actions=EventActions(
-                escalate=actions.escalate,
-                skip_summarization=actions.skip_summarization,
-                transfer_to_agent=actions.transfer_to_agent,
-            ),
-            state_delta=self._clear_delta(run.ctx),
-        )
-
     def _uses_session(self) -> bool:
         """Whether ``persist_namespace`` runs on the runtime's namespace sessions (ADR 0003)
         rather than on the source transform of ``_namespace``."""
@@ -978,7 +828,7 @@ class CodeActAgent(BaseAgent):
             and hasattr(self.runtime, "start_session")
         )
 
-    def _namespace_state(self, run: _Run) -> dict[str, Any] | None:
+    def _namespace_state(self, run: Run) -> dict[str, Any] | None:
         if not self.persist_namespace:
             return None
         if run.session_start is not None:
@@ -989,7 +839,7 @@ class CodeActAgent(BaseAgent):
             "script": run.prepared.to_state() if run.prepared is not None else None,
         }
 
-    def _turn_record(self, run: _Run, script: str) -> TurnRecord:
+    def _turn_record(self, run: Run, script: str) -> TurnRecord:
         """The fixed part of a turn's record in the slot: what recovery needs besides the
         journal and the continuation (the driver adds the rest when it saves)."""
         cache = run.transcript_json
@@ -1038,7 +888,8 @@ class CodeActAgent(BaseAgent):
         Raises:
             ValueError: the agent's toolsets give two tools one name.
         """
-        run = _Run(
+        run = Run(
+            settings=self,
             ctx=ctx,
             pending=EventActions(),
             tools={},
@@ -1060,183 +911,15 @@ class CodeActAgent(BaseAgent):
             uses_session=self._uses_session() or not strict,
         )
 
-    async def _restore(self, run: _Run, slot: TurnSlot) -> AsyncIterator[Event | tuple[TurnState, Any]]:
-        """Checks a stored turn (``verify_turn``: format, owner, roster, continuation integrity
-        and seal) before anything runs, then restores the run from it; yields a
-        stale-checkpoint event, or the ``TurnState`` and first step to drive. The calls the
-        continuation waits on come from the verified continuation, never from the record."""
-        view = await verify_turn(
-            self.runtime,
-            slot,
-            agent_name=self.name,
-            tools=run.tools,
-            roster=run.roster,
-            persist_namespace=self.persist_namespace,
-            uses_session=self._uses_session(),
-        )
-        if view.stale is not None:
-            yield self._stale(run, view.stale)
-            return
-        record = view.record
-        assert record is not None
-        snapshot = slot.snapshot
-        in_session = view.in_session
-        if snapshot is not None and len(view.calls) > 1:
-            resume_gather = "resume_session_gather" if in_session else "resume_gather"
-            if not hasattr(self.runtime, resume_gather):
-                yield self._stale(run, "the stored continuation awaits several calls; this runtime cannot resume it")
-                return
-        try:
-            run.transcript = [Content.model_validate(c) for c in record.transcript]
-            run.system_prompt = record.system_prompt
-            run.iteration = record.iteration
-            run.turn_invocation = record.invocation_id
-            run.turn_stdout = record.turn_stdout if snapshot is not None else ""
-            run.schema_retries = record.schema_retries
-            namespace = record.namespace
-            if in_session:
-                assert isinstance(namespace, dict)
-                run.session_start = base64.b64decode(namespace["session"], validate=True)
-            elif self.persist_namespace and namespace is not None:
-                run.namespace = Namespace.from_state(namespace)
-                run.prepared = Prepared.from_state(namespace.get("script"))
-        except (KeyError, TypeError, ValueError, ValidationError, binascii.Error) as exc:
-            yield self._stale(run, f"the stored turn is malformed ({_first_line(exc)})")
-            return
-        s = run.ctx.session
-        try:
-            records = open_journal(
-                self.runtime,
-                record.turn,
-                await run.ctx.session_service.read_journal(  # type: ignore[union-attr]
-                    app_name=s.app_name, user_id=s.user_id, session_id=s.id, turn=record.turn
-                ),
-            )
-        except SnapshotError as exc:
-            yield self._stale(run, str(exc))
-            return
-        journal = Journal.from_records(records)
-        rc = run.ctx.run_config
-        state = TurnState(
-            turn=record.turn,
-            record=record,
-            version=slot.version,
-            written=True,
-            journal=journal,
-            pending={p.pos: p for p in record.pending},
-            decisions=claim_decisions(rc.tool_confirmation_decisions, rc.tool_denial_reasons),
-            responses=dict(run.ctx.turn_responses),
-            in_doubt=dict(rc.in_doubt_decisions),
-        )
-        if snapshot is not None:
-            state.next_pos = record.next_pos
-            state.advance = record.advance
-            state.positions = {a.call_id: a.pos for a in record.at}
-            calls = [view.calls[a.call_id] for a in record.at]
-            if record.gather or len(calls) > 1:
-                resumer = _SessionResumer(self.runtime, run) if in_session else self.runtime
-                yield state, SnapshotGather(resumer, snapshot, calls)
-            elif in_session:
-                yield state, Call(SnapshotCall(_SessionResumer(self.runtime, run), snapshot, calls[0]))
-            else:
-                yield state, Call(SnapshotCall(self.runtime, snapshot, calls[0]))
-            return
-        start: Callable[..., Any] = self.runtime.start
-        if in_session:
-            # no continuation: the script runs again from the idle session it started from
-            try:
-                run.session = await run_step(self.runtime.load_session, run.session_start)
-            except SnapshotError as exc:
-                yield self._stale(run, str(exc))
-                return
-            start = run.session.feed
-        replay = journal.os.get(0)
-        if replay:
-            try:
-                step = await run_step(functools.partial(start, record.script, SCRIPT_NAME, os_replay=replay))
-            except ReplayDivergenceError as exc:
-                run.keep_slot = True
-                yield self._error_event(
-                    run,
-                    "codeact.nondeterministic_replay",
-                    f"replaying turn {state.turn} diverged: {exc}. No tool ran. Run again with "
-                    "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to "
-                    "drop the turn.",
-                )
-                return
-        else:
-            step = await run_step(start, record.script, SCRIPT_NAME)
-        yield state, step
-
-    async def _drop_slot(self, run: _Run) -> None:
-        """Deletes this run's turn slot once the run has ended (its last event is stored)."""
-        service = run.ctx.session_service
-        if not run.slot_version or service is None:
-            return
-        s = run.ctx.session
-        try:
-            await service.save_turn(
-                app_name=s.app_name,
-                user_id=s.user_id,
-                session_id=s.id,
-                data=None,
-                snapshot=None,
-                expected_version=run.slot_version,
-            )
-        except TurnConflictError:
-            pass  # another runner owns the slot now; it is theirs to finish
-        run.slot_version = 0
-
-    async def _release_claim(self, run: _Run) -> None:
-        """Clears this run's claim from the stored turn when the run ends without finishing it
-        (an exception, a stale or divergent turn): the turn is left exactly as it was, and
-        any runner may resume or recover it at once. Best effort: a failure here leaves the
-        claim to expire with its lease."""
-        service, claim = run.ctx.session_service, run.ctx.claim
-        if service is None or claim is None or not run.slot_version:
-            return
-        s = run.ctx.session
-        with anyio.CancelScope(shield=True):
-            try:
-                slot = await service.load_turn(app_name=s.app_name, user_id=s.user_id, session_id=s.id)
-                if slot is None or slot.version != run.slot_version:
-                    return
-                stored = slot.data.get("claim")
-                if not isinstance(stored, dict) or stored.get("owner") != claim.owner:
-                    return
-                run.slot_version = await service.save_turn(
-                    app_name=s.app_name,
-                    user_id=s.user_id,
-                    session_id=s.id,
-                    data={**slot.data, "claim": None},
-                    snapshot=slot.snapshot,
-                    expected_version=slot.version,
-                )
-            except Exception:
-                log.debug("could not release the claim on session %r", s.id, exc_info=True)
-
-    def _stale(self, run: _Run, reason: str) -> Event:
-        run.keep_slot = True
-        return self._error_event(
-            run,
-            "codeact.stale_checkpoint",
-            f"{reason}. Run again with RunConfig(discard_pending_checkpoint=True), or call "
-            "Runner.discard_pending_checkpoint(), to drop it and start fresh.",
-        )
-
 
 # ---------------------------------------------------------------------- helpers
 
 
-def _otel_usage(run: _Run) -> Any:
+def _otel_usage(run: Run) -> Any:
     """The run's token totals in the shape ``AgentRun.end`` reads (``prompt_tokens`` / ``completion_tokens``)."""
     from ..models import Usage
 
     return Usage(prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens)
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _as_content(value: Any) -> Content:
@@ -1251,24 +934,3 @@ def _as_response(value: Any) -> LlmResponse:
     if isinstance(value, Content):
         return LlmResponse(content=value)
     return LlmResponse(content=Content.from_text(str(value), role="model"))
-
-
-class _SessionResumer:
-    """Resumes a turn's continuation that is a namespace session paused at a tool call
-    (``MontyRuntime.resume_session``, for ``SnapshotCall``) or at a gather
-    (``resume_session_gather``, for ``SnapshotGather``), and keeps the restored session as
-    the run's, so the next script is fed to it."""
-
-    def __init__(self, runtime: Any, run: _Run) -> None:
-        self._runtime = runtime
-        self._run = run
-
-    def resume(self, snapshot: bytes, outcome: Any, **kwargs: Any) -> Any:
-        session, step = self._runtime.resume_session(snapshot, outcome, **kwargs)
-        self._run.session = session
-        return step
-
-    def resume_gather(self, snapshot: bytes, outcomes: Any, **kwargs: Any) -> Any:
-        session, step = self._runtime.resume_session_gather(snapshot, outcomes, **kwargs)
-        self._run.session = session
-        return step
