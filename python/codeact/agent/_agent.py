@@ -83,52 +83,233 @@ class CodeActAgent(BaseAgent):
     each option. ``model`` and ``runtime`` are required.
     """
 
-    model: Any
-    runtime: Any
-    instruction: str | Callable[..., Any] = ""
-    global_instruction: str | Callable[..., Any] = ""
-    generate_content_config: GenerateContentConfig | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    max_output_tokens: int | None = None
-    include_contents: Literal["default", "none"] = "default"
-    tools: list[Any] = Field(default_factory=list)
-    toolsets: list[Any] = Field(default_factory=list)
-    tool_timeout: float | None = Field(default=300.0, gt=0)
-    default_retry_budget: RetryBudget | None = None
-    tool_retry_budgets: dict[str, RetryBudget] = Field(default_factory=dict)
-    circuit_breaker_threshold: int | None = Field(default=None, ge=0)
-    on_tool_error: Callbacks = None
-    require_tool_confirmation: list[str] = Field(default_factory=list)
-    require_tool_confirmation_for_all: bool = False
-    disallow_transfer_to_parent: bool = False
-    disallow_transfer_to_peers: bool = False
-    output_key: str | None = None
-    output_schema: Any = None
-    output_max_retries: int = Field(default=3, ge=0)
-    input_schema: Any = None
-    before_agent: Callbacks = None
-    after_agent: Callbacks = None
-    before_model: Callbacks = None
-    after_model: Callbacks = None
-    before_tool: Callbacks = None
-    after_tool: Callbacks = None
-    after_tool_full: Callbacks = None
-    input_guardrails: list[Any] = Field(default_factory=list)
-    output_guardrails: list[Any] = Field(default_factory=list)
-    plugins: list[Any] = Field(default_factory=list)
-    skills: Any = None
-    skill_policy: SkillPolicy = Field(default_factory=SkillPolicy)
-    skill_budget: int = Field(default=DEFAULT_SKILL_BUDGET, ge=0)
-    max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1)
-    max_error_chars: int = Field(default=DEFAULT_MAX_ERROR_CHARS, ge=16)
-    persist_namespace: bool = False
-    max_observation_chars: int | None = Field(default=20_000, ge=16)
-    max_tool_calls: int | None = Field(default=1000, ge=0)
-    max_script_seconds: float | None = Field(default=300.0, gt=0)
-    checkpoint_every: int | None = Field(default=None, ge=1)
-    checkpoint_every_seconds: float | None = Field(default=None, gt=0)
+    model: Any = Field(description="The `Llm` to call (`ScriptedModel`, `OpenAIChatModel`, ...).")
+    runtime: Any = Field(description="The `CodeRuntime` that runs scripts (`MontyRuntime()`, `CPythonRuntime()`).")
+    instruction: str | Callable[..., Any] = Field(
+        default="",
+        description=(
+            "Agent instruction: a string with `{key}`, `{key?}`, `{app:key}`, `{user:key}`, `{temp:key}`, "
+            "`{artifact.name}` injection, or a provider `(ReadonlyContext) -> str` (not template-expanded). A "
+            "missing required key raises `MissingStateError`."
+        ),
+    )
+    global_instruction: str | Callable[..., Any] = Field(
+        default="", description="Same forms as `instruction`; placed before it in the system prompt."
+    )
+    generate_content_config: GenerateContentConfig | None = Field(
+        default=None, description="Sampling settings passed to the model."
+    )
+    temperature: float | None = Field(
+        default=None, description="Sampling temperature; a shorthand merged into `generate_content_config`."
+    )
+    top_p: float | None = Field(
+        default=None, description="Nucleus-sampling mass; a shorthand merged into `generate_content_config`."
+    )
+    top_k: int | None = Field(
+        default=None, description="Top-k sampling; a shorthand merged into `generate_content_config`."
+    )
+    max_output_tokens: int | None = Field(
+        default=None, description="Most tokens per reply; a shorthand merged into `generate_content_config`."
+    )
+    include_contents: Literal["default", "none"] = Field(
+        default="default",
+        description=(
+            '`"default"` seeds the conversation with the session\'s history; `"none"` sends only the current message.'
+        ),
+    )
+    tools: list[Any] = Field(
+        default_factory=list, description="Static tools: `Tool` objects or plain functions (wrapped in `FunctionTool`)."
+    )
+    toolsets: list[Any] = Field(
+        default_factory=list,
+        description=(
+            "`Toolset`s resolved at the start of every run (tools may depend on state); each with a `prefix` and a "
+            "`tool_filter`. Name conflicts end the run (`codeact.toolset`)."
+        ),
+    )
+    tool_timeout: float | None = Field(
+        default=300.0, gt=0, description="Seconds per tool attempt; `None` for no limit."
+    )
+    default_retry_budget: RetryBudget | None = Field(
+        default=None, description="`RetryBudget(max_retries, delay, backoff)` applied to every tool."
+    )
+    tool_retry_budgets: dict[str, RetryBudget] = Field(
+        default_factory=dict, description="Per-tool `RetryBudget`, overriding the default."
+    )
+    circuit_breaker_threshold: int | None = Field(
+        default=None,
+        ge=0,
+        description="Consecutive failures after which a tool is disabled for the rest of the invocation.",
+    )
+    on_tool_error: Callbacks = Field(
+        default=None,
+        description=(
+            "Fallbacks `(tool, args, tool_context, error) -> value | None`; the first non-None value becomes the "
+            "call's result."
+        ),
+    )
+    require_tool_confirmation: list[str] = Field(
+        default_factory=list, description="Tool names whose every call needs a human approve/deny decision."
+    )
+    require_tool_confirmation_for_all: bool = Field(default=False, description="Every tool call needs a decision.")
+    disallow_transfer_to_parent: bool = Field(
+        default=False, description="Do not offer the runner-supplied parent as a transfer target."
+    )
+    disallow_transfer_to_peers: bool = Field(
+        default=False,
+        description="Do not offer runner-supplied peers (the parent's other sub-agents) as transfer targets.",
+    )
+    output_key: str | None = Field(
+        default=None,
+        description="State key that receives the final value (the guarded text when an output guardrail rewrote it).",
+    )
+    output_schema: Any = Field(
+        default=None,
+        description="JSON schema dict or pydantic type the final value must match; mismatches are fed back.",
+    )
+    output_max_retries: int = Field(
+        default=3, ge=0, description="Schema corrections allowed before the run ends with `codeact.output_schema`."
+    )
+    input_schema: Any = Field(
+        default=None,
+        description=(
+            "JSON schema dict or pydantic type the user message (JSON text) must match; otherwise the run ends with "
+            "`codeact.input_schema`. Also the parameters of the agent as an `AgentTool`."
+        ),
+    )
+    before_agent: Callbacks = Field(
+        default=None, description="`(CallbackContext) -> content | None`; a value answers without calling the model."
+    )
+    after_agent: Callbacks = Field(
+        default=None,
+        description=(
+            "`(CallbackContext) -> content | None`, run after a final result; a value is yielded as one more event."
+        ),
+    )
+    before_model: Callbacks = Field(
+        default=None, description="`(CallbackContext, LlmRequest) -> reply | None`; the first reply skips the model."
+    )
+    after_model: Callbacks = Field(
+        default=None, description="`(CallbackContext, LlmResponse) -> reply | None`; a pipeline rewriting the reply."
+    )
+    before_tool: Callbacks = Field(
+        default=None, description="`(tool, args, tool_context) -> value | None`; the first value replaces the call."
+    )
+    after_tool: Callbacks = Field(
+        default=None,
+        description="`(tool, args, tool_context, value) -> value | None`; the first value replaces the result.",
+    )
+    after_tool_full: Callbacks = Field(
+        default=None,
+        description=(
+            "`(tool, args, tool_context, value, outcome) -> value | None`; sees the `ToolOutcome` (attempts, "
+            "duration, timed out, error category), also as `tool_context.tool_outcome`."
+        ),
+    )
+    input_guardrails: list[Any] = Field(
+        default_factory=list,
+        description=(
+            "Guardrails `(content, ReadonlyContext) -> GuardrailResult | None` on the user message: pass, rewrite "
+            "(the rewrite is stored), or block (the run ends with `codeact.input_guardrail`, the message is not "
+            "stored)."
+        ),
+    )
+    output_guardrails: list[Any] = Field(
+        default_factory=list,
+        description=(
+            "Guardrails on the final answer: pass, rewrite, or block (the answer is never returned; the run ends "
+            "with `codeact.output_guardrail`)."
+        ),
+    )
+    plugins: list[Any] = Field(
+        default_factory=list,
+        description=(
+            "`Plugin`s with hooks around the user message, run start/end, each event, model calls and tool calls; "
+            "composed in order, before the agent's own callbacks."
+        ),
+    )
+    skills: Any = Field(
+        default=None,
+        description=(
+            "A `SkillIndex`, a list of `Skill`s, or a folder of `SKILL.md` files; the best match for the message is "
+            "injected first in the system prompt."
+        ),
+    )
+    skill_policy: SkillPolicy = Field(
+        default_factory=SkillPolicy,
+        description="How many skills, and the lowest score that counts (scoring in `codeact.skills`).",
+    )
+    skill_budget: int = Field(
+        default=DEFAULT_SKILL_BUDGET,
+        ge=0,
+        description="Characters of each injected skill block (cut with `…[truncated]`).",
+    )
+    max_iterations: int = Field(
+        default=DEFAULT_MAX_ITERATIONS,
+        ge=1,
+        description="Model turns per logical run before it ends with `codeact.max_iterations`.",
+    )
+    max_error_chars: int = Field(
+        default=DEFAULT_MAX_ERROR_CHARS,
+        ge=16,
+        description="Cap for errors and printed output fed back to the model (cut in the middle).",
+    )
+    persist_namespace: bool = Field(
+        default=False,
+        description=(
+            "Carry what one turn's script defines into the next turn's script, within a run and across "
+            "suspend/resume and crash recovery; a failing script keeps the namespace it started with. On "
+            "`MontyRuntime` in process (`capabilities().supports_namespace_session`) the scripts of a run are fed to "
+            "one interpreter session (`MontyRuntime.start_session()`, [ADR "
+            "0003](decisions/0003-monty-1.4.md#persist_namespace-and-montyrepl-issue-10-item-4)): every value "
+            "carries (functions, closures with their state, lambdas, half-used iterators, sets, instances, imported "
+            "modules, data), `max_memory` counts the carried namespace, tracebacks name the script `agent.py` "
+            "(frames in functions an earlier script defined: `<script N>`), and each turn record stores the idle "
+            "session's bytes (base64; about 100–170 KB for a 10,000-element list and a 1,000-entry dict) instead of "
+            "the namespace JSON. In a session, `await asyncio.gather(call_tool(...), ...)` runs the calls "
+            "concurrently as in a run (also through a coroutine an earlier turn defined), each journaled and "
+            'approvable on its own. Other runtimes (`CPythonRuntime`, `isolation="process"`, custom ones) keep the '
+            "source transform: functions, classes and imports as source, plain-data variables as values, other "
+            "values dropped; its cost grows with the carried data (78–190 ms per turn for the data above)."
+        ),
+    )
+    max_observation_chars: int | None = Field(
+        default=20_000,
+        ge=16,
+        description="Cap for an observation's JSON fed back to the model (cut in the middle); `None` for no cap.",
+    )
+    max_tool_calls: int | None = Field(
+        default=1000,
+        ge=0,
+        description=(
+            "Tool calls one script may make; the next call stops the script (`OUTCOME_DEADLINE_EXCEEDED`, fed back "
+            "to the model). `None` for no limit."
+        ),
+    )
+    max_script_seconds: float | None = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "Seconds one script may run, checked at each tool call; beyond it the script is stopped "
+            "(`OUTCOME_DEADLINE_EXCEEDED`, fed back to the model). `None` for no limit."
+        ),
+    )
+    checkpoint_every: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Store the script's continuation every this many tool calls, so recovery replays at most that many "
+            "journaled calls (docs/durability.md). `None`: only when the turn suspends."
+        ),
+    )
+    checkpoint_every_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Store the script's continuation when this many seconds passed since the last one (checked at each tool "
+            "call). `None`: no time-based checkpoints."
+        ),
+    )
 
     _tools: list[Tool] = PrivateAttr(default_factory=list)
     _schema: dict[str, Any] | None = PrivateAttr(default=None)
