@@ -99,6 +99,7 @@ class Part(BaseModel):
 
     @classmethod
     def from_text(cls, text: str) -> Part:
+        """A text part."""
         return cls(text=text)
 
 
@@ -110,6 +111,7 @@ class Content(BaseModel):
 
     @classmethod
     def from_text(cls, text: str, role: str = "user") -> Content:
+        """A message of one text part, from ``role`` (``"user"`` or ``"model"``)."""
         return cls(role=role, parts=[Part(text=text)])
 
     @property
@@ -209,6 +211,7 @@ class Event(BaseModel):
 
     @property
     def text(self) -> str:
+        """The content's text (``Content.text``), or ``""`` when there is no content."""
         return self.content.text if self.content is not None else ""
 
     def get_function_calls(self) -> list[FunctionCall]:

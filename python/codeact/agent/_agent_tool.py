@@ -102,6 +102,7 @@ class AgentTool(Tool):
         self.runner_factory = runner_factory
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Runs the agent on ``args`` (see the class docstring for what it returns and raises)."""
         factory = self.runner_factory or _default_runner_factory
         if factory is None:  # pragma: no cover - importing codeact registers codeact.Runner
             raise RuntimeError("AgentTool has no runner factory: import codeact.runner or pass runner_factory=")

@@ -211,11 +211,13 @@ class SessionResumer:
         self._run = run
 
     def resume(self, snapshot: bytes, outcome: Any, **kwargs: Any) -> Any:
+        """The session resumed at its paused call with ``outcome``; returns the next step."""
         session, step = self._runtime.resume_session(snapshot, outcome, **kwargs)
         self._run.session = session
         return step
 
     def resume_gather(self, snapshot: bytes, outcomes: Any, **kwargs: Any) -> Any:
+        """The session resumed at its paused gather with ``outcomes``; returns the next step."""
         session, step = self._runtime.resume_session_gather(snapshot, outcomes, **kwargs)
         self._run.session = session
         return step
