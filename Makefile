@@ -98,6 +98,7 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/isolation.py
 	$(BIN)/python benchmarks/integrations.py
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py
+	$(BIN)/python benchmarks/hostile.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py --quick
@@ -105,6 +106,7 @@ benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	$(BIN)/python benchmarks/agent.py --quick
 	$(BIN)/python benchmarks/integrations.py --quick
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py --quick
+	$(BIN)/python benchmarks/hostile.py --quick
 
 FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000

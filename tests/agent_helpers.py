@@ -20,7 +20,7 @@ from codeact import (
     ToolContext,
 )
 from codeact.agent import InvocationContext
-from codeact.testing import PlannedCall, ScriptedRuntime
+from codeact.testing import PlannedCall, PlannedComplete, ScriptedRuntime
 
 APP = "app"
 USER = "u"
@@ -35,6 +35,17 @@ def fence(code: str, lang: str = "python") -> str:
 def final_reply(value: Any) -> str:
     """A fenced script ending with a final_result of ``value`` (a Python literal)."""
     return fence(f'{{"type": "final_result", "value": {value!r}}}')
+
+
+def final(value: Any) -> PlannedComplete:
+    """A ``ScriptedRuntime`` step: the script completes with a final_result of ``value``."""
+    return PlannedComplete({"type": "final_result", "value": value})
+
+
+def observation(value: Any, stdout: str = "") -> PlannedComplete:
+    """A ``ScriptedRuntime`` step: the script completes with an observation of ``value``,
+    having printed ``stdout``."""
+    return PlannedComplete({"type": "observation", "value": value}, stdout)
 
 
 def any_code_model() -> ScriptedModel:

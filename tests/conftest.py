@@ -1,4 +1,9 @@
-"""Shared helpers for the runtime tests."""
+"""Shared helpers and fixtures of the test suite.
+
+Store fixtures: ``service`` (one session service), ``make_service`` (a factory of services on
+one store, to play several processes) and ``store_kind`` (which store), parametrized over
+``STORE_KINDS``. A new store joins by adding its name to ``STORE_KINDS`` and a branch to
+``open_service``: every test using these fixtures then runs on it too."""
 
 from __future__ import annotations
 
@@ -6,11 +11,20 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from codeact import Call, Complete, MontyRuntime, Raised
+from codeact import (
+    BaseSessionService,
+    Call,
+    Complete,
+    InMemorySessionService,
+    MontyRuntime,
+    Raised,
+    SqliteSessionService,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -63,3 +77,50 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def monty() -> MontyRuntime:
     return MontyRuntime()
+
+
+# ------------------------------------------------------------------ session stores
+
+STORE_KINDS: list[str] = ["memory", "sqlite"]
+"""The stores the store fixtures run on: in memory, and a SQLite database file in ``tmp_path``."""
+
+ServiceFactory = Callable[[], BaseSessionService]
+
+
+def open_service(kind: str, tmp_path: Path) -> BaseSessionService:
+    """A new session service on the store ``kind`` kept under ``tmp_path``. SQLite services
+    opened on the same ``tmp_path`` share one database file (``sessions.db``)."""
+    if kind == "memory":
+        return InMemorySessionService()
+    if kind == "sqlite":
+        return SqliteSessionService(tmp_path / "sessions.db")
+    raise ValueError(f"unknown store kind {kind!r}; known: {STORE_KINDS}")
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """The name of the store under test, one of ``STORE_KINDS``."""
+    return request.param
+
+
+@pytest.fixture
+def make_service(store_kind: str, tmp_path: Path) -> Iterator[ServiceFactory]:
+    """Services sharing one store, as several processes would: the same in-memory service
+    each time, or a new SQLite service on the same file. All are closed at teardown."""
+    opened: list[BaseSessionService] = []
+
+    def make() -> BaseSessionService:
+        if store_kind == "memory" and opened:
+            return opened[0]
+        opened.append(open_service(store_kind, tmp_path))
+        return opened[-1]
+
+    yield make
+    for service in opened:
+        service.close()
+
+
+@pytest.fixture
+def service(make_service: ServiceFactory) -> BaseSessionService:
+    """One real session service on the store under test (``store_kind``)."""
+    return make_service()

@@ -1,16 +1,13 @@
-"""Shared helpers for the parity tests (tests/test_parity_*.py): real session services
-(in memory and a SQLite file), MontyRuntime, and ScriptedModel replies with fenced scripts."""
+"""Shared helpers for the parity tests (tests/test_parity_*.py): ScriptedModel replies with
+fenced scripts and one-call invocations. The ``service`` fixture (real session services, in
+memory and a SQLite file) comes from conftest.py."""
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from codeact import BaseSessionService, Event, InMemorySessionService, RunConfig, Runner, SqliteSessionService
+from codeact import Event, RunConfig, Runner
 
 APP = "app"
 
@@ -22,17 +19,6 @@ def py(code: str) -> str:
 
 def final(value: Any) -> str:
     return py(f'{{"type": "final_result", "value": {value!r}}}')
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseSessionService]:
-    """A real session service: in memory, or a SQLite database file."""
-    if request.param == "memory":
-        yield InMemorySessionService()
-        return
-    svc = SqliteSessionService(tmp_path / "sessions.db")
-    yield svc
-    svc.close()
 
 
 async def ask(

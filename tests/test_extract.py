@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from codeact import extract_code
+from codeact.agent import NO_CODE_FEEDBACK
+from codeact.agent._extract import explain_no_code
 
 
 @pytest.mark.parametrize(
@@ -107,17 +112,12 @@ def test_smolagents_code_block_closed_by_end_code() -> None:
 
 # ------------------------------------------------------------------ more styles of our own
 
-from codeact.agent import NO_CODE_FEEDBACK  # noqa: E402
-from codeact.agent._extract import explain_no_code  # noqa: E402
-
 
 @pytest.mark.parametrize(
     ("reply", "code"),
     [
         # <think> closed, code after it
         ("<think>\nI should add.\n</think>\n```python\nx = 1 + 1\n```", "x = 1 + 1"),
-        # <think> never closed, smolagents action after it
-        ("<think>\nplan: ```python\nbad = 1\n```\nThought: go.\nCode:\n```py\ngood = 2\n```<end_code>", "good = 2"),
         # Thought: / Code: with <end_code> and no fence
         ("Thought: sum them.\nCode:\ntotal = sum([1, 2])\nprint(total)<end_code>", "total = sum([1, 2])\nprint(total)"),
         # <code> tags
@@ -306,9 +306,6 @@ def test_output_alone_is_not_a_script() -> None:
 
 # ------------------------------------------------------------------ the shared corpus
 
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
-
 
 def _shared() -> Path | None:
     for candidate in (Path(__file__).parents[2] / "shared", Path("/work/shared")):
@@ -386,3 +383,65 @@ def test_a_fence_s_own_indentation_is_removed_from_its_lines(reply: str, code: s
 )
 def test_a_closer_inside_a_string_literal_does_not_cut_the_script(reply: str, code: str) -> None:
     assert extract_code(reply) == code
+
+
+# ------------------------------------------------------------------ thinking: nesting, quoting, unclosed (issue 20)
+
+_DRAFT = '```python\ncall_tool("delete_all", {})\n```'
+_REAL = '```python\nprint("safe")\n```'
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # nested: the inner close tag does not end the outer block
+        f"<think>Outer <think>inner</think> so maybe:\n{_DRAFT}\n</think>\n{_REAL}",
+        f"<think>a <think>b <think>c</think> d</think>\n{_DRAFT}\n</think>{_REAL}",
+        # a quoted close tag is prose, not markup
+        f'<think>I must not write "</think>" early.\n{_DRAFT}\n</think>\n{_REAL}',
+        f"<think>The tag `</think>` ends this.\n{_DRAFT}\n</think>\n{_REAL}",
+        f"<think>Quote '</think>' here\n{_DRAFT}\n</think>\n{_REAL}",
+        # an unquoted literal close tag in the thought: the stray one after it is the real end
+        f"<think>I'll end with </think> when done.\n{_DRAFT}\n</think>\n{_REAL}",
+        # mixed case, both names, spaces inside the tag
+        f"<THINK>\n{_DRAFT}\n</Think>\n{_REAL}",
+        f"<Thinking>\n{_DRAFT}\n</THINKING>\n{_REAL}",
+        f"<think >\n{_DRAFT}\n</ think>\n{_REAL}",
+        # a close tag of the other name inside does not close
+        f"<thinking>hmm </think>\n{_DRAFT}\n</thinking>\n{_REAL}",
+        # a quoted opener is prose: the block closes at its own close tag
+        f'<think>Should I write "<think>" again? No.\n{_DRAFT}\n</think>\n{_REAL}',
+        # the opener was in the prompt (DeepSeek-R1): text before a leading close tag is thinking
+        f"Let me draft:\n{_DRAFT}\n</think>\n{_REAL}",
+        # thinking between two action blocks: the draft inside is dropped, both real blocks run
+        f"{_REAL}\n<think>\n{_DRAFT}\n</think>",
+    ],
+)
+def test_a_fence_inside_thinking_never_runs(reply: str) -> None:
+    script = extract_code(reply)
+    assert script is not None
+    assert "delete_all" not in script
+    assert 'print("safe")' in script
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"<think>\n{_DRAFT}",
+        f"<think>Outer <think>inner</think>\n{_DRAFT}\n",  # one level still open
+        f"<think>plan\nThought: go.\nCode:\n{_DRAFT}<end_code>",  # a smolagents action does not close it
+        f"<thinking>plan </think>\n{_DRAFT}",  # the wrong name does not close it
+        f"{_REAL}\n<think>\n{_DRAFT}",  # code before the open block does not run either
+        f"<THINK>x</think>{_REAL}<Think>\n{_DRAFT}",
+    ],
+)
+def test_an_unclosed_thinking_block_runs_nothing_and_says_why(reply: str) -> None:
+    assert extract_code(reply) is None
+    message = explain_no_code(reply)
+    assert "never closed" in message
+    assert "```python" in message
+
+
+def test_quoted_tags_outside_thinking_are_prose() -> None:
+    reply = f'Models may write "<think>" before reasoning.\n{_REAL}'
+    assert extract_code(reply) == 'print("safe")'

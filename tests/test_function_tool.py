@@ -410,16 +410,19 @@ async def test_result_conversion() -> None:
             1: "int key",
         }
 
-    assert await FunctionTool(f).run({}, make_context()) == {
+    # Plain values stay as they are (SPEC §3 v3: sets, tuples, int keys cross as such).
+    result = await FunctionTool(f).run({}, make_context())
+    assert result == {
         "model": {"name": "ann", "age": 3},
         "dataclass": {"x": 1, "y": 2, "when": "2024-01-02"},
         "datetime": "2024-01-02T03:04:05",
-        "set": [7],
-        "tuple": [1, [2, 3]],
+        "set": {7},
+        "tuple": (1, (2, 3)),
         "bytes": b"\x00\xff",
         "enum": "red",
-        "1": "int key",
+        1: "int key",
     }
+    assert type(result["set"]) is set and type(result["tuple"]) is tuple
 
 
 async def test_unconvertible_result_is_a_type_error() -> None:

@@ -188,12 +188,17 @@ def test_stdout_cap_truncates_with_a_visible_marker_and_the_script_goes_on():
     assert len(done.stdout.encode()) < 1000 + 200
 
 
-def test_stdout_cap_is_per_advance():
+def test_stdout_cap_is_per_run():
+    """SPEC §3 v3: the cap holds across the run's advances; the marker shows once, where the
+    cut falls, and the script goes on (output after the cut is dropped)."""
     rt = MontyRuntime(max_stdout=1000)
     step = expect_call(start(rt, "print('x' * 5000)\ncall_tool('t')\nprint('after')\n1"))
     assert "[stdout truncated" in step.stdout
     done = expect_complete(step.call.resume(ResumeValue(None)))
-    assert done.stdout == "after\n"
+    assert done.value == 1
+    assert done.stdout == ""
+    fresh = expect_complete(start(rt, "print('next run')\n1"))
+    assert fresh.stdout == "next run\n"  # a new run has the whole cap again
 
 
 def test_stdout_cap_never_splits_a_character():

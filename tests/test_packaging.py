@@ -10,6 +10,7 @@ clearly when one does not apply.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 import shutil
 import subprocess
@@ -43,6 +44,28 @@ def test_version_is_the_same_in_every_manifest() -> None:
 
 def test_installed_distribution_has_the_package_version() -> None:
     assert importlib.metadata.version("codeact") == codeact.__version__
+
+
+def test_installed_distribution_carries_the_bundled_notices() -> None:
+    """The wheel ships the licence texts of the crates linked into ``_monty`` (THIRD_PARTY_NOTICES.md)."""
+    files = importlib.metadata.files("codeact") or []
+    names = {Path(str(f)).name for f in files}
+    assert {"LICENSE", "THIRD_PARTY_NOTICES.md"} <= names, sorted(n for n in names if n.isupper() or "NOTICE" in n)
+    notices = next(f for f in files if Path(str(f)).name == "THIRD_PARTY_NOTICES.md").read_text()
+    for crate in ("monty", "monty-types", "pyo3", "ruff_python_parser", "num-bigint"):
+        assert re.search(rf"^\| {re.escape(crate)} \| ", notices, re.MULTILINE), crate
+
+
+def test_notices_list_every_linked_crate() -> None:
+    """THIRD_PARTY_NOTICES.md matches ``cargo metadata`` (skipped without cargo 1.96 and the patched crate)."""
+    cargo = shutil.which("cargo", path="/usr/bin") or shutil.which("cargo")
+    if cargo is None or not (ROOT / "rust" / "patched" / "monty-types").is_dir():
+        pytest.skip("needs cargo and the patched monty-types crate (make patch)")
+    env = {**os.environ, "PATH": f"{Path(cargo).parent}:{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "third_party_notices.py"), "--check"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_changelog_has_a_section_for_this_version() -> None:

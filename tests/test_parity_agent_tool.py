@@ -6,14 +6,11 @@ from __future__ import annotations
 import pytest
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, py, service
+from codeact.agent import AgentTool
+from codeact.tools import ToolContext
+from parity_helpers import APP, ask, py
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
-
-
-from codeact.agent import AgentTool  # noqa: E402
-from codeact.tools import ToolContext  # noqa: E402
 
 
 def lookup(city: str, tool_context: ToolContext) -> dict:

@@ -7,13 +7,10 @@ from __future__ import annotations
 import pytest
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, final, service
+from codeact.guardrails import GuardrailResult
+from parity_helpers import APP, ask, final
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
-
-
-from codeact.guardrails import GuardrailResult  # noqa: E402
 
 
 def no_passwords(content, ctx):

@@ -4,15 +4,12 @@ otherwise."""
 from __future__ import annotations
 
 import pytest
+from pydantic import BaseModel
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, final, service
+from parity_helpers import APP, ask, final
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
-
-
-from pydantic import BaseModel  # noqa: E402
 
 
 class Order(BaseModel):

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, final, service
+from codeact import CodeActAgent, MissingStateError, MontyRuntime, Runner, ScriptedModel
+from codeact.services import InMemoryArtifactService
+from parity_helpers import APP, ask, final
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
-
-
-from codeact import MissingStateError  # noqa: E402
-from codeact.services import InMemoryArtifactService  # noqa: E402
 
 
 async def test_templates_inject_state_scopes_and_artifacts(service) -> None:

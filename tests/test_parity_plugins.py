@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, py, service
+from codeact import CodeActAgent, Content, LlmResponse, MontyRuntime, Runner, ScriptedModel
+from codeact.plugins import Plugin
+from parity_helpers import APP, ask, py
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
-
-
-from codeact import Content, LlmResponse  # noqa: E402
-from codeact.plugins import Plugin  # noqa: E402
 
 
 class Recorder(Plugin):

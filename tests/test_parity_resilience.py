@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, py, service
+from codeact import CodeActAgent, MontyRuntime, RetryBudget, Runner, ScriptedModel
+from parity_helpers import APP, ask, py
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
 
-
-from codeact import RetryBudget  # noqa: E402
 
 CALLS: dict[str, int] = {}
 

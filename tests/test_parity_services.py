@@ -4,19 +4,16 @@ context."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, final, py, service
+from codeact.services import FileArtifactService, InMemoryArtifactService, InMemoryMemoryService
+from codeact.tools import ToolContext
+from parity_helpers import APP, ask, final, py
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
-
-
-from pathlib import Path  # noqa: E402
-
-from codeact.services import FileArtifactService, InMemoryArtifactService, InMemoryMemoryService  # noqa: E402
-from codeact.tools import ToolContext  # noqa: E402
 
 
 @pytest.fixture(params=["memory", "files"])

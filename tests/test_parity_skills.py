@@ -3,18 +3,15 @@ selected by the documented policy, injected first within the character budget.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, final, service
+from codeact.skills import SkillIndex, SkillPolicy, parse_skill
+from parity_helpers import APP, ask, final
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
-
-
-from pathlib import Path  # noqa: E402
-
-from codeact.skills import SkillIndex, SkillPolicy, parse_skill  # noqa: E402
 
 
 def write_skills(root: Path) -> None:

@@ -7,10 +7,9 @@ import pytest
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
 from codeact.tools import ToolContext
-from parity_helpers import APP, ask, final, py, service, stored_state
+from parity_helpers import APP, ask, final, py, stored_state
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
 
 
 def remember(tool_context: ToolContext) -> dict:

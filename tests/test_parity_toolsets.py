@@ -6,13 +6,10 @@ from __future__ import annotations
 import pytest
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, final, py, service
+from codeact.toolsets import FunctionToolset, Toolset
+from parity_helpers import APP, ask, final, py
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
-
-
-from codeact.toolsets import FunctionToolset, Toolset  # noqa: E402
 
 
 def ping() -> str:

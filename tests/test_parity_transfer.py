@@ -4,18 +4,14 @@ the runner handing the turn to a CodeActAgent or any other BaseAgent."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
-from parity_helpers import APP, ask, final, py, service
+from codeact import BaseAgent, CodeActAgent, Content, Event, MontyRuntime, Runner, ScriptedModel
+from parity_helpers import APP, ask, final, py
 
 pytestmark = pytest.mark.anyio
-__all__ = ("service",)
-
-
-import re  # noqa: E402
-
-from codeact import BaseAgent, Content, Event  # noqa: E402
 
 
 def offered(prompt: str) -> list[str]:

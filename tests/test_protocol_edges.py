@@ -46,11 +46,11 @@ def nested(depth: int) -> Any:
 
 
 BAD_VALUES = {
-    "deep-200": (lambda: nested(200), "nested more than 100 levels deep"),
-    "deep-5000": (lambda: nested(5000), "nested more than 100 levels deep"),
-    "set": (lambda: {1, 2}, "is a set, not plain data"),
-    "object": (lambda: object(), "is a object, not plain data"),
-    "set-inside": (lambda: {"rows": [1, {2}]}, "['rows'][1] is a set, not plain data"),
+    "deep-200": (lambda: nested(200), "nests deeper than 100 levels"),
+    "deep-5000": (lambda: nested(5000), "nests deeper than 100 levels"),
+    "complex": (lambda: 1j, "is a complex, which cannot cross the boundary"),
+    "object": (lambda: object(), "is an object, which cannot cross the boundary"),
+    "in-a-set": (lambda: {"rows": [1, {2j}]}, "['rows'][1][0] is a complex, which cannot cross the boundary"),
     "too-large": (lambda: "x" * (MAX_VALUE_BYTES + 1), f"larger than {MAX_VALUE_BYTES} bytes"),
 }
 

@@ -240,10 +240,15 @@ def test_resume_error_keywords_and_defaults_still_work() -> None:
 
 
 def test_resume_value_takes_any_value_and_checks_it_at_resume(monty: MontyRuntime) -> None:
-    outcome = ResumeValue({1, 2})  # built fine
+    outcome = ResumeValue(1j)  # built fine
     call = expect_call(start(monty, "call_tool('t')")).call
-    with pytest.raises(ValueConversionError, match="set"):
+    with pytest.raises(ValueConversionError, match="value is a complex"):
         call.resume(outcome)
+
+
+def test_resume_value_gives_the_script_a_set(monty: MontyRuntime) -> None:
+    call = expect_call(start(monty, "s = call_tool('t')\n[type(s).__name__, sorted(s)]")).call
+    assert expect_complete(call.resume(ResumeValue({3, 1, 2}))).value == ["set", [1, 2, 3]]
 
 
 # ------------------------------------------------------------------ snapshot bytes of the wrong kind

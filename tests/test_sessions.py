@@ -6,7 +6,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from codeact.sessions import (
     EventActions,
     FunctionCall,
     FunctionResponse,
-    InMemorySessionService,
     Part,
     Session,
     SessionExistsError,
@@ -34,41 +32,11 @@ from codeact.sessions import (
 )
 from codeact.sessions import _memory as memory_module
 from codeact.sessions import _sqlite as sqlite_module
+from conftest import ServiceFactory
 
 pytestmark = pytest.mark.anyio
 
 APP = "app"
-
-
-ServiceFactory = Callable[[], BaseSessionService]
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def kind(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture
-def make_service(kind: str, tmp_path: Path) -> Iterator[ServiceFactory]:
-    """Services sharing one store: the same in-memory service, or new instances on one file."""
-    opened: list[BaseSessionService] = []
-    shared = InMemorySessionService()
-
-    def make() -> BaseSessionService:
-        if kind == "memory":
-            return shared
-        service = SqliteSessionService(tmp_path / "sessions.db")
-        opened.append(service)
-        return service
-
-    yield make
-    for service in opened:
-        service.close()
-
-
-@pytest.fixture
-def service(make_service: ServiceFactory) -> BaseSessionService:
-    return make_service()
 
 
 def user_event(text: str, delta: dict[str, Any] | None = None, **kwargs: Any) -> Event:
@@ -302,13 +270,13 @@ async def test_unserializable_event_stores_nothing(service: BaseSessionService) 
 
 
 async def test_failure_mid_append_is_atomic(
-    service: BaseSessionService, kind: str, monkeypatch: pytest.MonkeyPatch
+    service: BaseSessionService, store_kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = await service.create_session(app_name=APP, user_id="u", session_id="s", state={"k": 0})
     await service.append_event(s, user_event("ok", {"app:a": 0}))
     snapshot = s.model_copy(deep=True)
 
-    if kind == "sqlite":
+    if store_kind == "sqlite":
         # fails after the event row was inserted, inside the transaction
         def write_state(*args: Any) -> None:
             raise sqlite3.OperationalError("disk I/O error")
@@ -323,7 +291,7 @@ async def test_failure_mid_append_is_atomic(
 
     with pytest.raises((SessionStoreError, MemoryError)) as info:
         await service.append_event(s, user_event("lost", {"k": 1, "app:a": 1, "user:b": 1}))
-    if kind == "sqlite":
+    if store_kind == "sqlite":
         assert isinstance(info.value, SessionStoreError)
         assert isinstance(info.value.__cause__, sqlite3.OperationalError)
         assert "disk I/O error" in str(info.value)

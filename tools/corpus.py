@@ -49,6 +49,7 @@ from typing import Any
 
 from codeact._monty import MONTY_VERSION
 from codeact.runtime import Call, Complete, Gather, MontyRuntime, Raised, ResumeError, ResumeValue
+from codeact.runtime._values import in_script_check
 from codeact.runtime.monty import FINAL_ANSWER, final_answer_step
 
 __all__ = ("CorpusItem", "load_items", "main", "run_corpus")
@@ -214,16 +215,7 @@ socket.socket.connect = _no_network
 socket.create_connection = _no_network
 socket.getaddrinfo = _no_network
 
-def _plain(v, depth=0):
-    if depth > 100:
-        return False
-    if v is None or isinstance(v, (bool, int, float, str, bytes)):
-        return True
-    if isinstance(v, (list, tuple)):
-        return all(_plain(x, depth + 1) for x in v)
-    if isinstance(v, dict):
-        return all(_plain(k, depth + 1) and _plain(x, depth + 1) for k, x in v.items())
-    return False
+#PLAIN_CHECK
 
 def _timeout(*a):
     raise TimeoutError("corpus item took too long")
@@ -278,7 +270,7 @@ def run_cpython(items: Sequence[CorpusItem], python: str = sys.executable) -> di
     jobs = [i for i in items if not i.shells_out]
     with tempfile.TemporaryDirectory(prefix="codeact-corpus-") as tmp:
         harness = Path(tmp) / "_harness.py"
-        harness.write_text(_HARNESS, encoding="utf-8")
+        harness.write_text(_HARNESS.replace("#PLAIN_CHECK\n", in_script_check("_plain")), encoding="utf-8")
         work = Path(tmp) / "work"
         work.mkdir()
         results: dict[str, tuple[Any, ...]] = {}

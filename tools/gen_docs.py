@@ -16,7 +16,7 @@ try:  # the installed package when there is one; the source tree only as a fallb
 except ImportError:
     sys.path.append(str(ROOT / "python"))
 
-from codeact.agent._extract import _TAG, _THINK, _fences, explain_no_code, extract_code  # noqa: E402
+from codeact.agent._extract import _TAG, _fences, _split_thinking, explain_no_code, extract_code  # noqa: E402
 from codeact.runtime._subset import SUBSET  # noqa: E402
 
 
@@ -33,8 +33,11 @@ def _norm(text: str) -> str:
 
 def why(reply: str) -> str:
     """Which action form the rule used, in a few words."""
-    text = _THINK.sub("", reply)
-    think = "think block dropped; " if _THINK.search(reply) else ""
+    thinking = _split_thinking(reply)
+    if thinking.unclosed:
+        return "think block never closed: nothing runs"
+    text = thinking.outside
+    think = "think block dropped; " if thinking.found else ""
     if _TAG.search(text):
         tags = sorted({m.group("tag").lower() for m in _TAG.finditer(text)})
         return think + "execution tag " + ", ".join(f"<{t}>" for t in tags)
@@ -60,6 +63,11 @@ def compare(reply: dict) -> tuple[str, str]:
             return chosen, "match"
         if got is not None and _norm(got) == _norm(ran):
             return chosen, "match up to whitespace (the log re-wrapped a long code line at console width)"
+        if got is None and _split_thinking(reply["reply"]).unclosed:
+            return chosen, (
+                "justified: the reply opens a <think> it never closes; code after an unclosed <think> never "
+                "runs (a draft in the reasoning must not run, issue 20) and the model is told to close it"
+            )
         if got is None and any(line.lstrip().startswith(("%", "!")) for line in ran.splitlines()):
             return chosen, "justified: the framework ran IPython `%pip` magic, which is a package install, not Python"
         return chosen, "DIFFERENT"

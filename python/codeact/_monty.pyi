@@ -42,7 +42,8 @@ MONTY_DUMP_VERSION: int
 MONTY_MIN_DUMP_VERSION: int
 """The oldest Monty dump version this build loads (older dumps are upgraded while loading)."""
 MAX_VALUE_DEPTH: int
-"""Deepest container nesting that may cross the boundary, in levels."""
+"""Deepest container nesting that may cross the boundary, in levels (100): the one limit
+every layer reads (``codeact.runtime._values.MAX_DEPTH``)."""
 RECURSION_CEILING: int
 """Highest recursion limit a script may get, in frames, even when unlimited."""
 MAX_SCRIPT_BYTES: int
@@ -51,7 +52,7 @@ MAX_SCRIPT_BYTES: int
 @disjoint_base
 class ResumeValue:
     """Resume a paused call: the call returns ``value`` (plain data: None, bool, int, float,
-    str, bytes, list, tuple, dict). Re-exported as ``codeact.runtime.ResumeValue``; behaves
+    str, bytes, list, tuple, dict, set, frozenset). Re-exported as ``codeact.runtime.ResumeValue``; behaves
     as a frozen dataclass.
 
     Any value is accepted here; it is converted when the call is resumed, where a value that
@@ -118,7 +119,12 @@ class MontyEngine:
         tool_style: str,
         max_stdout: int,
         snapshot_key: bytes | None,
-    ) -> MontyEngine: ...
+        max_os_calls: int | None = 1_000_000,
+        timezone: str = "local",
+    ) -> MontyEngine:
+        """``timezone``: ``"local"`` (the host's zone by name, a fixed offset when the tz
+        database does not know it), ``"UTC"`` or an IANA zone name; ValueError for a name
+        the tz database does not know."""
     def start(
         self,
         script: str,

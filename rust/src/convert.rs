@@ -1,7 +1,7 @@
 //! Plain-data conversion between Monty values and Python values.
 //!
 //! The value contract (SPEC §3): None, bool, int (any size), float (NaN and infinities
-//! included), str, bytes, list, tuple and dict cross the boundary. Anything else is an
+//! included), str, bytes, list, tuple, dict, set and frozenset cross the boundary. Anything else is an
 //! error naming the type and where it sits (`value['items'][2]`), never a crash.
 //! Nesting deeper than [`MAX_DEPTH`] levels is refused the same way.
 //!
@@ -13,10 +13,16 @@ use monty_types::unstable::{self, MontyGraph, MontyNode, NodeId};
 use monty_types::{MontyObject, ObjectRef};
 use num_bigint::BigInt;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple,
+};
 
-/// Deepest nesting of containers that may cross the boundary, in levels.
-pub const MAX_DEPTH: usize = 200;
+/// Deepest nesting of containers that may cross the boundary, in levels: the one limit of
+/// the plain-data contract, exported as `MAX_VALUE_DEPTH` and read by every Python layer
+/// (`codeact.runtime._values`). 100, not more: a value that crosses is also journaled and
+/// stored as JSON, which pydantic's parser reads back only to about 200 levels, and the
+/// journal's tagged form of a tuple or a set takes two levels per container.
+pub const MAX_DEPTH: usize = 100;
 
 /// Where a value sits, rendered lazily only when an error is reported.
 #[derive(Clone)]
@@ -49,7 +55,7 @@ impl ConvertError {
             format!("{} nests deeper than {MAX_DEPTH} levels", self.path)
         } else {
             format!(
-                "{} is {} {}, which cannot cross the boundary (allowed: None, bool, int, float, str, bytes, list, tuple, dict)",
+                "{} is {} {}, which cannot cross the boundary (allowed: None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset)",
                 self.path,
                 article(&self.type_name),
                 self.type_name
@@ -171,9 +177,24 @@ fn too_deep(root: &str, steps: &[Step]) -> ConvertError {
     }
 }
 
-/// Whether a node may be a dict key on the boundary (not a list or dict).
+/// Whether a node may be a dict key or set element on the boundary (not a list, dict or set).
 fn hashable_key(key: V<'_>) -> bool {
-    !matches!(key.node(), MontyNode::List(_) | MontyNode::Dict(_))
+    !matches!(
+        key.node(),
+        MontyNode::List(_) | MontyNode::Dict(_) | MontyNode::Set(_)
+    )
+}
+
+/// Whether a node is a container the walkers descend into.
+fn is_container_node(n: &MontyNode) -> bool {
+    matches!(
+        n,
+        MontyNode::List(_)
+            | MontyNode::Tuple(_)
+            | MontyNode::Dict(_)
+            | MontyNode::Set(_)
+            | MontyNode::FrozenSet(_)
+    )
 }
 
 fn to_py<'py>(
@@ -187,10 +208,7 @@ fn to_py<'py>(
         return Err(too_deep(root, steps));
     }
     let n = value.node();
-    let is_container = matches!(
-        n,
-        MontyNode::List(_) | MontyNode::Tuple(_) | MontyNode::Dict(_)
-    );
+    let is_container = is_container_node(n);
     let id = value.id.0;
     if is_container && let Some((obj, height)) = memo.built.get(&id) {
         if steps.len() + height <= MAX_DEPTH {
@@ -226,6 +244,29 @@ fn to_py<'py>(
             PyTuple::new(py, out)
                 .expect("tuple build cannot fail")
                 .into_any()
+        }
+        MontyNode::Set(ids) | MontyNode::FrozenSet(ids) => {
+            let mut out = Vec::with_capacity(ids.len());
+            for (i, child) in ids.iter().enumerate() {
+                steps.push(Step::Index(i));
+                let c = value.child(*child);
+                if !hashable_key(c) {
+                    return Err(unsupported_monty(c, root, steps));
+                }
+                let item = to_py(py, c, root, steps, memo)?;
+                height = height.max(1 + memo_height(memo, *child));
+                if item.hash().is_err() {
+                    return Err(unsupported_monty(c, root, steps));
+                }
+                steps.pop();
+                out.push(item);
+            }
+            let built = if matches!(n, MontyNode::Set(_)) {
+                PySet::new(py, out).map(Bound::into_any)
+            } else {
+                PyFrozenSet::new(py, out).map(Bound::into_any)
+            };
+            built.map_err(|_| unsupported_monty(value, root, steps))?
         }
         MontyNode::Dict(pairs) => {
             let dict = PyDict::new(py);
@@ -392,6 +433,26 @@ fn to_monty(
         }
         return Ok(graph.push(MontyNode::Tuple(out)));
     }
+    let set_items = if let Ok(set) = value.cast::<PySet>() {
+        Some((set.iter().collect::<Vec<_>>(), true))
+    } else if let Ok(set) = value.cast::<PyFrozenSet>() {
+        Some((set.iter().collect::<Vec<_>>(), false))
+    } else {
+        None
+    };
+    if let Some((items, mutable)) = set_items {
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            steps.push(Step::Index(i));
+            out.push(to_monty(item, root, steps, graph)?);
+            steps.pop();
+        }
+        return Ok(graph.push(if mutable {
+            MontyNode::Set(out)
+        } else {
+            MontyNode::FrozenSet(out)
+        }));
+    }
     if let Ok(dict) = value.cast::<PyDict>() {
         let mut pairs = Vec::with_capacity(dict.len());
         for (k, v) in dict.iter() {
@@ -400,7 +461,8 @@ fn to_monty(
                 .map(|r| r.to_string())
                 .unwrap_or_else(|_| "?".to_string());
             steps.push(Step::Key(label));
-            if k.cast::<PyList>().is_ok() || k.cast::<PyDict>().is_ok() {
+            if k.cast::<PyList>().is_ok() || k.cast::<PyDict>().is_ok() || k.cast::<PySet>().is_ok()
+            {
                 return Err(unsupported_py(&k, root, steps));
             }
             let key = to_monty(&k, root, steps, graph)?;
@@ -442,10 +504,7 @@ fn check(
         return Err(too_deep(root, steps));
     }
     let n = value.node();
-    if matches!(
-        n,
-        MontyNode::List(_) | MontyNode::Tuple(_) | MontyNode::Dict(_)
-    ) {
+    if is_container_node(n) {
         // A shared node checked with at least this much depth left is fine again.
         let left = MAX_DEPTH - steps.len();
         let id = value.id.0;
@@ -466,6 +525,18 @@ fn check(
             for (i, child) in ids.iter().enumerate() {
                 steps.push(Step::Index(i));
                 check(value.child(*child), root, steps, seen)?;
+                steps.pop();
+            }
+            Ok(())
+        }
+        MontyNode::Set(ids) | MontyNode::FrozenSet(ids) => {
+            for (i, child) in ids.iter().enumerate() {
+                steps.push(Step::Index(i));
+                let c = value.child(*child);
+                if !hashable_key(c) {
+                    return Err(unsupported_monty(c, root, steps));
+                }
+                check(c, root, steps, seen)?;
                 steps.pop();
             }
             Ok(())

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::str::FromStr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use monty::{FunctionCall, MontyRun, ResolveFutures, RunProgress};
@@ -22,7 +23,7 @@ use crate::errors::HostError;
 use crate::journal::Journal;
 use crate::memory::{RunMemory, charge_to};
 use crate::os_policy::OsPolicy;
-use crate::output::CappedOutput;
+use crate::output::{CappedOutput, Printed, RunOutput};
 use crate::snapshot;
 use std::sync::Arc;
 
@@ -46,7 +47,14 @@ pub struct Limits {
     pub max_duration: Option<Duration>,
     pub max_memory: Option<usize>,
     pub max_recursion_depth: usize,
+    /// OS calls (files, clock, environment, sleeps) one run may make, across its advances.
+    pub max_os_calls: Option<u64>,
 }
+
+/// The default of [`Limits::max_os_calls`]: far more than a script reading a folder (or
+/// timing itself with the clock) needs; a loop of them (about a microsecond each) ends within
+/// seconds across any number of advances.
+pub const DEFAULT_MAX_OS_CALLS: u64 = 1_000_000;
 
 impl Limits {
     /// The recursion limit scripts really get: the configured one, at most the ceiling.
@@ -103,6 +111,24 @@ pub struct RunCtx {
     source: Option<(String, String)>,
     /// The tool calls the script awaits, and those started and not yet settled.
     tasks: Tasks,
+    /// What the run printed so far (`max_stdout` holds across its advances).
+    output: RunOutput,
+    /// OS calls the run made so far (`max_os_calls` holds across its advances).
+    os_calls: AtomicU64,
+}
+
+/// The run-wide counters a snapshot carries, so a run resumed from bytes (in another
+/// process, after a crash) stays bounded by the same budgets.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunCounts {
+    pub printed: Printed,
+    pub os_calls: u64,
+}
+
+impl RunCounts {
+    fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// Where a script awaits tool calls: the call expressions (byte offsets of their start in
@@ -131,6 +157,23 @@ pub struct Tasks {
 }
 
 impl RunCtx {
+    fn new(memory: Arc<RunMemory>, source: Option<(String, String)>, tasks: Tasks, counts: RunCounts) -> Self {
+        Self {
+            memory,
+            source,
+            tasks,
+            output: RunOutput::new(counts.printed),
+            os_calls: AtomicU64::new(counts.os_calls),
+        }
+    }
+
+    fn counts(&self) -> RunCounts {
+        RunCounts {
+            printed: self.output.get(),
+            os_calls: self.os_calls.load(Ordering::Relaxed),
+        }
+    }
+
     /// Whether the call expression at `at` is one the script awaits.
     fn defers(&self, at: &monty_types::SourceRange) -> bool {
         let d = &self.tasks.deferred;
@@ -250,20 +293,21 @@ pub fn start(
     let mut offsets = deferred;
     offsets.sort_unstable();
     offsets.dedup();
-    let ctx = Arc::new(RunCtx {
-        memory: RunMemory::new(),
-        source: Some((script.clone(), script_name.to_owned())),
-        tasks: Tasks {
+    let ctx = Arc::new(RunCtx::new(
+        RunMemory::new(),
+        Some((script.clone(), script_name.to_owned())),
+        Tasks {
             deferred: Deferred {
                 script: script_name.to_owned(),
                 offsets,
             },
             pending: Mutex::default(),
         },
-    });
+        RunCounts::default(),
+    ));
     let _charging = charge_to(&ctx.memory);
     guarded("start", || {
-        let mut out = CappedOutput::new(cfg.max_stdout);
+        let mut out = ctx.output.capture(cfg.max_stdout);
         let run = match MontyRun::new(script, script_name, Vec::new(), CompileOptions::default()) {
             Ok(run) => run,
             Err(exc) => {
@@ -282,6 +326,7 @@ pub fn start(
             PrintWriter::Callback(&mut out),
         );
         let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
+        ctx.output.keep(&out);
         Ok(Advance {
             stop,
             stdout: out.text,
@@ -304,7 +349,7 @@ pub fn resume(
         // Monty restarts the turn budget (our per-advance time limit) at every resume.
         let eager = call.allow_eager_await;
         let result = ext_result_within(outcome, cfg.limits.max_memory, &mut ctx.memory.used());
-        let mut out = CappedOutput::new(cfg.max_stdout);
+        let mut out = ctx.output.capture(cfg.max_stdout);
         let progress = if eager {
             // `await call_tool(...)` with nothing else to run: the awaited value, settled now.
             let settled = match result {
@@ -317,6 +362,7 @@ pub fn resume(
             call.resume(result, PrintWriter::Callback(&mut out))
         };
         let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
+        ctx.output.keep(&out);
         Ok(Advance {
             stop,
             stdout: out.text,
@@ -369,15 +415,11 @@ pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
     let memory = RunMemory::new();
     let _charging = charge_to(&memory);
     guarded("load", || {
-        let tasks = match extra {
+        let (tasks, counts) = match extra {
             Some(extra) => tasks_from_bytes(cfg.tool_style, extra)?,
-            None => Tasks::default(),
+            None => (Tasks::default(), RunCounts::default()),
         };
-        let ctx = Arc::new(RunCtx {
-            memory: Arc::clone(&memory),
-            source: None,
-            tasks,
-        });
+        let ctx = Arc::new(RunCtx::new(Arc::clone(&memory), None, tasks, counts));
         let dump = monty::Dump::load(payload)
             .map_err(|e| HostError::Snapshot(format!("cannot decode the paused script: {e}")))?;
         let monty::Session::Running(progress) = dump.state else {
@@ -827,6 +869,11 @@ fn drive(
                 },
             },
             Ok(RunProgress::OsCall(call)) => {
+                let made = ctx.os_calls.fetch_add(1, Ordering::Relaxed) + 1;
+                if let Some(exc) = os_calls_over(made, cfg.limits.max_os_calls) {
+                    progress = call.abort(exc, PrintWriter::Callback(out));
+                    continue;
+                }
                 if let Some(exc) = journal.clock.charge(&call.function_call, call.tracker()) {
                     progress = call.abort(exc, PrintWriter::Callback(out));
                     continue;
@@ -883,6 +930,22 @@ fn drive(
             }
         };
     }
+}
+
+/// The uncatchable error that ends a run at its OS call number `made` when that is past
+/// `limit` (`max_os_calls`); None within it.
+pub(crate) fn os_calls_over(made: u64, limit: Option<u64>) -> Option<MontyException> {
+    let limit = limit?;
+    (made > limit).then(|| {
+        MontyException::new(
+            ExcType::RuntimeError,
+            Some(format!(
+                "OS call limit exceeded: the script made more than max_os_calls={limit} file, \
+                 clock, environment and sleep calls in this run; read fewer files or ask a \
+                 tool for the data"
+            )),
+        )
+    })
 }
 
 /// What a tool outcome is to Monty, within the script's memory limit (`limit`, with `used`
@@ -951,10 +1014,11 @@ pub fn resume_gather(
             .into_iter()
             .map(|(id, o)| (id, ext_result_within(o, cfg.limits.max_memory, &mut used)))
             .collect();
-        let mut out = CappedOutput::new(cfg.max_stdout);
+        let mut out = ctx.output.capture(cfg.max_stdout);
         // Monty restarts the turn budget (our per-advance time limit) here too.
         let progress = futures.resume(results, PrintWriter::Callback(&mut out));
         let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
+        ctx.output.keep(&out);
         Ok(Advance {
             stop,
             stdout: out.text,
@@ -997,25 +1061,35 @@ fn seal_progress(
         .map_err(|e| HostError::Snapshot(format!("cannot serialize the paused script: {e}")))
 }
 
-/// Version of the awaited-call section of the envelope.
-const TASKS_FORMAT: u8 = 1;
+/// Version of the awaited-call section of the envelope written when the run has
+/// counters to carry (format 1, without them, is still read).
+const TASKS_FORMAT: u8 = 2;
+const TASKS_FORMAT_1: u8 = 1;
 
 /// A started call in bytes: call id, tool name, positional and keyword argument ids, their
 /// arena.
 pub(crate) type PendingRecord = (u32, String, Vec<NodeId>, Vec<(String, NodeId)>, CallArgs);
 type TasksRecord = (u8, String, Vec<u32>, Vec<PendingRecord>);
+/// Format 2: format 1 plus the run's counters (bytes printed, cut or not, OS calls).
+type TasksRecord2 = (u8, String, Vec<u32>, Vec<PendingRecord>, (u64, bool, u64));
 
 fn tasks_to_bytes(ctx: &RunCtx) -> Result<Option<Vec<u8>>, HostError> {
     let d = &ctx.tasks.deferred;
+    let counts = ctx.counts();
     ctx.with_pending(|t| {
-        if d.offsets.is_empty() && t.is_empty() {
+        if d.offsets.is_empty() && t.is_empty() && counts.is_zero() {
             return Ok(None);
         }
         let pending: Vec<_> = t
             .iter()
             .map(|(id, p)| (*id, &p.req.name, &p.req.positional, &p.req.keyword, &p.args))
             .collect();
-        postcard::to_allocvec(&(TASKS_FORMAT, &d.script, &d.offsets, pending))
+        let c = (
+            counts.printed.used as u64,
+            counts.printed.truncated,
+            counts.os_calls,
+        );
+        postcard::to_allocvec(&(TASKS_FORMAT, &d.script, &d.offsets, pending, c))
             .map(Some)
             .map_err(|e| HostError::Snapshot(format!("cannot serialize the awaited calls: {e}")))
     })
@@ -1052,20 +1126,39 @@ pub(crate) fn pending_table(
     Ok(table)
 }
 
-fn tasks_from_bytes(style: ToolStyle, bytes: &[u8]) -> Result<Tasks, HostError> {
+fn tasks_from_bytes(style: ToolStyle, bytes: &[u8]) -> Result<(Tasks, RunCounts), HostError> {
     let bad = |why: String| HostError::Snapshot(format!("snapshot's awaited calls {why}"));
-    let (format, script, offsets, pending): TasksRecord =
-        postcard::from_bytes(bytes).map_err(|e| bad(format!("cannot be decoded: {e}")))?;
-    if format != TASKS_FORMAT {
-        return Err(bad(format!(
-            "have format {format}, this build reads {TASKS_FORMAT}"
-        )));
-    }
+    let decode_error = |e: postcard::Error| bad(format!("cannot be decoded: {e}"));
+    let format = bytes.first().copied().unwrap_or(0);
+    let (script, offsets, pending, counts) = match format {
+        TASKS_FORMAT_1 => {
+            let (_, script, offsets, pending): TasksRecord =
+                postcard::from_bytes(bytes).map_err(decode_error)?;
+            (script, offsets, pending, RunCounts::default())
+        }
+        TASKS_FORMAT => {
+            let (_, script, offsets, pending, (used, truncated, os_calls)): TasksRecord2 =
+                postcard::from_bytes(bytes).map_err(decode_error)?;
+            let printed = Printed {
+                used: usize::try_from(used).map_err(|_| bad("are malformed".into()))?,
+                truncated,
+            };
+            (script, offsets, pending, RunCounts { printed, os_calls })
+        }
+        other => {
+            return Err(bad(format!(
+                "have format {other}, this build reads {TASKS_FORMAT_1} and {TASKS_FORMAT}"
+            )));
+        }
+    };
     let table = pending_table(style, pending, "snapshot's awaited calls")?;
-    Ok(Tasks {
-        deferred: Deferred { script, offsets },
-        pending: Mutex::new(table),
-    })
+    Ok((
+        Tasks {
+            deferred: Deferred { script, offsets },
+            pending: Mutex::new(table),
+        },
+        counts,
+    ))
 }
 
 #[cfg(test)]

@@ -34,6 +34,52 @@ pub struct OsPolicy {
     pub mounts: Vec<MountSpec>,
     pub environ: Vec<(String, String)>,
     pub system_clock: bool,
+    /// The sandbox's local zone; `None`: the host's offset at each run, with no name (a
+    /// host whose zone has no name the tz database knows).
+    pub timezone: Option<SandboxTimeZone>,
+}
+
+/// The zone a `timezone` option names: `"local"` (the host's zone, by name when the tz
+/// database knows it), `"UTC"`, or an IANA name such as `"Europe/Paris"`.
+pub fn resolve_timezone(option: &str) -> Result<Option<SandboxTimeZone>, HostError> {
+    match option {
+        "local" => Ok(host_zone_name().and_then(|name| SandboxTimeZone::named(&name).ok())),
+        "UTC" => Ok(Some(SandboxTimeZone::utc())),
+        name => SandboxTimeZone::named(name).map(Some).map_err(|e| {
+            HostError::Config(format!(
+                "timezone must be 'local', 'UTC' or a time zone name the tz database knows: {e}"
+            ))
+        }),
+    }
+}
+
+/// The host's zone name, as the C library finds it: `TZ` (a name, or a path into the
+/// zoneinfo folder), else the `/etc/localtime` link, else `/etc/timezone`.
+fn host_zone_name() -> Option<String> {
+    fn from_path(path: &str) -> Option<String> {
+        path.split_once("zoneinfo/")
+            .map(|(_, name)| name.to_string())
+    }
+    if let Ok(tz) = std::env::var("TZ") {
+        let tz = tz.strip_prefix(':').unwrap_or(&tz);
+        if tz.is_empty() {
+            return Some("UTC".to_string()); // glibc reads an empty TZ as UTC
+        }
+        return if tz.starts_with('/') {
+            from_path(tz)
+        } else {
+            Some(tz.to_string())
+        };
+    }
+    if let Ok(target) = std::fs::read_link("/etc/localtime")
+        && let Some(name) = target.to_str().and_then(from_path)
+    {
+        return Some(name);
+    }
+    std::fs::read_to_string("/etc/timezone")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
 }
 
 /// Checks a virtual mount path: absolute, normalized, not the root.
@@ -69,7 +115,9 @@ impl OsPolicy {
         mounts: Vec<MountSpec>,
         environ: Vec<(String, String)>,
         system_clock: bool,
+        timezone: &str,
     ) -> Result<Self, HostError> {
+        let timezone = resolve_timezone(timezone)?;
         let mut seen = HashSet::new();
         let mut checked = Vec::with_capacity(mounts.len());
         for mut m in mounts {
@@ -99,6 +147,7 @@ impl OsPolicy {
             mounts: checked,
             environ,
             system_clock,
+            timezone,
         })
     }
 
@@ -186,13 +235,16 @@ impl OsPolicy {
     /// Monty's OS policy for one run: every clock read and the random seed come from the
     /// host (so they are journaled), in the host's local zone; sleeps really wait.
     pub fn monty_policy(&self, random_seed: i64) -> monty_types::OsPolicy {
-        let offset = Local::now().offset().fix().local_minus_utc();
+        let timezone = self
+            .timezone
+            .clone()
+            .unwrap_or_else(|| SandboxTimeZone::Fixed {
+                offset_seconds: Local::now().offset().fix().local_minus_utc(),
+                name: None,
+            });
         monty_types::OsPolicy {
             datetime: DateTimeSource::CallHost,
-            timezone: SandboxTimeZone::Fixed {
-                offset_seconds: offset,
-                name: None,
-            },
+            timezone,
             sleep: SleepMode::System(SLEEP_CAP),
             random_start: RandomStart::Seed(RandomSeed::Int(BigInt::from(random_seed))),
             ..monty_types::OsPolicy::default()
@@ -233,7 +285,10 @@ impl OsPolicy {
                     Some("the clock reading is out of range".into()),
                 ))));
             };
-            let local_offset = Local::now().offset().fix().local_minus_utc();
+            let local_offset = match &self.timezone {
+                Some(zone) => zone.at(utc).offset_seconds,
+                None => Local::now().offset().fix().local_minus_utc(),
+            };
             return Ok(Some(match call {
                 OsFunctionCall::Time(_) => ExtFunctionResult::Return(MontyObject::float(seconds)),
                 OsFunctionCall::DateToday => {

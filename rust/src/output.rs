@@ -1,23 +1,78 @@
 //! Captured `print()` output with a byte cap that truncates with a visible marker.
+//!
+//! The cap (`max_stdout`) bounds a whole run, not one advance: [`RunOutput`] carries what the
+//! run printed so far from advance to advance (and inside its snapshots), and each advance's
+//! [`CappedOutput`] only takes what is left. The marker is shown once per run, where the cut
+//! falls; later output of the run is dropped. Host memory holds at most the cap (across the
+//! steps the host keeps) plus the marker.
 
 use std::borrow::Cow;
+use std::sync::Mutex;
 
 use monty_types::{MontyException, PrintWriterCallback};
 
-/// Collects one advance's stdout. Past `cap` bytes, output is dropped and a marker is
-/// appended once, so a flood can neither exhaust host memory nor vanish silently.
+/// What a run printed so far: bytes kept (across its advances) and whether it was cut.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Printed {
+    pub used: usize,
+    pub truncated: bool,
+}
+
+/// The run-wide stdout account, shared by the advances of one run.
+#[derive(Debug, Default)]
+pub struct RunOutput(Mutex<Printed>);
+
+impl RunOutput {
+    pub fn new(printed: Printed) -> Self {
+        Self(Mutex::new(printed))
+    }
+
+    pub fn get(&self) -> Printed {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The capture of the next advance: what is left of `cap` after what the run printed.
+    pub fn capture(&self, cap: usize) -> CappedOutput {
+        CappedOutput::continuing(cap, self.get())
+    }
+
+    /// Records what an advance printed.
+    pub fn keep(&self, out: &CappedOutput) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = out.printed();
+    }
+}
+
+/// Collects one advance's stdout. Past `cap` bytes printed in the run, output is dropped and
+/// a marker is appended once, so a flood can neither exhaust host memory nor vanish silently.
 pub struct CappedOutput {
     pub text: String,
     cap: usize,
+    /// Bytes the run kept before this advance, plus this advance's.
+    used: usize,
     truncated: bool,
 }
 
 impl CappedOutput {
+    /// The capture of a run's first advance.
     pub fn new(cap: usize) -> Self {
+        Self::continuing(cap, Printed::default())
+    }
+
+    /// The capture of an advance of a run that already printed `printed`.
+    pub fn continuing(cap: usize, printed: Printed) -> Self {
         Self {
             text: String::new(),
             cap,
-            truncated: false,
+            used: printed.used,
+            truncated: printed.truncated,
+        }
+    }
+
+    /// The run's account after this advance.
+    pub fn printed(&self) -> Printed {
+        Printed {
+            used: self.used,
+            truncated: self.truncated,
         }
     }
 
@@ -25,9 +80,10 @@ impl CappedOutput {
         if self.truncated {
             return;
         }
-        let room = self.cap.saturating_sub(self.text.len());
+        let room = self.cap.saturating_sub(self.used);
         if s.len() <= room {
             self.text.push_str(s);
+            self.used += s.len();
             return;
         }
         let mut cut = room;
@@ -35,8 +91,10 @@ impl CappedOutput {
             cut -= 1;
         }
         self.text.push_str(&s[..cut]);
+        self.used += cut;
         self.text.push_str(&format!(
-            "\n[stdout truncated: more than {} bytes printed in one step]\n",
+            "\n[stdout truncated: the script printed more than max_stdout={} bytes in this run; \
+             the rest of its output is dropped]\n",
             self.cap
         ));
         self.truncated = true;
@@ -69,6 +127,29 @@ mod tests {
         assert!(out.text.starts_with("abcé"));
         assert_eq!(out.text.matches("stdout truncated").count(), 1);
         assert!(!out.text.contains("xyz"));
+    }
+
+    #[test]
+    fn the_cap_holds_across_advances_of_one_run() {
+        let run = RunOutput::default();
+        let mut first = run.capture(8);
+        first.stdout_write(Cow::Borrowed("12345")).unwrap();
+        run.keep(&first);
+        assert_eq!(first.text, "12345");
+        let mut second = run.capture(8);
+        second.stdout_write(Cow::Borrowed("67890")).unwrap();
+        run.keep(&second);
+        assert!(second.text.starts_with("678\n[stdout truncated"));
+        let mut third = run.capture(8);
+        third.stdout_write(Cow::Borrowed("more")).unwrap();
+        assert_eq!(third.text, "", "the marker is shown once per run");
+        assert_eq!(
+            run.get(),
+            Printed {
+                used: 8,
+                truncated: true
+            }
+        );
     }
 
     #[test]

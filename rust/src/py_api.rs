@@ -16,7 +16,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 
 use crate::convert::{V, monty_to_py, py_to_monty, ref_to_py};
-use crate::engine::{self, Advance, EngineConfig, Limits, Outcome, Paused, Stop, ToolStyle};
+use crate::engine::{
+    self, Advance, DEFAULT_MAX_OS_CALLS, EngineConfig, Limits, Outcome, Paused, Stop, ToolStyle,
+};
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::journal::{JVal, Journal, OsLog};
 use crate::os_policy::{MountSpec, OsPolicy};
@@ -263,7 +265,7 @@ pub struct MontyEngine {
 #[pymethods]
 impl MontyEngine {
     #[new]
-    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key))]
+    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key, max_os_calls=Some(DEFAULT_MAX_OS_CALLS), timezone="local"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_duration: Option<f64>,
@@ -275,6 +277,8 @@ impl MontyEngine {
         tool_style: &str,
         max_stdout: usize,
         snapshot_key: Option<Vec<u8>>,
+        max_os_calls: Option<u64>,
+        timezone: &str,
     ) -> PyResult<Self> {
         let max_duration = match max_duration {
             None => None,
@@ -302,12 +306,13 @@ impl MontyEngine {
                 read_write,
             })
             .collect();
-        let os = OsPolicy::new(mounts, environ, system_clock)?;
+        let os = OsPolicy::new(mounts, environ, system_clock, timezone)?;
         let cfg = EngineConfig {
             limits: Limits {
                 max_duration,
                 max_memory,
                 max_recursion_depth,
+                max_os_calls,
             },
             os,
             tool_style,

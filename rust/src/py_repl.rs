@@ -42,12 +42,12 @@ use crate::convert::{V, check_plain, monty_to_py, ref_to_py};
 use crate::engine::{
     EngineConfig, MAX_SCRIPT_BYTES, NO_ASYNC, Outcome, PendingRecord, PendingTool,
     STACK_PER_SOURCE_BYTE, ToolRequest, classify_parts, ext_result_within, name_answer,
-    pending_table,
+    os_calls_over, pending_table,
 };
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::journal::{Journal, OsLog};
 use crate::memory::{RunMemory, charge_to};
-use crate::output::CappedOutput;
+use crate::output::{CappedOutput, Printed};
 use crate::py_api::{
     DUMP_STACK, MontyEngine, journal_from_py, os_log_to_py, outcome_from_py, seam,
 };
@@ -94,6 +94,11 @@ struct Feed {
     offsets: Vec<u32>,
     /// Tool calls the feed started without waiting for them, by call id, until settled.
     pending: BTreeMap<u32, PendingTool>,
+    /// What the feed printed so far and the OS calls it made, across its advances (one feed
+    /// is one run for `max_stdout` and `max_os_calls`; a feed restored from bytes starts
+    /// them anew).
+    printed: Printed,
+    os_calls: u64,
 }
 
 impl Feed {
@@ -436,6 +441,11 @@ fn drive(
                 },
             },
             ReplProgress::OsCall(call) => {
+                feed.os_calls += 1;
+                if let Some(exc) = os_calls_over(feed.os_calls, cfg.limits.max_os_calls) {
+                    progress = call.abort(exc, PrintWriter::Callback(out));
+                    continue;
+                }
                 if let Some(exc) = over_budget {
                     progress = call.abort(exc, PrintWriter::Callback(out));
                     continue;
@@ -495,10 +505,11 @@ fn drive(
 fn settle(
     inner: &Inner,
     driven: Driven,
-    feed: Feed,
+    mut feed: Feed,
     out: CappedOutput,
     journal: Journal,
 ) -> Result<Advance, HostError> {
+    feed.printed = out.printed();
     let stop = match driven {
         Driven::Call(call, req) => Stop::Call(call, req, feed),
         Driven::Gather(futures, ids) => Stop::Gather(futures, ids, feed),
@@ -570,6 +581,8 @@ fn feed(
         before: Arc::clone(&inner.awaits()),
         offsets: deferred,
         pending: BTreeMap::new(),
+        printed: Printed::default(),
+        os_calls: 0,
     };
     let cfg = &inner.cfg;
     let result = guarded("feed", move || {
@@ -602,7 +615,7 @@ fn go_on(
     let start = Arc::clone(&feed.start);
     let cfg = &inner.cfg;
     let result = guarded("resume", move || {
-        let mut out = CappedOutput::new(cfg.max_stdout);
+        let mut out = CappedOutput::continuing(cfg.max_stdout, feed.printed);
         // Monty restarts the turn budget (our per-advance time limit) at every resume.
         let progress = go(&mut feed, &mut out);
         let driven = drive(cfg, progress, &mut out, &mut journal, &mut feed)?;
@@ -754,6 +767,8 @@ fn load_session(
                     before: Arc::new(awaits.clone()),
                     offsets,
                     pending: pending_table(cfg.tool_style, pending, "the session's awaited calls")?,
+                    printed: Printed::default(),
+                    os_calls: 0,
                 };
                 match *progress {
                     ReplProgress::ResolveFutures(futures) => {
@@ -1254,6 +1269,8 @@ mod tests {
             before: Arc::new(Awaits::from([("<python-input-0>".to_string(), vec![4, 9])])),
             offsets: vec![2, 7],
             pending: BTreeMap::new(),
+            printed: Printed::default(),
+            os_calls: 0,
         }
     }
 

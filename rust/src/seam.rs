@@ -45,7 +45,7 @@ fn fields_equal(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
 }
 
 /// Resume a paused call: the call returns `value` (plain data: None, bool, int, float,
-/// str, bytes, list, tuple, dict).
+/// str, bytes, list, tuple, dict, set, frozenset).
 ///
 /// Any value is accepted here; it is converted (and checked) when the call is resumed, where
 /// a value that cannot cross raises `ValueConversionError` (the paused call stays pending).

@@ -315,7 +315,14 @@ PROTOCOL = [
     Case("call-tool-three-args", "call_tool('echo', {}, {})", ("raised", "TypeError")),
     Case("call-tool-list-args", "call_tool('echo', [1, 2])", ("raised", "TypeError")),
     Case("call-tool-int-key", "call_tool('echo', {1: 2})", ("raised", "TypeError")),
-    Case("call-tool-set-value", "call_tool('echo', {'a': {1, 2}})", ("raised", "TypeError")),
+    # SPEC §3 v3: sets and frozensets cross the boundary both ways; other values still do not.
+    Case("call-tool-set-value", "call_tool('echo', {'a': {1, 2}})", ("complete", {"a": {1, 2}})),
+    Case(
+        "call-tool-frozenset-key",
+        "call_tool('echo', {'a': {frozenset({1}): 'x'}})",
+        ("complete", {"a": {frozenset({1}): "x"}}),
+    ),
+    Case("call-tool-complex-value", "call_tool('echo', {'a': 1j})", ("raised", "TypeError")),
     Case("call-tool-function-value", "def f():\n    pass\ncall_tool('echo', {'a': f})", ("raised", "TypeError")),
     Case("call-tool-object-value", "class A:\n    pass\ncall_tool('echo', {'a': A()})", ("raised", "TypeError")),
     Case(
@@ -335,7 +342,7 @@ PROTOCOL = [
     ),
     Case(
         "call-tool-gathered-bad-argument",
-        "import asyncio\ntry:\n    await asyncio.gather(call_tool('echo', {'a': {1}}))\n"
+        "import asyncio\nclass A:\n    pass\ntry:\n    await asyncio.gather(call_tool('echo', {'a': A()}))\n"
         "except TypeError:\n    r = 'caught'\nr",
         ("complete", "caught"),
     ),
@@ -350,7 +357,9 @@ PROTOCOL = [
         "try:\n    call_tool(1)\nexcept TypeError as e:\n    r = 'caught'\nr",
         ("complete", "caught"),
     ),
-    Case("result-set", "{1, 2}", ("raised", "TypeError")),
+    Case("result-set", "{1, 2}", ("complete", {1, 2})),
+    Case("result-frozenset-in-set", "{frozenset({1}), 2}", ("complete", {frozenset({1}), 2})),
+    Case("result-complex", "1j", ("raised", "TypeError")),
     Case("result-function", "def f():\n    pass\nf", ("raised", "TypeError")),
     Case("result-class", "class A:\n    pass\nA", ("raised", "TypeError")),
     Case("result-instance", "class A:\n    pass\nA()", ("raised", "TypeError")),
@@ -360,7 +369,7 @@ PROTOCOL = [
     Case(
         "resume-with-set",
         "call_tool('t')",
-        ("host_error", "ValueConversionError", "value is a set"),
+        ("complete", {1, 2}),
         driver="resume_set",
     ),
     Case(

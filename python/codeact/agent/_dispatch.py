@@ -23,6 +23,7 @@ from pydantic_core import to_jsonable_python
 from ..exceptions import ToolHostError
 from ..logs import log_tool_exception
 from ..runtime._failures import failure_message, script_exc_type
+from ..runtime._values import problem, to_plain
 
 if TYPE_CHECKING:
     from ..tools import Tool, ToolContext
@@ -101,25 +102,13 @@ async def call_callback(cb: Callable[..., Any], *args: Any) -> Any:
 
 
 def plain(value: Any) -> Any:
-    """Tool results as plain data the runtime accepts (pydantic models, dataclasses,
-    dates, sets converted the pydantic way; bytes kept)."""
-    if value is None or isinstance(value, (str, int, float, bool, bytes)):
-        return value
-    if isinstance(value, (list, dict, tuple)) and _is_plain(value, 0):
+    """Tool results as plain data the runtime accepts (``codeact.runtime._values.to_plain``:
+    pydantic models, dataclasses, dates converted, bytes, tuples and sets kept); a value
+    with no plain form becomes its JSON form, its repr where there is none."""
+    value = to_plain(value)
+    if problem(value, "", lone_surrogates=True) is None:
         return value
     return to_jsonable_python(value, bytes_mode="utf8", fallback=repr)
-
-
-def _is_plain(value: Any, depth: int) -> bool:
-    if depth > 64:
-        return False
-    if value is None or isinstance(value, (str, int, float, bool, bytes)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_plain(v, depth + 1) for k, v in value.items())
-    return False
 
 
 async def run_tool(

@@ -47,6 +47,7 @@ from ..sessions._journal import JournalRecord
 from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..tools import Tool
 from ._dispatch import terminal_signal
+from ._pacing import StopPacer
 from ._protocol import (
     INLINE_VALUE_LIMIT,
     MAX_VALUE_BYTES,
@@ -69,9 +70,12 @@ log = logging.getLogger("codeact.durability")
 
 Outcome = ResumeValue | ResumeError
 
-INLINE_ADVANCE = 0.002
+INLINE_ADVANCE = 0.0
 """Seconds (CPU time of the calling thread) an inline advance may take before the turn's
-later advances go to workers (0: always workers)."""
+later advances go to workers (0: always workers). 0 since issue 20: an advance run inline
+cannot be interrupted, so a script that loops after a tool call held the event loop for its
+whole ``max_duration``; ``run_step`` still returns a short advance without an event-loop
+round trip (it waits ``INLINE_WAIT`` for it first)."""
 
 
 @dataclass(slots=True)
@@ -270,6 +274,7 @@ class TurnDriver:
         self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
         self._runtime = agent.runtime
         self._sealed = getattr(agent.runtime, "seal", None) is not None and agent.runtime.seal(b"") is not None
+        self._pacer = StopPacer()  # yields to the event loop between stops (issue 20)
 
     # ------------------------------------------------------------------ the loop
 
@@ -387,6 +392,7 @@ class TurnDriver:
         runtime's per-advance time limit); the script's start always runs on a worker.
         """
         st = self.state
+        await self._pacer.pace()
         st.advance += 1
         replay = st.journal.os.get(st.advance)
         if gather:
@@ -435,6 +441,12 @@ class TurnDriver:
             if isinstance(outcome, Complete):
                 return _Final(outcome)
             return outcome
+        if pos not in st.journal.calls and pos not in st.pending:
+            # Every stop counts, an unknown tool or refused arguments too (issue 20): a loop of
+            # them caught by try/except ends at the budget like a loop of real calls.
+            budget = self._budget_breach(pos)
+            if budget is not None:
+                return _Budget(budget)
         if tool is None:
             available = ", ".join(run.roster) if run.roster else "(none)"
             return ResumeError(f"tool {call.name!r} is not available; available tools: {available}", "LookupError")
@@ -442,7 +454,7 @@ class TurnDriver:
             args = bind_call_args(tool, call.positional_args, call.keyword_args)
         except TypeError as exc:
             return ResumeError(str(exc), "TypeError")
-        problem = value_problem(args, f"the arguments of {tool.name!r}", "are")
+        problem = value_problem(args, f"the arguments of {tool.name!r}")
         if problem is not None:
             return ResumeError(f"{problem}; the tool did not run", "ValueError")
         try:
@@ -463,10 +475,6 @@ class TurnDriver:
             if waiting is None or waiting.kind == "confirmation":
                 # started (approved, or not gated) and never recorded: it may have run
                 return await self._in_doubt(tool, args, pos, digest, call_key, call)
-        elif pos not in st.pending:
-            budget = self._budget_breach(pos)
-            if budget is not None:
-                return _Budget(budget)
         waiting = st.pending.get(pos)
         if waiting is not None:
             decision = st.decisions.get(call_key)

@@ -1,10 +1,11 @@
 """Finding the script to run in a model reply (SPEC §4 "Extraction"; docs/extraction.md).
 
-The rule, in one sentence: outside ``<think>`` blocks, the script is every Python block of
-the reply's action form, in reply order, joined by a blank line; the action form is the
-first of execution tags, fenced blocks, a ``Code:`` marker, and the bare reply that is
-present. Blocks in another language (shell, SQL, JSON, ...) never run; when nothing
-runnable is left, ``explain_no_code`` says why and names the expected form.
+The rule, in one sentence: outside ``<think>`` blocks (and nothing at all from a reply whose
+thinking never closes), the script is every Python block of the reply's action form, in
+reply order, joined by a blank line; the action form is the first of execution tags, fenced
+blocks, a ``Code:`` marker, and the bare reply that is present. Blocks in another language
+(shell, SQL, JSON, ...) never run; when nothing runnable is left, ``explain_no_code`` says why
+and names the expected form.
 
 Joining every Python block follows what the frameworks in the shared corpus ran: AutoGen 0.2
 executes every code block of a reply in order, smolagents joins every ```` ```py ```` block;
@@ -25,12 +26,9 @@ _EXPECTED_FORM = (
 
 NO_CODE_FEEDBACK = "Your reply contained no Python code to run. " + _EXPECTED_FORM
 
-# <think>...</think>; an unterminated one ends where a smolagents-style action starts
-# (a line opening with "Thought:" or "Code:") or else runs to the end of the reply.
-_THINK = re.compile(
-    r"<(think|thinking)>.*?(?:</\1>|(?=^[ \t]*(?:Thought|Code):)|\Z)",
-    re.S | re.I | re.M,
-)
+# An opening or closing thinking tag, any case: <think>, </THINKING >.
+_THINK_TAG = re.compile(r"<(?P<close>/?)[ \t]*(?P<name>think|thinking)[ \t]*>", re.I)
+_QUOTES = "`\"'"
 # A fence opener: ``` or ~~~ plus an info string whose first word is a language name (or
 # empty), at the start of a line or after prose on the same line ("script  ```").
 _OPEN = re.compile(r"(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[A-Za-z0-9_+#.-]*)(?P<rest>[^\n`]*)\n")
@@ -339,6 +337,66 @@ def _strip_inner_fence(body: str) -> str:
     return body.strip("`\n ").rstrip()
 
 
+@dataclass(frozen=True, slots=True)
+class _Thinking:
+    """A reply with its thinking removed: ``outside`` is the text left, ``found`` whether the
+    reply held thinking at all, ``unclosed`` whether a thinking block never closed."""
+
+    outside: str
+    found: bool
+    unclosed: bool
+
+
+def _quoted(text: str, start: int, end: int) -> bool:
+    """Whether the tag at ``text[start:end]`` is quoted (```"</think>"```, ``'<think>'``,
+    a backtick span): it is then text the model writes about, not markup."""
+    before = text[start - 1] if start > 0 else ""
+    after = text[end] if end < len(text) else ""
+    return bool(before) and before in _QUOTES and after == before
+
+
+def _split_thinking(text: str) -> _Thinking:
+    """Removes every thinking block from ``text``.
+
+    A block opens at ``<think>`` or ``<thinking>`` (any case) and closes only at the close
+    tag of the same name at the same depth: an inner ``<think>`` nests, a close tag of the
+    other name inside does not end it. A quoted tag (``"</think>"``, a backtick span) is
+    prose. A close tag with no open block (a stray ``</think>`` after a block closed) means
+    the earlier close was part of the thought: the block then runs up to the stray one (and a
+    reply that opens with a close tag had its opener in the prompt: it thinks from its start). A
+    block still open at the end of the reply is unclosed: the whole reply from its opener
+    is thinking, and no code runs from the reply at all (``extract_code`` returns None).
+    """
+    regions: list[list[int]] = []  # [start, end] of each top-level block
+    stack: list[str] = []
+    for m in _THINK_TAG.finditer(text):
+        if _quoted(text, m.start(), m.end()):
+            continue
+        name = m.group("name").lower()
+        if not m.group("close"):
+            if not stack:
+                regions.append([m.start(), len(text)])
+            stack.append(name)
+        elif stack:
+            if stack[-1] == name:
+                stack.pop()
+                if not stack:
+                    regions[-1][1] = m.end()
+        elif regions:
+            regions[-1][1] = m.end()  # a stray close: the block's real end
+        else:
+            regions.append([0, m.end()])  # the opener was in the prompt (a DeepSeek-R1 template)
+    if not regions:
+        return _Thinking(text, found=False, unclosed=False)
+    parts: list[str] = []
+    pos = 0
+    for start, end in regions:
+        parts.append(text[pos:start])
+        pos = end
+    parts.append(text[pos:])
+    return _Thinking("".join(parts), found=True, unclosed=bool(stack))
+
+
 def _normalise(reply: str) -> str:
     """``\\r\\n`` and lone ``\\r`` line ends as ``\\n``: every rule below reads lines."""
     return reply.replace("\r\n", "\n").replace("\r", "\n")
@@ -346,7 +404,10 @@ def _normalise(reply: str) -> str:
 
 def _analyse(reply: str) -> tuple[str | None, list[_Block], str]:
     """(script, non-Python blocks seen, text outside think blocks)."""
-    text = _THINK.sub("", _normalise(reply))
+    thinking = _split_thinking(_normalise(reply))
+    text = thinking.outside
+    if thinking.unclosed:
+        return None, [], text
     tags = _tag_bodies(text)
     if tags:
         blocks = [_Block(tag.lower(), b.strip("\n").rstrip(), "python") for tag, b in tags]
@@ -379,9 +440,13 @@ def extract_code(reply: str) -> str | None:
 
     Rule (docs/extraction.md has it checked reply by reply against the shared corpus):
 
-    1. ``<think>...</think>`` blocks are removed first: code inside them never runs. An
-       unterminated ``<think>`` ends at a line opening with ``Thought:`` or ``Code:`` (the
-       smolagents action that follows cut-off reasoning), else at the end of the reply.
+    1. Thinking is removed first: code inside it never runs. A block opens at ``<think>`` or
+       ``<thinking>`` (any case) and closes only at the matching close tag at the same
+       depth (an inner ``<think>`` nests); a quoted tag (``"</think>"``, in backticks) is
+       prose; a stray close tag after a block closed extends that block up to it (the
+       earlier close was quoted in the thought), and one before any opener makes the reply
+       think from its start (the opener was in the prompt). A block never closed means
+       no code runs from the reply at all, and ``explain_no_code`` says so.
     2. The action form is the first present of: execution tags (``<execute>``,
        ``<execute_ipython>``, ``<code>``, ``<python>``; the closing tag may be missing, as
        when a stop sequence cut it), fenced blocks (```` ``` ```` or ``~~~``, terminated or
@@ -414,8 +479,16 @@ def explain_no_code(reply: str) -> str:
     """A short corrective message for a reply ``extract_code`` found no script in.
 
     It names what was found instead (a shell command, SQL, another language, code only
-    inside ``<think>``) and the expected form; ``NO_CODE_FEEDBACK`` when nothing was found.
+    inside ``<think>``, a ``<think>`` never closed) and the expected form;
+    ``NO_CODE_FEEDBACK`` when nothing was found.
     """
+    thinking = _split_thinking(_normalise(reply))
+    if thinking.unclosed:
+        return (
+            "Your reply opened a <think> block and never closed it, so nothing in the reply ran: "
+            "everything after an unclosed <think> is reasoning. Close the reasoning with </think> (the same "
+            "tag you opened), then write the script after it. " + _EXPECTED_FORM
+        )
     _script, others, _text = _analyse(reply)
     kinds = {b.kind for b in others}
     if "shell" in kinds:
@@ -431,7 +504,7 @@ def explain_no_code(reply: str) -> str:
     langs = sorted({b.lang for b in others if b.kind == "other" and b.lang})
     if langs:
         return f"Your reply held {', '.join(langs)} content, which is not Python and does not run. " + _EXPECTED_FORM
-    if _THINK.search(reply) and _analyse(re.sub(r"</?think(?:ing)?>", "", reply, flags=re.I))[0] is not None:
+    if thinking.found and _analyse(_THINK_TAG.sub("", reply))[0] is not None:
         return (
             "Your reply had code only inside <think>...</think>, and code there never runs. Put the script "
             "after the reasoning. " + _EXPECTED_FORM

@@ -6,8 +6,9 @@ because the carried state lives in the checkpoint:
 
 * **functions, classes and imports** defined at module level are kept as source and run
   again, before the next script, as its *prelude*;
-* **variables** holding plain data (None, bool, int, float, str, bytes, list, tuple, dict)
-  are kept as values and assigned in the prelude; other values (sets, objects) are dropped;
+* **variables** holding plain data (None, bool, int, float, str, bytes, list, tuple, dict
+  with str keys, at most ``MAX_VALUE_DEPTH`` deep) are kept as values and assigned in the
+  prelude; other values (sets, objects) are dropped, as the namespace is kept as plain JSON;
 * an *epilogue* appended to the script captures the module-level variables when the script
   completes, next to its result. A script that fails keeps the namespace it started with.
 
@@ -22,27 +23,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime._values import in_script_check
+
 __all__ = ("Namespace", "Prepared", "prepare_script", "shift_traceback", "unwrap_result")
 
 _MARK = "__codeact_namespace__"
-_PLAIN_CHECK = f"""
-def {_MARK}_plain(value, depth):
-    if depth > 50:
-        return False
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
-        return True
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            if not {_MARK}_plain(item, depth + 1):
-                return False
-        return True
-    if isinstance(value, dict):
-        for k in value:
-            if not isinstance(k, str) or not {_MARK}_plain(value[k], depth + 1):
-                return False
-        return True
-    return False
-"""
+# Plain data by the boundary's rules, at most MAX_VALUE_DEPTH deep; sets and non-str keys
+# stay out, since the namespace is kept as plain JSON in the turn record.
+_PLAIN_CHECK = in_script_check(f"{_MARK}_plain", sets=False, any_keys=False)
 
 
 @dataclass
@@ -178,7 +166,7 @@ def prepare_script(script: str, namespace: Namespace) -> Prepared:
     for name in names:
         capture += [
             "try:",
-            f"    if {_MARK}_plain({name}, 0):",
+            f"    if {_MARK}_plain({name}):",
             f"        {_MARK}[{name!r}] = {name}",
             "except NameError:",
             "    pass",

@@ -13,6 +13,7 @@ import pydantic_core
 
 from ..events import Content, Event, EventActions, FunctionCall, Part, PendingCallInfo, ToolConfirmation
 from ..runtime import ResumeError, ResumeValue
+from ..runtime._values import MAX_DEPTH, problem
 from ..sessions._turns import TURN_FORMAT
 
 __all__ = (
@@ -34,9 +35,9 @@ INLINE_VALUE_LIMIT = 64 * 1024
 """Bytes of an encoded outcome above which the value is stored once as a blob and the
 journal holds its SHA-256."""
 
-MAX_VALUE_DEPTH = 100
-"""Deepest nesting of lists / tuples / dicts that crosses the boundary (arguments and
-results)."""
+MAX_VALUE_DEPTH = MAX_DEPTH
+"""Deepest nesting of containers that crosses the boundary (arguments and results): the
+native ``MAX_VALUE_DEPTH``, one limit for every layer."""
 
 MAX_VALUE_BYTES = 64 * 1024 * 1024
 """Largest encoded size (bytes) of an argument set or result that crosses the boundary."""
@@ -113,58 +114,20 @@ def announcement_events(
 # ---------------------------------------------------------------------- values
 
 
-def value_problem(value: Any, what: str, verb: str = "is") -> str | None:
-    """Why ``value`` cannot cross the boundary (too deep, or a dict key that is not plain),
-    or None. Iterative, so any depth is safe to check."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return None
-    if kind is dict and all(type(v) in _SCALARS and type(k) is str for k, v in value.items()):
-        return None  # the common case: a flat dict of scalars
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (list, tuple)):
-            if depth >= MAX_VALUE_DEPTH:
-                return f"{what} {verb} nested more than {MAX_VALUE_DEPTH} levels deep"
-            stack.extend((v, depth + 1) for v in item)
-        elif isinstance(item, dict):
-            if depth >= MAX_VALUE_DEPTH:
-                return f"{what} {verb} nested more than {MAX_VALUE_DEPTH} levels deep"
-            for k, v in item.items():
-                if not isinstance(k, (str, int, float, bool, bytes, tuple)) and k is not None:
-                    return f"{what} has a dict key of type {type(k).__name__}"
-                stack.append((v, depth + 1))
-    return None
-
-
-_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+def value_problem(value: Any, what: str) -> str | None:
+    """Why ``value`` (arguments bound from the script, a tool's converted result) cannot
+    cross the boundary, or None: ``codeact.runtime._values.problem``, with strings holding
+    lone surrogates let through (the driver escapes them before journaling)."""
+    return problem(value, what, lone_surrogates=True)
 
 
 def plain_value_problem(value: Any, what: str) -> str | None:
-    """Why a host-supplied ``value`` is not plain data that can cross the boundary (SPEC §3:
-    None, bool, int, float, str, bytes, list, tuple, dict), is nested more than
-    ``MAX_VALUE_DEPTH`` levels, or encodes to more than ``MAX_VALUE_BYTES`` bytes; or None.
-    Iterative, so any depth is safe to check."""
-    stack: list[tuple[Any, int, str]] = [(value, 0, what)]
-    while stack:
-        item, depth, where = stack.pop()
-        kind = type(item)
-        if kind in _SCALARS:
-            continue
-        if kind not in (list, tuple, dict):
-            return (
-                f"{where} is a {kind.__name__}, not plain data (None, bool, int, float, str, bytes, list, tuple, dict)"
-            )
-        if depth >= MAX_VALUE_DEPTH:
-            return f"{what} is nested more than {MAX_VALUE_DEPTH} levels deep"
-        if kind is dict:
-            for k, v in item.items():
-                if type(k) not in _SCALARS and type(k) is not tuple:
-                    return f"{where} has a dict key of type {type(k).__name__}"
-                stack.append((v, depth + 1, f"{where}[{k!r}]"))
-        else:
-            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(item))
+    """Why a host-supplied ``value`` is not plain data that can cross the boundary (SPEC §3
+    v3, ``codeact.runtime._values.problem``), or encodes to more than ``MAX_VALUE_BYTES``
+    bytes in the journal; or None."""
+    found = problem(value, what)
+    if found is not None:
+        return found
     try:
         size = len(encode_outcome(ResumeValue(value)))
     except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
@@ -175,8 +138,8 @@ def plain_value_problem(value: Any, what: str) -> str | None:
 
 
 def _json_native(value: Any) -> bool:
-    """Whether a JSON round trip gives ``value`` back exactly (no tuples, bytes, non-str
-    keys). Only called on values ``value_problem`` accepted (bounded depth)."""
+    """Whether a JSON round trip gives ``value`` back exactly (no tuples, bytes, sets,
+    non-str keys). Only called on values ``value_problem`` accepted (bounded depth)."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return True
     if isinstance(value, list):
@@ -186,21 +149,40 @@ def _json_native(value: Any) -> bool:
     return False
 
 
-_TAGS = ("$b", "$t", "$d")
+_TAGS = ("$b", "$t", "$d", "$s", "$f")
 
 
-def _tag(value: Any) -> Any:
-    """A JSON form of plain data that keeps bytes, tuples and non-str dict keys."""
+_JSON_DEPTH = 190
+"""Deepest JSON nesting a journaled value may take (pydantic's parser, which reads the
+journal back, stops at about 200; the rest is the record's own wrapping). Plain lists and
+dicts take one level each, well inside it at ``MAX_VALUE_DEPTH``; the tagged forms of
+tuples, sets and non-str-keyed dicts take two or three."""
+
+
+def _tag(value: Any, depth: int = 1) -> Any:
+    """A JSON form of plain data that keeps bytes, tuples, sets, frozensets and non-str
+    dict keys.
+
+    Raises:
+        ValueError: the form nests deeper than the journal can read back (``_JSON_DEPTH``).
+    """
+    if depth > _JSON_DEPTH:
+        raise ValueError(f"its journal form nests deeper than {_JSON_DEPTH} JSON levels")
     if isinstance(value, bytes):
         return {"$b": base64.b64encode(value).decode("ascii")}
     if isinstance(value, tuple):
-        return {"$t": [_tag(v) for v in value]}
+        return {"$t": [_tag(v, depth + 2) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        # Sorted by their JSON form: a set's order changes with the process's hash seed, and
+        # the form (and ``args_digest``) must not.
+        items = sorted((_tag(v, depth + 2) for v in value), key=_to_json)
+        return {"$f" if isinstance(value, frozenset) else "$s": items}
     if isinstance(value, list):
-        return [_tag(v) for v in value]
+        return [_tag(v, depth + 1) for v in value]
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value) and not (len(value) == 1 and next(iter(value)) in _TAGS):
-            return {k: _tag(v) for k, v in value.items()}
-        return {"$d": [[_tag(k), _tag(v)] for k, v in value.items()]}
+            return {k: _tag(v, depth + 1) for k, v in value.items()}
+        return {"$d": [[_tag(k, depth + 3), _tag(v, depth + 3)] for k, v in value.items()]}
     return value
 
 
@@ -216,6 +198,10 @@ def _untag(value: Any) -> Any:
                 return tuple(_untag(v) for v in value["$t"])
             if key == "$d":
                 return {_untag(k): _untag(v) for k, v in value["$d"]}
+            if key == "$s":
+                return {_untag(v) for v in value["$s"]}
+            if key == "$f":
+                return frozenset(_untag(v) for v in value["$f"])
         return {k: _untag(v) for k, v in value.items()}
     return value
 

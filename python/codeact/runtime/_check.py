@@ -635,8 +635,8 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                     findings.append(_finding(src, node, "stdlib_import", msg))
                 else:
                     msg = (
-                        f"ModuleNotFoundError: package {root!r} is not available here: no third-party packages and "
-                        "nothing can be installed; "
+                        f"ModuleNotFoundError: No module named {root!r}: no third-party packages and "
+                        f"nothing can be installed (importable: {', '.join(STDLIB_MODULES)}); "
                         "instead: " + _ENTRIES["third_party_import"].instead
                     )
                     findings.append(_finding(src, node, "third_party_import", msg))

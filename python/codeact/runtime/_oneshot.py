@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..exceptions import (
     ScriptError,
@@ -53,6 +52,7 @@ from ..logs import log_tool_exception
 from ._failures import failure_message, script_exc_type
 from ._precheck import script_hint
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep
+from ._values import to_plain
 
 if TYPE_CHECKING:
     from .monty import MontyRuntime
@@ -89,7 +89,7 @@ class RunResult:
 
     Attributes:
         value: the value of the script's last expression (plain data: None, bool, int,
-            float, str, bytes, list, tuple, dict), or the argument of ``final_answer(x)``
+            float, str, bytes, list, tuple, dict, set, frozenset), or the argument of ``final_answer(x)``
             in the ``functions`` style.
         stdout: everything the script printed, in order.
         tool_calls: how many tool calls the host served.
@@ -98,34 +98,6 @@ class RunResult:
     value: Any
     stdout: str = ""
     tool_calls: int = 0
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as data the interpreter accepts (pydantic models, dataclasses, datetimes,
-    enums and sets go through ``pydantic_core.to_jsonable_python``)."""
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
-        return value
-    if isinstance(value, (list, tuple, dict)):
-        try:
-            return to_jsonable_python(value, bytes_mode="utf8") if _needs_conversion(value) else value
-        except PydanticSerializationError:
-            return value  # let the engine name the offending value
-    try:
-        return to_jsonable_python(value, bytes_mode="utf8")
-    except PydanticSerializationError:
-        return value
-
-
-def _needs_conversion(value: Any, depth: int = 0) -> bool:
-    if depth > 64:
-        return False
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
-        return False
-    if isinstance(value, (list, tuple)):
-        return any(_needs_conversion(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return any(not isinstance(k, (str, int)) or _needs_conversion(v, depth + 1) for k, v in value.items())
-    return True
 
 
 def _prelude(inputs: Mapping[str, Any]) -> str:
@@ -205,7 +177,7 @@ class _Drive:
     def lookup_call(self, call: Any) -> tuple[Callable[..., Any] | None, Any]:
         name = call.name
         if name == INPUTS_TOOL and self.inputs:
-            return None, ResumeValue({k: _plain(v) for k, v in self.inputs.items()})
+            return None, ResumeValue({k: to_plain(v) for k, v in self.inputs.items()})
         self.tool_calls += 1
         self.last_error = None
         if self.max_tool_calls is not None and self.tool_calls > self.max_tool_calls:
@@ -303,7 +275,7 @@ def run_script(
                 value = fn(*step.call.positional_args, **step.call.keyword_args)
                 if inspect.isawaitable(value):
                     value = anyio.run(_awaited, value)
-                outcome = ResumeValue(_plain(value))
+                outcome = ResumeValue(to_plain(value))
             except SuspendScript as pause:
                 raise drive.suspended(step.call, pause) from None
             except Exception as exc:
@@ -329,7 +301,7 @@ def _call_sync(drive: _Drive, fn: Callable[..., Any], call: Any) -> ResumeValue 
         value = fn(*call.positional_args, **call.keyword_args)
         if inspect.isawaitable(value):
             value = anyio.run(_awaited, value)
-        return ResumeValue(_plain(value))
+        return ResumeValue(to_plain(value))
     except SuspendScript:
         return ResumeError(_GATHER_SUSPEND, "RuntimeError")
     except Exception as exc:
@@ -391,7 +363,7 @@ async def _serve(
             (value,) = await anyio.to_thread.run_sync(functools.partial(_boxed, fn, positional, keywords))
         if inspect.isawaitable(value):
             value = await value
-        return ResumeValue(_plain(value))
+        return ResumeValue(to_plain(value))
     except (SuspendScript, ToolHostError):
         raise
     except Exception as exc:

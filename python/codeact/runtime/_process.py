@@ -40,15 +40,13 @@ from typing import Any
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
 from ._seam import Call, Complete, Gather, Raised, ReplayDivergenceError, ResumeError, ResumeValue, RunStep
+from ._values import problem
 
 __all__ = ("HANG_GRACE", "ProcessEngine", "ProcessGather", "ProcessPendingCall", "pool_size", "shutdown_pool")
 
 HANG_GRACE = 30.0
 """Seconds a worker may take beyond the script's ``max_duration`` before it is killed as hung
 (loading and dumping large snapshots, OS calls)."""
-
-MAX_VALUE_DEPTH = 200
-"""Mirrors the native ``MAX_VALUE_DEPTH``: deepest nesting that may cross the boundary."""
 
 ALREADY_RESUMED = "this PendingCall was already resumed; a PendingCall is single use"
 
@@ -64,7 +62,7 @@ _ERRORS: dict[str, type[Exception]] = {
 
 Config = tuple[Any, ...]
 """(max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock,
-tool_style, max_stdout, snapshot_key), exactly the native engine's arguments."""
+tool_style, max_stdout, snapshot_key, max_os_calls, timezone), exactly the native engine's arguments."""
 
 _CONFIG_FIELDS = (
     "max_duration",
@@ -76,6 +74,8 @@ _CONFIG_FIELDS = (
     "tool_style",
     "max_stdout",
     "snapshot_key",
+    "max_os_calls",
+    "timezone",
 )
 
 
@@ -136,70 +136,45 @@ def _now() -> float:
 # ------------------------------------------------------------------ host side: values
 
 
-def _article(word: str) -> str:
-    return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
+_EXACT = frozenset({bool, int, float, str, bytes})
 
 
-def _conversion_error(root: str, path: list[str], type_name: str | None) -> ValueConversionError:
-    where = root + "".join(path)
-    if type_name is None:
-        detail = f"{where} nests deeper than {MAX_VALUE_DEPTH} levels"
-    else:
-        detail = (
-            f"{where} is {_article(type_name)} {type_name}, which cannot cross the boundary "
-            "(allowed: None, bool, int, float, str, bytes, list, tuple, dict)"
-        )
-    return ValueConversionError(f"cannot resume the script with this value: {detail}")
-
-
-def _plain(value: Any, root: str, path: list[str]) -> Any:
-    """A copy of ``value`` with exact plain types (subclasses reduced to their base, as the
-    native conversion does), so it marshals; the native error text otherwise."""
-    if len(path) > MAX_VALUE_DEPTH:
-        raise _conversion_error(root, path, None)
+def _exact(value: Any) -> Any:
+    """A copy of plain ``value`` (``_values.problem`` accepted it) with exact types
+    (subclasses reduced to their base, as the native conversion does), so it marshals."""
     if value is None:
         return None
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _conversion_error(root, path, "str with lone surrogates") from None
-        return str(value)
+    kind = type(value)
+    if kind in _EXACT:
+        return value
+    # The base types' own conversions: a subclass's overridden __str__ / __int__ do not count.
     if isinstance(value, bool):
-        return bool(value)
+        return bool(int.__int__(value))
     if isinstance(value, int):
-        return int(value)
+        return int.__int__(value)
     if isinstance(value, float):
-        return float(value)
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
     if isinstance(value, bytes):
-        return bytes(value)
-    if isinstance(value, (list, tuple)):
-        out = []
-        for i, item in enumerate(value):
-            path.append(f"[{i}]")
-            out.append(_plain(item, root, path))
-            path.pop()
-        return out if isinstance(value, list) else tuple(out)
-    if isinstance(value, dict):
-        result = {}
-        for k, v in value.items():
-            try:
-                label = repr(k)
-            except Exception:
-                label = "?"
-            path.append(f"[{label}]")
-            key = _plain(k, root, path)
-            if isinstance(key, (list, dict)):
-                raise _conversion_error(root, path, type(k).__name__)
-            result[key] = _plain(v, root, path)
-            path.pop()
-        return result
-    raise _conversion_error(root, path, type(value).__name__)
+        return bytes(memoryview(value))
+    if isinstance(value, list):
+        return [_exact(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_exact(v) for v in value)
+    if isinstance(value, frozenset):
+        return frozenset(_exact(v) for v in value)
+    if isinstance(value, set):
+        return {_exact(v) for v in value}
+    return {_exact(k): _exact(v) for k, v in value.items()}
 
 
 def _encode_outcome(outcome: Any) -> tuple[Any, ...]:
     if isinstance(outcome, ResumeValue):
-        return ("value", _plain(outcome.value, "value", []))
+        found = problem(outcome.value, "value")
+        if found is not None:
+            raise ValueConversionError(f"cannot resume the script with this value: {found}")
+        return ("value", _exact(outcome.value))
     if isinstance(outcome, ResumeError):
         if not isinstance(outcome.message, str) or not isinstance(outcome.exc_type, str):
             raise TypeError("ResumeError message and exc_type must be str")

@@ -61,6 +61,12 @@ class ResourceLimits(BaseModel):
             allocations, so ``'x' * 10**10`` fails fast without allocating.
         max_recursion_depth: Python frames; capped at ``RECURSION_CEILING`` (10,000) even
             when "unlimited", so the host stack always holds.
+        max_os_calls: OS calls (file and directory operations, clock reads, environment
+            lookups, sleeps) one run may make across all its advances (default 1,000,000), or
+            None for no cap. They are answered in place and never count as tool calls (so a
+            script that reads many files is not taken for a tool loop); past the budget the
+            script ends with an uncatchable ``RuntimeError`` naming ``max_os_calls``. Counted
+            per run and carried in its snapshots.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -68,11 +74,12 @@ class ResourceLimits(BaseModel):
     max_duration: float | None = Field(default=5.0, gt=0)
     max_memory: int | None = Field(default=256 * MiB, gt=0)
     max_recursion_depth: int = Field(default=1000, ge=1, le=_monty.RECURSION_CEILING)
+    max_os_calls: int | None = Field(default=1_000_000, gt=0)
 
     @classmethod
     def unlimited(cls) -> ResourceLimits:
         """No time or memory cap, recursion at the ceiling. For trusted scripts only."""
-        return cls(max_duration=None, max_memory=None, max_recursion_depth=_monty.RECURSION_CEILING)
+        return cls(max_duration=None, max_memory=None, max_recursion_depth=_monty.RECURSION_CEILING, max_os_calls=None)
 
 
 class PathAccess(str, enum.Enum):
@@ -201,6 +208,10 @@ class _Deferred:
 _INLINE_CHECK_BYTES = 16 * 1024
 """Scripts longer than this are checked (and started) on a helper thread by ``start_async``."""
 _CHECK_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="codeact-check")
+_OFFLOAD_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="codeact-offload")
+"""Runs the advances of an engine without native ``*_async`` variants (``isolation="process"``:
+a blocking IPC round trip) off the caller's thread, so ``*_async`` never blocks an event loop
+for an advance (issue 20)."""
 
 
 class MontyRuntime:
@@ -212,10 +223,18 @@ class MontyRuntime:
         environ: the only environment ``os.getenv`` / ``os.environ`` see (never the host's).
         system_clock: whether ``date.today()`` / ``datetime.now()`` read the host clock;
             when False they raise ``OSError`` in the script.
+        timezone: the sandbox's local time zone (``datetime.now()``, ``astimezone()``,
+            ``time.localtime()``, ``%Z``, naive ``.timestamp()``): ``"local"`` (default: the
+            host's zone by name, from ``TZ`` or ``/etc/localtime``, with its daylight saving
+            rules; a fixed offset with no name when the host's tz database does not know
+            it), ``"UTC"``, or an IANA name such as ``"America/New_York"``.
         prompt_extra: text appended to the capabilities prompt.
         tool_style: ``"call_tool"`` (only ``call_tool("name", {...})`` reaches tools) or
             ``"functions"`` (tools are bare functions; calls bound by ``bind_call_args``).
-        max_stdout: bytes of output kept per advance (default 10 MiB), then a marker.
+        max_stdout: bytes of output kept per run (default 10 MiB): the budget holds across
+            the run's advances, resumes and tool calls (and travels in its snapshots); the
+            output past it is dropped and a marker (``[stdout truncated: ...]``) shows once,
+            where the cut falls.
         snapshot_key: when given, snapshots are signed with HMAC-SHA256 under this key and
             only snapshots signed with it load. Needed whenever snapshot bytes are stored
             where someone else can write them (docs/security.md).
@@ -230,7 +249,7 @@ class MontyRuntime:
 
     Raises:
         ValueError: an invalid mount (relative, ``..``, ``/``, duplicate, missing host folder)
-            or option.
+            or option (a ``timezone`` the tz database does not know).
     """
 
     def __init__(
@@ -248,6 +267,7 @@ class MontyRuntime:
         rewrite_scripts: bool = True,
         check_scripts: bool = True,
         namespace_sessions: bool = True,
+        timezone: str = "local",
     ) -> None:
         self.limits = limits if limits is not None else ResourceLimits()
         self.mounts: tuple[Mount, ...] = tuple(mounts)
@@ -256,6 +276,9 @@ class MontyRuntime:
             if not isinstance(k, str) or not isinstance(v, str):
                 raise ValueError("environ must map str to str")
         self.system_clock = bool(system_clock)
+        if not isinstance(timezone, str):
+            raise ValueError(f"timezone must be 'local', 'UTC' or a zone name, not {timezone!r}")
+        self.timezone = timezone
         self.prompt_extra = prompt_extra
         if tool_style not in ("call_tool", "functions"):
             raise ValueError(f"tool_style must be 'call_tool' or 'functions', not {tool_style!r}")
@@ -282,6 +305,8 @@ class MontyRuntime:
             tool_style=tool_style,
             max_stdout=max_stdout,
             snapshot_key=snapshot_key,
+            max_os_calls=self.limits.max_os_calls,
+            timezone=timezone,
         )
         # Built in both modes: it validates the configuration here, in the host.
         self._engine: Any = _monty.MontyEngine(**engine_config)
@@ -360,7 +385,7 @@ class MontyRuntime:
         replay = tuple(os_replay) or None
         start_async = getattr(self._engine, "start_async", None)
         if start_async is None:
-            return _Ready(self._engine.start(script, script_name, replay, deferred or None))
+            return _Deferred(_OFFLOAD_POOL.submit(self._engine.start, script, script_name, replay, deferred or None))
         return start_async(script, script_name, replay, deferred or None)
 
     def resume_async(
@@ -370,7 +395,7 @@ class MontyRuntime:
         replay = tuple(os_replay) or None
         resume_async = getattr(self._engine, "resume_async", None)
         if resume_async is None:
-            return _Ready(self._engine.resume(snapshot, outcome, replay))
+            return _Deferred(_OFFLOAD_POOL.submit(self._engine.resume, snapshot, outcome, replay))
         return resume_async(snapshot, outcome, replay)
 
     def resume(
@@ -413,7 +438,9 @@ class MontyRuntime:
         """Like ``resume_gather``, on a native worker; returns a ticket (see ``start_async``)."""
         native = getattr(self._engine, "resume_gather_async", None)
         if native is None:
-            return _Ready(self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None))
+            return _Deferred(
+                _OFFLOAD_POOL.submit(self._engine.resume_gather, snapshot, dict(outcomes), tuple(os_replay) or None)
+            )
         return native(snapshot, dict(outcomes), tuple(os_replay) or None)
 
     # -- namespace sessions (persist_namespace; ADR 0003) --------------------------------------

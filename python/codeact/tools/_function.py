@@ -10,25 +10,23 @@ tools returning a handle).
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
-import enum
 import functools
 import inspect
 import logging
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar, overload
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 from typing_extensions import NotRequired, TypedDict
 
 from ..exceptions import ToolArgumentError
+from ..runtime._values import MAX_DEPTH, problem, to_plain
 from ._base import Tool
 from ._context import ToolContext
 
@@ -239,49 +237,6 @@ def _return_schema(annotation: Any) -> dict[str, Any] | None:
 
 # --------------------------------------------------------------------------- results
 
-_PLAIN_SCALARS = frozenset({str, int, float, bool, type(None), bytes})
-
-
-def _plain_key(key: Any) -> Any:
-    if type(key) is str:
-        return key
-    return next(iter(to_jsonable_python({key: None})))
-
-
-def _to_plain(value: Any) -> Any:
-    """``value`` as plain data: None, bool, int, float, str, bytes, list and dict with str keys.
-
-    Containers are walked here so bytes stay bytes (the runtime takes them, JSON conversion is
-    the agent's job); everything else goes through ``pydantic_core.to_jsonable_python``.
-    """
-    t = type(value)
-    if t in _PLAIN_SCALARS:
-        return value
-    if t is dict:
-        return {_plain_key(k): _to_plain(v) for k, v in value.items()}
-    if t is list or t is tuple:
-        return [_to_plain(v) for v in value]
-    if isinstance(value, BaseModel):
-        return _to_plain(value.model_dump())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return _to_plain(value.value)
-    if isinstance(value, str):  # subclasses of the plain types
-        return str(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, Mapping):
-        return {_plain_key(k): _to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_to_plain(v) for v in value]
-    return to_jsonable_python(value)
-
-
 # --------------------------------------------------------------------------- tools
 
 
@@ -481,16 +436,18 @@ class FunctionTool(Tool):
             tool_context: the per-call context, passed to the context parameter if any.
 
         Returns:
-            The function's result (awaited if it is awaitable) as plain data: None, bool, int,
-            float, str, bytes (kept as bytes), lists and dicts with str keys. Pydantic models
-            and dataclasses become dicts, tuples and sets lists, and other values go through
-            ``pydantic_core.to_jsonable_python`` (datetimes become ISO 8601 strings, enums
-            their values, UUIDs and Decimals strings).
+            The function's result (awaited if it is awaitable) as plain data (SPEC §3 v3,
+            ``codeact.runtime._values.to_plain``): plain values are kept as they are (bytes,
+            tuples, sets and frozensets included); pydantic models and dataclasses become
+            dicts, enums their values, and other values go through
+            ``pydantic_core.to_jsonable_python`` (datetimes become ISO 8601 strings, UUIDs
+            and Decimals strings).
 
         Raises:
             ToolArgumentError: ``args`` do not match the signature (wrong type, missing,
                 unknown argument).
             TypeError: the result cannot be converted to plain data.
+            ValueError: the result nests deeper than ``MAX_VALUE_DEPTH`` levels.
             Exception: whatever the function raises, unchanged.
         """
         try:
@@ -518,12 +475,13 @@ class FunctionTool(Tool):
             result = func(*positional, **values)
         if inspect.isawaitable(result):
             result = await result
-        try:
-            return _to_plain(result)
-        except PydanticSerializationError as e:
-            raise TypeError(f"tool {self.name!r} returned a value that is not plain data: {e}") from e
-        except RecursionError:
-            raise ValueError(f"the result of {self.name!r} is nested too deeply to cross the boundary") from None
+        value = to_plain(result)
+        found = problem(value, f"the result of {self.name!r}", lone_surrogates=True)
+        if found is not None:
+            if found.endswith(f"nests deeper than {MAX_DEPTH} levels"):
+                raise ValueError(found)
+            raise TypeError(f"tool {self.name!r} returned a value that is not plain data: {found}")
+        return value
 
     def _describe_errors(self, error: ValidationError) -> list[tuple[str, str]]:
         described: list[tuple[str, str]] = []

@@ -30,7 +30,8 @@ from ...agent._output import truncate_middle
 from ...agent._protocol import plain_value_problem
 from ...exceptions import ValueConversionError
 from ...runtime import MontyRuntime, ResumeError, ScriptError, ScriptSuspended, SuspendScript
-from ...runtime._oneshot import _plain, aresume_script, arun_script
+from ...runtime._oneshot import aresume_script, arun_script
+from ...runtime._values import to_plain
 from ...tools import Tool
 
 __all__ = ("CodeActToolset", "DENIAL_ARG", "PAUSE_METADATA_KEY")
@@ -220,7 +221,7 @@ class CodeActToolset(WrapperToolset[Any]):
             except ModelRetry as exc:
                 raise RuntimeError(exc.message) from None
             ran.append(name)
-            value = _plain(value)
+            value = to_plain(value)
             problem = plain_value_problem(value, f"the result of tool {name!r}")
             if problem is not None:
                 raise TypeError(f"{problem}; the tool ran, but its result cannot reach the script")

@@ -1,0 +1,199 @@
+"""Plain data (SPEC §3 v3), defined once: the values that cross the boundary between the
+host and a script, the one depth limit, the check and the conversion every layer uses.
+
+Plain data is None, bool, int (any size), float (NaN and infinities included), str (valid
+UTF-8: no lone surrogates), bytes, list, tuple, dict, set and frozenset, nested at most
+``MAX_DEPTH`` levels. A dict key or a set element may be any plain value but a list, dict
+or set. Subclasses of these types count as their base type, as in the native conversion
+(``rust/src/convert.rs``), whose verdicts ``problem`` reproduces: a value ``problem``
+accepts converts, and one it refuses is refused there with the same text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from .. import _monty
+
+__all__ = ("MAX_DEPTH", "PLAIN_TYPES", "in_script_check", "problem", "to_plain")
+
+MAX_DEPTH: int = _monty.MAX_VALUE_DEPTH
+"""Deepest nesting of containers that may cross the boundary, in levels (the native
+``MAX_VALUE_DEPTH``): a value nested inside more containers than this is refused."""
+
+PLAIN_TYPES = "None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset"
+"""The plain types, as the error messages name them."""
+
+_SCALARS = (bool, int, float, bytes)
+_SEQUENCES = (list, tuple, set, frozenset)
+_UNHASHABLE = (list, dict, set)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
+
+
+def _not_plain(where: str, type_name: str) -> str:
+    return f"{where} is {_article(type_name)} {type_name}, which cannot cross the boundary (allowed: {PLAIN_TYPES})"
+
+
+def problem(value: Any, where: str = "value", *, lone_surrogates: bool = False) -> str | None:
+    """Why ``value`` is not plain data, or None when it is.
+
+    Args:
+        value: any Python value.
+        where: how the message names the value (``"the result of 'lookup'"``); inner
+            values are named from it (``value['rows'][2]``).
+        lone_surrogates: accept strings holding lone surrogates (for a caller that escapes
+            them before the value crosses).
+
+    Returns:
+        None, or one sentence: ``<where> is a <type>, which cannot cross the boundary
+        (allowed: ...)`` or ``<where> nests deeper than <MAX_DEPTH> levels``, naming the
+        first offending value in order. Iterative, so any depth (and a cycle) is safe.
+    """
+    kind = type(value)
+    if value is None or kind in _SCALARS:
+        return None
+    if kind is str and (lone_surrogates or value.isascii()):
+        return None
+    # Depth-first in order, as the native conversion walks, so the first problem is the same.
+    stack: list[tuple[Any, int, str, bool]] = [(value, 0, where, False)]
+    while stack:
+        item, depth, path, is_key = stack.pop()
+        if is_key and isinstance(item, _UNHASHABLE):  # only a subclass that hashes gets here
+            return _not_plain(path, type(item).__name__)
+        if depth > MAX_DEPTH:
+            return f"{path} nests deeper than {MAX_DEPTH} levels"
+        if item is None or isinstance(item, _SCALARS):
+            continue
+        if isinstance(item, str):
+            if not lone_surrogates and not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return _not_plain(path, "str with lone surrogates")
+            continue
+        if isinstance(item, _SEQUENCES):
+            stack.extend((v, depth + 1, f"{path}[{i}]", False) for i, v in reversed(list(enumerate(item))))
+            continue
+        if isinstance(item, dict):
+            children: list[tuple[Any, int, str, bool]] = []
+            for k, v in item.items():
+                try:
+                    label = f"{path}[{k!r}]"
+                except Exception:
+                    label = f"{path}[?]"
+                children += [(k, depth + 1, label, True), (v, depth + 1, label, False)]
+            stack.extend(reversed(children))
+            continue
+        return _not_plain(path, type(item).__name__)
+    return None
+
+
+def to_plain(value: Any) -> Any:
+    """``value`` as plain data, keeping what already is (bytes stay bytes, tuples tuples,
+    sets sets, non-str dict keys as they are): pydantic models (``model_dump``),
+    dataclasses (their fields), enums (their value), ``Mapping`` s (dicts), bytearrays
+    (bytes) and anything ``pydantic_core.to_jsonable_python`` knows (datetimes, UUIDs,
+    decimals, paths: their JSON form) are converted, inside containers too.
+
+    A value with no plain form, or nested deeper than ``MAX_DEPTH``, is left as it is, so
+    ``problem`` (or the native conversion) names it. Never raises.
+    """
+    kind = type(value)
+    if value is None or kind in _SCALARS or kind is str:
+        return value
+    if kind is dict and all(
+        type(k) is str and (v is None or type(v) in _SCALARS or type(v) is str) for k, v in value.items()
+    ):
+        return value  # the common case: a flat dict of scalars
+    return _convert(value, 0)
+
+
+def _convert(value: Any, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        return value
+    kind = type(value)
+    if value is None or kind in _SCALARS or kind is str:
+        return value
+    if kind is list:
+        return [_convert(v, depth + 1) for v in value]
+    if kind is tuple:
+        return tuple(_convert(v, depth + 1) for v in value)
+    if kind is dict:
+        return {_key(k, depth): _convert(v, depth + 1) for k, v in value.items()}
+    if kind is set or kind is frozenset:
+        items = [_key(v, depth) for v in value]
+        return set(items) if kind is set else frozenset(items)
+    if isinstance(value, enum.Enum):
+        return _convert(value.value, depth)
+    if isinstance(value, (str, bool, int, float, bytes, list, tuple, set, frozenset, dict)):
+        return value  # subclasses convert natively as their base type
+    if isinstance(value, BaseModel):
+        return _convert(value.model_dump(), depth)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _convert(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {_key(k, depth): _convert(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    try:
+        return to_jsonable_python(value)
+    except (PydanticSerializationError, ValueError, TypeError):
+        return value
+
+
+def _key(key: Any, depth: int) -> Any:
+    """A dict key or set element converted, if its plain form is hashable."""
+    converted = _convert(key, depth + 1)
+    try:
+        hash(converted)
+    except TypeError:
+        return key
+    return converted
+
+
+def in_script_check(name: str, *, sets: bool = True, any_keys: bool = True) -> str:
+    """Python source defining ``name(value)``: whether ``value`` is plain data by
+    ``problem``'s rules, for code running inside the sandbox. Iterative; ``MAX_DEPTH`` is
+    written in, so the check cannot drift from the native limit.
+
+    Args:
+        name: the function's name.
+        sets: whether sets and frozensets count (False for a caller whose storage is plain
+            JSON, which has no set).
+        any_keys: whether a dict key may be any hashable plain value (False: str keys only,
+            for the same reason).
+    """
+    containers = "list, tuple, set, frozenset" if sets else "list, tuple"
+    key_test = "isinstance(k, (list, dict, set))" if any_keys else "not isinstance(k, str)"
+    return f"""
+def {name}(value):
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > {MAX_DEPTH}:
+            return False
+        if item is None or isinstance(item, (bool, int, float, str, bytes)):
+            continue
+        if isinstance(item, ({containers})):
+            for v in item:
+                stack.append((v, depth + 1))
+            continue
+        if isinstance(item, dict):
+            for k in item:
+                if {key_test}:
+                    return False
+                stack.append((k, depth + 1))
+                stack.append((item[k], depth + 1))
+            continue
+        return False
+    return True
+"""

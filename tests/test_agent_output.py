@@ -1,0 +1,75 @@
+"""The final result's destination and shape: ``output_key``, ``output_schema`` with its
+correction retries, and ``output_type``."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from agent_helpers import final, run, scripted_agent, texts
+from codeact.testing import PlannedComplete
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_output_key_stores_final_result_in_state() -> None:
+    agent, _, _ = scripted_agent([[final({"answer": 42})]], output_key="result")
+    events, session, _ = await run(agent)
+    assert events[-1].actions.state_delta["result"] == {"answer": 42}
+    assert session.state["result"] == {"answer": 42}
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+async def test_output_schema_accepts_a_conforming_final_result() -> None:
+    agent, _, _ = scripted_agent([[final({"answer": "hi"})]], output_schema=SCHEMA)
+    events, _, _ = await run(agent)
+    assert len(events) == 1
+    assert "hi" in events[0].text
+
+
+async def test_output_schema_correction_retries_then_succeeds() -> None:
+    agent, _, model = scripted_agent(
+        [[PlannedComplete({"type": "final_result", "value": {"wrong": 1}}, "dbg\n")], [final({"answer": "hi"})]],
+        output_schema=SCHEMA,
+    )
+    events, _, _ = await run(agent)
+    assert events[-1].text == '{\n  "answer": "hi"\n}'
+    assert len(model.requests) == 2
+    feedback = texts(model.requests[1].contents)
+    assert feedback[-2].startswith("Error during execution:\nfinal_result did not match the required schema: ")
+    assert feedback[-2].endswith(". Return a conforming final_result.")
+    assert "'answer' is a required property" in feedback[-2]
+    assert feedback[-1] == "Output (stdout):\ndbg\n"
+
+
+async def test_output_schema_errors_after_max_retries() -> None:
+    bad = final({"wrong": 1})
+    agent, _, model = scripted_agent([[bad], [bad]], output_schema=SCHEMA, output_max_retries=1)
+    events, _, _ = await run(agent)
+    assert events[-1].error_code == "codeact.output_schema"
+    assert "schema validation" in events[-1].error_message
+    assert len(model.requests) == 2
+
+    agent, _, model = scripted_agent([[bad]], output_schema=SCHEMA, output_max_retries=0)
+    events, _, _ = await run(agent)
+    assert events[-1].error_code == "codeact.output_schema"
+    assert len(model.requests) == 1
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+async def test_output_type_enforces_a_derived_schema() -> None:
+    agent, _, model = scripted_agent([[final({"answer": 5})], [final({"answer": "hi"})]], output_schema=Answer)
+    events, _, _ = await run(agent)
+    assert events[-1].text == '{\n  "answer": "hi"\n}'
+    assert len(model.requests) == 2
+    assert "did not match the required schema" in model.requests[1].contents[-1].text
