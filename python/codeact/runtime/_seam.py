@@ -16,7 +16,7 @@ from .._monty import ResumeError, ResumeValue
 from ..exceptions import CodeRuntimeError, ReplayDivergenceError
 
 if TYPE_CHECKING:
-    from ..tools import Tool
+    from ._render import Tool
 
 __all__ = (
     "Call",
@@ -296,6 +296,6 @@ def default_tool_catalog(tools: Sequence[Tool]) -> str:
         entry per tool (name, description, ``[long-running]`` marker, one line per argument
         with its type, default and description, the return type, parameters as JSON).
     """
-    from ..tools._render import render_catalog
+    from ._render import render_catalog
 
     return render_catalog(tools)
