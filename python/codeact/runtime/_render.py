@@ -33,13 +33,20 @@ class Tool(Protocol):
     it serves, does not import the tools package above it."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The name scripts call the tool by."""
+
     @property
-    def description(self) -> str: ...
+    def description(self) -> str:
+        """What the tool does, as the model is shown it."""
+
     @property
-    def parameters(self) -> dict[str, Any] | None: ...
+    def parameters(self) -> dict[str, Any] | None:
+        """The arguments' JSON schema, or None for a tool without declared parameters."""
+
     @property
-    def is_long_running(self) -> bool: ...
+    def is_long_running(self) -> bool:
+        """The result arrives later (the run suspends after starting it)."""
 
 
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
