@@ -15,7 +15,7 @@ PATCHED := rust/patched/monty-types/.codeact-patched
 DEV_PROFILE ?= dev-release
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
-EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli
+EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres
 
 .PHONY: toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
 
@@ -99,6 +99,7 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/integrations.py
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py
 	$(BIN)/python benchmarks/hostile.py
+	$(BIN)/python benchmarks/stores.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py --quick
@@ -107,6 +108,7 @@ benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	$(BIN)/python benchmarks/integrations.py --quick
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py --quick
 	$(BIN)/python benchmarks/hostile.py --quick
+	$(BIN)/python benchmarks/stores.py --quick
 
 FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000

@@ -6,6 +6,8 @@ Each turn the model writes one script; tools are reached through
 can suspend for a human decision or a long-running tool and resume in another process.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._monty import MONTY_VERSION
 from .agent import (
     PENDING_STATE_KEY,
@@ -99,6 +101,18 @@ from .tools import FunctionTool, LongRunningFunctionTool, State, Tool, ToolConte
 from .toolsets import FunctionToolset, Toolset
 
 __version__ = "0.2.0"
+
+if TYPE_CHECKING:
+    from .sessions import PostgresSessionService as PostgresSessionService
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresSessionService":  # imported on first use: it needs codeact[postgres]
+        from . import sessions
+
+        return sessions.PostgresSessionService
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = (
     "MONTY_VERSION",

@@ -5,8 +5,9 @@
 - ``codeact chat --model NAME [--base-url URL] [--tools module:attr] [--db FILE]``: an
   interactive CodeAct agent on an OpenAI-compatible endpoint (or ``--model-from module:attr``
   for any codeact model object), events printed with ``codeact.console.EventPrinter``.
-- ``codeact sessions list|show|pending|approve|deny|complete --db FILE``: the sessions in a
-  SQLite store, the calls waiting for a human, and approving, denying or completing them
+- ``codeact sessions list|show|pending|approve|deny|complete --db FILE|URL``: the sessions in a
+  SQLite file or a PostgreSQL database (a ``postgresql://`` URL, ``codeact[postgres]``), the
+  calls waiting for a human, and approving, denying or completing them
   (these rebuild the agent to resume the run: ``--agent module:attr``, or the options chat was
   started with). In chat, a paused call is answered at the prompt.
 
@@ -38,7 +39,9 @@ from .console import EventPrinter
 __all__ = ("app", "load_object", "main", "parse_mount")
 
 app = typer.Typer(help="CodeAct agents and sandboxed Python scripts on Monty.", no_args_is_help=True)
-sessions_app = typer.Typer(help="Inspect sessions in a SQLite store and act on calls waiting for a human.")
+sessions_app = typer.Typer(
+    help="Inspect sessions in a SQLite file or a PostgreSQL database and act on calls waiting for a human."
+)
 app.add_typer(sessions_app, name="sessions")
 
 DEFAULT_APP = "codeact"
@@ -207,10 +210,39 @@ def run(
 # ------------------------------------------------------------------ chat
 
 
-def _session_service(db: Path | None) -> Any:
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def _is_postgres_url(db: str | Path) -> bool:
+    return isinstance(db, str) and db.lower().startswith(_POSTGRES_SCHEMES)
+
+
+def _session_service(db: str | Path | None) -> Any:
+    """The store ``--db`` names: a ``postgresql://`` URL, a SQLite file, or memory (None)."""
     from .sessions import InMemorySessionService, SqliteSessionService
 
-    return SqliteSessionService(db) if db is not None else InMemorySessionService()
+    if db is None:
+        return InMemorySessionService()
+    if _is_postgres_url(db):
+        from . import sessions
+
+        try:
+            return sessions.PostgresSessionService(str(db))
+        except ImportError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--db") from exc
+    return SqliteSessionService(db)
+
+
+def _existing_store(db: str) -> str:
+    """``--db`` of the sessions commands: a ``postgresql://`` URL or an existing SQLite file."""
+    if _is_postgres_url(db):
+        return db
+    path = Path(db)
+    if not path.is_file():
+        raise typer.BadParameter(
+            f"{db!r} is neither an existing SQLite file nor a postgresql:// URL", param_hint="--db"
+        )
+    return db
 
 
 ModelOption = Annotated[str | None, typer.Option(help="model name on an OpenAI-compatible endpoint")]
@@ -375,7 +407,9 @@ def chat(
     base_url: BaseUrlOption = None,
     model_from: ModelFromOption = None,
     tools: ToolsOption = None,
-    db: Annotated[Path | None, typer.Option(help="SQLite session store (default: in memory)")] = None,
+    db: Annotated[
+        str | None, typer.Option(help="session store: a SQLite file or a postgresql:// URL (default: in memory)")
+    ] = None,
     session: Annotated[str | None, typer.Option(help="session id to continue or create")] = None,
     user: Annotated[str, typer.Option(help="user id")] = DEFAULT_USER,
     app_name: Annotated[str, typer.Option("--app", help="app name in the store")] = DEFAULT_APP,
@@ -439,7 +473,7 @@ def chat(
 # ------------------------------------------------------------------ sessions
 
 
-def _runner(db: Path, app_name: str, agent_spec: str | None, chat_agent: dict[str, Any] | None = None) -> Any:
+def _runner(db: str, app_name: str, agent_spec: str | None, chat_agent: dict[str, Any] | None = None) -> Any:
     from .agent import CodeActAgent
     from .models import ScriptedModel
     from .runner import Runner
@@ -459,7 +493,9 @@ def _runner(db: Path, app_name: str, agent_spec: str | None, chat_agent: dict[st
     return Runner(app_name=app_name, agent=agent, session_service=_session_service(db))
 
 
-DbOption = Annotated[Path, typer.Option(help="the SQLite session store", exists=True, dir_okay=False)]
+DbOption = Annotated[
+    str, typer.Option(help="the session store: a SQLite file or a postgresql:// URL", callback=_existing_store)
+]
 AppOption = Annotated[str, typer.Option("--app", help="app name")]
 UserOption = Annotated[str, typer.Option(help="user id")]
 
@@ -481,7 +517,7 @@ def sessions_list(
     table = Table("session", "user", "updated", "state keys")
     import datetime as _dt
 
-    for s in anyio.run(load):
+    for s in _call(load):
         updated = _dt.datetime.fromtimestamp(s.last_update_time, tz=_dt.timezone.utc).isoformat(timespec="seconds")
         table.add_row(s.id, s.user_id, updated, ", ".join(sorted(s.state)) or "-")
     _out().print(table)
@@ -512,7 +548,7 @@ def sessions_show(
         finally:
             await _close(service)
 
-    found = anyio.run(load)
+    found = _call(load)
     if found is None:
         _err().print(f"no session {session_id!r} for user {user!r} in app {app_name!r}", style="red")
         raise typer.Exit(1)
@@ -590,7 +626,7 @@ def _call(fn: Any) -> Any:
 def _decide(
     verb: str,
     session_id: str,
-    db: Path,
+    db: str,
     app_name: str,
     user: str,
     call: str | None,

@@ -84,6 +84,7 @@ __all__ = (
     "ServiceNotConfiguredError",
     "SessionExistsError",
     "SessionNotFoundError",
+    "SessionStoreConnectionError",
     "SessionStoreError",
     "SnapshotError",
     "StaleCheckpointError",
@@ -252,6 +253,13 @@ class SessionNotFoundError(SessionStoreError, LookupError):
 
 class SessionExistsError(SessionStoreError):
     """``create_session`` was given a ``session_id`` already used by that app and user."""
+
+
+class SessionStoreConnectionError(SessionStoreError, ConnectionError):
+    """The session store cannot be reached: wrong host or port, the server is down,
+    authentication failed, the database does not exist, or the connection kept dropping
+    through the retries. Nothing was written by the failed call. The driver's error is
+    chained as ``__cause__``."""
 
 
 class StaleSessionError(SessionStoreError):

@@ -429,6 +429,36 @@ class Runner:
         info = await self.turn_info(user_id=user_id, session_id=session_id)
         return info.pending if info is not None else []
 
+    async def list_pending(
+        self, app_name: str | None = None, user_id: str | None = None
+    ) -> dict[tuple[str, str], list[PendingCallInfo]]:
+        """The calls waiting for a decision or a result in every paused session of the app
+        (of one user, when given): ``{(user_id, session_id): pending calls}``, in the order
+        the store lists the sessions, each list as ``pending`` gives it. The store only finds
+        the sessions with a turn in flight (``BaseSessionService.list_turns``); the calls are
+        read from each verified continuation. Sessions with nothing pending, or a turn this
+        runner's agent cannot read, are left out.
+
+        Args:
+            app_name: must be this runner's ``app_name`` (the default).
+            user_id: only this user's sessions.
+
+        Raises:
+            ValueError: ``app_name`` is another app.
+            SessionStoreError: the store failed.
+        """
+        if app_name is not None and app_name != self.app_name:
+            raise ValueError(f"this runner serves app {self.app_name!r}, not {app_name!r}")
+        found: dict[tuple[str, str], list[PendingCallInfo]] = {}
+        for user, sid in await self.session_service.list_turns(app_name=self.app_name, user_id=user_id):
+            try:
+                calls = await self.pending(user_id=user, session_id=sid)
+            except SessionNotFoundError:
+                continue  # deleted since it was listed
+            if calls:
+                found[(user, sid)] = calls
+        return found
+
     async def turn_info(self, *, user_id: str, session_id: str) -> TurnInfo | None:
         """The session's in-flight turn: suspended, running (and who runs it), interrupted
         (its runner stopped: ``recover`` it) or stale; None when there is none.

@@ -218,8 +218,20 @@ INTERPRETER = [
 ]
 
 RESOURCES = [
-    Case("list-memory", "x = []\nwhile True:\n    x.append('a' * 1000)", ("raised", "MemoryError")),
-    Case("dict-memory", "d = {}\ni = 0\nwhile True:\n    d[i] = 'v' * 100\n    i += 1", ("raised", "MemoryError")),
+    # The memory limit must be what stops these two, so the time limit is far away: under a loaded
+    # machine the 0.5 s default tripped first (CI: "turn time limit exceeded: 530 ms").
+    Case(
+        "list-memory",
+        "x = []\nwhile True:\n    x.append('a' * 1000)",
+        ("raised", "MemoryError"),
+        limits={"max_duration": 20.0},
+    ),
+    Case(
+        "dict-memory",
+        "d = {}\ni = 0\nwhile True:\n    d[i] = 'v' * 100\n    i += 1",
+        ("raised", "MemoryError"),
+        limits={"max_duration": 20.0},
+    ),
     Case(
         "set-memory",
         "s = set()\ni = 0\nwhile True:\n    s.add(i * 1000003)\n    i += 1",

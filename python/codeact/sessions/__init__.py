@@ -1,14 +1,44 @@
-"""Sessions: conversation data (``Session``, ``Event``, ``Content``, ...) and the services that
-store it (``InMemorySessionService``, ``SqliteSessionService``)."""
+"""Sessions: conversation data (``Session``, ``Event``, ``Content``, ...), the services that
+store it (``InMemorySessionService``, ``SqliteSessionService``, ``PostgresSessionService``) and
+the store contract a third-party store implements (docs/stores.md): ``BaseSessionService``,
+its types (``TurnSlot``, ``JournalRecord``, ``Claim``, ``TurnRecord``) and the helpers the
+bundled stores share. ``codeact.sessions.testing`` is the store test suite.
 
+``PostgresSessionService`` is imported on first use (it needs ``codeact[postgres]``).
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import SessionStoreConnectionError
 from ._journal import JournalKind, JournalRecord, TurnSlot
 from ._memory import InMemorySessionService
 from ._service import (
+    APP_PREFIX,
+    TEMP_PREFIX,
+    USER_PREFIX,
     BaseSessionService,
+    Durability,
+    PreparedAppend,
+    ScopedState,
     SessionExistsError,
     SessionNotFoundError,
     SessionStoreError,
     StaleSessionError,
+    TurnConflictError,
+    apply_append,
+    check_durability,
+    check_not_stale,
+    filter_events,
+    json_roundtrip_state,
+    merge_state,
+    next_update_time,
+    parse_turn,
+    prepare_append,
+    resolve_session_id,
+    sort_journal,
+    split_state,
+    to_json,
+    turn_conflict,
 )
 from ._sqlite import SqliteSessionService
 from ._turns import (
@@ -36,8 +66,46 @@ from ._types import (
     new_id,
 )
 
+if TYPE_CHECKING:
+    from ._postgres import PostgresSessionService as PostgresSessionService
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresSessionService":
+        try:
+            from ._postgres import PostgresSessionService as PostgresSessionService
+        except ImportError as e:  # psycopg missing
+            raise ImportError(
+                f"PostgresSessionService needs psycopg 3 and psycopg-pool: pip install 'codeact[postgres]' ({e})"
+            ) from e
+        return PostgresSessionService
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = (
+    "APP_PREFIX",
     "DEFAULT_CLAIM_LEASE",
+    "TEMP_PREFIX",
+    "USER_PREFIX",
+    "Durability",
+    "PreparedAppend",
+    "ScopedState",
+    "SessionStoreConnectionError",
+    "TurnConflictError",
+    "apply_append",
+    "check_durability",
+    "check_not_stale",
+    "filter_events",
+    "json_roundtrip_state",
+    "merge_state",
+    "next_update_time",
+    "parse_turn",
+    "prepare_append",
+    "resolve_session_id",
+    "sort_journal",
+    "split_state",
+    "to_json",
+    "turn_conflict",
     "TURN_FORMAT",
     "BaseSessionService",
     "CallPosition",

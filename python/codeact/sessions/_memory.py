@@ -12,10 +12,12 @@ import pydantic_core
 from ._journal import JournalRecord, TurnSlot
 from ._service import (
     BaseSessionService,
+    Durability,
     PreparedAppend,
     SessionExistsError,
     SessionNotFoundError,
     apply_append,
+    check_durability,
     check_not_stale,
     filter_events,
     json_roundtrip_state,
@@ -60,9 +62,15 @@ class InMemorySessionService(BaseSessionService):
     Values go in and come out as JSON round trips (what ``SqliteSessionService`` would
     store), so callers can never mutate stored data and both services behave alike. Each
     method is atomic with respect to other tasks (no await inside a mutation).
+
+    Args:
+        durability: accepted for the store contract (``"process"`` or ``"power"``) and
+            ignored: nothing held in memory survives the process.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, durability: Durability = "process") -> None:
+        check_durability(durability)
+        self.durability: Durability = durability
         self._sessions: dict[_Key, _StoredSession] = {}
         self._app_state: dict[str, dict[str, Any]] = {}
         self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
@@ -242,6 +250,14 @@ class InMemorySessionService(BaseSessionService):
             return []
         rows = stored.journal.get(turn, {})
         return sort_journal([JournalRecord(kind, seq, data) for (kind, seq), data in rows.items()])  # type: ignore[arg-type]
+
+    async def list_turns(self, *, app_name: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        await anyio.lowlevel.checkpoint()
+        return [
+            (user, sid)
+            for (app, user, sid), stored in self._sessions.items()
+            if app == app_name and (user_id is None or user == user_id) and stored.turn is not None
+        ]
 
     async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
         self._stored(app_name, user_id, session_id).blobs.setdefault(digest, bytes(data))

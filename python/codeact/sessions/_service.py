@@ -20,7 +20,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import pydantic_core
 
@@ -39,6 +39,7 @@ __all__ = (
     "TEMP_PREFIX",
     "USER_PREFIX",
     "BaseSessionService",
+    "Durability",
     "SessionExistsError",
     "SessionNotFoundError",
     "SessionStoreError",
@@ -49,6 +50,12 @@ __all__ = (
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"
 TEMP_PREFIX = "temp:"
+
+Durability = Literal["process", "power"]
+"""What a write survives once a store method returns: ``"process"``, the crash of the
+process (the store's default; the last writes before a power loss or an OS crash may be
+lost), or ``"power"``, a power loss too (each commit flushed to disk). The in-memory store
+survives neither and accepts both."""
 
 
 class BaseSessionService(ABC):
@@ -228,6 +235,22 @@ class BaseSessionService(ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
 
+    async def list_turns(self, *, app_name: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        """``(user_id, session_id)`` of the sessions of ``app_name`` (of one user, when given)
+        whose turn slot holds a turn, in the order ``list_sessions`` gives them: the
+        candidates ``Runner.list_pending`` reads. The base implementation loads every
+        session's slot; a store overrides it with one query.
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+        found: list[tuple[str, str]] = []
+        for session in await self.list_sessions(app_name=app_name, user_id=user_id):
+            slot = await self.load_turn(app_name=app_name, user_id=session.user_id, session_id=session.id)
+            if slot is not None:
+                found.append((session.user_id, session.id))
+        return found
+
     async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
         """Stores ``data`` under ``digest`` (its SHA-256 hex) once; storing it again is a no-op.
 
@@ -265,6 +288,16 @@ class BaseSessionService(ABC):
 
 
 # --- helpers shared by the implementations -------------------------------------------------
+
+
+def check_durability(durability: str) -> None:
+    """Checks a store's ``durability`` argument.
+
+    Raises:
+        ValueError: ``durability`` is not ``"process"`` or ``"power"``.
+    """
+    if durability not in ("process", "power"):
+        raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
 
 
 @dataclass

@@ -38,12 +38,14 @@ from anyio.lowlevel import RunVar
 from ._journal import JournalRecord, TurnSlot
 from ._service import (
     BaseSessionService,
+    Durability,
     PreparedAppend,
     ScopedState,
     SessionExistsError,
     SessionNotFoundError,
     SessionStoreError,
     apply_append,
+    check_durability,
     check_not_stale,
     json_roundtrip_state,
     merge_state,
@@ -191,10 +193,12 @@ class SqliteSessionService(BaseSessionService):
     Args:
         path: the database file; created (with its tables) on first use. ``":memory:"``
             gives a private in-memory database.
-        synchronous: SQLite's ``synchronous`` setting in WAL mode. ``"NORMAL"`` (default): a
-            commit survives a crash of the process, and the last commits before a power loss
-            or OS crash may be lost. ``"FULL"``: each commit is fsynced (slower per journal
-            record) and survives a power loss.
+        durability: ``"process"`` (default; SQLite's ``synchronous = NORMAL`` in WAL mode):
+            a commit survives a crash of the process, and the last commits before a power
+            loss or OS crash may be lost. ``"power"`` (``synchronous = FULL``): each commit
+            is fsynced (slower per journal record) and survives a power loss.
+        synchronous: the same choice by SQLite's name (``"NORMAL"`` / ``"FULL"``); give one
+            of the two.
 
     The connection is opened lazily on the first call, in a worker thread; every call runs
     in a worker thread (``anyio.to_thread.run_sync``) on the one connection, serialized by
@@ -209,10 +213,23 @@ class SqliteSessionService(BaseSessionService):
             ``sqlite3.Error`` is chained as ``__cause__``.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL") -> None:
-        if synchronous not in ("NORMAL", "FULL"):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability | None = None,
+        synchronous: Literal["NORMAL", "FULL"] | None = None,
+    ) -> None:
+        if synchronous is not None and synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
-        self._synchronous = synchronous
+        if durability is not None:
+            check_durability(durability)
+            implied: Literal["NORMAL", "FULL"] = "FULL" if durability == "power" else "NORMAL"
+            if synchronous is not None and synchronous != implied:
+                raise ValueError(f"durability={durability!r} means synchronous={implied!r}, not {synchronous!r}")
+            synchronous = implied
+        self._synchronous: Literal["NORMAL", "FULL"] = synchronous or "NORMAL"
+        self.durability: Durability = "power" if self._synchronous == "FULL" else "process"
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._inline_conn: sqlite3.Connection | None = None
         self._inline_lock = threading.Lock()
@@ -640,6 +657,20 @@ class SqliteSessionService(BaseSessionService):
             return sort_journal([JournalRecord(k, q, d) for k, q, d in rows])
 
         return await self._call_quick(txn, write=False)
+
+    async def list_turns(self, *, app_name: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        def txn(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            sql = (
+                "SELECT t.user_id, t.session_id FROM turns t JOIN sessions s ON s.app_name = t.app_name "
+                "AND s.user_id = t.user_id AND s.id = t.session_id WHERE t.app_name = ? AND t.data IS NOT NULL"
+            )
+            params: list[Any] = [app_name]
+            if user_id is not None:
+                sql += " AND t.user_id = ?"
+                params.append(user_id)
+            return [(u, sid) for u, sid in conn.execute(sql + " ORDER BY s.rowid", params)]
+
+        return await self._call(txn, write=False)
 
     async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
         def txn(conn: sqlite3.Connection) -> None:

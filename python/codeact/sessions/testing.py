@@ -1,0 +1,589 @@
+"""The store test suite: what every session store must do (docs/stores.md), as pytest tests
+any store can run, the bundled ones and a third party's.
+
+Run it on your store by subclassing ``StoreContract`` in a test module and giving it a
+``make_store`` fixture::
+
+    import pytest
+    from codeact.sessions.testing import StoreContract
+
+    class TestMyStore(StoreContract):
+        @pytest.fixture
+        def make_store(self, tmp_path):
+            store = MyStore(tmp_path / "db")
+            yield lambda: store    # or: a new handle on the same storage per call
+            store.close()
+
+``make_store()`` returns a handle on the test's store: a fresh, empty store per test; each
+call may return the same object or a new service on the same storage (then the tests also
+check that several handles, like several processes, see one another's writes). The suite
+needs pytest and anyio's pytest plugin; every test runs under asyncio, and under trio when
+it is installed.
+
+Or name a zero-argument factory from outside, without writing a test module::
+
+    CODEACT_STORE_FACTORY=mypackage.stores:make_store pytest --pyargs codeact.sessions.testing
+
+The factory is called once per test and must return a service on a fresh, empty store.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from ._journal import JournalRecord
+from ._service import (
+    BaseSessionService,
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionStoreError,
+    StaleSessionError,
+    TurnConflictError,
+)
+from ._types import Content, Event, EventActions, Session
+
+__all__ = ("ENV_FACTORY", "StoreContract", "StoreFactory", "load_factory")
+
+StoreFactory = Callable[[], BaseSessionService]
+"""Returns a handle on the test's store (the same object, or a new one on the same storage)."""
+
+ENV_FACTORY = "CODEACT_STORE_FACTORY"
+"""The environment variable naming a store factory as ``module:attribute``."""
+
+APP = "app"
+
+# Values a store must carry unchanged: NUL characters (a script printing chr(0)), text the
+# agent escaped from lone surrogates, non-ASCII, big and small numbers, nesting.
+AWKWARD: dict[str, Any] = {
+    "nul": "a\x00b",
+    "escaped": "\\udcff",
+    "unicode": "ünï €𝄞 \u2028",
+    "quotes": "'\"\\;--",
+    "big": 2**62,
+    "neg": -(2**53),
+    "float": 0.1,
+    "nested": {"list": [None, True, False, [], {}], "empty": ""},
+}
+
+
+def _backends() -> list[str]:
+    try:
+        import trio  # noqa: F401
+    except ImportError:
+        return ["asyncio"]
+    return ["asyncio", "trio"]
+
+
+def load_factory(spec: str) -> StoreFactory:
+    """The callable named by ``module:attribute`` (``attribute`` may be dotted).
+
+    Raises:
+        ValueError: ``spec`` has no ``:``.
+        ImportError / AttributeError: the module or the attribute does not exist.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"a store factory is named as module:attribute, not {spec!r}")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"{spec} is not callable")
+    return target
+
+
+def user_event(text: str, delta: dict[str, Any] | None = None, **kwargs: Any) -> Event:
+    return Event(
+        author="user",
+        invocation_id="inv-1",
+        content=Content.from_text(text),
+        actions=EventActions(state_delta=delta or {}),
+        **kwargs,
+    )
+
+
+def _texts(session: Session | None) -> list[str]:
+    assert session is not None
+    return [e.text for e in session.events]
+
+
+def _record(**extra: Any) -> dict[str, Any]:
+    return {"format": 3, "status": "running", "turn": "t", **extra}
+
+
+def _claim(renewed_at: float = 1.0) -> dict[str, Any]:
+    return {"owner": "h:1:x", "host": "h", "pid": 1, "taken_at": 1.0, "renewed_at": renewed_at, "lease": 30.0}
+
+
+@pytest.mark.anyio
+class StoreContract:
+    """The store contract as tests. Subclass it (with a name pytest collects, ``Test...``)
+    and define the ``make_store`` fixture (see the module docs)."""
+
+    @pytest.fixture(params=_backends())
+    def anyio_backend(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    @pytest.fixture
+    def make_store(self) -> StoreFactory:
+        raise NotImplementedError("define a make_store fixture returning a StoreFactory")
+
+    @pytest.fixture
+    def store(self, make_store: StoreFactory) -> BaseSessionService:
+        return make_store()
+
+    # --- sessions ------------------------------------------------------------------------
+
+    async def test_create_get_list_delete(self, store: BaseSessionService) -> None:
+        s1 = await store.create_session(app_name=APP, user_id="u1", state={"a": 1}, session_id="s1")
+        assert (s1.id, s1.app_name, s1.user_id, s1.state, s1.events) == ("s1", APP, "u1", {"a": 1}, [])
+        s2 = await store.create_session(app_name=APP, user_id="u1")
+        assert len(s2.id) == 32
+        await store.create_session(app_name=APP, user_id="u2", session_id="s1")  # same id, other user
+        await store.create_session(app_name="other", user_id="u1", session_id="s1")  # other app
+        got = await store.get_session(app_name=APP, user_id="u1", session_id="s1")
+        assert got is not None and got.state == {"a": 1} and got.last_update_time == s1.last_update_time
+        assert await store.get_session(app_name=APP, user_id="u1", session_id="missing") is None
+        assert await store.get_session(app_name=APP, user_id="u3", session_id="s1") is None
+        await store.append_event(s1, user_event("hi"))
+        listed = await store.list_sessions(app_name=APP, user_id="u1")
+        assert [s.id for s in listed] == ["s1", s2.id]  # creation order
+        assert all(s.events == [] for s in listed) and listed[0].state == {"a": 1}
+        everyone = await store.list_sessions(app_name=APP, user_id=None)
+        assert sorted((s.user_id, s.id) for s in everyone) == sorted([("u1", "s1"), ("u1", s2.id), ("u2", "s1")])
+        await store.delete_session(app_name=APP, user_id="u1", session_id="s1")
+        assert await store.get_session(app_name=APP, user_id="u1", session_id="s1") is None
+        assert await store.get_session(app_name=APP, user_id="u2", session_id="s1") is not None
+        await store.delete_session(app_name=APP, user_id="u1", session_id="s1")  # no-op
+        again = await store.create_session(app_name=APP, user_id="u1", session_id="s1")
+        assert again.state == {}
+        assert _texts(await store.get_session(app_name=APP, user_id="u1", session_id="s1")) == []
+
+    async def test_duplicate_id_raises(self, store: BaseSessionService) -> None:
+        await store.create_session(app_name=APP, user_id="u", session_id="s")
+        with pytest.raises(SessionExistsError):
+            await store.create_session(app_name=APP, user_id="u", session_id="s")
+
+    async def test_returned_sessions_are_copies(self, store: BaseSessionService) -> None:
+        initial = {"nested": {"x": [1]}}
+        s = await store.create_session(app_name=APP, user_id="u", state=initial, session_id="s")
+        initial["nested"]["x"].append(2)
+        s.state["nested"]["x"].append(3)
+        event = user_event("hi", {"k": {"v": 1}})
+        stored = await store.append_event(s, event)
+        event.actions.state_delta["k"]["v"] = 2
+        stored.actions.state_delta["k"]["v"] = 3
+        got = await store.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None and got.state == {"nested": {"x": [1]}, "k": {"v": 1}}
+
+    async def test_event_filters(self, store: BaseSessionService) -> None:
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        for i in range(5):
+            await store.append_event(s, user_event(f"e{i}", timestamp=100.0 + i))
+
+        async def get(**kw: Any) -> list[str]:
+            return _texts(await store.get_session(app_name=APP, user_id="u", session_id="s", **kw))
+
+        assert await get() == ["e0", "e1", "e2", "e3", "e4"]
+        assert await get(num_recent_events=2) == ["e3", "e4"]
+        assert await get(num_recent_events=0) == []
+        assert await get(after_timestamp=102.0) == ["e2", "e3", "e4"]
+        assert await get(after_timestamp=101.5, num_recent_events=1) == ["e4"]
+
+    async def test_state_scopes_and_temp(self, store: BaseSessionService) -> None:
+        a1 = await store.create_session(app_name=APP, user_id="alice", session_id="a1", state={"user:lang": "en"})
+        a2 = await store.create_session(app_name=APP, user_id="alice", session_id="a2", state={"temp:t": 1})
+        b1 = await store.create_session(app_name=APP, user_id="bob", session_id="b1")
+        assert a2.state == {"user:lang": "en"} and b1.state == {}
+        stored = await store.append_event(
+            a1, user_event("x", {"app:model": "m1", "user:name": "Alice", "topic": "cats", "temp:scratch": object()})
+        )
+        assert "temp:scratch" in a1.state and stored.actions.state_delta == {
+            "app:model": "m1",
+            "user:name": "Alice",
+            "topic": "cats",
+        }
+        await store.append_event(b1, user_event("y", {"user:name": "Bob", "app:limit": 3}))
+
+        async def state(user: str, sid: str, app: str = APP) -> dict[str, Any]:
+            got = await store.get_session(app_name=app, user_id=user, session_id=sid)
+            assert got is not None
+            return got.state
+
+        base = {"user:lang": "en", "user:name": "Alice", "app:model": "m1", "app:limit": 3}
+        assert await state("alice", "a1") == {**base, "topic": "cats"}
+        assert await state("alice", "a2") == base
+        assert await state("bob", "b1") == {"user:name": "Bob", "app:model": "m1", "app:limit": 3}
+        other = await store.create_session(app_name="other", user_id="alice", session_id="o1")
+        assert other.state == {}
+
+    async def test_stale_session(self, store: BaseSessionService) -> None:
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        copy = await store.get_session(app_name=APP, user_id="u", session_id="s")
+        assert copy is not None
+        for i in range(10):  # the same object never trips the check, however fast the appends
+            await store.append_event(s, user_event(f"e{i}", {"n": i}))
+        with pytest.raises(StaleSessionError):
+            await store.append_event(copy, user_event("late", {"n": -1}))
+        assert copy.events == [] and copy.state == {}
+        fresh = await store.get_session(app_name=APP, user_id="u", session_id="s")
+        assert fresh is not None and fresh.state == {"n": 9}
+
+    async def test_append_to_missing_session(self, store: BaseSessionService) -> None:
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        await store.delete_session(app_name=APP, user_id="u", session_id="s")
+        with pytest.raises(SessionNotFoundError):
+            await store.append_event(s, user_event("x"))
+
+    # --- atomicity: the event and its state delta land together --------------------------
+
+    async def test_unserializable_event_stores_nothing(self, store: BaseSessionService) -> None:
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s", state={"k": 0})
+        await store.append_event(s, user_event("ok"))
+        before = s.model_copy(deep=True)
+        with pytest.raises(SessionStoreError):
+            await store.append_event(s, user_event("bad", {"k": 1, "app:x": 1, "obj": object()}))
+        assert s == before
+        got = await store.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None and _texts(got) == ["ok"] and got.state == {"k": 0}
+        with pytest.raises(SessionStoreError):
+            await store.create_session(app_name=APP, user_id="u", session_id="s2", state={"x": object()})
+        assert await store.get_session(app_name=APP, user_id="u", session_id="s2") is None
+        await store.append_event(s, user_event("ok2", {"k": 2}))  # the same object goes on
+
+    async def test_racing_appends_one_lands_with_its_delta(self, make_store: StoreFactory) -> None:
+        """Two writers holding the same loaded session append at once (on two handles when
+        the factory gives them): one lands, with its delta; the other is stale and wrote
+        nothing."""
+        first = make_store()
+        await first.create_session(app_name=APP, user_id="u", session_id="s", state={"n": 0})
+        results: dict[str, str] = {}
+
+        async def writer(name: str) -> None:
+            store = make_store()
+            session = await store.get_session(app_name=APP, user_id="u", session_id="s")
+            assert session is not None
+            await anyio.sleep(0)
+            try:
+                await store.append_event(session, user_event(name, {"n": name, f"user:{name}": 1, "app:last": name}))
+                results[name] = "ok"
+            except StaleSessionError:
+                results[name] = "stale"
+
+        for _ in range(3):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(writer, "a")
+                tg.start_soon(writer, "b")
+            got = await first.get_session(app_name=APP, user_id="u", session_id="s")
+            assert got is not None
+            winners = [k for k, v in results.items() if v == "ok"]
+            assert len(winners) >= 1
+            last = got.events[-1].text
+            assert got.state["n"] == last and got.state["app:last"] == last and got.state[f"user:{last}"] == 1
+            for event in got.events:
+                assert event.actions.state_delta["n"] == event.text
+            results.clear()
+
+    async def test_concurrent_appends_same_object(self, store: BaseSessionService) -> None:
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+
+        async def add(i: int) -> None:
+            await store.append_event(s, user_event(f"e{i}", {f"k{i}": i}))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(add, i)
+        got = await store.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None
+        assert sorted(_texts(got)) == sorted(f"e{i}" for i in range(8))
+        assert got.state == {f"k{i}": i for i in range(8)} == s.state
+
+    # --- values ----------------------------------------------------------------------------
+
+    async def test_values_are_carried_unchanged(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s", state={"init": AWKWARD})
+        await store.append_event(s, user_event("printed a\x00b \\udcff", {"v": AWKWARD, "app:v": AWKWARD}))
+        version = await store.save_turn(
+            app_name=APP,
+            user_id="u",
+            session_id="s",
+            data=_record(turn_stdout="out\x00put", values=AWKWARD),
+            snapshot=b"\x00\xff\x00snap",
+            expected_version=0,
+        )
+        await store.append_journal(s, "t", [JournalRecord("outcome", 0, '"a\\u0000b"')], expected_version=version)
+        await store.put_blob(
+            app_name=APP, user_id="u", session_id="s", digest="d", data=b"\x00" * 3 + bytes(range(256))
+        )
+        reader = make_store()
+        got = await reader.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None
+        assert got.state == {"init": AWKWARD, "v": AWKWARD, "app:v": AWKWARD}
+        assert _texts(got) == ["printed a\x00b \\udcff"]
+        slot = await reader.load_turn(app_name=APP, user_id="u", session_id="s")
+        assert slot is not None and slot.snapshot == b"\x00\xff\x00snap"
+        assert slot.data["turn_stdout"] == "out\x00put" and slot.data["values"] == AWKWARD
+        journal = await reader.read_journal(app_name=APP, user_id="u", session_id="s", turn="t")
+        assert journal == [JournalRecord("outcome", 0, '"a\\u0000b"')]
+        blob = await reader.get_blob(app_name=APP, user_id="u", session_id="s", digest="d")
+        assert blob == b"\x00" * 3 + bytes(range(256))
+
+    # --- the turn slot: compare-and-set ------------------------------------------------------
+
+    async def test_turn_slot_compare_and_set(self, store: BaseSessionService) -> None:
+        await store.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        assert await store.load_turn(**key) is None
+        v1 = await store.save_turn(**key, data=_record(n=1), snapshot=None, expected_version=0)
+        assert v1 >= 1
+        with pytest.raises(TurnConflictError):
+            await store.save_turn(**key, data=_record(n=2), snapshot=None, expected_version=0)
+        with pytest.raises(TurnConflictError):
+            await store.save_turn(**key, data=_record(n=2), snapshot=None, expected_version=v1 + 1)
+        v2 = await store.save_turn(**key, data=_record(n=2), snapshot=b"s", expected_version=v1)
+        assert v2 == v1 + 1
+        slot = await store.load_turn(**key)
+        assert slot is not None and (slot.version, slot.data["n"], slot.snapshot) == (v2, 2, b"s")
+        assert await store.save_turn(**key, data=None, snapshot=None, expected_version=v2) == 0
+        assert await store.load_turn(**key) is None
+        # versions never repeat: a writer holding an old version cannot write after a delete
+        v3 = await store.save_turn(**key, data=_record(n=3), snapshot=None, expected_version=0)
+        assert v3 > v2
+        with pytest.raises(TurnConflictError):
+            await store.save_turn(**key, data=_record(n=4), snapshot=None, expected_version=v1)
+        assert await store.save_turn(**key, data=None, snapshot=None, expected_version=v3) == 0
+        assert await store.save_turn(**key, data=None, snapshot=None, expected_version=0) == 0  # nothing to delete
+
+    async def test_save_turn_on_a_missing_session(self, store: BaseSessionService) -> None:
+        with pytest.raises(SessionNotFoundError):
+            await store.save_turn(
+                app_name=APP, user_id="u", session_id="nope", data=_record(), snapshot=None, expected_version=0
+            )
+
+    async def test_racing_claims_exactly_one_wins(self, make_store: StoreFactory) -> None:
+        first = make_store()
+        await first.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        v = await first.save_turn(**key, data=_record(), snapshot=None, expected_version=0)
+        won: list[int] = []
+        lost: list[int] = []
+
+        async def claim(i: int) -> None:
+            store = make_store()
+            await anyio.sleep(0)
+            try:
+                await store.save_turn(**key, data=_record(claim=_claim(), who=i), snapshot=None, expected_version=v)
+                won.append(i)
+            except TurnConflictError:
+                lost.append(i)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(5):
+                tg.start_soon(claim, i)
+        assert len(won) == 1 and len(lost) == 4
+        slot = await first.load_turn(**key)
+        assert slot is not None and slot.version == v + 1 and slot.data["who"] == won[0]
+
+    async def test_renew_claim(self, store: BaseSessionService) -> None:
+        await store.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        v = await store.save_turn(**key, data=_record(claim=_claim(1.0), n="\x00"), snapshot=b"x", expected_version=0)
+        await store.renew_claim(**key, version=v, renewed_at=42.5)
+        slot = await store.load_turn(**key)
+        assert slot is not None and slot.version == v and slot.snapshot == b"x"
+        assert slot.data["claim"]["renewed_at"] == 42.5 and slot.data["n"] == "\x00"
+        with pytest.raises(TurnConflictError):
+            await store.renew_claim(**key, version=v + 1, renewed_at=50.0)
+        v2 = await store.save_turn(**key, data=_record(), snapshot=None, expected_version=v)  # no claim
+        with pytest.raises(TurnConflictError):
+            await store.renew_claim(**key, version=v2, renewed_at=50.0)
+
+    # --- the journal: fencing, first-writer-wins outcomes -----------------------------------
+
+    async def test_journal_order_and_outcomes_first_writer_wins(self, store: BaseSessionService) -> None:
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        await store.append_journal(
+            s,
+            "t1",
+            [
+                JournalRecord("intent", 1, '["b", "d1"]'),
+                JournalRecord("os", 1, "[1]"),
+                JournalRecord("intent", 0, '["a", "d0"]'),
+                JournalRecord("outcome", 0, '"first"'),
+                JournalRecord("os", 0, "[0]"),
+            ],
+        )
+        await store.append_journal(s, "t1", [JournalRecord("outcome", 0, '"second"'), JournalRecord("os", 0, "[9]")])
+        await store.append_journal(s, "t1", [JournalRecord("intent", 1, '["b", "d2"]')])
+        await store.append_journal(s, "t2", [JournalRecord("intent", 0, '["other turn"]')])
+        got = await store.read_journal(app_name=APP, user_id="u", session_id="s", turn="t1")
+        assert got == [
+            JournalRecord("os", 0, "[9]"),
+            JournalRecord("os", 1, "[1]"),
+            JournalRecord("intent", 0, '["a", "d0"]'),
+            JournalRecord("outcome", 0, '"first"'),
+            JournalRecord("intent", 1, '["b", "d2"]'),
+        ]
+        assert await store.read_journal(app_name=APP, user_id="u", session_id="s", turn="none") == []
+
+    async def test_journal_writes_are_fenced_by_the_slot_version(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        old = await store.save_turn(**key, data=_record(claim=_claim()), snapshot=None, expected_version=0)
+        await store.append_journal(s, "t", [JournalRecord("intent", 0, "[]")], expected_version=old)
+        new = await make_store().save_turn(**key, data=_record(claim=_claim(2.0)), snapshot=None, expected_version=old)
+        batch = [JournalRecord("outcome", 0, '"late"'), JournalRecord("intent", 1, "[]")]
+        with pytest.raises(TurnConflictError):
+            await store.append_journal(s, "t", batch, expected_version=old)  # the old owner, taken over
+        assert await store.read_journal(**key, turn="t") == [JournalRecord("intent", 0, "[]")]  # nothing of it
+        await store.append_journal(s, "t", [JournalRecord("outcome", 0, '"new"')], expected_version=new)
+        with pytest.raises(TurnConflictError):
+            await store.append_journal(s, "t", [], expected_version=old)
+        await store.save_turn(**key, data=None, snapshot=None, expected_version=new)
+        with pytest.raises(TurnConflictError):  # no slot any more: version 0
+            await store.append_journal(s, "t", [JournalRecord("os", 0, "[]")], expected_version=new)
+        assert await store.read_journal(**key, turn="t") == [
+            JournalRecord("intent", 0, "[]"),
+            JournalRecord("outcome", 0, '"new"'),
+        ]
+
+    async def test_racing_outcomes_first_writer_wins(self, make_store: StoreFactory) -> None:
+        first = make_store()
+        s = await first.create_session(app_name=APP, user_id="u", session_id="s")
+
+        async def write(i: int) -> None:
+            await make_store().append_journal(s, "t", [JournalRecord("outcome", 0, f'"{i}"')])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                tg.start_soon(write, i)
+        (record,) = await first.read_journal(app_name=APP, user_id="u", session_id="s", turn="t")
+        assert record.kind == "outcome" and record.data in {f'"{i}"' for i in range(6)}
+        await first.append_journal(s, "t", [JournalRecord("outcome", 0, '"later"')])
+        assert await first.read_journal(app_name=APP, user_id="u", session_id="s", turn="t") == [record]
+
+    # --- blobs, deletion, listing ----------------------------------------------------------
+
+    async def test_blobs(self, store: BaseSessionService) -> None:
+        await store.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        assert await store.get_blob(**key, digest="d") is None
+        await store.put_blob(**key, digest="d", data=b"one")
+        await store.put_blob(**key, digest="d", data=b"one")  # again: a no-op
+        assert await store.get_blob(**key, digest="d") == b"one"
+        assert await store.get_blob(app_name=APP, user_id="u", session_id="other", digest="d") is None
+
+    async def test_delete_session_deletes_slot_journal_and_blobs(self, store: BaseSessionService) -> None:
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        v = await store.save_turn(**key, data=_record(), snapshot=b"x", expected_version=0)
+        await store.append_journal(s, "t", [JournalRecord("intent", 0, "[]")], expected_version=v)
+        await store.put_blob(**key, digest="d", data=b"b")
+        await store.delete_session(**key)
+        await store.create_session(app_name=APP, user_id="u", session_id="s")
+        assert await store.load_turn(**key) is None
+        assert await store.read_journal(**key, turn="t") == []
+        assert await store.get_blob(**key, digest="d") is None
+        assert await store.list_turns(app_name=APP) == []
+
+    async def test_list_turns(self, store: BaseSessionService) -> None:
+        for user, sid in [("u1", "a"), ("u1", "b"), ("u2", "c"), ("u2", "d")]:
+            await store.create_session(app_name=APP, user_id=user, session_id=sid)
+        await store.create_session(app_name="other", user_id="u1", session_id="x")
+        for user, sid, app in [("u1", "a", APP), ("u2", "c", APP), ("u2", "d", APP), ("u1", "x", "other")]:
+            await store.save_turn(
+                app_name=app, user_id=user, session_id=sid, data=_record(), snapshot=None, expected_version=0
+            )
+        slot = await store.load_turn(app_name=APP, user_id="u2", session_id="d")
+        assert slot is not None
+        await store.save_turn(
+            app_name=APP, user_id="u2", session_id="d", data=None, snapshot=None, expected_version=slot.version
+        )
+        assert sorted(await store.list_turns(app_name=APP)) == [("u1", "a"), ("u2", "c")]
+        assert await store.list_turns(app_name=APP, user_id="u2") == [("u2", "c")]
+        assert await store.list_turns(app_name="none") == []
+
+    # --- end to end: a paused approval through the runner -----------------------------------
+
+    async def test_runner_approval_round_trip(self, make_store: StoreFactory) -> None:
+        """A script pauses for an approval; ``Runner.list_pending`` finds it (on another
+        handle), the approval runs the tool once, and the session's events match what the
+        in-memory store records for the same run."""
+        from .. import CodeActAgent, FunctionTool, MontyRuntime, Runner, ScriptedModel
+        from ._memory import InMemorySessionService
+
+        async def scenario(store_for: Callable[[], BaseSessionService]) -> tuple[list[Any], list[str]]:
+            ran: list[str] = []
+
+            def send(to: str) -> str:
+                """Sends a message.
+
+                Args:
+                    to: the recipient.
+                """
+                ran.append(to)
+                return f"sent \x00 to {to}"
+
+            script = (
+                '```python\nr = call_tool("send", {"to": "ops"})\nprint("a\\x00b")\n'
+                '{"type": "final_result", "value": r}\n```'
+            )
+
+            def runner(store: BaseSessionService) -> Runner:
+                agent = CodeActAgent(
+                    name="coder",
+                    model=ScriptedModel([script]),
+                    runtime=MontyRuntime(),
+                    tools=[FunctionTool(send, requires_confirmation=True)],
+                )
+                return Runner(app_name=APP, agent=agent, session_service=store)
+
+            store = store_for()
+            await store.create_session(app_name=APP, user_id="u", session_id="s")
+            [e async for e in runner(store).run_async(user_id="u", session_id="s", new_message="go")]
+            other = runner(store_for())
+            pending = await other.list_pending(APP)
+            assert [(key, [(p.tool, p.args) for p in calls]) for key, calls in pending.items()] == [
+                (("u", "s"), [("send", {"to": "ops"})])
+            ]
+            assert await other.list_pending(APP, user_id="nobody") == {}
+            (call,) = pending[("u", "s")]
+            events = [e async for e in other.approve(user_id="u", session_id="s", call_key=call.call_key)]
+            assert events[-1].text == "sent \x00 to ops"
+            assert await other.list_pending(APP) == {}
+            session = await store.get_session(app_name=APP, user_id="u", session_id="s")
+            assert session is not None
+            shape = [
+                (e.author, e.text.replace(call.call_key, "<call>"), sorted(e.actions.state_delta))
+                for e in session.events
+            ]
+            return shape, ran
+
+        memory = InMemorySessionService()
+        expected, ran = await scenario(lambda: memory)
+        assert ran == ["ops"]
+        got, ran = await scenario(make_store)
+        assert ran == ["ops"]
+        assert got == expected
+
+
+class TestStoreFromEnvironment(StoreContract):
+    """The suite on the store named by ``CODEACT_STORE_FACTORY`` (``module:attribute``);
+    skipped when it is not set."""
+
+    @pytest.fixture
+    def make_store(self) -> Iterator[StoreFactory]:
+        spec = os.environ.get(ENV_FACTORY)
+        if not spec:
+            pytest.skip(f"set {ENV_FACTORY}=module:attribute to run the store suite on that store")
+        store = load_factory(spec)()
+        yield lambda: store
+        store.close()
