@@ -28,6 +28,7 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
     ├── SessionStoreError                the session store failed
     │   ├── SessionNotFoundError         (LookupError)
     │   ├── SessionExistsError
+    │   ├── SessionStoreConnectionError  (ConnectionError) the store cannot be reached
     │   ├── StaleSessionError
     │   └── TurnConflictError
     ├── ToolArgumentError                (TypeError) a tool call's arguments are invalid
