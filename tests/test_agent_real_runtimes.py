@@ -105,6 +105,21 @@ async def test_monty_script_error_is_fed_back_with_a_traceback() -> None:
     assert feedback[-1] == "Output (stdout):\nbefore\n"
 
 
+async def test_monty_feedback_names_the_stream_of_each_line() -> None:
+    script = (
+        'import sys\nprint("rows", 3)\nprint("warning: 1 row skipped", file=sys.stderr)\n'
+        'x = call_tool("add", {"a": 1, "b": 1})\nprint("x", x)\nprint("done?", file=sys.stderr, end="")\n'
+        '{"type": "observation", "value": x}'
+    )
+    agent, model = monty_agent([fence(script), final_reply("ok")], [FakeTool("add", 2)])
+    await run(agent)
+    feedback = texts(model.requests[1].contents)
+    assert feedback[-1] == (
+        "Output (stdout; lines from stderr start with [stderr]):\nrows 3\n[stderr] warning: 1 row skipped\n"
+        "x 2\n[stderr] done?"
+    )
+
+
 async def test_cpython_runtime_rejects_confirmation_and_runs_long_running_inline() -> None:
     script = (
         "out = {}\n"

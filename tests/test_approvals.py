@@ -351,7 +351,8 @@ CHILD = textwrap.dedent(
     async def main():
         with SqliteSessionService(db) as service:
             agent = CodeActAgent(name="coder", model=ScriptedModel([]), runtime=MontyRuntime(),
-                                 tools=[FunctionTool(pay, requires_confirmation=True),
+                                 tools=[FunctionTool(pay, requires_confirmation=True,
+                                             on_in_doubt=os.environ.get("APPROVALS_IN_DOUBT", "rerun")),
                                         FunctionTool(delete_account, requires_confirmation=True), note,
                                         LongRunningFunctionTool(render)])
             runner = Runner(app_name="app", agent=agent, session_service=service)
@@ -647,7 +648,8 @@ AGENT_MODULE = textwrap.dedent(
         return {}
 
     AGENT = CodeActAgent(name="coder", model=ScriptedModel([]), runtime=MontyRuntime(),
-                         tools=[FunctionTool(pay, requires_confirmation=True),
+                         tools=[FunctionTool(pay, requires_confirmation=True,
+                                             on_in_doubt=os.environ.get("APPROVALS_IN_DOUBT", "rerun")),
                                 FunctionTool(delete_account, requires_confirmation=True), note,
                                 LongRunningFunctionTool(render)])
     """
@@ -676,6 +678,45 @@ def test_dead_runner_cli_reports_and_recovers(tmp_path: Path, monkeypatch: pytes
     assert recovered.exit_code == 0, recovered.output
     assert "paid 900 to shop" in recovered.stdout
     assert ledger.lines() == ["pay 900 shop", "pay 900 shop"]  # in doubt, rerun (the default)
+
+
+def test_dead_runner_cli_resolves_a_call_in_doubt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`codeact sessions resolve --action skip` answers a call paused in doubt without running it."""
+    from typer.testing import CliRunner
+
+    from codeact.cli import app
+
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+    anyio.run(start, db, ledger)
+    kill_at_barrier(tmp_path, db, ledger, "approve")
+    # its own module name: sys.modules keeps the other test's appr_agent (with the default policy)
+    (tmp_path / "appr_agent_doubt.py").write_text(AGENT_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("APPROVALS_LEDGER", str(ledger.path))
+    monkeypatch.setenv("APPROVALS_IN_DOUBT", "ask")
+    cli = CliRunner()
+    common = ["--db", str(db), "--app", APP, "--user", USER, "--agent", "appr_agent_doubt:AGENT"]
+    recovered = cli.invoke(app, ["sessions", "recover", SESSION, *common])
+    assert recovered.exit_code == 0, recovered.output
+    shown = cli.invoke(app, ["sessions", "pending", SESSION, *common])
+    assert shown.exit_code == 0 and "pay" in shown.stdout, shown.output
+
+    async def call_key() -> str:
+        with SqliteSessionService(db) as service:
+            (p,) = await runner_on(service, ledger, []).pending(user_id=USER, session_id=SESSION)
+            assert p.kind == "in_doubt"
+            return p.call_key
+
+    key = anyio.run(call_key)
+    bad = cli.invoke(app, ["sessions", "resolve", SESSION, *common, "--call", key, "--action", "skip", "--value", "{"])
+    assert bad.exit_code == 2 and "not JSON" in bad.output
+    resolved = cli.invoke(
+        app,
+        ["sessions", "resolve", SESSION, *common, "--call", key, "--action", "skip", "--value", '"paid (checked)"'],
+    )
+    assert resolved.exit_code == 0, resolved.output
+    assert "paid (checked)" in resolved.stdout
+    assert ledger.lines() == ["pay 900 shop"]  # skipped: not run again
 
 
 async def test_value_lone_surrogate_in_a_model_reply_is_stored_escaped(tmp_path: Path) -> None:

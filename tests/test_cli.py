@@ -44,8 +44,18 @@ def test_run_json_with_inputs_and_tools(tmp_path):
         "ok": True,
         "value": {"d": 42, "g": "hello ada"},
         "stdout": "ada\n",
+        "stderr": "",
         "tool_calls": 2,
     }
+
+
+def test_run_writes_the_scripts_stderr_to_stderr(tmp_path):
+    script = write(tmp_path, "import sys\nprint('out')\nprint('warn', file=sys.stderr)\n1")
+    result = cli.invoke(app, ["run", str(script)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "out\n1\n" and result.stderr == "warn\n"
+    payload = json.loads(cli.invoke(app, ["run", str(script), "--json"]).stdout)
+    assert (payload["stdout"], payload["stderr"]) == ("out\n", "warn\n")
 
 
 def test_run_with_mounts(tmp_path):

@@ -63,7 +63,10 @@ def test_notices_list_every_linked_crate() -> None:
         pytest.skip("needs cargo and the patched monty-types crate (make patch)")
     env = {**os.environ, "PATH": f"{Path(cargo).parent}:{os.environ.get('PATH', '')}"}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "third_party_notices.py"), "--check"], env=env, capture_output=True, text=True
+        [sys.executable, str(ROOT / "tools" / "third_party_notices.py"), "--check"],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
 

@@ -64,6 +64,8 @@ REWRITE_EXAMPLES = {
         "from pathlib import Path\nok = False\ntry:\n    Path('/no-such-dir/x.txt').read_text(encoding='utf-8')\n"
         "except OSError:\n    ok = True\nok"
     ),
+    "json_default": "import json\nfrom datetime import date\njson.dumps({'d': date(2024, 1, 2)}, default=str) == "
+    '\'{"d": "2024-01-02"}\'',
 }
 
 
@@ -110,6 +112,28 @@ REWRITES = {
         "from pathlib import Path\ntry:\n    Path('/no/such.txt').read_text(encoding='UTF-8')\n    r = False\n"
         "except FileNotFoundError:\n    r = True\nexcept OSError:\n    r = True\nr"
     ),
+    "json.dumps default=str, nested": (
+        "import json\nfrom datetime import date, datetime, timedelta\n"
+        "v = {'d': date(2024, 1, 2), 'xs': [1, (2.5, None, True), {'t': timedelta(hours=1)}], 's': 'é'}\n"
+        "json.dumps(v, default=str, sort_keys=True) == "
+        '\'{"d": "2024-01-02", "s": "\\\\u00e9", "xs": [1, [2.5, null, true], {"t": "1:00:00"}]}\''
+    ),
+    "json.dumps default=lambda, indent": (
+        "import json\nfrom datetime import date\n"
+        "json.dumps([date(2024, 1, 2)], default=lambda o: o.isoformat(), indent=2) == '[\\n  \"2024-01-02\"\\n]'"
+    ),
+    "json.dumps default returning a dict": (
+        "import json\nfrom datetime import date\ndef enc(o):\n    return {'date': o.isoformat()}\n"
+        'json.dumps({\'when\': date(2024, 1, 2)}, default=enc) == \'{"when": {"date": "2024-01-02"}}\''
+    ),
+    "json.dumps default=sorted on a set, from-import": (
+        "from json import dumps as d\nd({'k': {3, 1, 2}}, default=sorted) == '{\"k\": [1, 2, 3]}'"
+    ),
+    "json.dumps default=None": "import json\njson.dumps({'a': 1}, default=None) == '{\"a\": 1}'",
+    "json.dumps default on a bad key still raises": (
+        "import json\nfrom datetime import date\ntry:\n    json.dumps({date(2024, 1, 2): 1}, default=str)\n"
+        "    r = False\nexcept TypeError:\n    r = True\nr"
+    ),
 }
 
 
@@ -133,6 +157,8 @@ NOT_REWRITTEN = {
     "a non-UTF-8 encoding": "from pathlib import Path\nt = Path('a').read_text(encoding='latin-1')",
     "errors=": "from pathlib import Path\nt = Path('a').read_text(encoding='utf-8', errors='ignore')",
     "next of a user's own next": "def next(a, b):\n    return b\nnext((x for x in []), 1)",
+    "json.dumps with cls=": "import json\ns = json.dumps({}, default=str, cls=None)",
+    "json.dumps with **options": "import json\no = {'indent': 1}\ns = json.dumps({}, default=str, **o)",
 }
 
 

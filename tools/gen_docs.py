@@ -144,6 +144,12 @@ def subset_md() -> str:
         "names Monty lacks (`input`, `dir`, ...) may be tools and are not reported, and a call of a name",
         "the script does not define counts as a tool call when it sits in a `key=` function.",
         "",
+        "A tool called inside a function that a builtin calls back (`sorted(key=...)`, `map`) raises",
+        "`NotImplementedError` at that call, which the script can catch: the check reports it only",
+        "when no `try` around the builtin's call (or around each tool call in a function passed by",
+        "name) catches it (`except NotImplementedError`, `RuntimeError`, `Exception`, or bare). The",
+        "tool is not called. Uncaught, its traceback ends with the way to precompute the values.",
+        "",
         "## What runs",
         "",
     ]

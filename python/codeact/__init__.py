@@ -6,7 +6,7 @@ Each turn the model writes one script; tools are reached through
 can suspend for a human decision or a long-running tool and resume in another process.
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from ._monty import MONTY_VERSION
 from .agent import (
@@ -53,6 +53,7 @@ from .runtime import (
     CodeRuntime,
     Complete,
     CPythonRuntime,
+    FrozenClock,
     Gather,
     MontyRuntime,
     Mount,
@@ -66,6 +67,7 @@ from .runtime import (
     ResumeValue,
     RunStep,
     RuntimeCapabilities,
+    SteppingClock,
     bind_call_args,
     default_tool_catalog,
 )
@@ -102,11 +104,11 @@ from .toolsets import FunctionToolset, Toolset
 
 __version__ = "0.2.0"
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .sessions import PostgresSessionService as PostgresSessionService
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name == "PostgresSessionService":  # imported on first use: it needs codeact[postgres]
         from . import sessions
 
@@ -163,6 +165,7 @@ __all__ = (
     "MissingStateError",
     "ModelError",
     "NoPendingCallError",
+    "FrozenClock",
     "MontyRuntime",
     "NamespaceSession",
     "Mount",
@@ -170,6 +173,7 @@ __all__ = (
     "Part",
     "PathAccess",
     "PendingCall",
+    "SteppingClock",
     "Plugin",
     "Raised",
     "ReplayDivergenceError",

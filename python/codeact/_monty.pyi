@@ -95,10 +95,12 @@ def register_seam_types(
     resume_value: type[ResumeValue],
     resume_error: type[ResumeError],
 ) -> None:
-    """Registers the pure-Python step and outcome classes the engine builds and reads."""
+    """Registers the pure-Python step and outcome classes the engine builds and reads. The
+    steps are built with the fields ``(call | value | message, stdout, os_log, stderr)``."""
 
 def register_gather_type(gather: type[Gather]) -> None:
-    """Registers the pure-Python ``Gather`` step class the engine builds."""
+    """Registers the pure-Python ``Gather`` step class the engine builds, called as
+    ``Gather(calls, stdout, os_log, continuation, stderr)``."""
 
 def remaining_stack() -> int | None:
     """Bytes of native stack left on the calling thread, or None when unknown."""
@@ -119,12 +121,16 @@ class MontyEngine:
         tool_style: str,
         max_stdout: int,
         snapshot_key: bytes | None,
-        max_os_calls: int | None = 1_000_000,
+        max_os_calls: int | None = ...,
         timezone: str = "local",
+        clock: tuple[float, float] | None = None,
     ) -> MontyEngine:
         """``timezone``: ``"local"`` (the host's zone by name, a fixed offset when the tz
         database does not know it), ``"UTC"`` or an IANA zone name; ValueError for a name
-        the tz database does not know."""
+        the tz database does not know. ``clock``: ``(start, step)`` in seconds since the Unix
+        epoch: the n-th clock read of a run (from 0) answers ``start + n * step`` instead of
+        the system clock (``step`` 0: a frozen clock); ValueError for a start outside the
+        years 1 to 9999 or a negative or non-finite step."""
     def start(
         self,
         script: str,

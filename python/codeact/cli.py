@@ -193,16 +193,26 @@ def run(
         result = runtime.run(code, tools=callables, inputs=bound, script_name=script.name)
     except ScriptError as err:
         if json_output:
-            _out().print_json(json.dumps({"ok": False, "error": err.message, "stdout": err.stdout}))
+            _out().print_json(
+                json.dumps({"ok": False, "error": err.message, "stdout": err.stdout, "stderr": err.stderr})
+            )
         else:
             sys.stdout.write(err.stdout)
+            sys.stderr.write(err.stderr)
             _err().print(f"[bold red]{err.message}[/]", markup=True, highlight=False)
         raise typer.Exit(1) from None
     if json_output:
-        payload = {"ok": True, "value": result.value, "stdout": result.stdout, "tool_calls": result.tool_calls}
+        payload = {
+            "ok": True,
+            "value": result.value,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "tool_calls": result.tool_calls,
+        }
         sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=repr) + "\n")
         return
     sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
     if result.value is not None:
         _out().print(repr(result.value), highlight=False)
 
@@ -631,7 +641,7 @@ def _decide(
     user: str,
     call: str | None,
     agent: str | None,
-    chat_agent: dict[str, Any],
+    chat_agent: dict[str, Any] | None,
     **extra: Any,
 ) -> None:
     runner = _runner(db, app_name, agent, chat_agent)
@@ -778,7 +788,19 @@ def sessions_resolve(
     except json.JSONDecodeError as exc:
         _err().print(f"--value is not JSON: {exc}", style="red")
         raise typer.Exit(2) from None
-    _decide("resolve_in_doubt", session_id, db, app_name, user, call, agent, action=action, value=parsed, reason=reason)
+    _decide(
+        "resolve_in_doubt",
+        session_id,
+        db,
+        app_name,
+        user,
+        call,
+        agent,
+        None,
+        action=action,
+        value=parsed,
+        reason=reason,
+    )
 
 
 def main() -> None:

@@ -135,16 +135,18 @@ class ScriptError(CodeActError):
     Attributes:
         message: the traceback-style text Monty gave (what a model would be shown).
         stdout: what the script printed before it failed.
+        stderr: what it wrote to stderr before it failed.
         tool_calls: how many tool calls the host served.
 
     When the script failed right after a tool raised into it (and did not catch it), the
     tool's original exception is chained as ``__cause__``.
     """
 
-    def __init__(self, message: str, *, stdout: str = "", tool_calls: int = 0) -> None:
+    def __init__(self, message: str, *, stdout: str = "", tool_calls: int = 0, stderr: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.stdout = stdout
+        self.stderr = stderr
         self.tool_calls = tool_calls
 
 
@@ -180,6 +182,7 @@ class ScriptSuspended(CodeActError):
         payload: what the tool passed to ``SuspendScript``.
         stdout: what the script printed before the pause.
         tool_calls: tool calls served before the pause (the paused one included).
+        stderr: what the script wrote to stderr before the pause.
     """
 
     snapshot: bytes
@@ -189,6 +192,7 @@ class ScriptSuspended(CodeActError):
     payload: Any = None
     stdout: str = ""
     tool_calls: int = 0
+    stderr: str = ""
 
     def __str__(self) -> str:
         return f"the script is paused at a call to {self.tool!r}"

@@ -95,7 +95,9 @@ class ScriptedPendingCall:
             {"rest": [_encode(s) for s in self._rest], "next_id": self.call_id + 1, "call": call}
         ).encode()
 
-    def resume(self, outcome: ResumeValue | ResumeError) -> RunStep:
+    def resume(self, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
+        """Answers the call with ``outcome``. ``os_replay`` is accepted for the seam's signature
+        and unused: a scripted runtime answers no OS calls, so there is nothing to replay."""
         if self._used:
             raise CodeRuntimeError("this PendingCall was already resumed; a PendingCall is single use")
         self._used = True

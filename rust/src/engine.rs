@@ -115,6 +115,8 @@ pub struct RunCtx {
     output: RunOutput,
     /// OS calls the run made so far (`max_os_calls` holds across its advances).
     os_calls: AtomicU64,
+    /// Clock reads the run made so far (a stepping clock answers by their count).
+    clock_reads: AtomicU64,
 }
 
 /// The run-wide counters a snapshot carries, so a run resumed from bytes (in another
@@ -123,6 +125,7 @@ pub struct RunCtx {
 pub(crate) struct RunCounts {
     pub printed: Printed,
     pub os_calls: u64,
+    pub clock_reads: u64,
 }
 
 impl RunCounts {
@@ -157,13 +160,19 @@ pub struct Tasks {
 }
 
 impl RunCtx {
-    fn new(memory: Arc<RunMemory>, source: Option<(String, String)>, tasks: Tasks, counts: RunCounts) -> Self {
+    fn new(
+        memory: Arc<RunMemory>,
+        source: Option<(String, String)>,
+        tasks: Tasks,
+        counts: RunCounts,
+    ) -> Self {
         Self {
             memory,
             source,
             tasks,
             output: RunOutput::new(counts.printed),
             os_calls: AtomicU64::new(counts.os_calls),
+            clock_reads: AtomicU64::new(counts.clock_reads),
         }
     }
 
@@ -171,6 +180,7 @@ impl RunCtx {
         RunCounts {
             printed: self.output.get(),
             os_calls: self.os_calls.load(Ordering::Relaxed),
+            clock_reads: self.clock_reads.load(Ordering::Relaxed),
         }
     }
 
@@ -235,6 +245,8 @@ pub enum Stop {
 pub struct Advance {
     pub stop: Stop,
     pub stdout: String,
+    /// What the script wrote to stderr (`print(..., file=sys.stderr)`) on the way.
+    pub stderr: String,
     /// The nondeterministic answers given to the script during this advance, in order.
     pub os_log: crate::journal::OsLog,
 }
@@ -287,6 +299,7 @@ pub fn start(
                 script.len()
             )),
             stdout: String::new(),
+            stderr: String::new(),
             os_log: Vec::new(),
         });
     }
@@ -314,6 +327,7 @@ pub fn start(
                 return Ok(Advance {
                     stop: Stop::Raised(exc.to_string()),
                     stdout: String::new(),
+                    stderr: String::new(),
                     os_log: journal.into_log(),
                 });
             }
@@ -330,6 +344,7 @@ pub fn start(
         Ok(Advance {
             stop,
             stdout: out.text,
+            stderr: out.err,
             os_log: journal.into_log(),
         })
     })
@@ -366,6 +381,7 @@ pub fn resume(
         Ok(Advance {
             stop,
             stdout: out.text,
+            stderr: out.err,
             os_log: journal.into_log(),
         })
     })
@@ -884,7 +900,12 @@ fn drive(
                 {
                     table = Some(cfg.os.mount_table()?);
                 }
-                match cfg.os.nondeterministic(&call.function_call, journal)? {
+                let mut reads = ctx.clock_reads.load(Ordering::Relaxed);
+                let answered = cfg
+                    .os
+                    .nondeterministic(&call.function_call, journal, &mut reads)?;
+                ctx.clock_reads.store(reads, Ordering::Relaxed);
+                match answered {
                     Some(answer) => call.resume(answer, PrintWriter::Callback(out)),
                     None => {
                         let os = &cfg.os;
@@ -1022,6 +1043,7 @@ pub fn resume_gather(
         Ok(Advance {
             stop,
             stdout: out.text,
+            stderr: out.err,
             os_log: journal.into_log(),
         })
     })
@@ -1062,9 +1084,11 @@ fn seal_progress(
 }
 
 /// Version of the awaited-call section of the envelope written when the run has
-/// counters to carry (format 1, without them, is still read).
-const TASKS_FORMAT: u8 = 2;
+/// counters to carry (formats 1, without them, and 2, without the clock reads, are still
+/// read).
+const TASKS_FORMAT: u8 = 3;
 const TASKS_FORMAT_1: u8 = 1;
+const TASKS_FORMAT_2: u8 = 2;
 
 /// A started call in bytes: call id, tool name, positional and keyword argument ids, their
 /// arena.
@@ -1072,6 +1096,14 @@ pub(crate) type PendingRecord = (u32, String, Vec<NodeId>, Vec<(String, NodeId)>
 type TasksRecord = (u8, String, Vec<u32>, Vec<PendingRecord>);
 /// Format 2: format 1 plus the run's counters (bytes printed, cut or not, OS calls).
 type TasksRecord2 = (u8, String, Vec<u32>, Vec<PendingRecord>, (u64, bool, u64));
+/// Format 3: format 2's counters plus the run's clock reads.
+type TasksRecord3 = (
+    u8,
+    String,
+    Vec<u32>,
+    Vec<PendingRecord>,
+    (u64, bool, u64, u64),
+);
 
 fn tasks_to_bytes(ctx: &RunCtx) -> Result<Option<Vec<u8>>, HostError> {
     let d = &ctx.tasks.deferred;
@@ -1088,6 +1120,7 @@ fn tasks_to_bytes(ctx: &RunCtx) -> Result<Option<Vec<u8>>, HostError> {
             counts.printed.used as u64,
             counts.printed.truncated,
             counts.os_calls,
+            counts.clock_reads,
         );
         postcard::to_allocvec(&(TASKS_FORMAT, &d.script, &d.offsets, pending, c))
             .map(Some)
@@ -1136,18 +1169,37 @@ fn tasks_from_bytes(style: ToolStyle, bytes: &[u8]) -> Result<(Tasks, RunCounts)
                 postcard::from_bytes(bytes).map_err(decode_error)?;
             (script, offsets, pending, RunCounts::default())
         }
-        TASKS_FORMAT => {
+        TASKS_FORMAT_2 => {
             let (_, script, offsets, pending, (used, truncated, os_calls)): TasksRecord2 =
                 postcard::from_bytes(bytes).map_err(decode_error)?;
             let printed = Printed {
                 used: usize::try_from(used).map_err(|_| bad("are malformed".into()))?,
                 truncated,
             };
-            (script, offsets, pending, RunCounts { printed, os_calls })
+            let counts = RunCounts {
+                printed,
+                os_calls,
+                clock_reads: 0,
+            };
+            (script, offsets, pending, counts)
+        }
+        TASKS_FORMAT => {
+            let (_, script, offsets, pending, (used, truncated, os_calls, clock_reads)): TasksRecord3 =
+                postcard::from_bytes(bytes).map_err(decode_error)?;
+            let printed = Printed {
+                used: usize::try_from(used).map_err(|_| bad("are malformed".into()))?,
+                truncated,
+            };
+            let counts = RunCounts {
+                printed,
+                os_calls,
+                clock_reads,
+            };
+            (script, offsets, pending, counts)
         }
         other => {
             return Err(bad(format!(
-                "have format {other}, this build reads {TASKS_FORMAT_1} and {TASKS_FORMAT}"
+                "have format {other}, this build reads {TASKS_FORMAT_1} to {TASKS_FORMAT}"
             )));
         }
     };
@@ -1164,6 +1216,47 @@ fn tasks_from_bytes(style: ToolStyle, bytes: &[u8]) -> Result<(Tasks, RunCounts)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_run_counters_read_back_from_formats_2_and_3() {
+        let none: Vec<PendingRecord> = Vec::new();
+        let v2 = postcard::to_allocvec(&(
+            TASKS_FORMAT_2,
+            "main.py",
+            vec![1u32],
+            &none,
+            (5u64, true, 7u64),
+        ))
+        .unwrap();
+        let (_, counts) = tasks_from_bytes(ToolStyle::CallTool, &v2).unwrap();
+        let printed = Printed {
+            used: 5,
+            truncated: true,
+        };
+        let want = RunCounts {
+            printed,
+            os_calls: 7,
+            clock_reads: 0,
+        };
+        assert_eq!(counts, want);
+        let v3 = postcard::to_allocvec(&(
+            TASKS_FORMAT,
+            "main.py",
+            vec![1u32],
+            &none,
+            (5u64, true, 7u64, 9u64),
+        ))
+        .unwrap();
+        let (_, counts) = tasks_from_bytes(ToolStyle::CallTool, &v3).unwrap();
+        assert_eq!(
+            counts,
+            RunCounts {
+                clock_reads: 9,
+                ..want
+            }
+        );
+        assert!(tasks_from_bytes(ToolStyle::CallTool, &[4]).is_err());
+    }
 
     #[test]
     fn the_builtin_table_is_sorted_for_binary_search() {

@@ -37,6 +37,43 @@ pub struct OsPolicy {
     /// The sandbox's local zone; `None`: the host's offset at each run, with no name (a
     /// host whose zone has no name the tz database knows).
     pub timezone: Option<SandboxTimeZone>,
+    /// A clock of the host's choosing in place of the system clock (`None`: the system
+    /// clock, when `system_clock` grants it).
+    pub clock: Option<FixedClock>,
+}
+
+/// A frozen or stepping clock: the `n`-th clock read of a run (from 0) answers the instant
+/// `start + n * step` (UTC float seconds since the Unix epoch; `step` 0 is a frozen clock).
+/// The count travels with the run (in its snapshots), so a resumed run reads on from where
+/// it paused.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FixedClock {
+    pub start: f64,
+    pub step: f64,
+}
+
+impl FixedClock {
+    /// Checks the instants: finite, and within the years the datetime module can show.
+    pub fn new(start: f64, step: f64) -> Result<Self, HostError> {
+        // 0001-01-01 and 9999-12-31T23:59:59 UTC.
+        const RANGE: std::ops::RangeInclusive<f64> = -62_135_596_800.0..=253_402_300_799.0;
+        if !RANGE.contains(&start) {
+            return Err(HostError::Config(format!(
+                "clock start must be an instant between the years 1 and 9999, got {start} s"
+            )));
+        }
+        if !step.is_finite() || step < 0.0 {
+            return Err(HostError::Config(format!(
+                "clock step must be a finite number of seconds, 0 or more, got {step}"
+            )));
+        }
+        Ok(Self { start, step })
+    }
+
+    /// The instant of read number `n`.
+    fn read(&self, n: u64) -> f64 {
+        self.start + self.step * n as f64
+    }
 }
 
 /// The zone a `timezone` option names: `"local"` (the host's zone, by name when the tz
@@ -116,6 +153,7 @@ impl OsPolicy {
         environ: Vec<(String, String)>,
         system_clock: bool,
         timezone: &str,
+        clock: Option<FixedClock>,
     ) -> Result<Self, HostError> {
         let timezone = resolve_timezone(timezone)?;
         let mut seen = HashSet::new();
@@ -148,6 +186,7 @@ impl OsPolicy {
             environ,
             system_clock,
             timezone,
+            clock,
         })
     }
 
@@ -252,11 +291,13 @@ impl OsPolicy {
     }
 
     /// Answers the nondeterministic OS requests (clock reads, entropy) through the journal;
-    /// `None` for every other call.
+    /// `None` for every other call. `clock_reads`: the clock reads the run made so far (a
+    /// [`FixedClock`] answers by it), counted up here.
     pub fn nondeterministic(
         &self,
         call: &OsFunctionCall,
         journal: &mut Journal,
+        clock_reads: &mut u64,
     ) -> Result<Option<ExtFunctionResult>, HostError> {
         let clock = matches!(
             call,
@@ -266,9 +307,16 @@ impl OsPolicy {
             if let Some(err) = self.clock_refusal() {
                 return Ok(Some(err));
             }
-            let seconds = match journal.answer(CLOCK, || {
-                let now = Utc::now();
-                JVal::Float(now.timestamp() as f64 + f64::from(now.timestamp_subsec_micros()) / 1e6)
+            let n = *clock_reads;
+            *clock_reads += 1;
+            let seconds = match journal.answer(CLOCK, || match &self.clock {
+                Some(fixed) => JVal::Float(fixed.read(n)),
+                None => {
+                    let now = Utc::now();
+                    JVal::Float(
+                        now.timestamp() as f64 + f64::from(now.timestamp_subsec_micros()) / 1e6,
+                    )
+                }
             })? {
                 JVal::Float(f) => f,
                 JVal::Int(i) => i as f64,
@@ -278,17 +326,31 @@ impl OsPolicy {
                     )));
                 }
             };
-            let micros = (seconds * 1e6).round() as i64;
-            let Some(utc) = DateTime::from_timestamp_micros(micros).map(|d| d.naive_utc()) else {
-                return Ok(Some(ExtFunctionResult::Error(MontyException::new(
+            let out_of_range = || {
+                Ok(Some(ExtFunctionResult::Error(MontyException::new(
                     ExcType::OverflowError,
                     Some("the clock reading is out of range".into()),
-                ))));
+                ))))
+            };
+            let micros = (seconds * 1e6).round() as i64;
+            let Some(utc) = DateTime::from_timestamp_micros(micros).map(|d| d.naive_utc()) else {
+                return out_of_range();
             };
             let local_offset = match &self.timezone {
                 Some(zone) => zone.at(utc).offset_seconds,
                 None => Local::now().offset().fix().local_minus_utc(),
             };
+            // The instant as the script sees it must be a date the datetime module has
+            // (a stepping clock can walk past the year 9999).
+            let shown = match call {
+                OsFunctionCall::DateTimeNow(Some(tz)) => tz.offset_seconds,
+                _ => local_offset,
+            };
+            if !matches!(call, OsFunctionCall::Time(_))
+                && !(1..=9999).contains(&shift(utc, shown).year())
+            {
+                return out_of_range();
+            }
             return Ok(Some(match call {
                 OsFunctionCall::Time(_) => ExtFunctionResult::Return(MontyObject::float(seconds)),
                 OsFunctionCall::DateToday => {
@@ -345,7 +407,7 @@ impl OsPolicy {
     }
 
     fn clock_refusal(&self) -> Option<ExtFunctionResult> {
-        if self.system_clock {
+        if self.system_clock || self.clock.is_some() {
             None
         } else {
             Some(ExtFunctionResult::Error(MontyException::new(
@@ -516,6 +578,62 @@ mod tests {
                 .charge(&sleep(10_000), &ResourceTracker::new(Default::default()))
                 .is_none(),
             "no limit"
+        );
+    }
+
+    #[test]
+    fn a_fixed_clock_answers_by_the_count_of_reads_and_journals_them() {
+        let policy = OsPolicy {
+            clock: Some(FixedClock::new(100.0, 2.5).unwrap()),
+            timezone: Some(SandboxTimeZone::utc()),
+            ..OsPolicy::default()
+        };
+        let mut journal = Journal::new(Vec::new());
+        let mut reads = 3;
+        for call in [OsFunctionCall::DateTimeNow(None), OsFunctionCall::DateToday] {
+            let answer = policy.nondeterministic(&call, &mut journal, &mut reads);
+            assert!(matches!(answer, Ok(Some(ExtFunctionResult::Return(_)))));
+        }
+        assert_eq!(reads, 5);
+        let log = journal.into_log();
+        assert_eq!(
+            log,
+            vec![
+                (CLOCK.to_string(), JVal::Float(107.5)),
+                (CLOCK.to_string(), JVal::Float(110.0))
+            ]
+        );
+        // A replayed entry wins over the clock, and still counts as a read.
+        let mut journal = Journal::new(vec![(CLOCK.into(), JVal::Float(1.0))]);
+        let mut reads = 0;
+        policy
+            .nondeterministic(&OsFunctionCall::DateToday, &mut journal, &mut reads)
+            .unwrap();
+        assert_eq!(reads, 1);
+        assert_eq!(
+            journal.into_log(),
+            vec![(CLOCK.to_string(), JVal::Float(1.0))]
+        );
+    }
+
+    #[test]
+    fn a_fixed_clock_is_checked_and_its_reads_stay_within_the_datetime_years() {
+        assert!(FixedClock::new(f64::NAN, 0.0).is_err());
+        assert!(FixedClock::new(0.0, -1.0).is_err());
+        assert!(FixedClock::new(0.0, f64::INFINITY).is_err());
+        assert!(FixedClock::new(253_402_300_800.0, 0.0).is_err());
+        let policy = OsPolicy {
+            clock: Some(FixedClock::new(253_402_300_799.0, 86_400.0).unwrap()),
+            timezone: Some(SandboxTimeZone::utc()),
+            ..OsPolicy::default()
+        };
+        let mut journal = Journal::default();
+        let mut reads = 1; // past 9999-12-31
+        let answer = policy
+            .nondeterministic(&OsFunctionCall::DateToday, &mut journal, &mut reads)
+            .unwrap();
+        assert!(
+            matches!(answer, Some(ExtFunctionResult::Error(e)) if e.exc_type() == ExcType::OverflowError)
         );
     }
 

@@ -1,5 +1,8 @@
 //! Captured `print()` output with a byte cap that truncates with a visible marker.
 //!
+//! stdout and stderr (`print(..., file=sys.stderr)`) are kept apart, and the cap counts them
+//! together: one `used` count, one marker, in the stream where the cut falls.
+//!
 //! The cap (`max_stdout`) bounds a whole run, not one advance: [`RunOutput`] carries what the
 //! run printed so far from advance to advance (and inside its snapshots), and each advance's
 //! [`CappedOutput`] only takes what is left. The marker is shown once per run, where the cut
@@ -28,7 +31,10 @@ impl RunOutput {
     }
 
     pub fn get(&self) -> Printed {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The capture of the next advance: what is left of `cap` after what the run printed.
@@ -38,14 +44,21 @@ impl RunOutput {
 
     /// Records what an advance printed.
     pub fn keep(&self, out: &CappedOutput) {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = out.printed();
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = out.printed();
     }
 }
 
-/// Collects one advance's stdout. Past `cap` bytes printed in the run, output is dropped and
-/// a marker is appended once, so a flood can neither exhaust host memory nor vanish silently.
+/// Collects one advance's stdout and stderr. Past `cap` bytes printed in the run (both
+/// streams), output is dropped and a marker is appended once, so a flood can neither exhaust
+/// host memory nor vanish silently.
 pub struct CappedOutput {
+    /// stdout.
     pub text: String,
+    /// stderr.
+    pub err: String,
     cap: usize,
     /// Bytes the run kept before this advance, plus this advance's.
     used: usize,
@@ -62,6 +75,7 @@ impl CappedOutput {
     pub fn continuing(cap: usize, printed: Printed) -> Self {
         Self {
             text: String::new(),
+            err: String::new(),
             cap,
             used: printed.used,
             truncated: printed.truncated,
@@ -76,13 +90,18 @@ impl CappedOutput {
         }
     }
 
-    fn push(&mut self, s: &str) {
+    fn push(&mut self, s: &str, stderr: bool) {
         if self.truncated {
             return;
         }
         let room = self.cap.saturating_sub(self.used);
+        let (stream, name) = if stderr {
+            (&mut self.err, "stderr")
+        } else {
+            (&mut self.text, "stdout")
+        };
         if s.len() <= room {
-            self.text.push_str(s);
+            stream.push_str(s);
             self.used += s.len();
             return;
         }
@@ -90,11 +109,21 @@ impl CappedOutput {
         while cut > 0 && !s.is_char_boundary(cut) {
             cut -= 1;
         }
-        self.text.push_str(&s[..cut]);
+        stream.push_str(&s[..cut]);
         self.used += cut;
-        self.text.push_str(&format!(
-            "\n[stdout truncated: the script printed more than max_stdout={} bytes in this run; \
-             the rest of its output is dropped]\n",
+        let both = if self.err.is_empty() && !stderr {
+            ""
+        } else {
+            " (stdout and stderr together)"
+        };
+        let stream = if stderr {
+            &mut self.err
+        } else {
+            &mut self.text
+        };
+        stream.push_str(&format!(
+            "\n[{name} truncated: the script printed more than max_stdout={} bytes{both} in this \
+             run; the rest of its output is dropped]\n",
             self.cap
         ));
         self.truncated = true;
@@ -103,13 +132,24 @@ impl CappedOutput {
 
 impl PrintWriterCallback for CappedOutput {
     fn stdout_write(&mut self, output: Cow<'_, str>) -> Result<(), MontyException> {
-        self.push(&output);
+        self.push(&output, false);
         Ok(())
     }
 
     fn stdout_push(&mut self, end: char) -> Result<(), MontyException> {
         let mut buf = [0u8; 4];
-        self.push(end.encode_utf8(&mut buf));
+        self.push(end.encode_utf8(&mut buf), false);
+        Ok(())
+    }
+
+    fn stderr_write(&mut self, output: Cow<'_, str>) -> Result<(), MontyException> {
+        self.push(&output, true);
+        Ok(())
+    }
+
+    fn stderr_push(&mut self, end: char) -> Result<(), MontyException> {
+        let mut buf = [0u8; 4];
+        self.push(end.encode_utf8(&mut buf), true);
         Ok(())
     }
 }
@@ -147,6 +187,28 @@ mod tests {
             run.get(),
             Printed {
                 used: 8,
+                truncated: true
+            }
+        );
+    }
+
+    #[test]
+    fn stderr_is_kept_apart_and_the_cap_counts_both_streams() {
+        let mut out = CappedOutput::new(10);
+        out.stdout_write(Cow::Borrowed("out")).unwrap();
+        out.stderr_write(Cow::Borrowed("err")).unwrap();
+        out.stderr_push('\n').unwrap();
+        out.stdout_push('\n').unwrap();
+        assert_eq!((out.text.as_str(), out.err.as_str()), ("out\n", "err\n"));
+        out.stderr_write(Cow::Borrowed("12345")).unwrap();
+        assert!(out.err.starts_with("err\n12\n[stderr truncated"));
+        assert!(out.err.contains("(stdout and stderr together)"));
+        out.stdout_write(Cow::Borrowed("more")).unwrap();
+        assert_eq!(out.text, "out\n", "nothing after the cut, in either stream");
+        assert_eq!(
+            out.printed(),
+            Printed {
+                used: 10,
                 truncated: true
             }
         );

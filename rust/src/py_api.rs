@@ -21,7 +21,7 @@ use crate::engine::{
 };
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::journal::{JVal, Journal, OsLog};
-use crate::os_policy::{MountSpec, OsPolicy};
+use crate::os_policy::{FixedClock, MountSpec, OsPolicy};
 use crate::seam::{StepClass, native_error, native_value};
 use crate::stack::{run_interpreter, stack_needed, with_stack};
 use crate::worker::{self, Slot};
@@ -52,9 +52,9 @@ pub fn register_seam_types(
     resume_error: Py<PyType>,
 ) -> PyResult<()> {
     let types = SeamTypes {
-        call: StepClass::new(py, call, ["call", "stdout", "os_log"])?,
-        complete: StepClass::new(py, complete, ["value", "stdout", "os_log"])?,
-        raised: StepClass::new(py, raised, ["message", "stdout", "os_log"])?,
+        call: StepClass::new(py, call, ["call", "stdout", "os_log", "stderr"])?,
+        complete: StepClass::new(py, complete, ["value", "stdout", "os_log", "stderr"])?,
+        raised: StepClass::new(py, raised, ["message", "stdout", "os_log", "stderr"])?,
         resume_value,
         resume_error,
     };
@@ -217,12 +217,16 @@ pub(crate) fn build_step(
     advance: Advance,
 ) -> PyResult<Py<PyAny>> {
     let types = seam(py)?;
-    let stdout = if advance.stdout.is_empty() {
-        intern!(py, "").clone()
-    } else {
-        PyString::new(py, &advance.stdout)
-    }
-    .into_any();
+    let text = |s: &str| {
+        if s.is_empty() {
+            intern!(py, "").clone()
+        } else {
+            PyString::new(py, s)
+        }
+        .into_any()
+    };
+    let stdout = text(&advance.stdout);
+    let stderr = text(&advance.stderr);
     let os_log = os_log_to_py(py, &advance.os_log)?.into_any();
     match advance.stop {
         Stop::Complete(value) => {
@@ -230,14 +234,14 @@ pub(crate) fn build_step(
                 .map_err(|e| HostError::Internal(e.describe()))?;
             types
                 .complete
-                .build(py, [value.into_bound(py), stdout, os_log])
+                .build(py, [value.into_bound(py), stdout, os_log, stderr])
         }
         Stop::Raised(message) => {
             let message = PyString::new(py, &message).into_any();
-            types.raised.build(py, [message, stdout, os_log])
+            types.raised.build(py, [message, stdout, os_log, stderr])
         }
         Stop::Gather(paused, ids) => {
-            crate::py_gather::build_gather(py, cfg, *paused, ids, stdout, os_log)
+            crate::py_gather::build_gather(py, cfg, *paused, ids, [stdout, stderr], os_log)
         }
         Stop::Call(paused, req) => {
             let (positional, keyword) =
@@ -251,7 +255,7 @@ pub(crate) fn build_step(
                 paused: Mutex::new(Some(paused)),
             };
             let pending = Bound::new(py, pending)?.into_any();
-            types.call.build(py, [pending, stdout, os_log])
+            types.call.build(py, [pending, stdout, os_log, stderr])
         }
     }
 }
@@ -265,7 +269,7 @@ pub struct MontyEngine {
 #[pymethods]
 impl MontyEngine {
     #[new]
-    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key, max_os_calls=Some(DEFAULT_MAX_OS_CALLS), timezone="local"))]
+    #[pyo3(signature = (*, max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock, tool_style, max_stdout, snapshot_key, max_os_calls=Some(DEFAULT_MAX_OS_CALLS), timezone="local", clock=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_duration: Option<f64>,
@@ -279,6 +283,7 @@ impl MontyEngine {
         snapshot_key: Option<Vec<u8>>,
         max_os_calls: Option<u64>,
         timezone: &str,
+        clock: Option<(f64, f64)>,
     ) -> PyResult<Self> {
         let max_duration = match max_duration {
             None => None,
@@ -306,7 +311,10 @@ impl MontyEngine {
                 read_write,
             })
             .collect();
-        let os = OsPolicy::new(mounts, environ, system_clock, timezone)?;
+        let clock = clock
+            .map(|(start, step)| FixedClock::new(start, step))
+            .transpose()?;
+        let os = OsPolicy::new(mounts, environ, system_clock, timezone, clock)?;
         let cfg = EngineConfig {
             limits: Limits {
                 max_duration,

@@ -22,7 +22,7 @@ use crate::worker;
 
 static GATHER: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
-/// Registers the seam class `Gather(calls, stdout, os_log, continuation)`.
+/// Registers the seam class `Gather(calls, stdout, os_log, continuation, stderr)`.
 #[pyfunction]
 pub fn register_gather_type(py: Python<'_>, gather: Py<PyType>) -> PyResult<()> {
     let _ = GATHER.set(py, gather);
@@ -70,7 +70,7 @@ pub fn build_gather(
     cfg: &Arc<EngineConfig>,
     paused: PausedGather,
     ids: Vec<u32>,
-    stdout: Bound<'_, PyAny>,
+    output: [Bound<'_, PyAny>; 2],
     os_log: Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
     let calls = calls_of(py, &paused, &ids)?;
@@ -82,7 +82,7 @@ pub fn build_gather(
             paused: Mutex::new(Some(paused)),
         },
     )?;
-    gather_step(py, handle.into_any(), calls, stdout, os_log)
+    gather_step(py, handle.into_any(), calls, output, os_log)
 }
 
 /// A `Gather` step over `calls` whose continuation is `handle` (a `MontyGather`, or a
@@ -91,7 +91,7 @@ pub(crate) fn gather_step(
     py: Python<'_>,
     handle: Py<PyAny>,
     calls: Vec<CallInfo>,
-    stdout: Bound<'_, PyAny>,
+    [stdout, stderr]: [Bound<'_, PyAny>; 2],
     os_log: Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
     let gather_type = GATHER
@@ -111,7 +111,7 @@ pub(crate) fn gather_step(
         )?);
     }
     let calls = PyTuple::new(py, items)?;
-    gather_type.call1(py, (calls, stdout, os_log, handle))
+    gather_type.call1(py, (calls, stdout, os_log, handle, stderr))
 }
 
 /// The first call of a paused gather as `inspect` gives a call.

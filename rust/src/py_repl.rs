@@ -99,6 +99,7 @@ struct Feed {
     /// them anew).
     printed: Printed,
     os_calls: u64,
+    clock_reads: u64,
 }
 
 impl Feed {
@@ -167,6 +168,7 @@ enum Stop {
 struct Advance {
     stop: Stop,
     stdout: String,
+    stderr: String,
     os_log: OsLog,
 }
 
@@ -456,7 +458,11 @@ fn drive(
                 {
                     table = Some(cfg.os.mount_table()?);
                 }
-                match cfg.os.nondeterministic(&call.function_call, journal)? {
+                match cfg.os.nondeterministic(
+                    &call.function_call,
+                    journal,
+                    &mut feed.clock_reads,
+                )? {
                     Some(answer) => call.resume(answer, PrintWriter::Callback(out)),
                     None => {
                         let os = &cfg.os;
@@ -527,6 +533,7 @@ fn settle(
     Ok(Advance {
         stop,
         stdout: out.text,
+        stderr: out.err,
         os_log: journal.into_log(),
     })
 }
@@ -558,6 +565,7 @@ fn feed(
                 script.len()
             )),
             stdout: String::new(),
+            stderr: String::new(),
             os_log: Vec::new(),
         });
     }
@@ -583,6 +591,7 @@ fn feed(
         pending: BTreeMap::new(),
         printed: Printed::default(),
         os_calls: 0,
+        clock_reads: 0,
     };
     let cfg = &inner.cfg;
     let result = guarded("feed", move || {
@@ -769,6 +778,7 @@ fn load_session(
                     pending: pending_table(cfg.tool_style, pending, "the session's awaited calls")?,
                     printed: Printed::default(),
                     os_calls: 0,
+                    clock_reads: 0,
                 };
                 match *progress {
                     ReplProgress::ResolveFutures(futures) => {
@@ -817,6 +827,7 @@ fn load_session(
 fn build_step(py: Python<'_>, inner: &Arc<Inner>, advance: Advance) -> PyResult<Py<PyAny>> {
     let types = seam(py)?;
     let stdout = PyString::new(py, &advance.stdout).into_any();
+    let stderr = PyString::new(py, &advance.stderr).into_any();
     let os_log = os_log_to_py(py, &advance.os_log)?.into_any();
     match advance.stop {
         Stop::Complete(value) => {
@@ -824,21 +835,22 @@ fn build_step(py: Python<'_>, inner: &Arc<Inner>, advance: Advance) -> PyResult<
                 .map_err(|e| HostError::Internal(e.describe()))?;
             types
                 .complete
-                .build(py, [value.into_bound(py), stdout, os_log])
+                .build(py, [value.into_bound(py), stdout, os_log, stderr])
         }
         Stop::Raised(message) => {
             let message = PyString::new(py, &message).into_any();
-            types.raised.build(py, [message, stdout, os_log])
+            types.raised.build(py, [message, stdout, os_log, stderr])
         }
         Stop::Call(call, req, feed) => {
             let pending = Py::new(py, MontySessionCall::new(py, inner, *call, req, feed)?)?;
-            types
-                .call
-                .build(py, [pending.into_bound(py).into_any(), stdout, os_log])
+            types.call.build(
+                py,
+                [pending.into_bound(py).into_any(), stdout, os_log, stderr],
+            )
         }
         Stop::Gather(futures, ids, feed) => {
             let (gather, calls) = MontySessionGather::new(py, inner, *futures, ids, feed)?;
-            gather_step(py, gather.into_any(), calls, stdout, os_log)
+            gather_step(py, gather.into_any(), calls, [stdout, stderr], os_log)
         }
     }
 }
@@ -1271,6 +1283,7 @@ mod tests {
             pending: BTreeMap::new(),
             printed: Printed::default(),
             os_calls: 0,
+            clock_reads: 0,
         }
     }
 

@@ -236,7 +236,7 @@ pub struct StepClass {
     /// When the class is a plain dataclass with exactly these fields and no
     /// `__post_init__` (its `__init__` only assigns them): its `tp_new` and the interned
     /// field names, in declaration order; instances are then built without `__init__`.
-    direct: Option<(ffi::newfunc, [Field; 3])>,
+    direct: Option<(ffi::newfunc, [Field; 4])>,
 }
 
 /// One field of a step dataclass: its interned name and, for a `__slots__` member, the
@@ -288,23 +288,23 @@ impl Field {
 
 impl StepClass {
     /// Inspects `class` once, at registration: `fields` are the names the engine fills.
-    pub fn new(py: Python<'_>, class: Py<PyType>, fields: [&str; 3]) -> PyResult<Self> {
+    pub fn new(py: Python<'_>, class: Py<PyType>, fields: [&str; 4]) -> PyResult<Self> {
         // SAFETY: reading a slot of a live type object; every type has `tp_new` set
         // (checked for NULL anyway), and the class is kept alive by `self.class`.
         let new = unsafe { ffi::PyType_GetSlot(class.bind(py).as_type_ptr(), ffi::Py_tp_new) };
         let direct = if !new.is_null() && plain_dataclass(class.bind(py), &fields)? {
             // SAFETY: the `Py_tp_new` slot holds a `newfunc`.
             let new: ffi::newfunc = unsafe { std::mem::transmute(new) };
-            let [a, b, c] = fields.map(|f| Field::new(class.bind(py), f));
-            Some((new, [a?, b?, c?]))
+            let [a, b, c, d] = fields.map(|f| Field::new(class.bind(py), f));
+            Some((new, [a?, b?, c?, d?]))
         } else {
             None
         };
         Ok(Self { class, direct })
     }
 
-    /// An instance with `values` as its three fields.
-    pub fn build(&self, py: Python<'_>, values: [Bound<'_, PyAny>; 3]) -> PyResult<Py<PyAny>> {
+    /// An instance with `values` as its four fields.
+    pub fn build(&self, py: Python<'_>, values: [Bound<'_, PyAny>; 4]) -> PyResult<Py<PyAny>> {
         let class = self.class.bind(py);
         let Some((new, fields)) = &self.direct else {
             return class.call1(PyTuple::new(py, values)?).map(Bound::unbind);
@@ -328,7 +328,7 @@ impl StepClass {
 
 /// Whether `class` is a dataclass whose fields are exactly `fields`, all set by its
 /// generated `__init__`, with no `__post_init__` and `object.__new__`.
-fn plain_dataclass(class: &Bound<'_, PyType>, fields: &[&str; 3]) -> PyResult<bool> {
+fn plain_dataclass(class: &Bound<'_, PyType>, fields: &[&str; 4]) -> PyResult<bool> {
     let py = class.py();
     let dataclasses = py.import("dataclasses")?;
     if !dataclasses

@@ -28,7 +28,34 @@ pub fn unknown_position(filename: &str) -> bool {
 /// `exc` rendered as a traceback, repaired as the module documentation says. `source` is
 /// the script and the file name its frames carry, when known (not for a script restored
 /// from bytes: frames without position then take the name of the script's other frames).
+///
+/// A tool called inside a function that a builtin calls back (`sorted(key=...)`, `map`)
+/// fails there with Monty's `NotImplementedError`, which the script can catch; uncaught, its
+/// traceback ends with the way to write it instead ([`CALLBACK_HINT`]).
 pub fn render(exc: MontyException, source: Option<(&str, &str)>) -> String {
+    let hint = in_callback(&exc).then_some(CALLBACK_HINT);
+    let text = render_frames(exc, source);
+    match hint {
+        Some(hint) => format!("{text}\n{hint}"),
+        None => text,
+    }
+}
+
+/// What the traceback of a tool call made inside a callback ends with.
+pub const CALLBACK_HINT: &str = "A tool cannot be called inside a function that a builtin calls \
+    back (a sorted/min/max key=, map, filter). Instead: call the tool for each item first, then \
+    use the results: keys = {v: call_tool(...) for v in xs}; sorted(xs, key=lambda v: keys[v])";
+
+/// Whether `exc` is Monty's refusal of an external (tool) call in a synchronous context.
+fn in_callback(exc: &MontyException) -> bool {
+    exc.exc_type() == ExcType::NotImplementedError
+        && exc.message().is_some_and(|m| {
+            m.starts_with("external function '")
+                && m.ends_with("' cannot suspend in this synchronous context")
+        })
+}
+
+fn render_frames(exc: MontyException, source: Option<(&str, &str)>) -> String {
     let name = failed_name(&exc);
     let frames = exc.traceback();
     let last = frames.len().saturating_sub(1);

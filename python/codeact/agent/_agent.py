@@ -49,6 +49,7 @@ from ._output import (
     TransferToAgent,
     compact_json,
     decode_script_output,
+    output_header,
     render_final,
     truncate_middle,
 )
@@ -821,7 +822,8 @@ class CodeActAgent(BaseAgent):
         redact = run.ctx.secrets.redact if run.ctx.secrets is not None else (lambda text: text)
         texts = [redact(message)]
         if run.turn_stdout:
-            texts.append(redact("Output (stdout):\n" + truncate_middle(run.turn_stdout, self.max_error_chars)))
+            output = truncate_middle(run.turn_stdout, self.max_error_chars)
+            texts.append(redact(f"{output_header(run.turn_stdout)}\n{output}"))
         run.transcript.extend(Content.from_text(t, role="user") for t in texts)
         run.outbox.append(self._result_event(run, texts, outcome))
         run.turn_stdout = ""

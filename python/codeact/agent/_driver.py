@@ -47,6 +47,7 @@ from ..sessions._journal import JournalRecord
 from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..tools import Tool
 from ._dispatch import terminal_signal
+from ._output import step_output
 from ._pacing import StopPacer
 from ._protocol import (
     INLINE_VALUE_LIMIT,
@@ -283,7 +284,7 @@ class TurnDriver:
         yields the events to store and, last, one ``TurnEnd``."""
         run, st = self.run, self.state
         while True:
-            run.turn_stdout += step.stdout
+            run.turn_stdout += step_output(step)
             os_log = getattr(step, "os_log", ())
             if os_log and st.advance not in st.journal.os:
                 self._os_unwritten = [JournalRecord("os", st.advance, _json(list(os_log)))]

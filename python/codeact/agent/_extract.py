@@ -282,14 +282,15 @@ def _past_closers_in_strings(
     """(end, body) of a Python block whose first closer does not leave code that parses: a
     closer line inside a string literal (``s = \"\"\"`` then a ```` ``` ```` line) does not end
     it when running to a later closer gives code that parses. Else the first closer stands."""
-    later: tuple[int, int] | None = end
+    cursor = end[1]
     for _ in range(_MAX_STRING_CLOSERS):
-        later = _closer(text, fence, later[1])
+        later = _closer(text, fence, cursor)
         body = _fence_body(text, start, later, indent)
         if _parses(body):
             return later, body
         if later is None:
             break
+        cursor = later[1]
     return end, _fence_body(text, start, end, indent)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from ._hints import tools_ran_note
 
 __all__ = (
+    "STDERR_TAG",
     "Error",
     "FinalResult",
     "Observation",
@@ -17,7 +18,9 @@ __all__ = (
     "TransferToAgent",
     "compact_json",
     "decode_script_output",
+    "output_header",
     "render_final",
+    "step_output",
     "truncate_middle",
 )
 
@@ -141,3 +144,28 @@ def _preview(value: Any, limit: int = 300) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ------------------------------------------------------------------ the two output streams
+# The model sees a script's output as one text in which each line the script wrote to stderr
+# starts with ``[stderr] `` (stdout lines as they are), so it knows which stream a line came
+# from; the turn record keeps that same text.
+
+STDERR_TAG = "[stderr] "
+
+
+def step_output(step: Any) -> str:
+    """The output of one step: its stdout, then its stderr with each line tagged."""
+    out: str = step.stdout
+    err: str = getattr(step, "stderr", "")
+    if not err:
+        return out
+    tagged = "".join(STDERR_TAG + line for line in err.splitlines(keepends=True))
+    return out + ("\n" if out and not out.endswith("\n") else "") + tagged
+
+
+def output_header(text: str) -> str:
+    """The heading of the output shown to the model, naming the streams it holds."""
+    if any(line.startswith(STDERR_TAG) for line in text.splitlines()):
+        return f"Output (stdout; lines from stderr start with {STDERR_TAG.strip()}):"
+    return "Output (stdout):"

@@ -19,7 +19,7 @@ from ._seam import (
     default_tool_catalog,
 )
 from .cpython import CPythonRuntime
-from .monty import MontyRuntime, Mount, NamespaceSession, PathAccess, ResourceLimits
+from .monty import FrozenClock, MontyRuntime, Mount, NamespaceSession, PathAccess, ResourceLimits, SteppingClock
 
 __all__ = (
     "CPythonRuntime",
@@ -27,6 +27,7 @@ __all__ = (
     "CodeRuntime",
     "CodeRuntimeError",
     "Complete",
+    "FrozenClock",
     "Gather",
     "Mount",
     "MontyRuntime",
@@ -46,6 +47,7 @@ __all__ = (
     "ScriptSuspended",
     "SuspendScript",
     "SnapshotError",
+    "SteppingClock",
     "ToolCallLimitError",
     "ValueConversionError",
     "bind_call_args",

@@ -315,14 +315,18 @@ _BUILTIN_NAMES = set(dir(builtins))
 
 
 def _calls_tool(node: ast.AST, callers: set[str], functions_style: bool, user_names: set[str]) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
-            name = sub.func.id
-            if name == "call_tool" or name in callers:
-                return True
-            if functions_style and name not in user_names and name not in _BUILTIN_NAMES:
-                return True
-    return False
+    return any(_is_tool_call(sub, callers, functions_style, user_names) for sub in ast.walk(node))
+
+
+def _is_tool_call(node: ast.AST, callers: set[str], functions_style: bool, user_names: set[str]) -> bool:
+    """A call of ``call_tool``, of a function that calls a tool, or (functions style) of a
+    name the script neither defines nor imports and that is not a builtin."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return False
+    name = node.func.id
+    if name == "call_tool" or name in callers:
+        return True
+    return functions_style and name not in user_names and name not in _BUILTIN_NAMES
 
 
 def _rewrite_callable_value(node: ast.expr, modules: set[str]) -> str | None:
@@ -358,6 +362,64 @@ def _is_next_of_genexp(node: ast.Call, user_names: set[str]) -> bool:
         and not node.keywords
         and isinstance(node.args[0], ast.GeneratorExp)
     )
+
+
+_JsonNames = tuple[frozenset[str], frozenset[str]]
+"""(names of the json module, names ``dumps`` / ``dump`` are imported as)."""
+
+
+def _json_dumps_names(tree: ast.AST) -> _JsonNames:
+    modules = frozenset(name for name, module in _module_aliases(tree).items() if module == "json")
+    functions = frozenset(
+        a.asname or a.name
+        for node in _nodes(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "json" and not node.level
+        for a in node.names
+        if a.name in ("dumps", "dump")
+    )
+    return modules, functions
+
+
+# What json.dumps(obj, default=f) encodes, as one expression of ``obj`` and ``f`` (Monty's
+# json takes no ``default=``): dicts (keys as they are: the encoder checks them), lists and
+# tuples are walked, JSON scalars kept, and any other value is replaced by ``f(value)``, itself
+# walked, as CPython's encoder does. A lambda passed itself, so no helper name enters the
+# script's namespace; ``obj`` and ``f`` are evaluated once, in that order, where they stand.
+_JSON_DEFAULT_WALK = (
+    "(lambda _f, _o, _d: _f(_f, _o, _d))("
+    "lambda _f, _v, _d: {_k: _f(_f, _x, _d) for _k, _x in _v.items()} if isinstance(_v, dict) "
+    "else [_f(_f, _x, _d) for _x in _v] if isinstance(_v, (list, tuple)) "
+    "else _v if _v is None or isinstance(_v, (str, int, float)) "
+    "else _f(_f, _d(_v), _d), OBJ, DEFAULT)"
+)
+
+
+def _rewrite_json_default(node: ast.Call, names: _JsonNames) -> str | None:
+    """``json.dumps(obj, default=f, ...)`` (or ``json.dump(obj, fp, ...)``) with the values
+    ``f`` stands for converted before the call; ``default=None`` is dropped. None for any
+    other call, and for one with ``cls=`` or ``**kwargs`` (refused by the check)."""
+    func = node.func
+    modules, functions = names
+    if isinstance(func, ast.Attribute):
+        if not (func.attr in ("dumps", "dump") and isinstance(func.value, ast.Name) and func.value.id in modules):
+            return None
+    elif not (isinstance(func, ast.Name) and func.id in functions):
+        return None
+    default = [k for k in node.keywords if k.arg == "default"]
+    if len(default) != 1 or not node.args or isinstance(node.args[0], ast.Starred):
+        return None
+    if any(k.arg in (None, "cls") for k in node.keywords):
+        return None
+    keywords = [k for k in node.keywords if k.arg != "default"]
+    value = default[0].value
+    if isinstance(value, ast.Constant) and value.value is None:
+        obj = node.args[0]
+    else:
+        walk = ast.parse(_JSON_DEFAULT_WALK, mode="eval").body
+        assert isinstance(walk, ast.Call)
+        walk.args[1:] = [node.args[0], value]
+        obj = walk
+    return ast.unparse(ast.Call(func=func, args=[obj, *node.args[1:]], keywords=keywords))
 
 
 def _rewrite_next(node: ast.Call) -> str:
@@ -410,7 +472,7 @@ def _from_imports(tree: ast.AST) -> dict[str, tuple[str, str]]:
 
 
 def _rewrites(
-    tree: ast.Module, src: _Source, modules: set[str], user_names: set[str]
+    tree: ast.Module, src: _Source, modules: set[str], user_names: set[str], json_names: _JsonNames
 ) -> list[tuple[ast.AST, str, str]]:
     """(node, key, replacement) for every same-meaning rewrite, outermost first."""
     out: list[tuple[ast.AST, str, str]] = []
@@ -418,6 +480,10 @@ def _rewrites(
         if isinstance(node, ast.Call):
             if _is_next_of_genexp(node, user_names):
                 out.append((node, "next_genexp", _rewrite_next(node)))
+                continue
+            json_default = _rewrite_json_default(node, json_names)
+            if json_default is not None:
+                out.append((node, "json_default", json_default))
                 continue
             func = node.func
             if (
@@ -495,15 +561,49 @@ def _apply(src: _Source, edits: list[tuple[ast.AST, str, str]]) -> tuple[str, li
 
 
 def _guarded_by_import_handler(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    return _guarded_by(node, parents, _NO_RAISE_HANDLERS)
+
+
+def _guarded_by(
+    node: ast.AST, parents: dict[ast.AST, ast.AST], catching: set[str], *, within: ast.AST | None = None
+) -> bool:
+    """Whether ``node`` sits in the body of a ``try`` with a bare ``except`` or one naming a
+    class in ``catching`` (inside ``within`` when given)."""
     child, parent = node, parents.get(node)
-    while parent is not None:
-        if isinstance(parent, ast.Try) and child in parent.body:
+    while parent is not None and child is not within:
+        if isinstance(parent, (ast.Try, ast.TryStar)) and child in parent.body:
             for h in parent.handlers:
                 names = [h.type] if not isinstance(h.type, ast.Tuple) else list(h.type.elts)
-                if h.type is None or any(isinstance(n, ast.Name) and n.id in _NO_RAISE_HANDLERS for n in names):
+                if h.type is None or any(isinstance(n, ast.Name) and n.id in catching for n in names):
                     return True
         child, parent = parent, parents.get(parent)
     return False
+
+
+_CALLBACK_HANDLERS = {"NotImplementedError", "RuntimeError", "Exception", "BaseException"}
+"""The handlers that catch the ``NotImplementedError`` a tool call inside a callback raises."""
+
+
+def _callback_guarded(
+    call: ast.Call,
+    slot: ast.expr,
+    tree: ast.Module,
+    parents: dict[ast.AST, ast.AST],
+    tool_callers: set[str],
+    functions_style: bool,
+    user_names: set[str],
+) -> bool:
+    """Whether the script catches the error of a tool called inside a callback: around the
+    builtin's call, or (a function passed by name) around every tool call in its body."""
+    if _guarded_by(call, parents, _CALLBACK_HANDLERS):
+        return True
+    if not isinstance(slot, ast.Name):
+        return False
+    defs = [d for d in _nodes(tree) if isinstance(d, ast.FunctionDef) and d.name == slot.id]
+    if len(defs) != 1:
+        return False
+    calls = [sub for sub in ast.walk(defs[0]) if _is_tool_call(sub, tool_callers, functions_style, user_names)]
+    return bool(calls) and all(_guarded_by(c, parents, _CALLBACK_HANDLERS, within=defs[0]) for c in calls)
 
 
 def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Finding]:
@@ -589,7 +689,9 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                 )
             )
         elif isinstance(node, ast.Call):
-            findings += _detect_call(node, src, tree, modules, user_names, aliases, tool_callers, functions_style)
+            findings += _detect_call(
+                node, src, tree, parents, modules, user_names, aliases, tool_callers, functions_style
+            )
             if node.keywords and _is_gather(node, aliases, from_names):
                 findings.append(_gather_keywords(src, node))
         elif isinstance(node, (ast.AsyncWith, ast.AsyncFor)):
@@ -648,6 +750,7 @@ def _detect_call(
     node: ast.Call,
     src: _Source,
     tree: ast.Module,
+    parents: dict[ast.AST, ast.AST],
     modules: set[str],
     user_names: set[str],
     aliases: dict[str, str],
@@ -671,7 +774,7 @@ def _detect_call(
             alt = _MISSING_BUILTINS[func.id]
             found.append(_finding(src, node, "missing_builtin", f"{func.id}() is not available; instead: {alt}"))
     if isinstance(func, ast.Name) and func.id in _EXCEPTION_NAMES and func.id not in user_names:
-        odd = [a for a in node.args if isinstance(a, ast.Starred)] or node.args[1:]
+        odd: list[ast.expr] = [a for a in node.args if isinstance(a, ast.Starred)] or node.args[1:]
         odd += [a for a in node.args[:1] if isinstance(a, ast.Constant) and not isinstance(a.value, str)]
         if odd or node.keywords:
             if func.id == "SystemExit" and not node.args[1:] and not node.keywords:
@@ -735,16 +838,19 @@ def _detect_call(
     for caller, slot in _callable_slots(node):
         if isinstance(slot, ast.Attribute) and isinstance(slot.value, ast.Name) and slot.value.id not in modules:
             found.append(_bound(src, slot))
-        if (isinstance(slot, ast.Lambda) and _calls_tool(slot.body, tool_callers, functions_style, user_names)) or (
-            isinstance(slot, ast.Name) and slot.id in tool_callers
-        ):
+        calls_tool = (
+            isinstance(slot, ast.Lambda) and _calls_tool(slot.body, tool_callers, functions_style, user_names)
+        ) or (isinstance(slot, ast.Name) and slot.id in tool_callers)
+        # The call raises NotImplementedError there, which the script may catch: then it runs.
+        if calls_tool and not _callback_guarded(node, slot, tree, parents, tool_callers, functions_style, user_names):
             what = _TOOL_CALLERS.get(caller, f"{caller}()")
             found.append(
                 _finding(
                     src,
                     slot,
                     "tool_in_callback",
-                    f"{what} calls this function back, and a tool call cannot run inside it; instead: "
+                    f"{what} calls this function back, and a tool call cannot run inside it (it raises "
+                    "NotImplementedError there); instead: "
                     "call the tool for each item first, then use the results: "
                     "keys = {v: call_tool(...) for v in xs}; sorted(xs, key=lambda v: keys[v])",
                 )
@@ -830,7 +936,7 @@ def _check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
     if rewrite:
         for _ in range(4):
             src = _Source(script)
-            edits = _rewrites(tree, src, _imported_names(tree), _defined_names(tree))
+            edits = _rewrites(tree, src, _imported_names(tree), _defined_names(tree), _json_dumps_names(tree))
             if not edits:
                 break
             new_script, done = _apply(src, edits)

@@ -93,11 +93,14 @@ class RunResult:
             in the ``functions`` style.
         stdout: everything the script printed, in order.
         tool_calls: how many tool calls the host served.
+        stderr: everything the script wrote to stderr (``print(..., file=sys.stderr)``), in
+            order; ``max_stdout`` bounds both streams together.
     """
 
     value: Any
     stdout: str = ""
     tool_calls: int = 0
+    stderr: str = ""
 
 
 def _prelude(inputs: Mapping[str, Any]) -> str:
@@ -129,6 +132,7 @@ class _Drive:
     max_tool_calls: int | None
     offset: int = 0
     stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
     tool_calls: int = 0
     last_error: BaseException | None = None
 
@@ -144,26 +148,34 @@ class _Drive:
         self.offset = 1
         return _prelude(self.inputs) + code
 
-    def finish(self, step: Complete | Raised) -> RunResult:
+    def output(self, step: RunStep) -> None:
+        """Keeps what ``step`` printed, on each stream."""
         self.stdout.append(step.stdout)
-        out = "".join(self.stdout)
+        self.stderr.append(step.stderr)
+
+    def finish(self, step: Complete | Raised) -> RunResult:
+        self.output(step)
+        out, err_out = "".join(self.stdout), "".join(self.stderr)
         if isinstance(step, Complete):
-            return RunResult(step.value, out, self.tool_calls)
+            return RunResult(step.value, out, self.tool_calls, err_out)
         err = ScriptError(
-            _shift_lines(step.message, self.script_name, self.offset), stdout=out, tool_calls=self.tool_calls
+            _shift_lines(step.message, self.script_name, self.offset),
+            stdout=out,
+            tool_calls=self.tool_calls,
+            stderr=err_out,
         )
         raise err from self.last_error
 
     def lookup(self, step: Call) -> tuple[Callable[..., Any] | None, Any]:
         """The callable for ``step`` and, when the call is answered without one, its outcome
         (``ResumeValue``/``ResumeError``, or a ``RunResult`` for ``final_answer``)."""
-        self.stdout.append(step.stdout)
+        self.output(step)
         return self.lookup_call(step.call)
 
     def gather_jobs(self, step: Gather) -> tuple[list[tuple[Any, Callable[..., Any]]], dict[int, Any]]:
         """The calls of ``step`` to run (call, callable) and the outcomes known without
         running anything (call id -> outcome, or a ``RunResult`` for ``final_answer``)."""
-        self.stdout.append(step.stdout)
+        self.output(step)
         jobs: list[tuple[Any, Callable[..., Any]]] = []
         known: dict[int, Any] = {}
         for call in step.calls:
@@ -185,6 +197,7 @@ class _Drive:
                 f"the script made more than {self.max_tool_calls} tool calls",
                 stdout="".join(self.stdout),
                 tool_calls=self.tool_calls - 1,
+                stderr="".join(self.stderr),
             )
         fn = self.tools.get(name)
         if fn is None:
@@ -193,7 +206,8 @@ class _Drive:
 
                 answer = final_answer_step(call.positional_args, call.keyword_args)
                 if isinstance(answer, Complete):
-                    return None, RunResult(answer.value["value"], "".join(self.stdout), self.tool_calls)
+                    value = answer.value["value"]
+                    return None, RunResult(value, "".join(self.stdout), self.tool_calls, "".join(self.stderr))
                 return None, answer
             known = ", ".join(sorted(self.tools)) or "none"
             return None, ResumeError(f"unknown tool {name!r} (available: {known})", "NameError")
@@ -208,6 +222,7 @@ class _Drive:
             payload=pause.payload,
             stdout="".join(self.stdout),
             tool_calls=self.tool_calls,
+            stderr="".join(self.stderr),
         )
 
     def failed(self, name: str, exc: BaseException) -> ResumeError:
@@ -474,6 +489,7 @@ async def aresume_script(
         )
     drive = _Drive(runtime, dict(tools or {}), {}, script_name, max_tool_calls)
     drive.stdout.append(suspended.stdout)
+    drive.stderr.append(suspended.stderr)
     drive.tool_calls = suspended.tool_calls
     if outcome is None:
         fn = drive.tools.get(suspended.tool)

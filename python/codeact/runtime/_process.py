@@ -35,7 +35,7 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
@@ -62,7 +62,7 @@ _ERRORS: dict[str, type[Exception]] = {
 
 Config = tuple[Any, ...]
 """(max_duration, max_memory, max_recursion_depth, mounts, environ, system_clock,
-tool_style, max_stdout, snapshot_key, max_os_calls, timezone), exactly the native engine's arguments."""
+tool_style, max_stdout, snapshot_key, max_os_calls, timezone, clock), exactly the native engine's arguments."""
 
 _CONFIG_FIELDS = (
     "max_duration",
@@ -76,6 +76,7 @@ _CONFIG_FIELDS = (
     "snapshot_key",
     "max_os_calls",
     "timezone",
+    "clock",
 )
 
 
@@ -422,7 +423,9 @@ class ProcessGather:
             raise CodeRuntimeError("this Gather was already resumed; a Gather is single use")
         return self._snapshot
 
-    def resume(self, outcomes: dict[int, Any], os_replay: Sequence[tuple[str, Any]] | None = None) -> RunStep:
+    def resume(
+        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep:
         encoded = _encode_outcomes(outcomes, self.call_ids)
         if self._used:
             raise CodeRuntimeError("this Gather was already resumed; a Gather is single use")
@@ -498,16 +501,17 @@ class ProcessEngine:
         reply = self._request(msg)
         kind = reply[0]
         if kind == "complete":
-            return Complete(reply[1], reply[2], reply[3])
+            return Complete(reply[1], reply[2], reply[3], reply[4])
         if kind == "raised":
-            return Raised(reply[1], reply[2], reply[3])
+            return Raised(reply[1], reply[2], reply[3], reply[4])
         if kind == "gather":
-            _, calls, snapshot, stdout, os_log = reply
+            _, calls, snapshot, stdout, os_log, stderr = reply
             gather = ProcessGather(self, tuple(c[3] for c in calls), snapshot)
             items = tuple(_ProcessGatherCall(gather, n, tuple(p), k, i) for n, p, k, i in calls)
-            return Gather(items, stdout, os_log, gather)
-        _, name, positional, keyword, call_id, snapshot, stdout, os_log = reply
-        return Call(ProcessPendingCall(self, name, tuple(positional), keyword, call_id, snapshot), stdout, os_log)
+            return Gather(items, stdout, os_log, gather, stderr)
+        _, name, positional, keyword, call_id, snapshot, stdout, os_log, stderr = reply
+        pending = ProcessPendingCall(self, name, tuple(positional), keyword, call_id, snapshot)
+        return Call(pending, stdout, os_log, stderr)
 
 
 # ------------------------------------------------------------------ worker side
@@ -529,12 +533,12 @@ def _serve(rfd: int, wfd: int) -> None:
 
     def step_reply(step: Any) -> tuple[Any, ...]:
         if isinstance(step, Complete):
-            return ("complete", step.value, step.stdout, step.os_log)
+            return ("complete", step.value, step.stdout, step.os_log, step.stderr)
         if isinstance(step, Raised):
-            return ("raised", step.message, step.stdout, step.os_log)
+            return ("raised", step.message, step.stdout, step.os_log, step.stderr)
         if isinstance(step, Gather):
             calls = tuple((c.name, tuple(c.positional_args), dict(c.keyword_args), c.call_id) for c in step.calls)
-            return ("gather", calls, step.dump(), step.stdout, step.os_log)
+            return ("gather", calls, step.dump(), step.stdout, step.os_log, step.stderr)
         call = step.call
         return (
             "call",
@@ -545,6 +549,7 @@ def _serve(rfd: int, wfd: int) -> None:
             call.dump(),
             step.stdout,
             step.os_log,
+            step.stderr,
         )
 
     def outcome(encoded: tuple[Any, ...]) -> Any:

@@ -82,6 +82,7 @@ class Call:
     call: PendingCall
     stdout: str = ""
     os_log: OsLog = ()
+    stderr: str = ""
 
 
 @dataclass(slots=True)
@@ -91,6 +92,7 @@ class Complete:
     value: Any
     stdout: str = ""
     os_log: OsLog = ()
+    stderr: str = ""
 
 
 @dataclass(slots=True)
@@ -101,6 +103,7 @@ class Raised:
     message: str
     stdout: str = ""
     os_log: OsLog = ()
+    stderr: str = ""
 
 
 @runtime_checkable
@@ -130,6 +133,7 @@ class Gather:
     stdout: str = ""
     os_log: OsLog = ()
     continuation: GatherContinuation | None = field(default=None, repr=False, compare=False)
+    stderr: str = ""
 
     def resume(
         self, outcomes: Mapping[int, ResumeValue | ResumeError], *, os_replay: Sequence[tuple[str, Any]] = ()
@@ -174,8 +178,8 @@ class Gather:
 
 
 RunStep = Call | Gather | Complete | Raised
-"""One stop of a script: ``Call | Gather | Complete | Raised``, each with the ``stdout``
-printed since the previous stop."""
+"""One stop of a script: ``Call | Gather | Complete | Raised``, each with the ``stdout`` and
+the ``stderr`` (``print(..., file=sys.stderr)``) written since the previous stop."""
 
 
 # ``ResumeValue(value)`` and ``ResumeError(message, exc_type="RuntimeError")`` are native

@@ -237,7 +237,8 @@ SUBSET: tuple[SubsetEntry, ...] = (
         rewrite="`next((x for ...), default)` becomes `next(iter(x for ...), default)`",
     ),
     SubsetEntry(
-        "a tool call inside a function that sorted/min/max/map/filter call back (key=lambda v: call_tool(...))",
+        "a tool call inside a function that sorted/min/max/map/filter call back (key=lambda v: call_tool(...)): "
+        "it raises NotImplementedError there, so it runs only inside a try that catches that",
         False,
         "sorted([1, 3, 2], key=lambda v: call_tool('double', {'x': -v})) == [3, 2, 1]",
         "call the tool for each item first, then sort on the results: "
@@ -266,6 +267,8 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "import json\njson.dumps({'a': 1}, default=str) == '{\"a\": 1}'",
         "convert the values yourself first (str(d), d.isoformat()), then json.dumps",
         key="json_default",
+        rewrite="`json.dumps(obj, default=f)` converts the values json cannot encode with `f` first, "
+        "as CPython's encoder does (`cls=` stays refused)",
     ),
     SubsetEntry(
         "Path.read_text / Path.write_text with encoding= or errors=",

@@ -11,6 +11,7 @@ import ast
 import builtins
 import io
 import queue
+import sys
 import threading
 import traceback
 from collections.abc import Sequence
@@ -40,13 +41,17 @@ class _Channel:
         self.to_host: queue.SimpleQueue[RunStep] = queue.SimpleQueue()
         self.to_script: queue.SimpleQueue[ResumeValue | ResumeError] = queue.SimpleQueue()
         self.stdout = io.StringIO()
+        self.stderr = io.StringIO()
         self.call_id = 0
 
-    def take_stdout(self) -> str:
-        text = self.stdout.getvalue()
-        self.stdout.seek(0)
-        self.stdout.truncate()
-        return text
+    def take_output(self) -> tuple[str, str]:
+        """(stdout, stderr) printed since the last take; both emptied."""
+        texts = []
+        for stream in (self.stdout, self.stderr):
+            texts.append(stream.getvalue())
+            stream.seek(0)
+            stream.truncate()
+        return texts[0], texts[1]
 
 
 class CPythonPendingCall:
@@ -130,7 +135,8 @@ class CPythonRuntime:
                 raise TypeError("call_tool argument names must be strings")
             channel.call_id += 1
             pending = CPythonPendingCall(channel, args[0], dict(arguments), channel.call_id)
-            channel.to_host.put(Call(pending, channel.take_stdout()))
+            out, err = channel.take_output()
+            channel.to_host.put(Call(pending, out, stderr=err))
             outcome = channel.to_script.get()
             if isinstance(outcome, ResumeError):
                 exc_type = getattr(builtins, outcome.exc_type, RuntimeError)
@@ -140,7 +146,11 @@ class CPythonRuntime:
             return outcome.value
 
         def script_print(*args: Any, **kwargs: Any) -> None:
-            kwargs.setdefault("file", channel.stdout)
+            target = kwargs.get("file")
+            if target is None:
+                kwargs["file"] = channel.stdout
+            elif target is sys.stderr:
+                kwargs["file"] = channel.stderr
             builtins.print(*args, **kwargs)
 
         script_builtins = dict(vars(builtins))
@@ -152,6 +162,8 @@ class CPythonRuntime:
             tb = traceback.TracebackException.from_exception(exc)
             # Drop the runtime's own frames; keep the script's.
             tb.stack = traceback.StackSummary.from_list([f for f in tb.stack if f.filename == script_name])
-            channel.to_host.put(Raised("".join(tb.format()).rstrip(), channel.take_stdout()))
+            out, err = channel.take_output()
+            channel.to_host.put(Raised("".join(tb.format()).rstrip(), out, stderr=err))
             return
-        channel.to_host.put(Complete(namespace.get(_RESULT), channel.take_stdout()))
+        out, err = channel.take_output()
+        channel.to_host.put(Complete(namespace.get(_RESULT), out, stderr=err))

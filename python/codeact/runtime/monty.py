@@ -13,10 +13,11 @@ import hashlib
 import hmac
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import _monty
 from ..exceptions import CodeRuntimeError, SnapshotError
@@ -104,6 +105,63 @@ class Mount(BaseModel):
     virtual_path: str
     host_path: Path
     access: PathAccess = PathAccess.READ_ONLY
+
+
+class FrozenClock(BaseModel):
+    """A clock that always reads ``at``, in place of the system clock: every ``datetime.now()``,
+    ``date.today()`` and ``time.time()`` of a script answers that instant (shown in the
+    sandbox's ``timezone``). Each read is journaled like a system clock read, so a replay
+    answers the same values.
+
+    Attributes:
+        at: the instant; a naive datetime is taken as UTC.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime
+
+    def instants(self) -> tuple[float, float]:
+        """(the first read, the step between reads), in seconds since the Unix epoch."""
+        return _epoch_seconds(self.at), 0.0
+
+
+class SteppingClock(BaseModel):
+    """A clock that moves ``step`` at each read: a run's first clock read answers ``start``,
+    its n-th (from 0) ``start + n * step``. The count belongs to the run: it goes on across
+    the run's tool calls and resumes (it travels in its snapshots, also to another process),
+    and starts again at ``start`` for the next run (each ``feed`` of a namespace session is
+    one run). Reads are journaled like system clock reads.
+
+    Attributes:
+        start: the first instant; a naive datetime is taken as UTC.
+        step: the time between two reads (default one second; zero or more).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    start: datetime
+    step: timedelta = timedelta(seconds=1)
+
+    @field_validator("step")
+    @classmethod
+    def _not_negative(cls, step: timedelta) -> timedelta:
+        if step < timedelta(0):
+            raise ValueError("step must be zero or more")
+        return step
+
+    def instants(self) -> tuple[float, float]:
+        """(the first read, the step between reads), in seconds since the Unix epoch."""
+        return _epoch_seconds(self.start), self.step.total_seconds()
+
+
+def _aware(at: datetime) -> datetime:
+    """``at``, a naive datetime taken as UTC."""
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at
+
+
+def _epoch_seconds(at: datetime) -> float:
+    return (_aware(at) - datetime(1970, 1, 1, tzinfo=timezone.utc)) / timedelta(seconds=1)
 
 
 _PATH_READ = (
@@ -222,7 +280,10 @@ class MontyRuntime:
         mounts: host folders visible to scripts; validated here.
         environ: the only environment ``os.getenv`` / ``os.environ`` see (never the host's).
         system_clock: whether ``date.today()`` / ``datetime.now()`` read the host clock;
-            when False they raise ``OSError`` in the script.
+            when False (and no ``clock``) they raise ``OSError`` in the script.
+        clock: a ``FrozenClock`` or ``SteppingClock`` that answers every clock read in place
+            of the host clock (``system_clock`` does not matter then); None (default): the
+            host clock.
         timezone: the sandbox's local time zone (``datetime.now()``, ``astimezone()``,
             ``time.localtime()``, ``%Z``, naive ``.timestamp()``): ``"local"`` (default: the
             host's zone by name, from ``TZ`` or ``/etc/localtime``, with its daylight saving
@@ -231,10 +292,11 @@ class MontyRuntime:
         prompt_extra: text appended to the capabilities prompt.
         tool_style: ``"call_tool"`` (only ``call_tool("name", {...})`` reaches tools) or
             ``"functions"`` (tools are bare functions; calls bound by ``bind_call_args``).
-        max_stdout: bytes of output kept per run (default 10 MiB): the budget holds across
-            the run's advances, resumes and tool calls (and travels in its snapshots); the
-            output past it is dropped and a marker (``[stdout truncated: ...]``) shows once,
-            where the cut falls.
+        max_stdout: bytes of output (stdout and stderr together) kept per run (default 10
+            MiB): the budget holds across the run's advances, resumes and tool calls (and
+            travels in its snapshots); the output past it is dropped and a marker
+            (``[stdout truncated: ...]``, or ``[stderr truncated: ...]``) shows once, in the
+            stream where the cut falls.
         snapshot_key: when given, snapshots are signed with HMAC-SHA256 under this key and
             only snapshots signed with it load. Needed whenever snapshot bytes are stored
             where someone else can write them (docs/security.md).
@@ -268,6 +330,7 @@ class MontyRuntime:
         check_scripts: bool = True,
         namespace_sessions: bool = True,
         timezone: str = "local",
+        clock: FrozenClock | SteppingClock | None = None,
     ) -> None:
         self.limits = limits if limits is not None else ResourceLimits()
         self.mounts: tuple[Mount, ...] = tuple(mounts)
@@ -279,6 +342,9 @@ class MontyRuntime:
         if not isinstance(timezone, str):
             raise ValueError(f"timezone must be 'local', 'UTC' or a zone name, not {timezone!r}")
         self.timezone = timezone
+        if clock is not None and not isinstance(clock, (FrozenClock, SteppingClock)):
+            raise ValueError(f"clock must be a FrozenClock, a SteppingClock or None, not {clock!r}")
+        self.clock = clock
         self.prompt_extra = prompt_extra
         if tool_style not in ("call_tool", "functions"):
             raise ValueError(f"tool_style must be 'call_tool' or 'functions', not {tool_style!r}")
@@ -307,6 +373,7 @@ class MontyRuntime:
             snapshot_key=snapshot_key,
             max_os_calls=self.limits.max_os_calls,
             timezone=timezone,
+            clock=None if clock is None else clock.instants(),
         )
         # Built in both modes: it validates the configuration here, in the host.
         self._engine: Any = _monty.MontyEngine(**engine_config)
@@ -582,7 +649,7 @@ class MontyRuntime:
                 for no cap).
 
         Returns:
-            ``RunResult(value, stdout, tool_calls)``.
+            ``RunResult(value, stdout, tool_calls, stderr)``.
 
         Raises:
             ScriptError: the script failed (syntax error, uncaught exception, limit, subset check),
@@ -623,11 +690,19 @@ class MontyRuntime:
         return "\n\n".join(parts)
 
     def _os_section(self) -> str:
-        clock = (
-            " `date.today()` and `datetime.now()` read the host clock."
-            if self.system_clock
-            else " The clock is not available: `date.today()` and `datetime.now()` raise OSError."
-        )
+        if isinstance(self.clock, FrozenClock):
+            at = _aware(self.clock.at).isoformat()
+            clock = f" `date.today()` and `datetime.now()` read a clock set by the host, stopped at {at}."
+        elif isinstance(self.clock, SteppingClock):
+            clock = (
+                f" `date.today()` and `datetime.now()` read a clock set by the host: "
+                f"{_aware(self.clock.start).isoformat()} at the "
+                f"first read, then {self.clock.step.total_seconds():g} s later at each read."
+            )
+        elif self.system_clock:
+            clock = " `date.today()` and `datetime.now()` read the host clock."
+        else:
+            clock = " The clock is not available: `date.today()` and `datetime.now()` raise OSError."
         if not self.mounts and not self.environ:
             return (
                 "This is a sandbox: there is no filesystem access (every path is inaccessible), os.environ is "

@@ -188,7 +188,7 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
     routed = a.route is not None
     if not (content or delta or a.artifact_delta or a.escalate or a.skip_summarization or event.error_code or routed):
         return []
-    extra = {"route": a.route} if routed and _ADK_HAS_ROUTE else {}
+    extra: dict[str, Any] = {"route": a.route} if routed and _ADK_HAS_ROUTE else {}
     if routed and not _ADK_HAS_ROUTE:  # an ADK without workflow routes: keep it readable
         metadata["codeact_route"] = a.route
     # A model reply is a preview of the turn its script_result completes: ADK's mark for that is
@@ -241,7 +241,7 @@ class _Projection:
     """
 
     def __init__(self, author: str, invocation_id: str, branch: str | None) -> None:
-        self._common = {"author": author, "invocation_id": invocation_id, "branch": branch}
+        self._common: dict[str, Any] = {"author": author, "invocation_id": invocation_id, "branch": branch}
         self._delta: dict[str, Any] = {}
         self._code: types.Part | None = None
 
@@ -382,7 +382,7 @@ class CodeActAdkAgent(BaseAgent):
         if not responses:
             return []
         owners = {fc.id: e.author for e in events for fc in e.get_function_calls() if fc.id}
-        return [r for r in responses if owners.get(r.id) in (None, self.name)]
+        return [r for r in responses if owners.get(r.id or "") in (None, self.name)]
 
     def _request(self, ctx: InvocationContext) -> tuple[Content | str | None, RunConfig] | AdkEvent:
         """What this invocation sends codeact: the message and the run config with the
@@ -438,7 +438,7 @@ class CodeActAdkAgent(BaseAgent):
         session = ctx.session
         store = self._store()
         kept, temp = _scoped(dict(session.state))
-        ids = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.id}
+        ids: dict[str, Any] = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.id}
         existing = await store.get_session(**ids)
         if existing is None:
             await store.create_session(**ids, state=kept)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from google.adk.tools import FunctionTool as AdkFunctionTool
@@ -22,6 +22,7 @@ class _PredicateTool(FunctionTool):
     def __init__(self, func: Callable[..., Any], predicate: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(func, requires_confirmation=True, **kwargs)
         self._predicate = predicate
+        params: Mapping[str, inspect.Parameter]
         try:
             params = inspect.signature(predicate).parameters
         except (TypeError, ValueError):

@@ -16,7 +16,7 @@ from mcp.types import CONNECTION_CLOSED, CallToolResult, TextContent
 from ...exceptions import McpConnectionError, McpToolError
 
 if sys.version_info < (3, 11):  # pragma: no cover - anyio brings the backport there
-    from exceptiongroup import BaseExceptionGroup
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
 from ...tools import Tool
 from ...tools._context import ToolContext
 from ...toolsets import ToolFilter, Toolset
@@ -225,11 +225,11 @@ class McpToolset(Toolset):
                 raise
         first: BaseException | None = None
         for attempt in range(2):
-            client = self._open
-            if client is None or attempt:
+            live = self._open
+            if live is None or attempt:
                 await self._reconnect()
-                client = self._open
-                if client is None:
+                live = self._open
+                if live is None:
                     raise McpConnectionError(
                         f"MCP server {self.name!r} is unreachable: the connection broke "
                         f"({_describe(first) if first else 'closed'}) and reconnecting failed "
@@ -237,14 +237,14 @@ class McpToolset(Toolset):
                         f"{name!r} did not run"
                     ) from (self._dial_error or first)
             try:
-                return await client.call_tool(name, args, read_timeout_seconds=self.read_timeout)
+                return await live.call_tool(name, args, read_timeout_seconds=self.read_timeout)
             except Exception as exc:
                 if not _connection_lost(exc):
                     raise
                 first = first or exc
         raise McpConnectionError(
             f"MCP server {self.name!r} is unreachable: the connection broke again right after reconnecting "
-            f"({_describe(first)})"
+            f"({_describe(first) if first else 'closed'})"
         ) from first
 
     def _confirm(self, name: str) -> bool:
