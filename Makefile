@@ -17,7 +17,7 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres
 
-.PHONY: toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs all clean
+.PHONY: toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,7 @@ format:
 lint: toolchain $(PATCHED)
 	$(BIN)/ruff format --check python tests examples benchmarks tools fuzz
 	$(BIN)/ruff check python tests examples benchmarks tools fuzz
+	$(BIN)/lint-imports --no-cache  # the layers of the package ([tool.importlinter] in pyproject.toml)
 	cargo fmt --all -- --check
 	PATH=$(RUST_PATH) cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/python -m mypy.stubtest codeact._monty --allowlist .ci/stubtest-allowlist.txt
@@ -137,6 +138,9 @@ docs: install-wheel  ## the documentation site (mkdocs-material + mkdocstrings),
 	$(BIN)/pip install -q "$$(ls dist/codeact-*.whl)[docs]"
 	$(BIN)/python docs/plots.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-check:  ## docs/configuration.md's option tables match the fields' descriptions (tools/gen_configuration.py)
+	$(BIN)/python tools/gen_configuration.py --check
 
 all: lint test
 

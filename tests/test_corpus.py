@@ -1,4 +1,5 @@
-"""``python -m codeact.corpus``: real agent scripts on Monty and on CPython (docs/corpus.md)."""
+"""``python tools/corpus.py`` (formerly ``python -m codeact.corpus``): real agent scripts on Monty and on CPython
+(docs/corpus.md)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from codeact.corpus import DOC_END, DOC_START, load_items, main, run_corpus, run_cpython, run_monty
 from codeact.runtime import MontyRuntime
 from conftest import REPO
+
+sys.path.insert(0, str(REPO / "tools"))
+from corpus import DOC_END, DOC_START, load_items, main, run_corpus, run_cpython, run_monty
 
 ITEMS = [
     {"id": "plain", "code": "x = [3, 1, 2]\nprint(sorted(x))\nlen(x)", "tools_used": []},
@@ -100,7 +103,7 @@ def test_json_output_has_the_documented_keys(corpus: Path, capsys: pytest.Captur
 
 def test_the_module_runs_as_a_command(corpus: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "codeact.corpus", str(corpus)], capture_output=True, text=True, timeout=120
+        [sys.executable, str(REPO / "tools" / "corpus.py"), str(corpus)], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     assert "| no third-party: same_as_cpython |" in proc.stdout

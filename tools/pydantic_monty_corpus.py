@@ -5,12 +5,12 @@ Run it with a Python that has ``pydantic-monty`` (``pip install pydantic-monty==
 
     OUT=tools/corpus_outcomes/pydantic-monty-1.4.0.json
     python tools/pydantic_monty_corpus.py ../shared/corpus/scripts.jsonl > $OUT
-    python -m codeact.corpus ../shared/corpus/scripts.jsonl --compare-json $OUT
+    python tools/corpus.py ../shared/corpus/scripts.jsonl --compare-json $OUT
 
 It prints one JSON object: ``{"binding": ..., "version": ..., "os_policy": ..., "outcomes": {id: outcome}}``
 where an outcome is ``["ok", stdout, result]`` or ``["error", stdout, exception type, message]``, the
-shape ``codeact.corpus`` gives its own Monty and CPython outcomes, so the comparison with CPython is the
-same function. Each item runs exactly as in ``codeact.corpus``:
+shape ``tools/corpus.py`` gives its own Monty and CPython outcomes, so the comparison with CPython is the
+same function. Each item runs exactly as in ``tools/corpus.py``:
 
 - the script is the item's code with the earlier steps of its trajectory prepended (the same
   ``load_items`` rule, repeated here because codeact is not importable in this environment);
@@ -60,7 +60,7 @@ def _parses(code: str) -> bool:
 
 
 def load_items(path: str) -> list[dict[str, Any]]:
-    """The same items as ``codeact.corpus.load_items``: id, script (trajectory steps joined), tools."""
+    """The same items as ``tools/corpus.py``'s ``load_items``: id, script (trajectory steps joined), tools."""
     rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
     steps: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -81,7 +81,7 @@ def load_items(path: str) -> list[dict[str, Any]]:
 
 
 def _plain(value: Any) -> Any:
-    """JSON-safe, the way ``codeact.corpus`` compares results (``default=repr``)."""
+    """JSON-safe, the way ``tools/corpus.py`` compares results (``default=repr``)."""
     return json.loads(json.dumps(value, default=repr))
 
 

@@ -24,7 +24,7 @@ from .agent import (
     explain_no_code,
     extract_code,
 )
-from .agent._protocol import PendingCallInfo
+from .events import PendingCallInfo
 from .exceptions import (
     AlreadyResumingError,
     CallsPendingError,

@@ -23,7 +23,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from .sessions import Event
+from .events import Event
 
 __all__ = ("EventPrinter", "print_events")
 

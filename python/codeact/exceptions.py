@@ -2,15 +2,63 @@
 
 ``CodeActError`` is the root. Script mistakes (a syntax error, an uncaught exception, a
 resource limit) are never exceptions on the host: they come back as ``Raised`` steps and
-are fed back to the model. The classes here are for host failures, which abort a run.
+are fed back to the model. The classes here are for host failures, which abort a run, and
+for the outcomes of the one-shot ``run_script`` API (``ScriptError``, ``ScriptSuspended``).
+Every class is also importable from where it is used (``codeact.runtime``,
+``codeact.services``, the integrations); this module imports nothing else from codeact
+(``PendingCallInfo`` only for type checking, from ``codeact.events``).
+
+The tree (a second base, in parentheses, lets an ``except`` of the builtin catch it too)::
+
+    CodeActError
+    ├── CodeRuntimeError                 a code runtime failed on the host side
+    │   ├── SnapshotError                snapshot bytes that cannot be loaded
+    │   ├── ValueConversionError         a host value that cannot cross into a script
+    │   └── ReplayDivergenceError        a replayed script asked the OS for something else
+    ├── ScriptError                      run_script: the script failed
+    │   └── ToolCallLimitError           run_script: more tool calls than max_tool_calls
+    ├── ScriptSuspended                  run_script: a tool paused the script
+    ├── SuspendScript                    raised by a tool to pause the script
+    ├── ModelError                       a model request failed
+    │   ├── ModelTimeoutError
+    │   ├── ModelRateLimitError
+    │   ├── ModelResponseError
+    │   └── ModelRequestsNotAllowedError
+    ├── ScriptExhaustedError             a ScriptedModel ran out of replies
+    ├── SessionStoreError                the session store failed
+    │   ├── SessionNotFoundError         (LookupError)
+    │   ├── SessionExistsError
+    │   ├── SessionStoreConnectionError  (ConnectionError) the store cannot be reached
+    │   ├── StaleSessionError
+    │   └── TurnConflictError
+    ├── ToolArgumentError                (TypeError) a tool call's arguments are invalid
+    ├── ToolHostError                    a tool cannot run for a host-side reason
+    │   └── McpConnectionError           the MCP server cannot be reached
+    ├── McpToolError                     (RuntimeError) an MCP tool answered isError
+    ├── LangChainToolError               (RuntimeError) a langchain tool failed
+    ├── MissingStateError                (KeyError) an instruction names a missing state key
+    ├── SecretNotFoundError              (KeyError) a secret name the provider does not know
+    ├── ServiceNotConfiguredError        (RuntimeError) a service the Runner was not given
+    └── SuspensionError                  the suspension protocol (SPEC §5)
+        ├── NoPendingCallError           (LookupError)
+        ├── CallsPendingError
+        ├── AlreadyResumingError
+        ├── DecisionMismatchError
+        ├── StaleCheckpointError
+        └── ConfirmationHandlerError
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .agent._protocol import PendingCallInfo
+    from .events import PendingCallInfo
 
 __all__ = (
     "AlreadyResumingError",
@@ -19,6 +67,9 @@ __all__ = (
     "CodeRuntimeError",
     "ConfirmationHandlerError",
     "DecisionMismatchError",
+    "LangChainToolError",
+    "McpConnectionError",
+    "McpToolError",
     "MissingStateError",
     "ModelError",
     "ModelRateLimitError",
@@ -26,7 +77,12 @@ __all__ = (
     "ModelResponseError",
     "ModelTimeoutError",
     "NoPendingCallError",
+    "ReplayDivergenceError",
+    "ScriptError",
     "ScriptExhaustedError",
+    "ScriptSuspended",
+    "SecretNotFoundError",
+    "ServiceNotConfiguredError",
     "SessionExistsError",
     "SessionNotFoundError",
     "SessionStoreConnectionError",
@@ -34,8 +90,10 @@ __all__ = (
     "SnapshotError",
     "StaleCheckpointError",
     "StaleSessionError",
+    "SuspendScript",
     "SuspensionError",
     "ToolArgumentError",
+    "ToolCallLimitError",
     "ToolHostError",
     "TurnConflictError",
     "ValueConversionError",
@@ -63,6 +121,96 @@ class SnapshotError(CodeRuntimeError):
 class ValueConversionError(CodeRuntimeError):
     """A host value that cannot cross into a script. Only None, bool, int, float, str, bytes,
     list, tuple and dict cross; the message names the offending type and where it sits."""
+
+
+class ReplayDivergenceError(CodeRuntimeError):
+    """A replayed script asked for a nondeterministic value of another kind than the
+    journal recorded next (``os_replay``): it no longer runs the same way."""
+
+
+class ScriptError(CodeActError):
+    """The script failed: a syntax error, an uncaught exception (including one a tool raised
+    into it), a resource limit, or a construct the subset check refused.
+
+    Attributes:
+        message: the traceback-style text Monty gave (what a model would be shown).
+        stdout: what the script printed before it failed.
+        stderr: what it wrote to stderr before it failed.
+        tool_calls: how many tool calls the host served.
+
+    When the script failed right after a tool raised into it (and did not catch it), the
+    tool's original exception is chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, stdout: str = "", tool_calls: int = 0, stderr: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.stdout = stdout
+        self.stderr = stderr
+        self.tool_calls = tool_calls
+
+
+class ToolCallLimitError(ScriptError):
+    """The script made more tool calls than ``max_tool_calls`` allowed; it was stopped."""
+
+
+class SuspendScript(CodeActError):
+    """Raised by a tool to pause the script at this call (for example to ask a human first).
+
+    ``run`` / ``arun`` then raise ``ScriptSuspended`` carrying the script's snapshot;
+    ``aresume_script`` continues it later, in this process or another.
+
+    Attributes:
+        payload: anything the caller wants to carry along (JSON data if it must be stored).
+    """
+
+    def __init__(self, payload: Any = None) -> None:
+        super().__init__(payload)
+        self.payload = payload
+
+
+@dataclass(eq=False)
+class ScriptSuspended(CodeActError):
+    """A tool paused the script (it raised ``SuspendScript``); nothing is lost.
+
+    Attributes:
+        snapshot: the paused script (Monty snapshot bytes, signed when the runtime has a
+            ``snapshot_key``).
+        tool: the tool whose call is paused.
+        tool_args: its keyword arguments (the ``call_tool`` dict).
+        positional: its positional arguments (``functions`` style).
+        payload: what the tool passed to ``SuspendScript``.
+        stdout: what the script printed before the pause.
+        tool_calls: tool calls served before the pause (the paused one included).
+        stderr: what the script wrote to stderr before the pause.
+    """
+
+    snapshot: bytes
+    tool: str
+    tool_args: dict[str, Any]
+    positional: tuple[Any, ...] = ()
+    payload: Any = None
+    stdout: str = ""
+    tool_calls: int = 0
+    stderr: str = ""
+
+    def __str__(self) -> str:
+        return f"the script is paused at a call to {self.tool!r}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (snapshot as base64), for storing the pause."""
+        data = dataclasses.asdict(self)
+        data["snapshot"] = base64.b64encode(self.snapshot).decode("ascii")
+        data["positional"] = list(self.positional)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScriptSuspended:
+        """The inverse of ``to_dict``."""
+        fields = dict(data)
+        fields["snapshot"] = base64.b64decode(fields["snapshot"])
+        fields["positional"] = tuple(fields.get("positional", ()))
+        return cls(**fields)
 
 
 class ModelError(CodeActError):
@@ -156,11 +304,45 @@ class ToolHostError(CodeActError):
     in a tool for such failures."""
 
 
+class McpConnectionError(ToolHostError):
+    """The MCP server cannot be reached: the connection broke (a stdio server died, an HTTP
+    server went away) and one reconnect did not bring it back. A host error
+    (``ToolHostError``): not raised into the script, whose model cannot fix it; the run stops
+    with it."""
+
+
+class McpToolError(RuntimeError, CodeActError):
+    """An MCP tool answered with ``isError``; the message is the text it returned (without the
+    SDK's ``"Error executing tool <name>: "`` prefix). A ``RuntimeError``, so a script can catch
+    it. Logged at INFO, not WARNING: the server reported it, nothing on the host failed."""
+
+    log_level = logging.INFO
+
+
+class LangChainToolError(RuntimeError, CodeActError):
+    """A langchain tool failed: it raised ``ToolException`` (whether or not its
+    ``handle_tool_error`` turns that into text, as langchain marks with
+    ``ToolMessage(status="error")``), or it returned a ``ToolMessage`` with ``status="error"``.
+    The message is the text langchain would send the model. A ``RuntimeError``, so a script can
+    catch it."""
+
+
 class MissingStateError(CodeActError, KeyError):
     """An instruction names a state key ``{key}`` that the session does not have."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class SecretNotFoundError(CodeActError, KeyError):
+    """A secret name the provider does not know (the message names it, never a value)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "secret not found"
+
+
+class ServiceNotConfiguredError(RuntimeError, CodeActError):
+    """A service was used but the ``Runner`` was given none."""
 
 
 class TurnConflictError(SessionStoreError):

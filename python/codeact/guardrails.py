@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .sessions._types import Content
+from .events import Content
 
 __all__ = ("Guardrail", "GuardrailResult", "GuardrailVerdict", "run_guardrails")
 

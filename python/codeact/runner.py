@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import anyio
 
+from .agent._agent_tool import set_default_runner_factory
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InDoubtDecision, InvocationContext, RunConfig
 from .agent._protocol import (
@@ -20,6 +21,7 @@ from .agent._protocol import (
     plain_value_problem,
 )
 from .agent._turn import TurnView, open_journal
+from .events import Content, Event, EventActions, FunctionResponse, Part, new_id
 from .exceptions import (
     AlreadyResumingError,
     CallsPendingError,
@@ -35,7 +37,7 @@ from .services import BaseArtifactService, BaseMemoryService, SecretsProvider
 from .sessions import BaseSessionService, InMemorySessionService, SessionNotFoundError
 from .sessions._journal import TurnSlot
 from .sessions._turns import Claim, Clock, TurnRecord, claim_abandoned, new_claim, release_owner
-from .sessions._types import Content, Event, EventActions, FunctionResponse, Part, Session, new_id
+from .sessions._types import Session
 
 __all__ = ("Runner", "TurnInfo")
 
@@ -1011,3 +1013,5 @@ def _check_completion(value: Any, call_key: str) -> None:
 
 _ANNOUNCE = object()
 _DISCARD = object()
+
+set_default_runner_factory(Runner)  # AgentTool runs its agent with this runner unless given another

@@ -4,30 +4,18 @@ checkpoints and events (SPEC §4–5)."""
 from __future__ import annotations
 
 import base64
-import binascii
-import collections
-import functools
 import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
 import jsonschema
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
-from ..exceptions import CodeRuntimeError, MissingStateError, SnapshotError, TurnConflictError
-from ..guardrails import run_guardrails
-from ..models import GenerateContentConfig, LlmRequest, LlmResponse
-from ..runtime import Call, Raised
-from ..services._artifacts import check_filename
-from ..sessions._journal import TurnSlot
-from ..sessions._turns import TurnRecord, new_claim
-from ..sessions._types import (
+from ..events import (
     INTERMEDIATE_KINDS,
     CodeExecutionResult,
     Content,
@@ -37,16 +25,23 @@ from ..sessions._types import (
     Part,
     UsageMetadata,
 )
+from ..exceptions import MissingStateError
+from ..guardrails import run_guardrails
+from ..models import GenerateContentConfig, LlmRequest, LlmResponse
+from ..runtime import Raised
+from ..services._artifacts import check_filename
+from ..sessions._journal import TurnSlot
+from ..sessions._turns import TurnRecord, new_claim
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
-from ..telemetry import AgentRun, start_agent_run
-from ..tools import FunctionTool, Tool, ToolContext
+from ..telemetry import start_agent_run
+from ..tools import FunctionTool, Tool
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
-from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, call_callback, merge_actions, run_tool
-from ._driver import Journal, SnapshotCall, SnapshotGather, TurnDriver, TurnEnd, TurnState, escape_surrogates
+from ._dispatch import CircuitBreaker, RetryBudget, call_callback
+from ._driver import TurnDriver, TurnEnd, TurnState, escape_surrogates
 from ._extract import explain_no_code, extract_code
 from ._hints import explain_raised, script_hint
-from ._namespace import Namespace, Prepared, prepare_script, shift_traceback, unwrap_result
+from ._namespace import prepare_script, shift_traceback, unwrap_result
 from ._output import (
     Error,
     FinalResult,
@@ -60,8 +55,10 @@ from ._output import (
 )
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
 from ._protocol import TURN_FORMAT, claim_decisions
+from ._recovery import drop_slot, release_claim, restore
+from ._run import SCRIPT_NAME, Callbacks, Run, as_callbacks, authored_event
 from ._stepper import run_step
-from ._turn import LeaseKeeper, open_journal, verify_turn
+from ._turn import LeaseKeeper, verify_turn
 
 __all__ = ("DEFAULT_MAX_ERROR_CHARS", "DEFAULT_MAX_ITERATIONS", "CodeActAgent")
 
@@ -69,72 +66,9 @@ log = logging.getLogger("codeact.durability")
 
 DEFAULT_MAX_ITERATIONS = 12
 DEFAULT_MAX_ERROR_CHARS = 4000
-SCRIPT_NAME = "agent.py"
 
 
-Callback = Callable[..., Any]
-Callbacks = Callback | list[Callback] | None
 InstructionProvider = Callable[[CallbackContext], "str | Any"]
-
-
-def _as_list(cbs: Callbacks) -> list[Callback]:
-    if cbs is None:
-        return []
-    return list(cbs) if isinstance(cbs, (list, tuple)) else [cbs]
-
-
-@dataclass
-class _Run:
-    """The mutable state of one run of the loop."""
-
-    ctx: InvocationContext
-    pending: EventActions
-    tools: dict[str, Tool]
-    roster: list[str]
-    supports_suspension: bool
-    breaker: CircuitBreaker
-    cb_ctx: CallbackContext
-    plugins: list[Any] = field(default_factory=list)
-    system_prompt: str = ""
-    transcript: list[Content] = field(default_factory=list)
-    iteration: int = 0
-    turn_stdout: str = ""
-    transcript_json: tuple[int, list[dict[str, Any]]] | None = None
-    turn_invocation: str = ""  # set while a resumed turn runs: the invocation that started it
-    schema_retries: int = 0
-    namespace: Namespace = field(default_factory=Namespace)
-    prepared: Prepared | None = None
-    session: Any = None  # the live NamespaceSession (persist_namespace on a runtime with sessions)
-    session_start: bytes | None = None  # the idle session's bytes when the current script started
-    stopped: bool = False
-    outcome: str = ""  # "final" | "suspended" | "handed_off" | "error"
-    tools_ran: list[str] = field(default_factory=list)  # tools the current script called, in order
-    slot_version: int = 0  # the turn slot version this run holds (0: none)
-    keep_slot: bool = False  # the run ended on a stale or divergent turn: the caller decides
-    message_seen: bool = False
-    model_calls: int = 0
-    total_tokens: int = 0
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    last_usage: UsageMetadata | None = None  # of the latest model call
-    outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
-    otel: AgentRun | None = None
-    lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))
-
-    def usage_totals(self) -> UsageMetadata:
-        """The run's model usage so far."""
-        reported = self.prompt_tokens is not None or self.completion_tokens is not None
-        return UsageMetadata(
-            prompt_token_count=self.prompt_tokens,
-            candidates_token_count=self.completion_tokens,
-            total_token_count=self.total_tokens if reported else None,
-            model_calls=self.model_calls,
-        )
-
-    @property
-    def turn_id(self) -> str:
-        """Identifies the current turn within the session (invocation and iteration)."""
-        return f"{self.turn_invocation or self.ctx.invocation_id}:{self.iteration}"
 
 
 class CodeActAgent(BaseAgent):
@@ -150,52 +84,233 @@ class CodeActAgent(BaseAgent):
     each option. ``model`` and ``runtime`` are required.
     """
 
-    model: Any
-    runtime: Any
-    instruction: str | Callable[..., Any] = ""
-    global_instruction: str | Callable[..., Any] = ""
-    generate_content_config: GenerateContentConfig | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    max_output_tokens: int | None = None
-    include_contents: Literal["default", "none"] = "default"
-    tools: list[Any] = Field(default_factory=list)
-    toolsets: list[Any] = Field(default_factory=list)
-    tool_timeout: float | None = Field(default=300.0, gt=0)
-    default_retry_budget: RetryBudget | None = None
-    tool_retry_budgets: dict[str, RetryBudget] = Field(default_factory=dict)
-    circuit_breaker_threshold: int | None = Field(default=None, ge=0)
-    on_tool_error: Callbacks = None
-    require_tool_confirmation: list[str] = Field(default_factory=list)
-    require_tool_confirmation_for_all: bool = False
-    disallow_transfer_to_parent: bool = False
-    disallow_transfer_to_peers: bool = False
-    output_key: str | None = None
-    output_schema: Any = None
-    output_max_retries: int = Field(default=3, ge=0)
-    input_schema: Any = None
-    before_agent: Callbacks = None
-    after_agent: Callbacks = None
-    before_model: Callbacks = None
-    after_model: Callbacks = None
-    before_tool: Callbacks = None
-    after_tool: Callbacks = None
-    after_tool_full: Callbacks = None
-    input_guardrails: list[Any] = Field(default_factory=list)
-    output_guardrails: list[Any] = Field(default_factory=list)
-    plugins: list[Any] = Field(default_factory=list)
-    skills: Any = None
-    skill_policy: SkillPolicy = Field(default_factory=SkillPolicy)
-    skill_budget: int = Field(default=DEFAULT_SKILL_BUDGET, ge=0)
-    max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1)
-    max_error_chars: int = Field(default=DEFAULT_MAX_ERROR_CHARS, ge=16)
-    persist_namespace: bool = False
-    max_observation_chars: int | None = Field(default=20_000, ge=16)
-    max_tool_calls: int | None = Field(default=1000, ge=0)
-    max_script_seconds: float | None = Field(default=300.0, gt=0)
-    checkpoint_every: int | None = Field(default=None, ge=1)
-    checkpoint_every_seconds: float | None = Field(default=None, gt=0)
+    model: Any = Field(description="The `Llm` to call (`ScriptedModel`, `OpenAIChatModel`, ...).")
+    runtime: Any = Field(description="The `CodeRuntime` that runs scripts (`MontyRuntime()`, `CPythonRuntime()`).")
+    instruction: str | Callable[..., Any] = Field(
+        default="",
+        description=(
+            "Agent instruction: a string with `{key}`, `{key?}`, `{app:key}`, `{user:key}`, `{temp:key}`, "
+            "`{artifact.name}` injection, or a provider `(ReadonlyContext) -> str` (not template-expanded). A "
+            "missing required key raises `MissingStateError`."
+        ),
+    )
+    global_instruction: str | Callable[..., Any] = Field(
+        default="", description="Same forms as `instruction`; placed before it in the system prompt."
+    )
+    generate_content_config: GenerateContentConfig | None = Field(
+        default=None, description="Sampling settings passed to the model."
+    )
+    temperature: float | None = Field(
+        default=None, description="Sampling temperature; a shorthand merged into `generate_content_config`."
+    )
+    top_p: float | None = Field(
+        default=None, description="Nucleus-sampling mass; a shorthand merged into `generate_content_config`."
+    )
+    top_k: int | None = Field(
+        default=None, description="Top-k sampling; a shorthand merged into `generate_content_config`."
+    )
+    max_output_tokens: int | None = Field(
+        default=None, description="Most tokens per reply; a shorthand merged into `generate_content_config`."
+    )
+    include_contents: Literal["default", "none"] = Field(
+        default="default",
+        description=(
+            '`"default"` seeds the conversation with the session\'s history; `"none"` sends only the current message.'
+        ),
+    )
+    tools: list[Any] = Field(
+        default_factory=list, description="Static tools: `Tool` objects or plain functions (wrapped in `FunctionTool`)."
+    )
+    toolsets: list[Any] = Field(
+        default_factory=list,
+        description=(
+            "`Toolset`s resolved at the start of every run (tools may depend on state); each with a `prefix` and a "
+            "`tool_filter`. Name conflicts end the run (`codeact.toolset`)."
+        ),
+    )
+    tool_timeout: float | None = Field(
+        default=300.0, gt=0, description="Seconds per tool attempt; `None` for no limit."
+    )
+    default_retry_budget: RetryBudget | None = Field(
+        default=None, description="`RetryBudget(max_retries, delay, backoff)` applied to every tool."
+    )
+    tool_retry_budgets: dict[str, RetryBudget] = Field(
+        default_factory=dict, description="Per-tool `RetryBudget`, overriding the default."
+    )
+    circuit_breaker_threshold: int | None = Field(
+        default=None,
+        ge=0,
+        description="Consecutive failures after which a tool is disabled for the rest of the invocation.",
+    )
+    on_tool_error: Callbacks = Field(
+        default=None,
+        description=(
+            "Fallbacks `(tool, args, tool_context, error) -> value | None`; the first non-None value becomes the "
+            "call's result."
+        ),
+    )
+    require_tool_confirmation: list[str] = Field(
+        default_factory=list, description="Tool names whose every call needs a human approve/deny decision."
+    )
+    require_tool_confirmation_for_all: bool = Field(default=False, description="Every tool call needs a decision.")
+    disallow_transfer_to_parent: bool = Field(
+        default=False, description="Do not offer the runner-supplied parent as a transfer target."
+    )
+    disallow_transfer_to_peers: bool = Field(
+        default=False,
+        description="Do not offer runner-supplied peers (the parent's other sub-agents) as transfer targets.",
+    )
+    output_key: str | None = Field(
+        default=None,
+        description="State key that receives the final value (the guarded text when an output guardrail rewrote it).",
+    )
+    output_schema: Any = Field(
+        default=None,
+        description="JSON schema dict or pydantic type the final value must match; mismatches are fed back.",
+    )
+    output_max_retries: int = Field(
+        default=3, ge=0, description="Schema corrections allowed before the run ends with `codeact.output_schema`."
+    )
+    input_schema: Any = Field(
+        default=None,
+        description=(
+            "JSON schema dict or pydantic type the user message (JSON text) must match; otherwise the run ends with "
+            "`codeact.input_schema`. Also the parameters of the agent as an `AgentTool`."
+        ),
+    )
+    before_agent: Callbacks = Field(
+        default=None, description="`(CallbackContext) -> content | None`; a value answers without calling the model."
+    )
+    after_agent: Callbacks = Field(
+        default=None,
+        description=(
+            "`(CallbackContext) -> content | None`, run after a final result; a value is yielded as one more event."
+        ),
+    )
+    before_model: Callbacks = Field(
+        default=None, description="`(CallbackContext, LlmRequest) -> reply | None`; the first reply skips the model."
+    )
+    after_model: Callbacks = Field(
+        default=None, description="`(CallbackContext, LlmResponse) -> reply | None`; a pipeline rewriting the reply."
+    )
+    before_tool: Callbacks = Field(
+        default=None, description="`(tool, args, tool_context) -> value | None`; the first value replaces the call."
+    )
+    after_tool: Callbacks = Field(
+        default=None,
+        description="`(tool, args, tool_context, value) -> value | None`; the first value replaces the result.",
+    )
+    after_tool_full: Callbacks = Field(
+        default=None,
+        description=(
+            "`(tool, args, tool_context, value, outcome) -> value | None`; sees the `ToolOutcome` (attempts, "
+            "duration, timed out, error category), also as `tool_context.tool_outcome`."
+        ),
+    )
+    input_guardrails: list[Any] = Field(
+        default_factory=list,
+        description=(
+            "Guardrails `(content, ReadonlyContext) -> GuardrailResult | None` on the user message: pass, rewrite "
+            "(the rewrite is stored), or block (the run ends with `codeact.input_guardrail`, the message is not "
+            "stored)."
+        ),
+    )
+    output_guardrails: list[Any] = Field(
+        default_factory=list,
+        description=(
+            "Guardrails on the final answer: pass, rewrite, or block (the answer is never returned; the run ends "
+            "with `codeact.output_guardrail`)."
+        ),
+    )
+    plugins: list[Any] = Field(
+        default_factory=list,
+        description=(
+            "`Plugin`s with hooks around the user message, run start/end, each event, model calls and tool calls; "
+            "composed in order, before the agent's own callbacks."
+        ),
+    )
+    skills: Any = Field(
+        default=None,
+        description=(
+            "A `SkillIndex`, a list of `Skill`s, or a folder of `SKILL.md` files; the best match for the message is "
+            "injected first in the system prompt."
+        ),
+    )
+    skill_policy: SkillPolicy = Field(
+        default_factory=SkillPolicy,
+        description="How many skills, and the lowest score that counts (scoring in `codeact.skills`).",
+    )
+    skill_budget: int = Field(
+        default=DEFAULT_SKILL_BUDGET,
+        ge=0,
+        description="Characters of each injected skill block (cut with `…[truncated]`).",
+    )
+    max_iterations: int = Field(
+        default=DEFAULT_MAX_ITERATIONS,
+        ge=1,
+        description="Model turns per logical run before it ends with `codeact.max_iterations`.",
+    )
+    max_error_chars: int = Field(
+        default=DEFAULT_MAX_ERROR_CHARS,
+        ge=16,
+        description="Cap for errors and printed output fed back to the model (cut in the middle).",
+    )
+    persist_namespace: bool = Field(
+        default=False,
+        description=(
+            "Carry what one turn's script defines into the next turn's script, within a run and across "
+            "suspend/resume and crash recovery; a failing script keeps the namespace it started with. On "
+            "`MontyRuntime` in process (`capabilities().supports_namespace_session`) the scripts of a run are fed to "
+            "one interpreter session (`MontyRuntime.start_session()`, [ADR "
+            "0003](decisions/0003-monty-1.4.md#persist_namespace-and-montyrepl-issue-10-item-4)): every value "
+            "carries (functions, closures with their state, lambdas, half-used iterators, sets, instances, imported "
+            "modules, data), `max_memory` counts the carried namespace, tracebacks name the script `agent.py` "
+            "(frames in functions an earlier script defined: `<script N>`), and each turn record stores the idle "
+            "session's bytes (base64; about 100–170 KB for a 10,000-element list and a 1,000-entry dict) instead of "
+            "the namespace JSON. In a session, `await asyncio.gather(call_tool(...), ...)` runs the calls "
+            "concurrently as in a run (also through a coroutine an earlier turn defined), each journaled and "
+            'approvable on its own. Other runtimes (`CPythonRuntime`, `isolation="process"`, custom ones) keep the '
+            "source transform: functions, classes and imports as source, plain-data variables as values, other "
+            "values dropped; its cost grows with the carried data (78–190 ms per turn for the data above)."
+        ),
+    )
+    max_observation_chars: int | None = Field(
+        default=20_000,
+        ge=16,
+        description="Cap for an observation's JSON fed back to the model (cut in the middle); `None` for no cap.",
+    )
+    max_tool_calls: int | None = Field(
+        default=1000,
+        ge=0,
+        description=(
+            "Tool calls one script may make; the next call stops the script (`OUTCOME_DEADLINE_EXCEEDED`, fed back "
+            "to the model). `None` for no limit."
+        ),
+    )
+    max_script_seconds: float | None = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "Seconds one script may run, checked at each tool call; beyond it the script is stopped "
+            "(`OUTCOME_DEADLINE_EXCEEDED`, fed back to the model). `None` for no limit."
+        ),
+    )
+    checkpoint_every: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Store the script's continuation every this many tool calls, so recovery replays at most that many "
+            "journaled calls (docs/durability.md). `None`: only when the turn suspends."
+        ),
+    )
+    checkpoint_every_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Store the script's continuation when this many seconds passed since the last one (checked at each tool "
+            "call). `None`: no time-based checkpoints."
+        ),
+    )
 
     _tools: list[Tool] = PrivateAttr(default_factory=list)
     _schema: dict[str, Any] | None = PrivateAttr(default=None)
@@ -270,12 +385,13 @@ class CodeActAgent(BaseAgent):
             if content is not None:
                 yield self._event(ctx, pending, content=_as_content(content))
                 return
-        for cb in _as_list(self.before_agent):
+        for cb in as_callbacks(self.before_agent):
             content = await call_callback(cb, cb_ctx)
             if content is not None:
                 yield self._event(ctx, pending, content=_as_content(content))
                 return
-        run = _Run(
+        run = Run(
+            settings=self,
             ctx=ctx,
             pending=pending,
             tools={},
@@ -314,12 +430,12 @@ class CodeActAgent(BaseAgent):
         except GeneratorExit:
             run.lease.stop()
             run.otel.end(usage=_otel_usage(run))
-            await self._release_claim(run)
+            await release_claim(run)
             raise
         except BaseException as exc:
             run.lease.stop()
             run.otel.end(error_code=type(exc).__qualname__, error_message=str(exc), usage=_otel_usage(run))
-            await self._release_claim(run)
+            await release_claim(run)
             raise
         run.lease.stop()
         run.otel.end(
@@ -328,11 +444,11 @@ class CodeActAgent(BaseAgent):
             usage=_otel_usage(run),
         )
         if run.outcome != "suspended" and not run.keep_slot:
-            await self._drop_slot(run)
+            await drop_slot(run)
         elif run.keep_slot:
-            await self._release_claim(run)
+            await release_claim(run)
         if run.outcome == "final":
-            for cb in _as_list(self.after_agent):
+            for cb in as_callbacks(self.after_agent):
                 content = await call_callback(cb, cb_ctx)
                 if content is not None:
                     yield self._event(ctx, pending, content=_as_content(content))
@@ -362,27 +478,11 @@ class CodeActAgent(BaseAgent):
 
     def _event(self, ctx: InvocationContext, pending: EventActions, **fields: Any) -> Event:
         """An event authored by this agent, carrying (and flushing) pending tool deltas."""
-        actions: EventActions = fields.pop("actions", None) or EventActions()
-        delta = fields.pop("state_delta", None)
-        if pending.state_delta or pending.artifact_delta:
-            actions.state_delta = {**pending.state_delta, **actions.state_delta}
-            actions.artifact_delta = {**pending.artifact_delta, **actions.artifact_delta}
-            pending.state_delta.clear()
-            pending.artifact_delta.clear()
-        if delta:
-            actions.state_delta.update(delta)
-        if pending.route is not None:  # a tool's route rides on the next stored event
-            actions.route, pending.route = pending.route, None
-        return Event(invocation_id=ctx.invocation_id, author=self.name, actions=actions, **fields)
-
-    def _error_event(self, run: _Run, code: str, message: str, *, clear: bool = False) -> Event:
-        run.outcome, run.stopped = "error", True
-        delta = {PENDING_STATE_KEY: None, TURN_STATE_KEY: None} if clear else None
-        return self._event(run.ctx, run.pending, error_code=code, error_message=message, state_delta=delta)
+        return authored_event(self.name, ctx, pending, **fields)
 
     # ------------------------------------------------------------------ setup
 
-    async def _resolve_tools(self, run: _Run) -> list[Tool]:
+    async def _resolve_tools(self, run: Run) -> list[Tool]:
         """Static tools, then each toolset's tools for this run.
 
         Raises:
@@ -418,7 +518,7 @@ class CodeActAgent(BaseAgent):
             targets.append(name)
         return targets
 
-    async def _instruction(self, source: str | Callable[..., Any], run: _Run) -> str:
+    async def _instruction(self, source: str | Callable[..., Any], run: Run) -> str:
         """A provider's text (not template-expanded), or the string with ``{key}`` /
         ``{artifact.name}`` injected."""
         if callable(source):
@@ -429,7 +529,7 @@ class CodeActAgent(BaseAgent):
         state = {**run.ctx.session.state, **run.pending.state_delta}
         return inject_state(source, state, await self._template_artifacts(source, run))
 
-    async def _template_artifacts(self, template: str, run: _Run) -> dict[str, str]:
+    async def _template_artifacts(self, template: str, run: Run) -> dict[str, str]:
         """The text of each artifact a template names (``{artifact.name}``)."""
         out: dict[str, str] = {}
         for m in _PLACEHOLDER.finditer(template):
@@ -457,14 +557,14 @@ class CodeActAgent(BaseAgent):
                 out[filename] = art.text or ""
         return out
 
-    def _skill_block(self, run: _Run) -> str:
+    def _skill_block(self, run: Run) -> str:
         if self._skill_index is None or run.ctx.user_content is None:
             return ""
         query = "\n".join(p.text for p in run.ctx.user_content.parts if p.text and not p.thought)
         matches = self._skill_index.select(query, self.skill_policy)
         return "\n\n".join(m.skill.render(self.skill_budget) for m in matches)
 
-    async def _system_prompt(self, run: _Run, tools: Sequence[Tool]) -> str:
+    async def _system_prompt(self, run: Run, tools: Sequence[Tool]) -> str:
         global_instruction = await self._instruction(self.global_instruction, run)
         instruction = await self._instruction(self.instruction, run)
         return assemble_system_prompt(
@@ -511,12 +611,13 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ the loop
 
-    async def _loop(self, run: _Run) -> AsyncIterator[Event]:
+    async def _loop(self, run: Run) -> AsyncIterator[Event]:
         ctx = run.ctx
         try:
             tools = await self._resolve_tools(run)
         except ValueError as exc:
-            yield self._error_event(run, "codeact.toolset", str(exc))
+            run.end("error")
+            yield run.error_event("codeact.toolset", str(exc))
             return
         run.tools = {t.name: t for t in tools}
         run.roster = sorted(run.tools)
@@ -524,10 +625,10 @@ class CodeActAgent(BaseAgent):
         legacy = ctx.session.state.get(PENDING_STATE_KEY)
         if legacy is not None:
             if ctx.run_config.discard_pending_checkpoint:
-                yield self._event(ctx, run.pending, state_delta={PENDING_STATE_KEY: None, TURN_STATE_KEY: None})
+                yield run.event(state_delta={PENDING_STATE_KEY: None, TURN_STATE_KEY: None})
             else:
-                yield self._stale(
-                    run,
+                run.end("error", keep_slot=True)
+                yield run.stale_event(
                     "the session holds a paused script written by codeact 0.1.0 (checkpoint format 1), which "
                     "this version cannot resume",
                 )
@@ -537,7 +638,9 @@ class CodeActAgent(BaseAgent):
         step: Any = None
         if slot is not None:
             run.slot_version = slot.version
-            async with aclosing(self._restore(run, slot)) as restored:
+            async with aclosing(
+                restore(run, slot, persist_namespace=self.persist_namespace, uses_session=self._uses_session())
+            ) as restored:
                 async for item in restored:
                     if isinstance(item, Event):
                         yield item
@@ -546,7 +649,8 @@ class CodeActAgent(BaseAgent):
         else:
             problem = self._check_input(ctx.user_content)
             if problem is not None:
-                yield self._error_event(run, "codeact.input_schema", problem)
+                run.end("error")
+                yield run.error_event("codeact.input_schema", problem)
                 return
             run.system_prompt = await self._system_prompt(run, tools)
             run.transcript = self._seed(ctx)
@@ -561,8 +665,8 @@ class CodeActAgent(BaseAgent):
                 run.iteration += 1
                 run.turn_invocation = ""
                 if run.iteration > self.max_iterations:
-                    yield self._error_event(
-                        run,
+                    run.end("error")
+                    yield run.error_event(
                         "codeact.max_iterations",
                         f"max iterations ({self.max_iterations}) exceeded without a final result. The transcript "
                         "is kept in the session: send another message (for example 'continue') to go on from "
@@ -571,7 +675,8 @@ class CodeActAgent(BaseAgent):
                     return
                 limit = self._usage_breach(run)
                 if limit is not None:
-                    yield self._error_event(run, "codeact.usage_limit", limit)
+                    run.end("error")
+                    yield run.error_event("codeact.usage_limit", limit)
                     return
                 reply = await self._call_model(run)
                 script = extract_code(reply)
@@ -607,7 +712,7 @@ class CodeActAgent(BaseAgent):
 
             # One turn: the driver advances the script until it ends, suspends or stops the run.
             end: TurnEnd | None = None
-            driver = TurnDriver(self, run, state)
+            driver = TurnDriver(run, state)
             otel = run.otel
             span = otel.begin_script(state.record.script, script_name=SCRIPT_NAME) if otel and otel.active else None
             try:
@@ -670,12 +775,10 @@ class CodeActAgent(BaseAgent):
                 targets = self.transfer_targets(ctx)
                 if output.agent_name in targets:
                     yield self._result_event(run, [], "OUTCOME_OK")
-                    run.outcome, run.stopped = "handed_off", True
-                    yield self._event(
-                        ctx,
-                        run.pending,
+                    run.end("handed_off")
+                    yield run.event(
                         actions=EventActions(transfer_to_agent=output.agent_name),
-                        state_delta=self._clear_delta(ctx),
+                        state_delta=run.clear_delta(),
                     )
                     return
                 valid = ", ".join(targets) if targets else "(none)"
@@ -693,7 +796,7 @@ class CodeActAgent(BaseAgent):
                     return
             self._after_resumed_turn(run)
 
-    def _after_resumed_turn(self, run: _Run) -> None:
+    def _after_resumed_turn(self, run: Run) -> None:
         """After a resumed turn, a message the user sent with the resumption (for example
         with ``on_pending_message="deny"``) joins the transcript once."""
         content = run.ctx.user_content
@@ -701,7 +804,7 @@ class CodeActAgent(BaseAgent):
             run.transcript.append(Content.from_text(content.text, role="user"))
         run.message_seen = True
 
-    def _usage_breach(self, run: _Run) -> str | None:
+    def _usage_breach(self, run: Run) -> str | None:
         """Why the run's usage limits forbid another model call, or None."""
         rc = run.ctx.run_config
         if rc.max_model_calls is not None and run.model_calls >= rc.max_model_calls:
@@ -713,7 +816,7 @@ class CodeActAgent(BaseAgent):
             )
         return None
 
-    def _feed_back(self, run: _Run, message: str, *, outcome: str | None) -> None:
+    def _feed_back(self, run: Run, message: str, *, outcome: str | None) -> None:
         """Appends model-facing feedback (secret values redacted) to the transcript, and the
         ``script_result`` event showing it (yielded at the loop's next step)."""
         redact = run.ctx.secrets.redact if run.ctx.secrets is not None else (lambda text: text)
@@ -725,21 +828,19 @@ class CodeActAgent(BaseAgent):
         run.outbox.append(self._result_event(run, texts, outcome))
         run.turn_stdout = ""
 
-    def _model_event(self, run: _Run, reply: str, script: str | None) -> Event:
+    def _model_event(self, run: Run, reply: str, script: str | None) -> Event:
         """The ``model_reply`` event: the reply's text and the script extracted from it
         (an ``executable_code`` part), with this call's usage."""
         parts = [Part(text=reply)]
         if script is not None:
             parts.append(Part(executable_code=ExecutableCode(code=script)))
-        return self._event(
-            run.ctx,
-            run.pending,
+        return run.event(
             content=Content(role="model", parts=parts),
             usage_metadata=run.last_usage,
             custom_metadata={"codeact_kind": "model_reply"},
         )
 
-    def _result_event(self, run: _Run, texts: list[str], outcome: str | None) -> Event:
+    def _result_event(self, run: Run, texts: list[str], outcome: str | None) -> Event:
         """The ``script_result`` event: the feedback sent to the model (text parts, one per
         user message of the transcript) and, when a script ran, how it ended and its stdout
         (a trailing ``code_execution_result`` part)."""
@@ -750,9 +851,7 @@ class CodeActAgent(BaseAgent):
             if self.max_observation_chars is not None:
                 stdout = truncate_middle(stdout, self.max_observation_chars)
             parts.append(Part(code_execution_result=CodeExecutionResult(outcome=outcome, output=redact(stdout))))
-        return self._event(
-            run.ctx,
-            run.pending,
+        return run.event(
             content=Content(role="user", parts=parts),
             custom_metadata={"codeact_kind": "script_result"},
         )
@@ -783,14 +882,9 @@ class CodeActAgent(BaseAgent):
             return f"the user message does not match the input schema of agent {self.name!r}: {errs}"
         return None
 
-    def _clear_delta(self, ctx: InvocationContext) -> dict[str, Any] | None:
-        if ctx.session.state.get(PENDING_STATE_KEY) is None:
-            return None
-        return {PENDING_STATE_KEY: None, TURN_STATE_KEY: None}
-
     # ------------------------------------------------------------------ model
 
-    async def _call_model(self, run: _Run) -> str:
+    async def _call_model(self, run: Run) -> str:
         request = LlmRequest(
             model=getattr(self.model, "name", None),
             system_instruction=run.system_prompt,
@@ -805,7 +899,7 @@ class CodeActAgent(BaseAgent):
             elif result is not None:
                 response = _as_response(result)
                 break
-        for cb in _as_list(self.before_model) if response is None else ():
+        for cb in as_callbacks(self.before_model) if response is None else ():
             result = await call_callback(cb, run.cb_ctx, request)
             if result is not None:
                 response = _as_response(result)
@@ -839,7 +933,7 @@ class CodeActAgent(BaseAgent):
             result = await call_callback(plugin.after_model, run.cb_ctx, response)
             if result is not None:
                 response = _as_response(result)
-        for cb in _as_list(self.after_model):
+        for cb in as_callbacks(self.after_model):
             result = await call_callback(cb, run.cb_ctx, response)
             if result is not None:
                 response = _as_response(result)
@@ -849,15 +943,15 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ final result
 
-    async def _final(self, run: _Run, value: Any) -> AsyncIterator[Event]:
+    async def _final(self, run: Run, value: Any) -> AsyncIterator[Event]:
         errors = self._validate_output(value)
         if errors is not None:
             if run.schema_retries >= self.output_max_retries:
-                yield self._error_event(
-                    run,
+                run.end("error")
+                yield run.error_event(
                     "codeact.output_schema",
                     f"final result failed schema validation after {self.output_max_retries + 1} attempt(s): {errors}",
-                    clear=self._clear_delta(run.ctx) is not None,
+                    clear=run.clear_delta() is not None,
                 )
                 return
             run.schema_retries += 1
@@ -870,14 +964,14 @@ class CodeActAgent(BaseAgent):
             return
         if self._schema_adapter is not None:
             value = self._schema_adapter.dump_python(self._schema_adapter.validate_python(value), mode="json")
-        delta = self._clear_delta(run.ctx) or {}
+        delta = run.clear_delta() or {}
         rendered = render_final(value)
         content = Content.from_text(rendered, role="model")
         if self.output_guardrails:
             verdict = await run_guardrails(self.output_guardrails, content, ReadonlyContext(run.ctx, run.pending))
             if verdict.blocked:
-                yield self._error_event(
-                    run,
+                run.end("error")
+                yield run.error_event(
                     "codeact.output_guardrail",
                     f"output guardrails blocked the final answer: {verdict.reason}",
                     clear=bool(delta),
@@ -890,8 +984,8 @@ class CodeActAgent(BaseAgent):
             delta[self.output_key] = value
         yield self._result_event(run, [], "OUTCOME_OK")
         run.turn_stdout = ""
-        run.outcome, run.stopped = "final", True
-        yield self._event(run.ctx, run.pending, content=content, state_delta=delta)
+        run.end("final")
+        yield run.event(content=content, state_delta=delta)
 
     def _validate_output(self, value: Any) -> str | None:
         if self._schema_adapter is not None:
@@ -908,69 +1002,6 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ tool calls
 
-    def _needs_confirmation(self, tool: Tool) -> bool:
-        return (
-            self.require_tool_confirmation_for_all
-            or bool(getattr(tool, "requires_confirmation", False))
-            or tool.name in self.require_tool_confirmation
-        )
-
-    def _gates_all(self, tool: Tool) -> bool:
-        """The agent gates every call of ``tool`` (no per-call check of the tool applies)."""
-        return (
-            self.require_tool_confirmation_for_all
-            or tool.name in self.require_tool_confirmation
-            or not hasattr(tool, "confirmation_required")
-        )
-
-    def _tool_context(self, run: _Run, call_key: str) -> ToolContext:
-        committed = collections.ChainMap(run.pending.state_delta, run.ctx.session.state)
-        return ToolContext(
-            function_call_id=call_key,
-            agent_name=self.name,
-            invocation_id=run.ctx.invocation_id,
-            session=run.ctx.session,
-            user_content=run.ctx.user_content,
-            committed_state=committed,
-            artifact_service=run.ctx.artifact_service,
-            memory_service=run.ctx.memory_service,
-            secrets=run.ctx.secrets,
-        )
-
-    async def _execute(
-        self, run: _Run, tool: Tool, args: dict[str, Any], call_key: str
-    ) -> tuple[Any, ToolFailure | None, EventActions]:
-        tc = self._tool_context(run, call_key)
-        run.tools_ran.append(tool.name)
-        value, failure, _outcome = await run_tool(
-            tool,
-            args,
-            tc,
-            timeout=self.tool_timeout,
-            retry=self.tool_retry_budgets.get(tool.name, self.default_retry_budget),
-            breaker=run.breaker,
-            before=_as_list(self.before_tool),
-            after=_as_list(self.after_tool),
-            after_full=_as_list(self.after_tool_full),
-            on_error=_as_list(self.on_tool_error),
-            plugins=run.plugins,
-        )
-        merge_actions(run.pending, tc.actions)
-        return value, failure, tc.actions
-
-    def _terminal_event(self, run: _Run, actions: EventActions) -> Event:
-        run.outcome, run.stopped = "handed_off", True
-        return self._event(
-            run.ctx,
-            run.pending,
-            actions=EventActions(
-                escalate=actions.escalate,
-                skip_summarization=actions.skip_summarization,
-                transfer_to_agent=actions.transfer_to_agent,
-            ),
-            state_delta=self._clear_delta(run.ctx),
-        )
-
     def _uses_session(self) -> bool:
         """Whether ``persist_namespace`` runs on the runtime's namespace sessions (ADR 0003)
         rather than on the source transform of ``_namespace``."""
@@ -980,7 +1011,7 @@ class CodeActAgent(BaseAgent):
             and hasattr(self.runtime, "start_session")
         )
 
-    def _namespace_state(self, run: _Run) -> dict[str, Any] | None:
+    def _namespace_state(self, run: Run) -> dict[str, Any] | None:
         if not self.persist_namespace:
             return None
         if run.session_start is not None:
@@ -991,7 +1022,7 @@ class CodeActAgent(BaseAgent):
             "script": run.prepared.to_state() if run.prepared is not None else None,
         }
 
-    def _turn_record(self, run: _Run, script: str) -> TurnRecord:
+    def _turn_record(self, run: Run, script: str) -> TurnRecord:
         """The fixed part of a turn's record in the slot: what recovery needs besides the
         journal and the continuation (the driver adds the rest when it saves)."""
         cache = run.transcript_json
@@ -1040,7 +1071,8 @@ class CodeActAgent(BaseAgent):
         Raises:
             ValueError: the agent's toolsets give two tools one name.
         """
-        run = _Run(
+        run = Run(
+            settings=self,
             ctx=ctx,
             pending=EventActions(),
             tools={},
@@ -1062,185 +1094,15 @@ class CodeActAgent(BaseAgent):
             uses_session=self._uses_session() or not strict,
         )
 
-    async def _restore(self, run: _Run, slot: TurnSlot) -> AsyncIterator[Event | tuple[TurnState, Any]]:
-        """Checks a stored turn (``verify_turn``: format, owner, roster, continuation integrity
-        and seal) before anything runs, then restores the run from it; yields a
-        stale-checkpoint event, or the ``TurnState`` and first step to drive. The calls the
-        continuation waits on come from the verified continuation, never from the record."""
-        view = await verify_turn(
-            self.runtime,
-            slot,
-            agent_name=self.name,
-            tools=run.tools,
-            roster=run.roster,
-            persist_namespace=self.persist_namespace,
-            uses_session=self._uses_session(),
-        )
-        if view.stale is not None:
-            yield self._stale(run, view.stale)
-            return
-        record = view.record
-        assert record is not None
-        snapshot = slot.snapshot
-        in_session = view.in_session
-        if snapshot is not None and len(view.calls) > 1:
-            resume_gather = "resume_session_gather" if in_session else "resume_gather"
-            if not hasattr(self.runtime, resume_gather):
-                yield self._stale(run, "the stored continuation awaits several calls; this runtime cannot resume it")
-                return
-        try:
-            run.transcript = [Content.model_validate(c) for c in record.transcript]
-            run.system_prompt = record.system_prompt
-            run.iteration = record.iteration
-            run.turn_invocation = record.invocation_id
-            run.turn_stdout = record.turn_stdout if snapshot is not None else ""
-            run.schema_retries = record.schema_retries
-            namespace = record.namespace
-            if in_session:
-                assert isinstance(namespace, dict)
-                run.session_start = base64.b64decode(namespace["session"], validate=True)
-            elif self.persist_namespace and namespace is not None:
-                run.namespace = Namespace.from_state(namespace)
-                run.prepared = Prepared.from_state(namespace.get("script"))
-        except (KeyError, TypeError, ValueError, ValidationError, binascii.Error) as exc:
-            yield self._stale(run, f"the stored turn is malformed ({_first_line(exc)})")
-            return
-        s = run.ctx.session
-        try:
-            records = open_journal(
-                self.runtime,
-                record.turn,
-                await run.ctx.session_service.read_journal(  # type: ignore[union-attr]
-                    app_name=s.app_name, user_id=s.user_id, session_id=s.id, turn=record.turn
-                ),
-            )
-        except SnapshotError as exc:
-            yield self._stale(run, str(exc))
-            return
-        journal = Journal.from_records(records)
-        rc = run.ctx.run_config
-        state = TurnState(
-            turn=record.turn,
-            record=record,
-            version=slot.version,
-            written=True,
-            journal=journal,
-            pending={p.pos: p for p in record.pending},
-            decisions=claim_decisions(rc.tool_confirmation_decisions, rc.tool_denial_reasons),
-            responses=dict(run.ctx.turn_responses),
-            in_doubt=dict(rc.in_doubt_decisions),
-        )
-        if snapshot is not None:
-            state.next_pos = record.next_pos
-            state.advance = record.advance
-            state.positions = {a.call_id: a.pos for a in record.at}
-            calls = [view.calls[a.call_id] for a in record.at]
-            if record.gather or len(calls) > 1:
-                resumer = _SessionResumer(self.runtime, run) if in_session else self.runtime
-                yield state, SnapshotGather(resumer, snapshot, calls)
-            elif in_session:
-                yield state, Call(SnapshotCall(_SessionResumer(self.runtime, run), snapshot, calls[0]))
-            else:
-                yield state, Call(SnapshotCall(self.runtime, snapshot, calls[0]))
-            return
-        start: Callable[..., Any] = self.runtime.start
-        if in_session:
-            # no continuation: the script runs again from the idle session it started from
-            try:
-                run.session = await run_step(self.runtime.load_session, run.session_start)
-            except SnapshotError as exc:
-                yield self._stale(run, str(exc))
-                return
-            start = run.session.feed
-        replay = journal.os.get(0)
-        if replay:
-            try:
-                step = await run_step(functools.partial(start, record.script, SCRIPT_NAME, os_replay=replay))
-            except CodeRuntimeError as exc:
-                if type(exc).__name__ != "ReplayDivergenceError":
-                    raise
-                run.keep_slot = True
-                yield self._error_event(
-                    run,
-                    "codeact.nondeterministic_replay",
-                    f"replaying turn {state.turn} diverged: {exc}. No tool ran. Run again with "
-                    "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to "
-                    "drop the turn.",
-                )
-                return
-        else:
-            step = await run_step(start, record.script, SCRIPT_NAME)
-        yield state, step
-
-    async def _drop_slot(self, run: _Run) -> None:
-        """Deletes this run's turn slot once the run has ended (its last event is stored)."""
-        service = run.ctx.session_service
-        if not run.slot_version or service is None:
-            return
-        s = run.ctx.session
-        try:
-            await service.save_turn(
-                app_name=s.app_name,
-                user_id=s.user_id,
-                session_id=s.id,
-                data=None,
-                snapshot=None,
-                expected_version=run.slot_version,
-            )
-        except TurnConflictError:
-            pass  # another runner owns the slot now; it is theirs to finish
-        run.slot_version = 0
-
-    async def _release_claim(self, run: _Run) -> None:
-        """Clears this run's claim from the stored turn when the run ends without finishing it
-        (an exception, a stale or divergent turn): the turn is left exactly as it was, and
-        any runner may resume or recover it at once. Best effort: a failure here leaves the
-        claim to expire with its lease."""
-        service, claim = run.ctx.session_service, run.ctx.claim
-        if service is None or claim is None or not run.slot_version:
-            return
-        s = run.ctx.session
-        with anyio.CancelScope(shield=True):
-            try:
-                slot = await service.load_turn(app_name=s.app_name, user_id=s.user_id, session_id=s.id)
-                if slot is None or slot.version != run.slot_version:
-                    return
-                stored = slot.data.get("claim")
-                if not isinstance(stored, dict) or stored.get("owner") != claim.owner:
-                    return
-                run.slot_version = await service.save_turn(
-                    app_name=s.app_name,
-                    user_id=s.user_id,
-                    session_id=s.id,
-                    data={**slot.data, "claim": None},
-                    snapshot=slot.snapshot,
-                    expected_version=slot.version,
-                )
-            except Exception:
-                log.debug("could not release the claim on session %r", s.id, exc_info=True)
-
-    def _stale(self, run: _Run, reason: str) -> Event:
-        run.keep_slot = True
-        return self._error_event(
-            run,
-            "codeact.stale_checkpoint",
-            f"{reason}. Run again with RunConfig(discard_pending_checkpoint=True), or call "
-            "Runner.discard_pending_checkpoint(), to drop it and start fresh.",
-        )
-
 
 # ---------------------------------------------------------------------- helpers
 
 
-def _otel_usage(run: _Run) -> Any:
+def _otel_usage(run: Run) -> Any:
     """The run's token totals in the shape ``AgentRun.end`` reads (``prompt_tokens`` / ``completion_tokens``)."""
     from ..models import Usage
 
     return Usage(prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens)
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _as_content(value: Any) -> Content:
@@ -1255,24 +1117,3 @@ def _as_response(value: Any) -> LlmResponse:
     if isinstance(value, Content):
         return LlmResponse(content=value)
     return LlmResponse(content=Content.from_text(str(value), role="model"))
-
-
-class _SessionResumer:
-    """Resumes a turn's continuation that is a namespace session paused at a tool call
-    (``MontyRuntime.resume_session``, for ``SnapshotCall``) or at a gather
-    (``resume_session_gather``, for ``SnapshotGather``), and keeps the restored session as
-    the run's, so the next script is fed to it."""
-
-    def __init__(self, runtime: Any, run: _Run) -> None:
-        self._runtime = runtime
-        self._run = run
-
-    def resume(self, snapshot: bytes, outcome: Any, **kwargs: Any) -> Any:
-        session, step = self._runtime.resume_session(snapshot, outcome, **kwargs)
-        self._run.session = session
-        return step
-
-    def resume_gather(self, snapshot: bytes, outcomes: Any, **kwargs: Any) -> Any:
-        session, step = self._runtime.resume_session_gather(snapshot, outcomes, **kwargs)
-        self._run.session = session
-        return step

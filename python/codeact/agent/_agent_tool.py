@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter
 
@@ -13,7 +14,46 @@ from ..tools import Tool, ToolContext
 from ._checkpoint import PENDING_STATE_KEY
 from ._context import BaseAgent
 
-__all__ = ("AgentTool",)
+if TYPE_CHECKING:
+    from ..events import Event
+    from ..services import BaseArtifactService, BaseMemoryService, SecretsProvider
+    from ..sessions import BaseSessionService
+
+__all__ = ("AgentTool", "RunnerFactory", "set_default_runner_factory")
+
+
+class _RunsAgent(Protocol):
+    def run_async(self, *, user_id: str, session_id: str, new_message: str) -> AsyncIterator[Event]: ...
+
+
+class RunnerFactory(Protocol):
+    """Builds the runner an ``AgentTool`` call runs its agent with (``codeact.Runner`` has this
+    signature): keyword arguments ``app_name``, ``agent``, ``session_service``,
+    ``artifact_service``, ``memory_service``, ``secrets``; returns an object with
+    ``run_async(user_id=..., session_id=..., new_message=...)``."""
+
+    def __call__(
+        self,
+        *,
+        app_name: str,
+        agent: BaseAgent,
+        session_service: BaseSessionService,
+        artifact_service: BaseArtifactService | None,
+        memory_service: BaseMemoryService | None,
+        secrets: SecretsProvider | None,
+    ) -> _RunsAgent: ...
+
+
+_default_runner_factory: RunnerFactory | None = None
+
+
+def set_default_runner_factory(factory: RunnerFactory) -> None:
+    """Sets the runner factory of every ``AgentTool`` built without one. ``codeact.runner``
+    registers ``Runner`` when it is imported (importing ``codeact`` imports it), so the agent
+    package never imports the runner, which sits above it."""
+    global _default_runner_factory
+    _default_runner_factory = factory
+
 
 _REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -37,13 +77,17 @@ class AgentTool(Tool):
     Args:
         agent: any ``BaseAgent``.
         skip_summarization: end the caller's run after this tool (its result is the answer).
+        runner_factory: builds the runner for a call (``RunnerFactory``); None means the
+            default, ``codeact.Runner``.
 
     Raises (into the script):
         RuntimeError: the agent ended with an error event, or paused (a wrapped agent must
             finish within the call: confirmations and long-running tools cannot pause it).
     """
 
-    def __init__(self, agent: BaseAgent, *, skip_summarization: bool = False) -> None:
+    def __init__(
+        self, agent: BaseAgent, *, skip_summarization: bool = False, runner_factory: RunnerFactory | None = None
+    ) -> None:
         schema = getattr(agent, "input_schema", None)
         if isinstance(schema, dict):
             parameters = schema
@@ -55,10 +99,13 @@ class AgentTool(Tool):
         self.agent = agent
         self.skip_summarization = skip_summarization
         self._structured = schema is not None
+        self.runner_factory = runner_factory
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
-        from ..runner import Runner  # the runner imports the agent package
-
+        """Runs the agent on ``args`` (see the class docstring for what it returns and raises)."""
+        factory = self.runner_factory or _default_runner_factory
+        if factory is None:  # pragma: no cover - importing codeact registers codeact.Runner
+            raise RuntimeError("AgentTool has no runner factory: import codeact.runner or pass runner_factory=")
         message = json.dumps(args) if self._structured else str(args.get("request", ""))
         state = {
             k: v
@@ -69,7 +116,7 @@ class AgentTool(Tool):
         session = await service.create_session(
             app_name=tool_context.app_name, user_id=tool_context.user_id, state=state
         )
-        runner = Runner(
+        runner = factory(
             app_name=tool_context.app_name,
             agent=self.agent,
             session_service=service,
@@ -82,7 +129,7 @@ class AgentTool(Tool):
         has_output = False
         output_key = getattr(self.agent, "output_key", None)
         events = runner.run_async(user_id=session.user_id, session_id=session.id, new_message=message)
-        async with aclosing(events):
+        async with aclosing(events):  # type: ignore[type-var]  # an async generator, typed AsyncIterator
             async for event in events:
                 if event.error_code:
                     raise RuntimeError(f"agent {self.agent.name!r} failed: {event.error_message}")

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..events import Content, Event, EventActions
 from ..services._access import ServiceAccess
 from ..sessions._journal import TurnSlot
 from ..sessions._turns import DEFAULT_CLAIM_LEASE, Claim, Clock
-from ..sessions._types import Content, Event, EventActions, Session
+from ..sessions._types import Session
 from ..tools._context import State
 
 if TYPE_CHECKING:
@@ -105,20 +106,84 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    tool_confirmation_decisions: dict[str, ToolConfirmationDecision] = Field(default_factory=dict)
-    discard_pending_checkpoint: bool = False
-    transfer_targets: list[str] = Field(default_factory=list)
-    parent_agent: str | None = None
-    max_transfers: int = Field(default=10, ge=0)
-    tool_denial_reasons: dict[str, str] = Field(default_factory=dict)
-    on_pending_message: Literal["reject", "deny", "discard"] = "reject"
-    max_model_calls: int | None = Field(default=None, ge=0)
-    max_total_tokens: int | None = Field(default=None, ge=0)
-    emit_tool_events: bool = False
-    tool_confirmation_handler: ConfirmationHandler | None = None
-    claim_lease: float = Field(default=DEFAULT_CLAIM_LEASE, gt=0)
-    decision_digests: dict[str, str] = Field(default_factory=dict)
-    in_doubt_decisions: dict[str, InDoubtDecision] = Field(default_factory=dict)
+    tool_confirmation_decisions: dict[str, ToolConfirmationDecision] = Field(
+        default_factory=dict,
+        description=(
+            "Call key -> decision for calls awaiting confirmation (the key is "
+            "`Event.actions.requested_tool_confirmations`' key, also `ToolConfirmation.function_call_id`)."
+        ),
+    )
+    discard_pending_checkpoint: bool = Field(
+        default=False,
+        description="Drop a pending checkpoint (for example a stale one) and start fresh from the new message.",
+    )
+    transfer_targets: list[str] = Field(
+        default_factory=list, description="Agent names (parent, peers) this run may transfer to, set by the runner."
+    )
+    parent_agent: str | None = Field(default=None, description="Which of `transfer_targets` is the parent.")
+    max_transfers: int = Field(default=10, ge=0, description="How many agent hand-offs one `run_async` follows.")
+    tool_denial_reasons: dict[str, str] = Field(
+        default_factory=dict,
+        description="Call key -> why it was denied (given to the script with the `PermissionError`).",
+    )
+    on_pending_message: Literal["reject", "deny", "discard"] = Field(
+        default="reject",
+        description=(
+            'What a new user message does while calls are pending (SPEC §5): `"reject"` raises `CallsPendingError` '
+            'and stores nothing; `"deny"` denies the pending calls (a long-running one gets an error result), '
+            'resumes the script and then gives the message to the model; `"discard"` drops the paused script and '
+            "runs the message fresh."
+        ),
+    )
+    max_model_calls: int | None = Field(
+        default=None,
+        ge=0,
+        description="Model calls this run may make; reaching it ends the run with a `codeact.usage_limit` error event.",
+    )
+    max_total_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Tokens (prompt + completion, as the model reports them) this run may use; reaching it ends the run with "
+            "a `codeact.usage_limit` error event."
+        ),
+    )
+    emit_tool_events: bool = Field(
+        default=False,
+        description=(
+            "Also yield (and store) one `tool_call` event (a `function_call` part) before each tool runs and one "
+            "`tool_response` event (a `function_response` part) after its outcome is journaled (docs/events.md). Off "
+            "by default: each is one more session append per call (see benchmarks/agent.py)."
+        ),
+    )
+    tool_confirmation_handler: ConfirmationHandler | None = Field(
+        default=None,
+        description=(
+            "Asked for a decision inside the run when a gated call has none (`ConfirmationHandler`; the original "
+            'system\'s handler of the same name). Its decision is journaled like `Runner.approve` / `deny`; `"ask"` '
+            "suspends as without a handler; a handler that raises ends the run with `ConfirmationHandlerError` and "
+            "the call left pending."
+        ),
+    )
+    claim_lease: float = Field(
+        default=DEFAULT_CLAIM_LEASE,
+        gt=0,
+        description=(
+            "Seconds a runner's claim on a turn stays valid without renewal (the owner renews it every third of it "
+            "while it works); an expired claim can be taken over (`Runner.recover`)."
+        ),
+    )
+    decision_digests: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Call key -> the `PendingCallInfo.digest` the decision was made on; a decision for a call whose digest "
+            "differs is refused (set by `Runner.approve(digest=...)`)."
+        ),
+    )
+    in_doubt_decisions: dict[str, InDoubtDecision] = Field(
+        default_factory=dict,
+        description="Call key -> `InDoubtDecision` for calls paused in doubt (set by `Runner.resolve_in_doubt`).",
+    )
 
 
 @dataclass
@@ -242,9 +307,16 @@ class BaseAgent(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    name: str
-    description: str = ""
-    sub_agents: list[BaseAgent] = Field(default_factory=list)
+    name: str = Field(
+        description="Unique name in the agent tree; the author of the agent's events and its transfer name."
+    )
+    description: str = Field(
+        default="", description="What the agent does; shown to agents that call it as an `AgentTool`."
+    )
+    sub_agents: list[BaseAgent] = Field(
+        default_factory=list,
+        description="Agents this agent may transfer to (always offered, whatever the disallow flags).",
+    )
 
     def run_async(self, ctx: InvocationContext) -> AsyncIterator[Event]:
         """Runs the agent; yields events, each persisted by the runner before the next

@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import pydantic_core
 
+from ..events import Content, Event, FunctionCall, FunctionResponse, Part
 from ..exceptions import (
     AlreadyResumingError,
-    CodeRuntimeError,
     ConfirmationHandlerError,
+    ReplayDivergenceError,
     SnapshotError,
     ToolArgumentError,
     TurnConflictError,
@@ -44,7 +45,6 @@ from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_cal
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
 from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
-from ..sessions._types import Content, Event, FunctionCall, FunctionResponse, Part
 from ..tools import Tool
 from ._dispatch import terminal_signal
 from ._output import step_output
@@ -63,7 +63,7 @@ from ._stepper import run_step
 from ._turn import CallView, call_digest, seal_journal, seal_record
 
 if TYPE_CHECKING:
-    from ._agent import CodeActAgent, _Run
+    from ._run import Run
 
 __all__ = ("Journal", "SnapshotCall", "SnapshotGather", "TurnDriver", "TurnEnd", "TurnState")
 
@@ -259,10 +259,11 @@ class _Invoke:
 
 
 class TurnDriver:
-    """Drives one turn of ``agent`` in ``run`` (see the module docstring)."""
+    """Drives one turn of ``run`` (see the module docstring); the agent's options are read
+    from ``run.settings``."""
 
-    def __init__(self, agent: CodeActAgent, run: _Run, state: TurnState) -> None:
-        self.agent = agent
+    def __init__(self, run: Run, state: TurnState) -> None:
+        self.agent = agent = run.settings
         self.run = run
         self.state = state
         ctx = run.ctx
@@ -341,7 +342,7 @@ class TurnDriver:
                     if run.pending.state_delta or run.pending.artifact_delta:
                         # The tool's state / artifact changes are stored before its outcome:
                         # a recorded outcome never runs again, so its changes must not be lost.
-                        yield self.agent._event(run.ctx, run.pending)
+                        yield run.event()
                     result = await self._record(result.pos, result.tool, result.digest, result.outcome)
                 elif isinstance(result, _Recorded):
                     result = result.outcome
@@ -371,12 +372,12 @@ class TurnDriver:
             try:
                 step = await self._advance(step, outcomes, gather)
             except SnapshotError as exc:
-                yield self.agent._stale(run, str(exc))
+                run.end("error", keep_slot=True)
+                yield run.stale_event(str(exc))
                 yield TurnEnd("stopped")
                 return
-            except CodeRuntimeError as exc:
-                if type(exc).__name__ != "ReplayDivergenceError":
-                    raise
+            except ReplayDivergenceError as exc:
+                run.end("error", keep_slot=True)
                 yield self._os_divergence(exc)
                 yield TurnEnd("stopped")
                 return
@@ -467,6 +468,7 @@ class TurnDriver:
         entry = st.journal.calls.get(pos)
         if entry is not None:
             if entry.tool != tool.name or entry.digest != digest:
+                run.end("error", keep_slot=True)
                 return _Stop(self._divergence(pos, entry, tool.name, digest))
             if entry.outcome is not None:
                 return await self._recorded(entry.outcome)
@@ -492,9 +494,9 @@ class TurnDriver:
             if decision is None:
                 return await self._ask(tool, args, pos, digest, call_key, call)
             return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
-        if agent._needs_confirmation(tool):
+        if run.needs_confirmation(tool):
             decision = st.decisions.get(call_key)
-            if decision is None and not agent._gates_all(tool):
+            if decision is None and not run.gates_all(tool):
                 try:
                     asks = await tool.confirmation_required(args)
                 except Exception as exc:  # a per-call check of the host failed: the script hears of it
@@ -667,20 +669,21 @@ class TurnDriver:
 
     async def _invoke(self, inv: _Invoke) -> _Ran | _Suspend | _Stop:
         """Runs the tool (its intent is written already)."""
-        agent, run = self.agent, self.run
+        run = self.run
         tool, args, pos, digest, call_key = inv.tool, inv.args, inv.pos, inv.digest, inv.call_key
         otel = run.otel
         if otel is not None and otel.active:
             with otel.tool(tool.name, call_key, args) as span:
-                value, failure, actions = await agent._execute(run, tool, args, call_key)
+                value, failure, actions = await run.execute(tool, args, call_key)
                 if failure is not None:
                     span.fail(failure.exc_type, failure.message)
                 else:
                     span.record_result(value)
         else:
-            value, failure, actions = await agent._execute(run, tool, args, call_key)
+            value, failure, actions = await run.execute(tool, args, call_key)
         if terminal_signal(actions):
-            return _Stop(agent._terminal_event(run, actions))
+            run.end("handed_off")
+            return _Stop(run.handoff_event(actions))
         changes = bool(actions.state_delta or actions.artifact_delta)
         if failure is not None:
             return _Ran(pos, tool.name, digest, ResumeError(failure.message, failure.exc_type), changes)
@@ -711,10 +714,8 @@ class TurnDriver:
 
     def _os_divergence(self, exc: Exception) -> Event:
         """The runtime's ``ReplayDivergenceError``: the script asked the OS for another kind
-        of answer than the journaled one."""
-        self.run.keep_slot = True
-        return self.agent._error_event(
-            self.run,
+        of answer than the journaled one (the caller ends the run, keeping the slot)."""
+        return self.run.error_event(
             "codeact.nondeterministic_replay",
             f"replaying turn {self.state.turn} diverged: {exc}. No tool ran. Run again with "
             "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to drop "
@@ -727,9 +728,7 @@ class TurnDriver:
             if entry.tool != tool
             else f"the call to {tool!r} at position {pos} has other arguments than the journaled one"
         )
-        self.run.keep_slot = True
-        return self.agent._error_event(
-            self.run,
+        return self.run.error_event(
             "codeact.nondeterministic_replay",
             f"replaying turn {self.state.turn} diverged: {what}. No tool ran. Run again with "
             "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to drop "
@@ -921,11 +920,11 @@ class TurnDriver:
             pending=[s.entry for s in suspended],
             gather=not isinstance(step, Call),
         )
-        run.outcome, run.stopped = "suspended", True
+        run.end("suspended")
         events = announcement_events(agent.name, run.ctx.invocation_id, [s.info for s in suspended])
         for i, event in enumerate(events):
             if i == 0:
-                event = agent._event(run.ctx, run.pending, **_fields(event))
+                event = run.event(**_fields(event))
             yield event
 
 

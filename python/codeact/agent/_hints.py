@@ -2,10 +2,9 @@
 
 Three moments:
 
-- before a script runs (``precheck``): mistakes that would otherwise run tools first and
-  fail after (``await call_tool(...)`` on a runtime where ``call_tool`` is synchronous), or
-  that the interpreter would explain in the wrong words (``from tools import search`` is not
-  a missing third-party package: tools are reached through ``call_tool``);
+- before a script runs (``precheck`` / ``script_hint``, defined in ``runtime._precheck`` and
+  re-exported here): mistakes that would otherwise run tools first and fail after, or that
+  the interpreter would explain in the wrong words;
 - when a script ends without a tagged result (``tools_ran_note``): which tools it already
   called, since running it again calls them again;
 - when a script raises (``explain_raised``): a ``NameError`` on a name an earlier script
@@ -19,162 +18,18 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..runtime._precheck import parse_script, precheck, script_hint
 
 if TYPE_CHECKING:
-    from ..sessions._types import Content
+    from ..events import Content
 
 __all__ = ("explain_raised", "precheck", "script_hint", "tools_ran_note")
 
-_MIN_STACK = 6 * 1024 * 1024  # bytes of thread stack left before CPython's parser is run here
-_TOOL_MODULES = frozenset(
-    {"tools", "tool", "functions", "call_tool", "codeact", "default_api", "api", "agent_tools", "available_tools"}
-)
-_AWAIT_HINT = re.compile(r"\bawait\b|\bgather\s*\(")
-_IMPORT_HINT = re.compile(r"^[ \t]*(?:from|import)[ \t]", re.M)
 _NAME_ERROR = re.compile(r"NameError: name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
-
-
-def _parse(script: str) -> ast.Module | None:
-    try:
-        from .._monty import remaining_stack
-
-        if (remaining_stack() or _MIN_STACK) < _MIN_STACK:
-            return None
-    except ImportError:  # pragma: no cover - the native module ships with the package
-        pass
-    try:
-        return ast.parse(script)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def _callee(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Call):
-        func = node.func
-        if isinstance(func, ast.Name):
-            return func.id
-        if isinstance(func, ast.Attribute):
-            return func.attr
-    return None
-
-
-def _gather_aliases(tree: ast.AST) -> set[str]:
-    """Other names the script gives ``asyncio.gather``: ``from asyncio import gather as g``,
-    ``g = asyncio.gather``."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "asyncio":
-            names.update(a.asname for a in node.names if a.name == "gather" and a.asname)
-        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
-            value = node.value
-            if (value.id if isinstance(value, ast.Name) else value.attr) == "gather":
-                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names
-
-
-def _tool_call_form(tool_style: str, name: str) -> str:
-    if tool_style == "functions":
-        return f"{name}(...)"
-    return f'call_tool("{name}", {{...}})'
-
-
-def precheck(
-    script: str,
-    *,
-    tools: Sequence[str],
-    tool_style: str = "call_tool",
-    await_supported: bool = False,
-) -> str | None:
-    """What to tell the model instead of running ``script``, or None to run it.
-
-    Args:
-        script: the script about to start.
-        tools: the names of the tools the script may call.
-        tool_style: ``"call_tool"`` or ``"functions"`` (tools are bare functions).
-        await_supported: the runtime lets a script ``await`` tool calls (``asyncio.gather``
-            over several calls; ``RuntimeCapabilities.supports_await``). When False,
-            ``await call_tool(...)`` would run the tool and then fail on the result, so it is
-            refused before anything runs.
-
-    Returns:
-        A message naming each problem (with its line) and what to write instead; nothing
-        has run when it is given.
-    """
-    want_await = not await_supported and _AWAIT_HINT.search(script) is not None
-    want_import = _IMPORT_HINT.search(script) is not None
-    if not (want_await or want_import):
-        return None
-    tree = _parse(script)
-    if tree is None:
-        return None
-    callables = {"call_tool", *tools} if tool_style == "functions" else {"call_tool"}
-    gathers = {"gather", *_gather_aliases(tree)}
-    problems: list[str] = []
-    for node in ast.walk(tree):
-        if want_await and isinstance(node, ast.Await):
-            name = _callee(node.value)
-            if name in callables:
-                problems.append(
-                    f"line {node.lineno}: `await {name}(...)`: tool calls are synchronous here and return the "
-                    f"tool's result directly; write `result = {name}(...)` without `await`"
-                )
-            elif name in gathers:
-                problems.append(
-                    f"line {node.lineno}: `await asyncio.gather(...)`: tool calls cannot run concurrently here; "
-                    "call the tools one after another, each without `await`"
-                )
-        elif want_import and isinstance(node, (ast.Import, ast.ImportFrom)):
-            problem = _import_problem(node, tools, tool_style)
-            if problem is not None:
-                problems.append(problem)
-    if not problems:
-        return None
-    return (
-        "The script was not run (no tool was called):\n"
-        + "\n".join(f"- {p}" for p in sorted(set(problems), key=_line_key))
-        + "\nFix it and send the whole script again."
-    )
-
-
-def _line_key(problem: str) -> tuple[int, str]:
-    match = re.match(r"line (\d+)", problem)
-    return (int(match.group(1)) if match else 0, problem)
-
-
-def _import_problem(node: ast.Import | ast.ImportFrom, tools: Sequence[str], tool_style: str) -> str | None:
-    """``import tools`` / ``from tools import search`` / ``import search`` (a tool's name): tools
-    are reached through ``call_tool`` (or, in the functions style, are already defined)."""
-    roster = set(tools)
-    if isinstance(node, ast.ImportFrom):
-        if node.level or not node.module:
-            return None
-        top = node.module.split(".")[0]
-        names = [a.name for a in node.names]
-        if top in sys.stdlib_module_names:
-            return None
-        if top not in _TOOL_MODULES and top not in roster and not any(n in roster or n == "call_tool" for n in names):
-            return None
-        written = f"from {node.module} import {', '.join(names)}"
-        wanted = [n for n in names if n in roster] or [n for n in (top,) if n in roster]
-    else:
-        mods = [a.name.split(".")[0] for a in node.names]
-        hit = [m for m in mods if (m in _TOOL_MODULES or m in roster) and m not in sys.stdlib_module_names]
-        if not hit:
-            return None
-        written = f"import {', '.join(a.name for a in node.names)}"
-        wanted = [m for m in hit if m in roster]
-    example = _tool_call_form(tool_style, wanted[0] if wanted else (tools[0] if tools else "tool_name"))
-    if tool_style == "functions":
-        how = f"the tools are already defined as functions in every script: call them directly, e.g. `{example}`"
-    else:
-        how = f'call a tool with the built-in `call_tool("name", {{...}})`, e.g. `{example}`'
-    return f"line {node.lineno}: `{written}`: tools are not a package and cannot be imported; {how}, with no import" + (
-        f" (available tools: {', '.join(sorted(roster))})" if roster else " (no tools are available)"
-    )
 
 
 def tools_ran_note(tools_ran: Iterable[str]) -> str:
@@ -224,7 +79,7 @@ def explain_raised(message: str, transcript: Sequence[Content], *, persist_names
     replies = [c.text for c in transcript if c.role == "model"][:-1]
     for reply in reversed(replies):
         script = extract_code(reply) if reply else None
-        tree = _parse(script) if script else None
+        tree = parse_script(script) if script else None
         if tree is not None and name in _defined_names(tree):
             return (
                 f"{message}\nHint: `{name}` was defined by an earlier script, and variables do not persist "
@@ -232,20 +87,3 @@ def explain_raised(message: str, transcript: Sequence[Content], *, persist_names
                 "(call the tool again, or copy the value from the earlier observation)."
             )
     return message
-
-
-def script_hint(script: str, runtime: Any, tools: Sequence[str]) -> str | None:
-    """``precheck`` with the tool style and ``await`` support read from ``runtime``
-    (``runtime.tool_style``, ``runtime.capabilities().supports_await``; absent means
-    ``"call_tool"`` and False)."""
-    try:
-        await_supported = bool(getattr(runtime.capabilities(), "supports_await", False))
-    except Exception:  # a runtime whose capabilities() fails gets the strict reading
-        await_supported = False
-    style = getattr(runtime, "tool_style", "call_tool")
-    return precheck(
-        script,
-        tools=tools,
-        tool_style=style if isinstance(style, str) else "call_tool",
-        await_supported=await_supported,
-    )

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Any, Literal
+from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, Field
 
+from ..events import Content, Event, EventActions, FunctionCall, Part, PendingCallInfo, ToolConfirmation
 from ..runtime import ResumeError, ResumeValue
 from ..runtime._values import MAX_DEPTH, problem
 from ..sessions._turns import TURN_FORMAT
-from ..sessions._types import Content, Event, EventActions, FunctionCall, Part, ToolConfirmation
 
 __all__ = (
     "INLINE_VALUE_LIMIT",
@@ -42,38 +41,6 @@ native ``MAX_VALUE_DEPTH``, one limit for every layer."""
 
 MAX_VALUE_BYTES = 64 * 1024 * 1024
 """Largest encoded size (bytes) of an argument set or result that crosses the boundary."""
-
-
-class PendingCallInfo(BaseModel):
-    """A tool call of a suspended script waiting for the caller.
-
-    Attributes:
-        call_key: unique within the session; pass it to ``Runner.approve`` / ``deny`` /
-            ``complete`` (also ``ToolContext.function_call_id`` and the key of
-            ``Event.actions.requested_tool_confirmations``).
-        tool: the tool name.
-        args: the bound arguments.
-        kind: ``"confirmation"`` (waits for approve / deny), ``"completion"`` (a
-            long-running tool started; waits for its result) or ``"in_doubt"`` (a recovered
-            call that may have run before the runner stopped; waits for
-            ``Runner.resolve_in_doubt``: re-run, skip with a value, or fail).
-        invocation_id: the invocation whose turn paused.
-        hint: what the long-running tool returned when it started, or the confirmation
-            hint, as text (None when there is none).
-        digest: 16 hex digits identifying this exact call (key, tool, arguments); pass it as
-            ``Runner.approve(digest=...)`` so a decision made on a stale view is refused.
-
-    ``tool`` and ``args`` are read from the verified continuation, never from the stored
-    record (SPEC §5 v3).
-    """
-
-    call_key: str
-    tool: str
-    args: dict[str, Any] = Field(default_factory=dict)
-    kind: Literal["confirmation", "completion", "in_doubt"]
-    invocation_id: str
-    hint: str | None = None
-    digest: str = ""
 
 
 def decision_value(raw: Any) -> bool:

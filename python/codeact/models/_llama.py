@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from codeact.sessions._types import Content, Part
+from codeact.events import Content, Part
 
 from ._base import BaseLlm
 from ._errors import ModelError, ModelResponseError

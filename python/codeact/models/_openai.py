@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from codeact.sessions._types import Content, Part
+from codeact.events import Content, Part
 
 from ._base import BaseLlm
 from ._errors import (

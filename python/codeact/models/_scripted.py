@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import anyio.lowlevel
 
-from codeact.sessions._types import Content, Part
+from codeact.events import Content, Part
 
 from ._base import BaseLlm
 from ._errors import ScriptExhaustedError

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from codeact.sessions._types import Content
+from codeact.events import Content
 
 __all__ = ("GenerateContentConfig", "LlmRequest", "LlmResponse", "Usage")
 

@@ -14,7 +14,7 @@ loop raises it (``runtime._failures``): as the nearest builtin type every runtim
 (``ConnectionError("refused")`` -> ``OSError("ConnectionError: refused")``; a type with no
 such base -> ``RuntimeError``), so the script can catch it; only the message crosses.
 Before anything runs, a script the agent loop would refuse up front (``await call_tool(...)``
-on a runtime without ``supports_await``, importing a tool; ``agent._hints.script_hint``)
+on a runtime without ``supports_await``, importing a tool; ``runtime._precheck.script_hint``)
 raises ``ScriptError`` with that advice, so no tool runs for it.
 
 Tool calls the script awaits together (``await asyncio.gather(call_tool(...), ...)``, a
@@ -26,7 +26,6 @@ for that call.
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import dataclasses
 import functools
@@ -41,9 +40,17 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from ..exceptions import CodeActError, SnapshotError, ToolHostError
+from ..exceptions import (
+    ScriptError,
+    ScriptSuspended,
+    SnapshotError,
+    SuspendScript,
+    ToolCallLimitError,
+    ToolHostError,
+)
 from ..logs import log_tool_exception
 from ._failures import failure_message, script_exc_type
+from ._precheck import script_hint
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep
 from ._values import to_plain
 
@@ -96,91 +103,6 @@ class RunResult:
     stderr: str = ""
 
 
-class ScriptError(CodeActError):
-    """The script failed: a syntax error, an uncaught exception (including one a tool raised
-    into it), a resource limit, or a construct the subset check refused.
-
-    Attributes:
-        message: the traceback-style text Monty gave (what a model would be shown).
-        stdout: what the script printed before it failed.
-        stderr: what it wrote to stderr before it failed.
-        tool_calls: how many tool calls the host served.
-
-    When the script failed right after a tool raised into it (and did not catch it), the
-    tool's original exception is chained as ``__cause__``.
-    """
-
-    def __init__(self, message: str, *, stdout: str = "", tool_calls: int = 0, stderr: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.stdout = stdout
-        self.stderr = stderr
-        self.tool_calls = tool_calls
-
-
-class ToolCallLimitError(ScriptError):
-    """The script made more tool calls than ``max_tool_calls`` allowed; it was stopped."""
-
-
-class SuspendScript(Exception):
-    """Raised by a tool to pause the script at this call (for example to ask a human first).
-
-    ``run`` / ``arun`` then raise ``ScriptSuspended`` carrying the script's snapshot;
-    ``aresume_script`` continues it later, in this process or another.
-
-    Attributes:
-        payload: anything the caller wants to carry along (JSON data if it must be stored).
-    """
-
-    def __init__(self, payload: Any = None) -> None:
-        super().__init__(payload)
-        self.payload = payload
-
-
-@dataclass(eq=False)
-class ScriptSuspended(CodeActError):
-    """A tool paused the script (it raised ``SuspendScript``); nothing is lost.
-
-    Attributes:
-        snapshot: the paused script (Monty snapshot bytes, signed when the runtime has a
-            ``snapshot_key``).
-        tool: the tool whose call is paused.
-        tool_args: its keyword arguments (the ``call_tool`` dict).
-        positional: its positional arguments (``functions`` style).
-        payload: what the tool passed to ``SuspendScript``.
-        stdout: what the script printed before the pause.
-        tool_calls: tool calls served before the pause (the paused one included).
-        stderr: what the script wrote to stderr before the pause.
-    """
-
-    snapshot: bytes
-    tool: str
-    tool_args: dict[str, Any]
-    positional: tuple[Any, ...] = ()
-    payload: Any = None
-    stdout: str = ""
-    tool_calls: int = 0
-    stderr: str = ""
-
-    def __str__(self) -> str:
-        return f"the script is paused at a call to {self.tool!r}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (snapshot as base64), for storing the pause."""
-        data = dataclasses.asdict(self)
-        data["snapshot"] = base64.b64encode(self.snapshot).decode("ascii")
-        data["positional"] = list(self.positional)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScriptSuspended:
-        """The inverse of ``to_dict``."""
-        fields = dict(data)
-        fields["snapshot"] = base64.b64decode(fields["snapshot"])
-        fields["positional"] = tuple(fields.get("positional", ()))
-        return cls(**fields)
-
-
 def _prelude(inputs: Mapping[str, Any]) -> str:
     """One line binding each input as a global, fetched through the reserved tool call."""
     for name in inputs:
@@ -216,10 +138,8 @@ class _Drive:
 
     def code(self, code: str) -> str:
         """``code`` with the inputs prelude; raises ``ScriptError`` before anything runs for
-        the mistakes the agent loop refuses up front (``agent._hints.script_hint``: ``await
+        the mistakes the agent loop refuses up front (``runtime._precheck.script_hint``: ``await
         call_tool(...)`` on a runtime without ``supports_await``, importing a tool)."""
-        from ..agent._hints import script_hint  # here: the agent package imports this one
-
         hint = script_hint(code, self.runtime, sorted(self.tools))
         if hint is not None:
             raise ScriptError(hint)

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._monty import ResumeError, ResumeValue
-from ..exceptions import CodeRuntimeError
+from ..exceptions import CodeRuntimeError, ReplayDivergenceError
 
 if TYPE_CHECKING:
-    from ..tools import Tool
+    from ._render import Tool
 
 __all__ = (
     "Call",
@@ -73,11 +73,6 @@ OsLog = tuple[tuple[str, Any], ...]
 ``(kind, value)`` pairs with plain JSON values, e.g. ``("clock", 1767225600.25)`` (UTC
 seconds), ``("random_seed", 123)``, ``("urandom", "<hex>")``. Pass the concatenated logs back
 as ``os_replay`` to re-run a script to the same state."""
-
-
-class ReplayDivergenceError(CodeRuntimeError):
-    """A replayed script asked for a nondeterministic value of another kind than the
-    journal recorded next (``os_replay``): it no longer runs the same way."""
 
 
 @dataclass(slots=True)
@@ -305,6 +300,6 @@ def default_tool_catalog(tools: Sequence[Tool]) -> str:
         entry per tool (name, description, ``[long-running]`` marker, one line per argument
         with its type, default and description, the return type, parameters as JSON).
     """
-    from ..tools._render import render_catalog
+    from ._render import render_catalog
 
     return render_catalog(tools)

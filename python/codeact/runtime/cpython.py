@@ -21,7 +21,7 @@ from ..exceptions import CodeRuntimeError
 from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities, default_tool_catalog
 
 if TYPE_CHECKING:
-    from ..tools import Tool
+    from ._render import Tool
 
 __all__ = ("CPythonRuntime",)
 

@@ -27,7 +27,7 @@ from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, Run
 from ._subset import render_language_section
 
 if TYPE_CHECKING:
-    from ..tools import Tool
+    from ._render import Tool
 
 __all__ = (
     "DEFAULT_MAX_STDOUT",
@@ -673,7 +673,7 @@ class MontyRuntime:
     def render_tools(self, tools: Sequence[Tool]) -> str:
         """Renders each tool as the exact call the script must write, with its description
         collapsed to one comment line. Pure function of ``tools``."""
-        from ..tools._render import render_call_tool, render_functions
+        from ._render import render_call_tool, render_functions
 
         return render_functions(tools) if self.tool_style == "functions" else render_call_tool(tools)
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..sessions._types import EventActions, Session
+    from ..events import EventActions
+    from ..sessions._types import Session
     from ._artifacts import Artifact, BaseArtifactService
     from ._memory import BaseMemoryService, MemoryEntry
     from ._secrets import SecretsProvider
 
+from ..exceptions import ServiceNotConfiguredError
+
 __all__ = ("ServiceAccess", "ServiceNotConfiguredError")
-
-
-class ServiceNotConfiguredError(RuntimeError):
-    """A service was used but the ``Runner`` was given none."""
 
 
 class ServiceAccess:

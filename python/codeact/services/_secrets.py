@@ -9,18 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from ..exceptions import CodeActError
+from ..exceptions import SecretNotFoundError
 
 __all__ = ("REDACTED", "SecretNotFoundError", "SecretsProvider")
 
 REDACTED = "[REDACTED]"
-
-
-class SecretNotFoundError(CodeActError, KeyError):
-    """A secret name the provider does not know (the message names it, never a value)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "secret not found"
 
 
 class SecretsProvider:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from ..events import Content, EventActions
 from ..services._access import ServiceAccess
-from ..sessions._types import Content, EventActions
 
 if TYPE_CHECKING:
     from ..services import BaseArtifactService, BaseMemoryService, SecretsProvider

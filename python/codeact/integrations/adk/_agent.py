@@ -25,11 +25,12 @@ from google.genai import types
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from ...agent import CodeActAgent, RunConfig
+from ...events import Content, Event, EventActions, FunctionResponse, Part
 from ...exceptions import AlreadyResumingError, CallsPendingError, NoPendingCallError
 from ...runner import Runner
 from ...sessions import BaseSessionService, InMemorySessionService
 from ...sessions._service import TEMP_PREFIX
-from ...sessions._types import Content, Event, EventActions, FunctionResponse, Part, Session
+from ...sessions._types import Session
 
 __all__ = ("REQUEST_CONFIRMATION", "CodeActAdkAgent", "confirmation_call_id", "to_adk_events")
 

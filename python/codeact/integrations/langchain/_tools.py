@@ -12,7 +12,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, T
 from langchain_core.tools import Tool as LcTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from ...exceptions import CodeActError
+from ...exceptions import LangChainToolError
 from ...tools import Tool
 from ...tools._context import ToolContext
 
@@ -21,14 +21,6 @@ __all__ = ("InjectHook", "LangChainTool", "LangChainToolError", "from_langchain"
 InjectHook = Callable[[BaseTool, ToolContext], Mapping[str, Any]]
 """``inject(tool, tool_context) -> {name: value}``: the values of a tool's ``InjectedToolArg``
 parameters for one call (``tool_context`` is None when the tool is called outside an agent)."""
-
-
-class LangChainToolError(RuntimeError, CodeActError):
-    """A langchain tool failed: it raised ``ToolException`` (whether or not its
-    ``handle_tool_error`` turns that into text, as langchain marks with
-    ``ToolMessage(status="error")``), or it returned a ``ToolMessage`` with ``status="error"``.
-    The message is the text langchain would send the model. A ``RuntimeError``, so a script can
-    catch it."""
 
 
 def _error_text(flag: Any, exc: ToolException) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import sys
@@ -14,7 +13,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, TextContent
 
-from ...exceptions import CodeActError, ToolHostError
+from ...exceptions import McpConnectionError, McpToolError
 
 if sys.version_info < (3, 11):  # pragma: no cover - anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found,unused-ignore]
@@ -23,21 +22,6 @@ from ...tools._context import ToolContext
 from ...toolsets import ToolFilter, Toolset
 
 __all__ = ("McpConnectionError", "McpTool", "McpToolError", "McpToolset")
-
-
-class McpToolError(RuntimeError, CodeActError):
-    """An MCP tool answered with ``isError``; the message is the text it returned (without the
-    SDK's ``"Error executing tool <name>: "`` prefix). A ``RuntimeError``, so a script can catch
-    it. Logged at INFO, not WARNING: the server reported it, nothing on the host failed."""
-
-    log_level = logging.INFO
-
-
-class McpConnectionError(ToolHostError):
-    """The MCP server cannot be reached: the connection broke (a stdio server died, an HTTP
-    server went away) and one reconnect did not bring it back. A host error
-    (``ToolHostError``): not raised into the script, whose model cannot fix it; the run stops
-    with it."""
 
 
 _SDK_PREFIX = re.compile(r"^Error executing tool [^:]+: ")

@@ -24,9 +24,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
+from ...events import Content, Part
 from ...exceptions import ModelError, ModelRateLimitError, ModelTimeoutError
 from ...models import BaseLlm, LlmRequest, LlmResponse, Usage
-from ...sessions import Content, Part
 
 __all__ = ("PydanticAIModel",)
 

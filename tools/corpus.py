@@ -1,6 +1,7 @@
 """Run a corpus of real agent scripts on Monty and on CPython, and compare (docs/corpus.md).
 
-``python -m codeact.corpus PATH [--json]`` reads a JSON-lines scripts file (fields of
+``python tools/corpus.py PATH [--json]`` (from a checkout; formerly ``python -m codeact.corpus``)
+reads a JSON-lines scripts file (fields of
 ``shared/corpus/scripts.jsonl``: ``id``, ``code``, ``tools_used``, ``trajectory``, ``step``)
 and runs every item twice:
 
@@ -46,10 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._monty import MONTY_VERSION
-from .runtime import Call, Complete, Gather, MontyRuntime, Raised, ResumeError, ResumeValue
-from .runtime._values import in_script_check
-from .runtime.monty import FINAL_ANSWER, final_answer_step
+from codeact._monty import MONTY_VERSION
+from codeact.runtime import Call, Complete, Gather, MontyRuntime, Raised, ResumeError, ResumeValue
+from codeact.runtime._values import in_script_check
+from codeact.runtime.monty import FINAL_ANSWER, final_answer_step
 
 __all__ = ("CorpusItem", "load_items", "main", "run_corpus")
 
@@ -382,7 +383,7 @@ def run_corpus(
     if cpython is None:
         cpython = run_cpython(items)
     rt = MontyRuntime(tool_style="functions", system_clock=False, rewrite_scripts=rewrite, check_scripts=False)
-    from .runtime._check import check_script
+    from codeact.runtime._check import check_script
 
     results = []
     for item in items:
@@ -547,7 +548,7 @@ def write_doc(path: str | Path, table: str, command: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m codeact.corpus", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python tools/corpus.py", description=__doc__.splitlines()[0])
     parser.add_argument("path", help="a scripts.jsonl file")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument(
@@ -595,7 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write_doc:
         if other is None:
             parser.error("--write-doc needs --compare-json")
-        command = "python -m codeact.corpus SCRIPTS --compare-json " + Path(args.compare_json).name + " --write-doc"
+        command = "python tools/corpus.py SCRIPTS --compare-json " + Path(args.compare_json).name + " --write-doc"
         write_doc(args.write_doc, _compare_table(with_rw, without_rw, other, label or "other"), command)
     return 0
 

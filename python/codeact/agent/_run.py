@@ -1,0 +1,244 @@
+"""``Run``: one run of a ``CodeActAgent``, the object the loop (``_agent``), the turn driver
+(``_driver``) and recovery (``_recovery``) share.
+
+It holds the run's mutable state, builds the events the run yields (``event``,
+``error_event``, ``stale_event``, ``handoff_event``: building an event changes nothing else),
+runs tool calls (``execute``), and reads the agent's settings through ``AgentSettings`` (the
+options those pieces need), so none of them imports the agent class. How the run ended is set
+by the code that ends it, with ``end``.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ..events import Content, Event, EventActions, UsageMetadata
+from ..tools import Tool, ToolContext
+from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
+from ._context import CallbackContext, InvocationContext
+from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, merge_actions, run_tool
+from ._namespace import Namespace, Prepared
+from ._turn import LeaseKeeper
+
+if TYPE_CHECKING:
+    from ..telemetry import AgentRun
+
+__all__ = ("SCRIPT_NAME", "AgentSettings", "Outcome", "Run", "as_callbacks", "authored_event")
+
+SCRIPT_NAME = "agent.py"
+"""The file name scripts run under (it appears in their tracebacks)."""
+
+Outcome = Literal["", "final", "suspended", "handed_off", "error"]
+"""How a run ended: ``""`` while it runs; ``"final"`` (an answer), ``"suspended"`` (calls
+announced, waiting for the caller), ``"handed_off"`` (a transfer, escalation or a tool that
+ends the run) or ``"error"`` (a run-level error event, stale or divergent turns included)."""
+
+Callback = Callable[..., Any]
+Callbacks = Callback | Sequence[Callback] | None
+
+
+def as_callbacks(cbs: Callbacks) -> list[Callback]:
+    """One callback, a list of them or None, as a list."""
+    if cbs is None:
+        return []
+    return list(cbs) if isinstance(cbs, (list, tuple)) else [cbs]  # type: ignore[list-item]
+
+
+class AgentSettings(Protocol):
+    """The agent options the run's pieces read (``CodeActAgent`` has them all: see its fields)."""
+
+    name: str
+    runtime: Any
+    max_tool_calls: int | None
+    max_script_seconds: float | None
+    checkpoint_every: int | None
+    checkpoint_every_seconds: float | None
+    tool_timeout: float | None
+    tool_retry_budgets: dict[str, RetryBudget]
+    default_retry_budget: RetryBudget | None
+    require_tool_confirmation: list[str]
+    require_tool_confirmation_for_all: bool
+    before_tool: Any
+    after_tool: Any
+    after_tool_full: Any
+    on_tool_error: Any
+
+
+def authored_event(author: str, ctx: InvocationContext, pending: EventActions, **fields: Any) -> Event:
+    """An event by ``author`` that carries (and flushes) the tools' pending state and artifact
+    deltas and route; ``state_delta=`` adds to its state delta."""
+    actions: EventActions = fields.pop("actions", None) or EventActions()
+    delta = fields.pop("state_delta", None)
+    if pending.state_delta or pending.artifact_delta:
+        actions.state_delta = {**pending.state_delta, **actions.state_delta}
+        actions.artifact_delta = {**pending.artifact_delta, **actions.artifact_delta}
+        pending.state_delta.clear()
+        pending.artifact_delta.clear()
+    if delta:
+        actions.state_delta.update(delta)
+    if pending.route is not None:  # a tool's route rides on the next stored event
+        actions.route, pending.route = pending.route, None
+    return Event(invocation_id=ctx.invocation_id, author=author, actions=actions, **fields)
+
+
+@dataclass
+class Run:
+    """The state of one run of the loop, the event factory, and the tool calls of its scripts."""
+
+    settings: AgentSettings
+    ctx: InvocationContext
+    pending: EventActions
+    tools: dict[str, Tool]
+    roster: list[str]
+    supports_suspension: bool
+    breaker: CircuitBreaker
+    cb_ctx: CallbackContext
+    plugins: list[Any] = field(default_factory=list)
+    system_prompt: str = ""
+    transcript: list[Content] = field(default_factory=list)
+    iteration: int = 0
+    turn_stdout: str = ""
+    transcript_json: tuple[int, list[dict[str, Any]]] | None = None
+    turn_invocation: str = ""  # set while a resumed turn runs: the invocation that started it
+    schema_retries: int = 0
+    namespace: Namespace = field(default_factory=Namespace)
+    prepared: Prepared | None = None
+    session: Any = None  # the live NamespaceSession (persist_namespace on a runtime with sessions)
+    session_start: bytes | None = None  # the idle session's bytes when the current script started
+    stopped: bool = False
+    outcome: Outcome = ""
+    tools_ran: list[str] = field(default_factory=list)  # tools the current script called, in order
+    slot_version: int = 0  # the turn slot version this run holds (0: none)
+    keep_slot: bool = False  # the run ended on a stale or divergent turn: the caller decides
+    message_seen: bool = False
+    model_calls: int = 0
+    total_tokens: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    last_usage: UsageMetadata | None = None  # of the latest model call
+    outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
+    otel: AgentRun | None = None
+    lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))
+
+    # ------------------------------------------------------------------ state
+
+    def end(self, outcome: Outcome, *, keep_slot: bool = False) -> None:
+        """Records that the run ends now, and how; ``keep_slot`` leaves the stored turn for the
+        caller to decide on (a stale or divergent turn)."""
+        self.outcome, self.stopped = outcome, True
+        if keep_slot:
+            self.keep_slot = True
+
+    def usage_totals(self) -> UsageMetadata:
+        """The run's model usage so far."""
+        reported = self.prompt_tokens is not None or self.completion_tokens is not None
+        return UsageMetadata(
+            prompt_token_count=self.prompt_tokens,
+            candidates_token_count=self.completion_tokens,
+            total_token_count=self.total_tokens if reported else None,
+            model_calls=self.model_calls,
+        )
+
+    @property
+    def turn_id(self) -> str:
+        """Identifies the current turn within the session (invocation and iteration)."""
+        return f"{self.turn_invocation or self.ctx.invocation_id}:{self.iteration}"
+
+    # ------------------------------------------------------------------ events
+
+    def event(self, **fields: Any) -> Event:
+        """An event authored by the agent, carrying (and flushing) pending tool deltas."""
+        return authored_event(self.settings.name, self.ctx, self.pending, **fields)
+
+    def clear_delta(self) -> dict[str, Any] | None:
+        """The state delta that clears a pending checkpoint, or None when there is none."""
+        if self.ctx.session.state.get(PENDING_STATE_KEY) is None:
+            return None
+        return {PENDING_STATE_KEY: None, TURN_STATE_KEY: None}
+
+    def error_event(self, code: str, message: str, *, clear: bool = False) -> Event:
+        """A run-level error event (``clear``: it also clears the pending checkpoint)."""
+        delta = {PENDING_STATE_KEY: None, TURN_STATE_KEY: None} if clear else None
+        return self.event(error_code=code, error_message=message, state_delta=delta)
+
+    def stale_event(self, reason: str) -> Event:
+        """The error event of a stored turn this agent cannot resume."""
+        return self.error_event(
+            "codeact.stale_checkpoint",
+            f"{reason}. Run again with RunConfig(discard_pending_checkpoint=True), or call "
+            "Runner.discard_pending_checkpoint(), to drop it and start fresh.",
+        )
+
+    def handoff_event(self, actions: EventActions) -> Event:
+        """The event that ends the run on a tool's transfer, escalation or skip_summarization."""
+        return self.event(
+            actions=EventActions(
+                escalate=actions.escalate,
+                skip_summarization=actions.skip_summarization,
+                transfer_to_agent=actions.transfer_to_agent,
+            ),
+            state_delta=self.clear_delta(),
+        )
+
+    # ------------------------------------------------------------------ tool calls
+
+    def needs_confirmation(self, tool: Tool) -> bool:
+        """The call needs a confirmation (the agent's options or the tool's flag)."""
+        s = self.settings
+        return (
+            s.require_tool_confirmation_for_all
+            or bool(getattr(tool, "requires_confirmation", False))
+            or tool.name in s.require_tool_confirmation
+        )
+
+    def gates_all(self, tool: Tool) -> bool:
+        """The agent gates every call of ``tool`` (no per-call check of the tool applies)."""
+        s = self.settings
+        return (
+            s.require_tool_confirmation_for_all
+            or tool.name in s.require_tool_confirmation
+            or not hasattr(tool, "confirmation_required")
+        )
+
+    def tool_context(self, call_key: str) -> ToolContext:
+        """The ``ToolContext`` of one call: the session's state under the pending deltas."""
+        committed = collections.ChainMap(self.pending.state_delta, self.ctx.session.state)
+        return ToolContext(
+            function_call_id=call_key,
+            agent_name=self.settings.name,
+            invocation_id=self.ctx.invocation_id,
+            session=self.ctx.session,
+            user_content=self.ctx.user_content,
+            committed_state=committed,
+            artifact_service=self.ctx.artifact_service,
+            memory_service=self.ctx.memory_service,
+            secrets=self.ctx.secrets,
+        )
+
+    async def execute(
+        self, tool: Tool, args: dict[str, Any], call_key: str
+    ) -> tuple[Any, ToolFailure | None, EventActions]:
+        """Runs one tool call with the agent's timeout, retries, circuit breaker, callbacks and
+        plugins; merges its actions into the pending ones. Returns ``(value, failure,
+        actions)``."""
+        s = self.settings
+        tc = self.tool_context(call_key)
+        self.tools_ran.append(tool.name)
+        value, failure, _outcome = await run_tool(
+            tool,
+            args,
+            tc,
+            timeout=s.tool_timeout,
+            retry=s.tool_retry_budgets.get(tool.name, s.default_retry_budget),
+            breaker=self.breaker,
+            before=as_callbacks(s.before_tool),
+            after=as_callbacks(s.after_tool),
+            after_full=as_callbacks(s.after_tool_full),
+            on_error=as_callbacks(s.on_tool_error),
+            plugins=self.plugins,
+        )
+        merge_actions(self.pending, tc.actions)
+        return value, failure, tc.actions
