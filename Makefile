@@ -59,6 +59,7 @@ lint: toolchain $(PATCHED)
 	$(BIN)/ruff format --check python tests examples benchmarks tools fuzz
 	$(BIN)/ruff check python tests examples benchmarks tools fuzz
 	$(BIN)/lint-imports --no-cache  # the layers of the package ([tool.importlinter] in pyproject.toml)
+	$(BIN)/mypy python/codeact  # the type gate ([tool.mypy]: runtime/ and sessions/ as strict)
 	cargo fmt --all -- --check
 	PATH=$(RUST_PATH) cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/python -m mypy.stubtest codeact._monty --allowlist .ci/stubtest-allowlist.txt

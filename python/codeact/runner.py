@@ -4,7 +4,7 @@ the suspension protocol of SPEC §5 (pending calls, approve / deny / complete, c
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -160,7 +160,7 @@ class Runner:
         new_message: Content | str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Runs one invocation; yields each event after it is stored.
 
         Args:
@@ -244,7 +244,7 @@ class Runner:
         run_config: RunConfig,
         claim: Claim,
         stored_message: bool,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         claimed = False
         results: dict[str, Any] = {}
         if slot is not None and run_config.discard_pending_checkpoint:
@@ -493,7 +493,7 @@ class Runner:
 
     async def recover(
         self, *, user_id: str, session_id: str, run_config: RunConfig | None = None, run_key: str | None = None
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Resumes the session's interrupted turn (its runner stopped: the process died, or
         its lease expired) from its continuation and journal; yields the run's events. Calls
         whose outcome is recorded never run again; a call that started and has no outcome is
@@ -627,7 +627,7 @@ class Runner:
         digest: str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Approves a call awaiting confirmation and resumes the paused script; yields the
         run's events (as ``run_async``). ``call_key=None`` is accepted only when exactly one
         call awaits confirmation. The call that runs is the one ``pending()`` lists under
@@ -661,7 +661,7 @@ class Runner:
                 }
             )
         else:
-            rc = run_config
+            rc = run_config or RunConfig()
         async with aclosing(
             self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
         ) as events:
@@ -678,7 +678,7 @@ class Runner:
         digest: str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Denies a pending call (the script gets ``PermissionError``, with ``reason``) and
         resumes it; yields the run's events. A long-running call awaiting its result may be
         denied too. ``call_key=None`` is accepted only when exactly one call is pending.
@@ -702,7 +702,7 @@ class Runner:
                 }
             )
         else:
-            rc = run_config
+            rc = run_config or RunConfig()
         async with aclosing(
             self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
         ) as events:
@@ -718,7 +718,7 @@ class Runner:
         value: Any,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Completes a long-running call with ``value`` (plain data) and resumes the paused
         script; yields the run's events. The response is stored as a user event carrying a
         function response.
@@ -760,7 +760,7 @@ class Runner:
         reason: str = "",
         run_config: RunConfig | None = None,
         run_key: str | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Decides a call paused in doubt (a tool with ``on_in_doubt="ask"`` that started
         before its runner stopped and has no recorded outcome) and resumes the script:
         ``"rerun"`` runs the tool again, ``"skip"`` gives the script ``value`` as its result
@@ -780,7 +780,7 @@ class Runner:
                 update={"in_doubt_decisions": {call_key: InDoubtDecision(action=action, value=value, reason=reason)}}
             )
         else:
-            rc = run_config
+            rc = run_config or RunConfig()
         async with aclosing(
             self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
         ) as events:

@@ -7,12 +7,12 @@ import base64
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped,unused-ignore]
 from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
 from ..events import (
@@ -364,7 +364,7 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ entry point
 
-    async def run_async(self, ctx: InvocationContext) -> AsyncIterator[Event]:  # type: ignore[override]
+    async def run_async(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         pending = EventActions()
         cb_ctx = CallbackContext(ctx, pending)
         async with aclosing(self._run(ctx, pending, cb_ctx)) as events:
@@ -379,7 +379,7 @@ class CodeActAgent(BaseAgent):
 
     async def _run(
         self, ctx: InvocationContext, pending: EventActions, cb_ctx: CallbackContext
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         for plugin in self.plugins:
             content = await call_callback(plugin.before_run, cb_ctx)
             if content is not None:
@@ -611,7 +611,7 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ the loop
 
-    async def _loop(self, run: Run) -> AsyncIterator[Event]:
+    async def _loop(self, run: Run) -> AsyncGenerator[Event, None]:
         ctx = run.ctx
         try:
             tools = await self._resolve_tools(run)
@@ -717,11 +717,11 @@ class CodeActAgent(BaseAgent):
             span = otel.begin_script(state.record.script, script_name=SCRIPT_NAME) if otel and otel.active else None
             try:
                 async with aclosing(driver.drive(step)) as driven:
-                    async for item in driven:
-                        if isinstance(item, TurnEnd):
-                            end = item
+                    async for driven_item in driven:
+                        if isinstance(driven_item, TurnEnd):
+                            end = driven_item
                         else:
-                            yield item
+                            yield driven_item
             finally:
                 if span is not None:
                     span.set("codeact.script.tool_calls", state.next_pos)
@@ -943,7 +943,7 @@ class CodeActAgent(BaseAgent):
 
     # ------------------------------------------------------------------ final result
 
-    async def _final(self, run: Run, value: Any) -> AsyncIterator[Event]:
+    async def _final(self, run: Run, value: Any) -> AsyncGenerator[Event, None]:
         errors = self._validate_output(value)
         if errors is not None:
             if run.schema_retries >= self.output_max_retries:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -318,7 +318,7 @@ class BaseAgent(BaseModel):
         description="Agents this agent may transfer to (always offered, whatever the disallow flags).",
     )
 
-    def run_async(self, ctx: InvocationContext) -> AsyncIterator[Event]:
+    def run_async(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         """Runs the agent; yields events, each persisted by the runner before the next
         step (so a yielded checkpoint is durable before the tool it brackets runs)."""
         raise NotImplementedError

@@ -254,7 +254,7 @@ def _failure_of(tool: Tool, tool_context: ToolContext, exc: BaseException) -> To
         session = getattr(tool_context, "session", None)
         log_tool_exception(
             tool.name,
-            exc,  # type: ignore[arg-type]
+            exc,
             call_key=getattr(tool_context, "function_call_id", None),
             session_id=getattr(session, "id", None),
             level=getattr(exc, "log_level", logging.WARNING),  # INFO: a failure the tool's framework reported
@@ -264,8 +264,8 @@ def _failure_of(tool: Tool, tool_context: ToolContext, exc: BaseException) -> To
     if isinstance(exc, SystemExit):
         return ToolFailure(f"tool {tool.name!r} raised SystemExit({exc.code!r}); the host did not exit", "RuntimeError")
     try:
-        exc_type = script_exc_type(exc)  # type: ignore[arg-type]
-        return ToolFailure(failure_message(exc, exc_type), exc_type)  # type: ignore[arg-type]
+        exc_type = script_exc_type(exc)
+        return ToolFailure(failure_message(exc, exc_type), exc_type)
     except Exception as inner:
         return ToolFailure(
             f"tool {tool.name!r} raised {type(exc).__name__}, whose message cannot be read "

@@ -25,7 +25,7 @@ import hashlib
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -181,7 +181,9 @@ class SnapshotCall:
     def dump(self) -> bytes:
         return self._snapshot
 
-    def resume(self, outcome: Outcome) -> Any:
+    def resume(self, outcome: Outcome, *, os_replay: Sequence[tuple[str, Any]] = ()) -> Any:
+        if os_replay:  # journaled OS answers after the restored call (recovery replays them)
+            return self._runtime.resume(self._snapshot, outcome, os_replay=os_replay)
         return self._runtime.resume(self._snapshot, outcome)
 
 
@@ -279,7 +281,7 @@ class TurnDriver:
 
     # ------------------------------------------------------------------ the loop
 
-    async def drive(self, step: Any) -> AsyncIterator[Event | TurnEnd]:
+    async def drive(self, step: Any) -> AsyncGenerator[Event | TurnEnd, None]:
         """Advances the script from ``step`` until it ends, suspends or the run stops;
         yields the events to store and, last, one ``TurnEnd``."""
         run, st = self.run, self.state
@@ -592,7 +594,7 @@ class TurnDriver:
         if action == "rerun":
             return _Notice(notice, _Invoke(tool, args, pos, digest, call_key, True, call, decided="rerun"))
         if action == "skip":
-            result = self._checked_result(tool, decision.value)
+            result = self._checked_result(tool, decision.value if decision is not None else None)
             return _Notice(notice, await self._record(pos, tool.name, digest, result))
         if action == "fail":
             reason = decision.reason if decision is not None and decision.reason else ""
@@ -651,7 +653,10 @@ class TurnDriver:
                 # crash meanwhile never runs it again. A tool that changed state waits for the
                 # gather's end, where its changes are stored (as an event) before its outcome.
                 async with writing:
-                    result = _Recorded(await self._record(result.pos, result.tool, result.digest, result.outcome))
+                    results[id(inv)] = _Recorded(
+                        await self._record(result.pos, result.tool, result.digest, result.outcome)
+                    )
+                return
             results[id(inv)] = result
 
         try:
@@ -910,7 +915,7 @@ class TurnDriver:
     def _at(self, call: Any) -> CallPosition:
         return CallPosition(call_id=call.call_id, pos=self.state.positions[call.call_id])
 
-    async def _suspend(self, step: Any, calls: list[Any], suspended: list[_Suspend]) -> AsyncIterator[Event]:
+    async def _suspend(self, step: Any, calls: list[Any], suspended: list[_Suspend]) -> AsyncGenerator[Event, None]:
         agent, run = self.agent, self.run
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
         await self.save(

@@ -8,7 +8,7 @@ import base64
 import binascii
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import anyio
@@ -37,7 +37,7 @@ def first_line(exc: Exception) -> str:
 
 async def restore(
     run: Run, slot: TurnSlot, *, persist_namespace: bool, uses_session: bool
-) -> AsyncIterator[Event | tuple[TurnState, Any]]:
+) -> AsyncGenerator[Event | tuple[TurnState, Any], None]:
     """Checks a stored turn (``verify_turn``: format, owner, roster, continuation integrity
     and seal) before anything runs, then restores the run from it; yields a
     stale-checkpoint event, or the ``TurnState`` and first step to drive. The calls the

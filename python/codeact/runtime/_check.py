@@ -21,10 +21,13 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 from .._monty import remaining_stack
 from ._awaits import deferred_offsets
 from ._subset import STDLIB_MODULES, SUBSET, SubsetEntry
+
+_TRY_NODES: tuple[type, ...] = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # TryStar: 3.11+
 
 __all__ = ("CheckResult", "Finding", "Rewrite", "check_script", "check_script_safely", "format_findings")
 
@@ -571,8 +574,8 @@ def _guarded_by(
     class in ``catching`` (inside ``within`` when given)."""
     child, parent = node, parents.get(node)
     while parent is not None and child is not within:
-        if isinstance(parent, (ast.Try, ast.TryStar)) and child in parent.body:
-            for h in parent.handlers:
+        if isinstance(parent, _TRY_NODES) and child in cast(ast.Try, parent).body:
+            for h in cast(ast.Try, parent).handlers:  # TryStar has the same fields
                 names = [h.type] if not isinstance(h.type, ast.Tuple) else list(h.type.elts)
                 if h.type is None or any(isinstance(n, ast.Name) and n.id in catching for n in names):
                     return True

@@ -274,8 +274,8 @@ def run_script(
             if final is not None:
                 return final
             if len(jobs) == 1:
-                call, fn = jobs[0]
-                outcomes[call.call_id] = _call_sync(drive, fn, call)
+                call, job = jobs[0]
+                outcomes[call.call_id] = _call_sync(drive, job, call)
             elif jobs:
                 with concurrent.futures.ThreadPoolExecutor(len(jobs), thread_name_prefix="codeact-tool") as pool:
                     running = {call.call_id: pool.submit(_call_sync, drive, fn, call) for call, fn in jobs}
@@ -394,9 +394,9 @@ async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool, inlin
             if final is not None:
                 return final
             async with anyio.create_task_group() as tg:
-                for gathered, fn in jobs:
+                for gathered, job in jobs:
                     # sync tools on worker threads, so the calls of a gather overlap
-                    tg.start_soon(_serve_into, outcomes, drive, fn, gathered, True)
+                    tg.start_soon(_serve_into, outcomes, drive, job, gathered, True)
             outcomes = dict(sorted(outcomes.items()))  # settled in call order, whichever finished first
             gather_async = getattr(step, "resume_async", None)
             if gather_async is not None:

@@ -419,7 +419,8 @@ class MontyRuntime:
         script, findings, deferred = self._checked(script)
         if findings is not None:
             return Raised(findings)
-        return self._engine.start(script, script_name, tuple(os_replay) or None, deferred or None)
+        step: RunStep = self._engine.start(script, script_name, tuple(os_replay) or None, deferred or None)
+        return step
 
     def _checked(self, script: str) -> tuple[str, str | None, tuple[int, ...]]:
         """The script after the subset check's rewrites, the findings text (or None), and
@@ -475,7 +476,8 @@ class MontyRuntime:
             SnapshotError: truncated, altered, foreign or wrongly signed bytes.
             ValueConversionError: ``outcome.value`` is not plain data.
         """
-        return self._engine.resume(snapshot, outcome, tuple(os_replay) or None)
+        step: RunStep = self._engine.resume(snapshot, outcome, tuple(os_replay) or None)
+        return step
 
     def resume_gather(
         self,
@@ -493,7 +495,8 @@ class MontyRuntime:
             ValueError: an empty mapping or a ``call_id`` the snapshot does not await.
             ValueConversionError: a value that is not plain data.
         """
-        return self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None)
+        step: RunStep = self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None)
+        return step
 
     def resume_gather_async(
         self,
@@ -636,7 +639,8 @@ class MontyRuntime:
         """Reads the call a snapshot is paused at without resuming it:
         ``(name, positional_args, keyword_args, call_id)`` (for a snapshot paused at a
         ``Gather``, its first call; see ``inspect_gather``). Raises ``SnapshotError``."""
-        return self._engine.inspect(snapshot)
+        view: tuple[str, tuple[Any, ...], dict[str, Any], int] = self._engine.inspect(snapshot)
+        return view
 
     def run(self, code: str, *, tools: Mapping[str, Callable[..., Any]] | None = None, **options: Any) -> RunResult:
         """Runs ``code`` to completion in one call; see ``codeact.runtime._oneshot.run_script``.
@@ -786,12 +790,14 @@ class NamespaceSession:
         script, findings, deferred = self._runtime._checked(script)
         if findings is not None:
             return Raised(findings)
-        return self._native.feed(script, script_name, tuple(os_replay) or None, deferred or None)
+        step: RunStep = self._native.feed(script, script_name, tuple(os_replay) or None, deferred or None)
+        return step
 
     def dump(self) -> bytes:
         """The idle session as snapshot bytes (same envelope and integrity as a paused
         script's; signed under ``snapshot_key``). Raises ``CodeRuntimeError`` mid-feed."""
-        return self._native.dump()
+        data: bytes = self._native.dump()
+        return data
 
     @property
     def idle(self) -> bool:

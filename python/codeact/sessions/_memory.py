@@ -76,9 +76,10 @@ class InMemorySessionService(BaseSessionService):
         self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
 
     def _merged(self, app_name: str, user_id: str, stored: _StoredSession) -> dict[str, Any]:
-        return deepcopy(
+        merged: dict[str, Any] = deepcopy(
             merge_state(self._app_state.get(app_name, {}), self._user_state.get((app_name, user_id), {}), stored.state)
         )
+        return merged
 
     async def create_session(
         self,

@@ -85,7 +85,9 @@ def load_factory(spec: str) -> StoreFactory:
 
     Raises:
         ValueError: ``spec`` has no ``:``.
-        ImportError / AttributeError: the module or the attribute does not exist.
+        ImportError: the module does not exist.
+        AttributeError: the attribute does not exist.
+        TypeError: the attribute is not callable.
     """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -95,7 +97,8 @@ def load_factory(spec: str) -> StoreFactory:
         target = getattr(target, part)
     if not callable(target):
         raise TypeError(f"{spec} is not callable")
-    return target
+    factory: Callable[[], BaseSessionService] = target
+    return factory
 
 
 def user_event(text: str, delta: dict[str, Any] | None = None, **kwargs: Any) -> Event:
