@@ -343,6 +343,20 @@ def test_sessions_complete_finishes_a_long_running_call(tmp_path):
     assert missing.exit_code == 2 and "give --agent" in missing.output
 
 
+def test_sessions_complete_with_an_error_fails_the_call_in_the_script(tmp_path):
+    db = tmp_path / "c.db"
+    cli.invoke(app, ["chat", *GATED_CHAT, "--db", str(db), "--session", "t5", "-m", "start the job"])
+    [item] = json.loads(cli.invoke(app, ["sessions", "pending", "t5", "--db", str(db), "--json"]).stdout)
+    base = ["sessions", "complete", "t5", "--db", str(db), *GATED_CHAT, "--call", item["call_key"]]
+    for wrong in ([], ["--value", "1", "--error", "x"]):
+        refused = cli.invoke(app, [*base, *wrong])
+        assert refused.exit_code == 2 and "exactly one of --value and --error" in refused.output
+    done = cli.invoke(app, [*base, "--error", "render farm down"])
+    assert done.exit_code == 0, done.output
+    assert "render farm down" in done.stdout
+    assert json.loads(cli.invoke(app, ["sessions", "pending", "t5", "--db", str(db), "--json"]).stdout) == []
+
+
 def test_chat_names_a_foreign_tool_object_in_one_line():
     result = cli.invoke(
         app, ["chat", "--model-from", "cli_fixtures:MODEL", "--tools", "cli_fixtures:FOREIGN", "-m", "x"]

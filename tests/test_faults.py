@@ -394,6 +394,37 @@ async def test_unmatched_function_responses_raise(tmp_path: Path) -> None:
     assert ledger.lines() == ["render a"]
 
 
+async def test_a_long_running_call_completed_with_an_error_raises_in_the_script(tmp_path: Path) -> None:
+    """Runner.complete(error=...): the script's call raises RuntimeError (catchable), the failure
+    is journaled, and a second process sees the run finished (issue 22: framework error flags)."""
+    db, ledger = tmp_path / "s.db", Ledger(tmp_path / "ledger")
+    script = (
+        'try:\n    r = call_tool("render", {"scene": "a"})\n'
+        'except RuntimeError as exc:\n    r = "caught: " + str(exc)\n' + final_script("r")
+    )
+    events = await start(db, ledger, script)
+    (key,) = events[-1].long_running_tool_ids
+    with SqliteSessionService(db) as service:
+        runner = fresh_runner(service, ledger)
+        with pytest.raises(ValueError, match="either value or error"):
+            await collect(runner.complete(user_id=USER, session_id=SESSION, call_key=key, value=1, error="x"))
+        with pytest.raises(ValueError, match="must be a str"):
+            await collect(runner.complete(user_id=USER, session_id=SESSION, call_key=key, error=7))  # type: ignore[arg-type]
+        assert [p.call_key for p in await runner.pending(user_id=USER, session_id=SESSION)] == [key]  # nothing lost
+        events = await collect(runner.complete(user_id=USER, session_id=SESSION, call_key=key, error="farm is down"))
+        assert events[-1].text.startswith("caught: ") and "farm is down" in events[-1].text
+        assert "render" in events[-1].text
+        session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+        stored = [p.function_response for e in session.events for p in (e.content.parts if e.content else [])]
+        assert any(r is not None and r.error == "farm is down" and r.response is None for r in stored)
+    with SqliteSessionService(db) as service:
+        runner = fresh_runner(service, ledger)
+        assert await runner.pending(user_id=USER, session_id=SESSION) == []
+        with pytest.raises(NoPendingCallError):
+            await collect(runner.complete(user_id=USER, session_id=SESSION, call_key=key, error="again"))
+    assert ledger.lines() == ["render a"]
+
+
 @pytest.mark.parametrize("verb", ["pending", "approve", "deny", "complete", "discard", "decision"])
 async def test_unmatched_session_raises_and_is_not_created(tmp_path: Path, verb: str) -> None:
     ledger = Ledger(tmp_path / "ledger")

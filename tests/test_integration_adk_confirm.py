@@ -457,6 +457,58 @@ r = call_tool("start_refund", {"order": 7})
     assert done[-1].content.parts[0].text == "refund approved"
 
 
+async def test_long_running_call_answered_with_an_adk_error_response_raises_in_the_script(anyio_backend):
+    """ADK's error shape ({"error": ...}) fails the call: the script catches RuntimeError (issue 22)."""
+    from google.adk.tools import LongRunningFunctionTool
+
+    script = """```python
+try:
+    r = call_tool("start_refund", {"order": 7})
+    answer = f"refund {r}"
+except RuntimeError as exc:
+    answer = f"failed: {exc}"
+{"type": "final_result", "value": answer}
+```"""
+    agent = CodeActAgent(
+        name="desk",
+        model=ScriptedModel(lambda request: script),
+        runtime=MontyRuntime(),
+        tools=from_adk([LongRunningFunctionTool(start_refund)]),
+    )
+    runner = await start(CodeActAdkAgent.wrap(agent))
+    events = await send(runner, text("refund order 7"))
+    [paused] = [e for e in events if e.long_running_tool_ids]
+    [call] = paused.get_function_calls()
+    reply = types.FunctionResponse(name="start_refund", id=call.id, response={"error": "payment provider down"})
+    done = await send(runner, types.Part(function_response=reply))
+    answer = done[-1].content.parts[0].text
+    assert answer.startswith("failed: ") and "payment provider down" in answer and "start_refund" in answer
+
+
+async def test_a_dict_with_more_than_an_error_key_is_a_result(anyio_backend):
+    """Only ADK's exact error shape fails the call; a result that has an "error" field among
+    others is the tool's value."""
+    from google.adk.tools import LongRunningFunctionTool
+
+    script = """```python
+r = call_tool("start_refund", {"order": 7})
+{"type": "final_result", "value": f"{r['status']}/{r['error']}"}
+```"""
+    agent = CodeActAgent(
+        name="desk",
+        model=ScriptedModel(lambda request: script),
+        runtime=MontyRuntime(),
+        tools=from_adk([LongRunningFunctionTool(start_refund)]),
+    )
+    runner = await start(CodeActAdkAgent.wrap(agent))
+    events = await send(runner, text("refund order 7"))
+    [paused] = [e for e in events if e.long_running_tool_ids]
+    [call] = paused.get_function_calls()
+    reply = types.FunctionResponse(name="start_refund", id=call.id, response={"status": "partial", "error": "none"})
+    done = await send(runner, types.Part(function_response=reply))
+    assert done[-1].content.parts[0].text == "partial/none"
+
+
 async def test_predicate_survives_a_prefixed_toolset(anyio_backend):
     from codeact import FunctionToolset
 

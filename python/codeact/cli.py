@@ -723,7 +723,10 @@ def sessions_complete(
     session_id: str,
     db: DbOption,
     call: Annotated[str, typer.Option("--call", help="the long-running call's key (codeact sessions pending)")],
-    value: Annotated[str, typer.Option(help="its result: JSON, else the text as a string")],
+    value: Annotated[str | None, typer.Option(help="its result: JSON, else the text as a string")] = None,
+    error: Annotated[
+        str | None, typer.Option(help="complete it as failed: the script's call raises RuntimeError with this text")
+    ] = None,
     agent: AgentOption = None,
     app_name: AppOption = DEFAULT_APP,
     user: UserOption = DEFAULT_USER,
@@ -733,13 +736,19 @@ def sessions_complete(
     tools: ToolsOption = None,
     instruction: InstructionOption = "",
 ) -> None:
-    """Complete a long-running call with its result and resume the run (Runner.complete)."""
-    try:
-        result: Any = json.loads(value)
-    except json.JSONDecodeError:
-        result = value
+    """Complete a long-running call with its result (--value) or as failed (--error) and resume
+    the run (Runner.complete)."""
+    if (value is None) == (error is None):
+        _err().print("give exactly one of --value and --error", style="red")
+        raise typer.Exit(2)
+    result: Any = None
+    if value is not None:
+        try:
+            result = json.loads(value)
+        except json.JSONDecodeError:
+            result = value
     chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
-    _decide("complete", session_id, db, app_name, user, call, agent, chat_agent, value=result)
+    _decide("complete", session_id, db, app_name, user, call, agent, chat_agent, value=result, error=error)
 
 
 @sessions_app.command("recover")

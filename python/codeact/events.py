@@ -50,11 +50,14 @@ class FunctionResponse(BaseModel):
     """The result of a tool call, sent back by the caller (completes a long-running call).
 
     ``id`` is the call key of the pending call; it may be omitted only when exactly one call
-    is pending."""
+    is pending. ``error`` (text) instead of ``response`` says the call failed: the script's
+    ``call_tool`` raises ``RuntimeError`` with that text, which the script may catch
+    (``Runner.complete(error=...)``; ADK's ``{"error": ...}`` function responses map to it)."""
 
     name: str
     response: Any = None
     id: str | None = None
+    error: str | None = None
 
 
 class ExecutableCode(BaseModel):

@@ -15,6 +15,7 @@ from .agent._agent_tool import set_default_runner_factory
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InDoubtDecision, InvocationContext, RunConfig
 from .agent._protocol import (
+    CompletionError,
     PendingCallInfo,
     announcement_events,
     decision_value,
@@ -715,13 +716,16 @@ class Runner:
         user_id: str,
         session_id: str,
         call_key: str,
-        value: Any,
+        value: Any = None,
+        error: str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Completes a long-running call with ``value`` (plain data) and resumes the paused
         script; yields the run's events. The response is stored as a user event carrying a
-        function response.
+        function response. ``error`` (text, with ``value`` left ``None``) completes it as
+        failed instead: the script's call raises ``RuntimeError`` naming the tool and the text,
+        which the script may catch; the failure is journaled like any outcome.
 
         Raises:
             ValueConversionError: ``value`` is not plain data (SPEC §3), is nested more than
@@ -730,16 +734,24 @@ class Runner:
             SessionNotFoundError: as ``approve``.
             NoPendingCallError: as ``approve``.
             AlreadyResumingError: as ``approve``.
-            ValueError: as ``approve``.
+            ValueError: as ``approve``; also ``error`` given together with a ``value``, or not a str.
         """
-        _check_completion(value, call_key)
+        if error is not None:
+            if not isinstance(error, str):
+                raise ValueError(f"error must be a str, not {type(error).__name__}")
+            if value is not None:
+                raise ValueError("give either value or error, not both")
+        else:
+            _check_completion(value, call_key)
         if run_key is not None and await self._finished(user_id, session_id, run_key):
             message = None
         else:
             info = await self._pick(user_id, session_id, call_key, "completion", "complete", run_config)
             message = Content(
                 role="user",
-                parts=[Part(function_response=FunctionResponse(name=info.tool, response=value, id=call_key))],
+                parts=[
+                    Part(function_response=FunctionResponse(name=info.tool, response=value, id=call_key, error=error))
+                ],
             )
         async with aclosing(
             self.run_async(
@@ -885,6 +897,10 @@ class Runner:
                         pending,
                     )
                 info = found
+            if response.error is not None:
+                # a failed long-running call: the script's call raises RuntimeError(error)
+                results[info.call_key] = CompletionError(response.error)
+                continue
             value = response.response if response.response is not None else {}
             _check_completion(value, info.call_key)
             results[info.call_key] = value

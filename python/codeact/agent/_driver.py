@@ -52,6 +52,7 @@ from ._pacing import StopPacer
 from ._protocol import (
     INLINE_VALUE_LIMIT,
     MAX_VALUE_BYTES,
+    CompletionError,
     PendingCallInfo,
     announcement_events,
     args_digest,
@@ -698,6 +699,8 @@ class TurnDriver:
         return _Ran(pos, tool.name, digest, self._checked_result(tool, value), changes)
 
     def _checked_result(self, tool: Tool, value: Any) -> Outcome:
+        if isinstance(value, CompletionError):  # the caller completed the call with an error
+            return ResumeError(f"long-running call to {tool.name!r} failed: {value.message}", "RuntimeError")
         problem = value_problem(value, f"the result of {tool.name!r}")
         if problem is not None:
             return ResumeError(problem, "ValueError")

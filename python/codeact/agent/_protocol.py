@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
@@ -18,6 +19,7 @@ from ..sessions._turns import TURN_FORMAT
 
 __all__ = (
     "INLINE_VALUE_LIMIT",
+    "CompletionError",
     "MAX_VALUE_BYTES",
     "MAX_VALUE_DEPTH",
     "TURN_FORMAT",
@@ -41,6 +43,14 @@ native ``MAX_VALUE_DEPTH``, one limit for every layer."""
 
 MAX_VALUE_BYTES = 64 * 1024 * 1024
 """Largest encoded size (bytes) of an argument set or result that crosses the boundary."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionError:
+    """A long-running call completed with an error (``FunctionResponse.error``): the driver
+    answers the script's call with ``RuntimeError(message)`` and journals that outcome."""
+
+    message: str
 
 
 def decision_value(raw: Any) -> bool:

@@ -50,6 +50,15 @@ def confirmation_call_id(call_key: str) -> str:
     return _CONFIRM_PREFIX + call_key
 
 
+def _error_text(response: Any) -> str | None:
+    """The text of an ADK error response (``{"error": "..."}``, the shape ADK's own tools and
+    flows send for a failed call), else None: a long-running call answered so fails in the
+    script (``RuntimeError``) instead of returning the dict as its result."""
+    if isinstance(response, dict) and set(response) == {"error"} and isinstance(response["error"], str):
+        return response["error"]
+    return None
+
+
 def _call_key(request_id: str) -> str | None:
     return request_id[len(_CONFIRM_PREFIX) :] if request_id.startswith(_CONFIRM_PREFIX) else None
 
@@ -396,10 +405,14 @@ class CodeActAdkAgent(BaseAgent):
         completions: list[Part] = []
         for response in responses:
             if response.name != REQUEST_CONFIRMATION:
+                failed = _error_text(response.response)
                 completions.append(
                     Part(
                         function_response=FunctionResponse(
-                            name=response.name or "", response=response.response, id=response.id
+                            name=response.name or "",
+                            response=None if failed is not None else response.response,
+                            id=response.id,
+                            error=failed,
                         )
                     )
                 )
