@@ -59,6 +59,11 @@ class InMemoryMemoryService(BaseMemoryService):
         self._sessions: dict[tuple[str, str], dict[str, list[MemoryEntry]]] = {}
 
     async def add_session_to_memory(self, session: Session) -> None:
+        """Index the text of ``session``'s events (``BaseMemoryService.add_session_to_memory``).
+
+        Events without text and error events are skipped; adding the same session again replaces
+        its entries.
+        """
         entries = [
             MemoryEntry(text=e.content.text, author=e.author, session_id=session.id, timestamp=e.timestamp)
             for e in session.events
@@ -67,6 +72,12 @@ class InMemoryMemoryService(BaseMemoryService):
         self._sessions.setdefault((session.app_name, session.user_id), {})[session.id] = entries
 
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> list[MemoryEntry]:
+        """Entries of this user sharing a keyword with ``query`` (``BaseMemoryService.search_memory``).
+
+        Returns:
+            The matching entries, most shared keywords first, then newest first; ``[]`` when
+            ``query`` has no keyword.
+        """
         wanted = keywords(query)
         if not wanted:
             return []

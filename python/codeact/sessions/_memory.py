@@ -89,6 +89,12 @@ class InMemorySessionService(BaseSessionService):
         state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
+        """``BaseSessionService.create_session`` in this process's memory.
+
+        Raises:
+            SessionExistsError: ``session_id`` is taken for this app and user.
+            SessionStoreError: a state value is not JSON-serializable.
+        """
         await anyio.lowlevel.checkpoint()
         sid = resolve_session_id(session_id)
         key = (app_name, user_id, sid)
@@ -117,6 +123,7 @@ class InMemorySessionService(BaseSessionService):
         after_timestamp: float | None = None,
         num_recent_events: int | None = None,
     ) -> Session | None:
+        """``BaseSessionService.get_session``: a fresh copy of the stored session, or ``None``."""
         await anyio.lowlevel.checkpoint()
         stored = self._sessions.get((app_name, user_id, session_id))
         if stored is None:
@@ -132,6 +139,7 @@ class InMemorySessionService(BaseSessionService):
         )
 
     async def list_sessions(self, *, app_name: str, user_id: str | None) -> list[Session]:
+        """``BaseSessionService.list_sessions``: copies without events, in creation order."""
         await anyio.lowlevel.checkpoint()
         return [
             Session(
@@ -146,10 +154,18 @@ class InMemorySessionService(BaseSessionService):
         ]
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """``BaseSessionService.delete_session``: drops the session, its turn slot, journal and blobs."""
         await anyio.lowlevel.checkpoint()
         self._sessions.pop((app_name, user_id, session_id), None)
 
     async def append_event(self, session: Session, event: Event) -> Event:
+        """``BaseSessionService.append_event`` in memory (the same contract and errors).
+
+        Raises:
+            SessionNotFoundError: the session does not exist (anymore).
+            StaleSessionError: the stored session was updated after ``session`` was loaded.
+            SessionStoreError: the event or a state value is not JSON-serializable.
+        """
         await anyio.lowlevel.checkpoint()
         prepared = prepare_append(event)
         stored = self._sessions.get((session.app_name, session.user_id, session.id))
@@ -185,6 +201,7 @@ class InMemorySessionService(BaseSessionService):
         return stored
 
     async def load_turn(self, *, app_name: str, user_id: str, session_id: str) -> TurnSlot | None:
+        """``BaseSessionService.load_turn``: the turn slot, or ``None`` (no session or no turn)."""
         stored = self._sessions.get((app_name, user_id, session_id))
         if stored is None or stored.turn is None:
             return None
@@ -201,6 +218,16 @@ class InMemorySessionService(BaseSessionService):
         snapshot: bytes | None,
         expected_version: int,
     ) -> int:
+        """``BaseSessionService.save_turn``: compare-and-set on the slot's version.
+
+        Returns:
+            The new version (0 after a delete).
+
+        Raises:
+            TurnConflictError: the stored version is not ``expected_version``.
+            SessionNotFoundError: the session does not exist.
+            SessionStoreError: ``data`` is not JSON-serializable.
+        """
         stored = self._stored(app_name, user_id, session_id)
         current = stored.turn[0] if stored.turn is not None else 0
         if current != expected_version:
@@ -216,6 +243,12 @@ class InMemorySessionService(BaseSessionService):
     async def append_journal(
         self, session: Session, turn: str, records: list[JournalRecord], *, expected_version: int | None = None
     ) -> None:
+        """``BaseSessionService.append_journal``: fenced by ``expected_version``, outcomes first-writer-wins.
+
+        Raises:
+            TurnConflictError: the slot is not at ``expected_version``.
+            SessionNotFoundError: the session does not exist.
+        """
         # No await: each call is atomic with respect to other tasks.
         stored = self._stored(session.app_name, session.user_id, session.id)
         if expected_version is not None:
@@ -234,6 +267,12 @@ class InMemorySessionService(BaseSessionService):
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
     ) -> None:
+        """``BaseSessionService.renew_claim``: set ``claim.renewed_at`` (seconds since the epoch).
+
+        Raises:
+            TurnConflictError: the slot is not at ``version``, or its record holds no claim.
+            SessionNotFoundError: the session does not exist.
+        """
         stored = self._stored(app_name, user_id, session_id)
         current = stored.turn[0] if stored.turn is not None else 0
         if stored.turn is None or current != version:
@@ -246,6 +285,7 @@ class InMemorySessionService(BaseSessionService):
         stored.turn = (version, to_json(data, "the turn record"), snapshot)
 
     async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
+        """``BaseSessionService.read_journal``: the journal of ``turn`` in replay order (``[]`` when none)."""
         stored = self._sessions.get((app_name, user_id, session_id))
         if stored is None:
             return []
@@ -253,6 +293,7 @@ class InMemorySessionService(BaseSessionService):
         return sort_journal([JournalRecord(kind, seq, data) for (kind, seq), data in rows.items()])  # type: ignore[arg-type]
 
     async def list_turns(self, *, app_name: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        """``BaseSessionService.list_turns``: ``(user_id, session_id)`` of the sessions holding a turn."""
         await anyio.lowlevel.checkpoint()
         return [
             (user, sid)
@@ -261,8 +302,14 @@ class InMemorySessionService(BaseSessionService):
         ]
 
     async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
+        """``BaseSessionService.put_blob``: keep ``data`` under ``digest`` once (a copy of the bytes).
+
+        Raises:
+            SessionNotFoundError: the session does not exist.
+        """
         self._stored(app_name, user_id, session_id).blobs.setdefault(digest, bytes(data))
 
     async def get_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str) -> bytes | None:
+        """``BaseSessionService.get_blob``: the bytes stored under ``digest``, or ``None``."""
         stored = self._sessions.get((app_name, user_id, session_id))
         return stored.blobs.get(digest) if stored is not None else None

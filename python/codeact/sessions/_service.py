@@ -409,6 +409,9 @@ def next_update_time(stored_last_update_time: float) -> float:
 
 
 def turn_conflict(session_id: str, expected: int, stored: int) -> TurnConflictError:
+    """The ``TurnConflictError`` a store raises when the turn slot of ``session_id`` is at
+    version ``stored`` instead of ``expected`` (returned, not raised).
+    """
     return TurnConflictError(
         f"the turn slot of session {session_id!r} is at version {stored}, not {expected}: another runner "
         "wrote or claimed it first"

@@ -376,6 +376,12 @@ class SqliteSessionService(BaseSessionService):
         state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
+        """``BaseSessionService.create_session`` in one SQLite transaction (run in a worker thread).
+
+        Raises:
+            SessionExistsError: ``session_id`` is taken for this app and user.
+            SessionStoreError: SQLite failed or a state value is not JSON-serializable.
+        """
         sid = resolve_session_id(session_id)
         scoped = split_state(json_roundtrip_state(state or {}, "initial state"))
 
@@ -411,6 +417,12 @@ class SqliteSessionService(BaseSessionService):
         after_timestamp: float | None = None,
         num_recent_events: int | None = None,
     ) -> Session | None:
+        """``BaseSessionService.get_session``: the session with its filtered events, or ``None``.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
         def txn(conn: sqlite3.Connection) -> Session | None:
             row = conn.execute(
                 "SELECT last_update_time FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?",
@@ -444,6 +456,12 @@ class SqliteSessionService(BaseSessionService):
         return await self._call(txn, write=False)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None) -> list[Session]:
+        """``BaseSessionService.list_sessions``: sessions without events, in creation (row) order.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
         def txn(conn: sqlite3.Connection) -> list[Session]:
             sql = "SELECT user_id, id, last_update_time FROM sessions WHERE app_name = ?"
             params: list[Any] = [app_name]
@@ -465,6 +483,13 @@ class SqliteSessionService(BaseSessionService):
         return await self._call(txn, write=False)
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """``BaseSessionService.delete_session``: deletes the session's events, state, turn slot,
+        journal and blobs in one transaction.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
         def txn(conn: sqlite3.Connection) -> None:
             key = (app_name, user_id, session_id)
             conn.execute("DELETE FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
@@ -476,6 +501,13 @@ class SqliteSessionService(BaseSessionService):
         await self._call(txn, write=True)
 
     async def append_event(self, session: Session, event: Event) -> Event:
+        """``BaseSessionService.append_event`` in one SQLite transaction (the same contract).
+
+        Raises:
+            SessionNotFoundError: the session does not exist (anymore).
+            StaleSessionError: the stored session was updated after ``session`` was loaded.
+            SessionStoreError: SQLite failed or a value is not JSON-serializable; nothing was written.
+        """
         prepared = prepare_append(event)
         lock = self._append_lock.get(None)
         if lock is None:
@@ -514,6 +546,12 @@ class SqliteSessionService(BaseSessionService):
     # --- durability --------------------------------------------------------------------
 
     async def load_turn(self, *, app_name: str, user_id: str, session_id: str) -> TurnSlot | None:
+        """``BaseSessionService.load_turn``: the turn slot, or ``None``.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
         def txn(conn: sqlite3.Connection) -> TurnSlot | None:
             row = conn.execute(
                 "SELECT version, data, snapshot FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
@@ -535,6 +573,16 @@ class SqliteSessionService(BaseSessionService):
         snapshot: bytes | None,
         expected_version: int,
     ) -> int:
+        """``BaseSessionService.save_turn``: compare-and-set on the slot's version, durable on return.
+
+        Returns:
+            The new version (0 after a delete).
+
+        Raises:
+            TurnConflictError: the stored version is not ``expected_version``.
+            SessionNotFoundError: the session does not exist.
+            SessionStoreError: SQLite failed or ``data`` is not JSON-serializable.
+        """
         text = to_json(data, "the turn record") if data is not None else None
         key = (app_name, user_id, session_id)
 
@@ -571,6 +619,12 @@ class SqliteSessionService(BaseSessionService):
     async def append_journal(
         self, session: Session, turn: str, records: list[JournalRecord], *, expected_version: int | None = None
     ) -> None:
+        """``BaseSessionService.append_journal`` in one transaction, fenced by ``expected_version``.
+
+        Raises:
+            TurnConflictError: the slot is not at ``expected_version``.
+            SessionStoreError: SQLite failed.
+        """
         key = (session.app_name, session.user_id, session.id)
         outcomes = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind == "outcome"]
         others = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind != "outcome"]
@@ -603,6 +657,12 @@ class SqliteSessionService(BaseSessionService):
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
     ) -> None:
+        """``BaseSessionService.renew_claim``: one ``UPDATE`` of ``claim.renewed_at`` (seconds since the epoch).
+
+        Raises:
+            TurnConflictError: the slot is not at ``version``, or its record holds no claim.
+            SessionStoreError: SQLite failed.
+        """
         key = (app_name, user_id, session_id)
 
         def txn(conn: sqlite3.Connection) -> None:
@@ -648,6 +708,12 @@ class SqliteSessionService(BaseSessionService):
             self._inline_lock.release()
 
     async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
+        """``BaseSessionService.read_journal``: the journal of ``turn`` in replay order.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
         def txn(conn: sqlite3.Connection) -> list[JournalRecord]:
             rows = conn.execute(
                 "SELECT kind, seq, data FROM journal WHERE app_name = ? AND user_id = ? AND session_id = ? "
@@ -659,6 +725,12 @@ class SqliteSessionService(BaseSessionService):
         return await self._call_quick(txn, write=False)
 
     async def list_turns(self, *, app_name: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        """``BaseSessionService.list_turns`` in one query, in the sessions' creation order.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
         def txn(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             sql = (
                 "SELECT t.user_id, t.session_id FROM turns t JOIN sessions s ON s.app_name = t.app_name "
@@ -673,6 +745,12 @@ class SqliteSessionService(BaseSessionService):
         return await self._call(txn, write=False)
 
     async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
+        """``BaseSessionService.put_blob``: ``INSERT OR IGNORE``, so storing a digest again is a no-op.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
         def txn(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT OR IGNORE INTO blobs (app_name, user_id, session_id, digest, data) VALUES (?, ?, ?, ?, ?)",
@@ -682,6 +760,12 @@ class SqliteSessionService(BaseSessionService):
         await self._call(txn, write=True)
 
     async def get_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str) -> bytes | None:
+        """``BaseSessionService.get_blob``: the bytes stored under ``digest``, or ``None``.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
         def txn(conn: sqlite3.Connection) -> bytes | None:
             row = conn.execute(
                 "SELECT data FROM blobs WHERE app_name = ? AND user_id = ? AND session_id = ? AND digest = ?",
