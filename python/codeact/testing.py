@@ -75,6 +75,12 @@ def _decode(data: dict[str, Any]) -> Planned:
 
 
 class ScriptedPendingCall:
+    """The ``PendingCall`` a ``ScriptedRuntime`` returns for a ``PlannedCall`` (SPEC §2).
+
+    ``name``, ``keyword_args`` and ``call_id`` come from the planned step; ``positional_args``
+    is always ``()``. Single use, like every ``PendingCall``.
+    """
+
     def __init__(self, runtime: ScriptedRuntime, rest: list[Planned], step: PlannedCall, call_id: int) -> None:
         self._runtime = runtime
         self._rest = rest
@@ -86,6 +92,14 @@ class ScriptedPendingCall:
         self._step = step
 
     def dump(self) -> bytes:
+        """The paused run as bytes: JSON of the remaining planned steps, the next call id and this call.
+
+        Returns:
+            UTF-8 JSON bytes that ``ScriptedRuntime.resume`` accepts.
+
+        Raises:
+            CodeRuntimeError: the call was already resumed, or the runtime has ``supports_suspension=False``.
+        """
         if self._used:
             raise CodeRuntimeError("this PendingCall was already resumed; a PendingCall is single use")
         if not self._runtime.supports_suspension:
@@ -134,12 +148,23 @@ class ScriptedRuntime:
         self.starts = 0
 
     def capabilities(self) -> RuntimeCapabilities:
+        """``RuntimeCapabilities`` with this runtime's ``supports_suspension`` and ``prompt``."""
         return RuntimeCapabilities(supports_suspension=self.supports_suspension, prompt=self.prompt)
 
     def render_tools(self, tools: Sequence[Tool]) -> str:
+        """The tool catalog of ``default_tool_catalog(tools)`` (the seam's default rendering)."""
         return default_tool_catalog(tools)
 
     def start(self, script: str, script_name: str = "main.py") -> RunStep:
+        """Take the next planned program and run it to its first call or end; ``script`` is only
+        recorded in ``scripts``.
+
+        Returns:
+            The first ``RunStep`` of the program.
+
+        Raises:
+            CodeRuntimeError: no programs are left.
+        """
         self.scripts.append(script)
         if not self.programs:
             raise CodeRuntimeError("ScriptedRuntime has no programs left")
@@ -147,6 +172,12 @@ class ScriptedRuntime:
         return self._advance(self.programs.pop(0), None, 0)
 
     def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+        """Resume from bytes made by ``ScriptedPendingCall.dump`` with ``outcome`` as the call's answer.
+
+        Raises:
+            CodeRuntimeError: the runtime has ``supports_suspension=False``.
+            SnapshotError: ``snapshot`` is not a ``ScriptedRuntime`` snapshot.
+        """
         if not self.supports_suspension:
             raise CodeRuntimeError("this ScriptedRuntime cannot suspend")
         try:

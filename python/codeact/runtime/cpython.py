@@ -66,9 +66,26 @@ class CPythonPendingCall:
         self.call_id = call_id
 
     def dump(self) -> bytes:
+        """Always refused: a CPython script paused in its thread cannot be serialized.
+
+        Raises:
+            CodeRuntimeError: always (``capabilities().supports_suspension`` is ``False``).
+        """
         raise CodeRuntimeError("CPythonRuntime cannot suspend: a paused CPython script cannot be dumped")
 
     def resume(self, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
+        """Answer the call with ``outcome`` and block until the script's thread reaches its next step.
+
+        ``os_replay`` is accepted for the seam's signature and unused (this runtime has no OS
+        journal).
+
+        Returns:
+            The next ``RunStep`` (another ``PendingCall``, ``Complete`` or ``Raised``).
+
+        Raises:
+            CodeRuntimeError: the call was already resumed (a ``PendingCall`` is single use).
+            TypeError: ``outcome`` is neither ``ResumeValue`` nor ``ResumeError``.
+        """
         if self._used:
             raise CodeRuntimeError("this PendingCall was already resumed; a PendingCall is single use")
         if not isinstance(outcome, (ResumeValue, ResumeError)):
@@ -90,17 +107,32 @@ class CPythonRuntime:
         self._capabilities = RuntimeCapabilities(supports_suspension=False, prompt=prompt)
 
     def capabilities(self) -> RuntimeCapabilities:
+        """What this runtime supports: no suspension; the prompt is the built-in one plus ``prompt_extra``."""
         return self._capabilities
 
     def render_tools(self, tools: Sequence[Tool]) -> str:
+        """The tool catalog of ``default_tool_catalog(tools)`` (the seam's default rendering)."""
         return default_tool_catalog(tools)
 
     def resume(
         self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()
     ) -> RunStep:
+        """Always refused: this runtime never produces snapshot bytes.
+
+        Raises:
+            CodeRuntimeError: always.
+        """
         raise CodeRuntimeError("CPythonRuntime cannot suspend, so it cannot resume from snapshot bytes")
 
     def start(self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
+        """Run ``script`` on real CPython in a daemon thread until its first tool call or its end.
+
+        The value of a final expression statement is the result. Not a sandbox: the script has
+        the host's full power. ``os_replay`` is accepted for the seam's signature and unused.
+
+        Returns:
+            ``Raised`` for a syntax error (with the formatted message), else the first ``RunStep``.
+        """
         try:
             tree = ast.parse(script, filename=script_name)
         except SyntaxError as exc:

@@ -102,6 +102,13 @@ def load_factory(spec: str) -> StoreFactory:
 
 
 def user_event(text: str, delta: dict[str, Any] | None = None, **kwargs: Any) -> Event:
+    """A user ``Event`` with ``text`` as content and ``delta`` as its ``state_delta``.
+
+    Args:
+        text: the message text.
+        delta: the state delta (``None``: empty).
+        **kwargs: further ``Event`` fields (``timestamp``, ...).
+    """
     return Event(
         author="user",
         invocation_id="inv-1",
@@ -131,19 +138,28 @@ class StoreContract:
 
     @pytest.fixture(params=_backends())
     def anyio_backend(self, request: pytest.FixtureRequest) -> str:
+        """The anyio backend of each test: every suite test runs once per parameter (asyncio, trio)."""
         return str(request.param)
 
     @pytest.fixture
     def make_store(self) -> StoreFactory:
+        """Override in the subclass: a fixture returning a ``StoreFactory`` (each call: a store over
+        the same storage).
+
+        Raises:
+            NotImplementedError: the subclass did not define it.
+        """
         raise NotImplementedError("define a make_store fixture returning a StoreFactory")
 
     @pytest.fixture
     def store(self, make_store: StoreFactory) -> BaseSessionService:
+        """One store from ``make_store``."""
         return make_store()
 
     # --- sessions ------------------------------------------------------------------------
 
     async def test_create_get_list_delete(self, store: BaseSessionService) -> None:
+        """Create, get, list (creation order, no events) and delete, keyed by app, user and id."""
         s1 = await store.create_session(app_name=APP, user_id="u1", state={"a": 1}, session_id="s1")
         assert (s1.id, s1.app_name, s1.user_id, s1.state, s1.events) == ("s1", APP, "u1", {"a": 1}, [])
         s2 = await store.create_session(app_name=APP, user_id="u1")
@@ -169,11 +185,13 @@ class StoreContract:
         assert _texts(await store.get_session(app_name=APP, user_id="u1", session_id="s1")) == []
 
     async def test_duplicate_id_raises(self, store: BaseSessionService) -> None:
+        """Creating a session id twice for the same app and user raises ``SessionExistsError``."""
         await store.create_session(app_name=APP, user_id="u", session_id="s")
         with pytest.raises(SessionExistsError):
             await store.create_session(app_name=APP, user_id="u", session_id="s")
 
     async def test_returned_sessions_are_copies(self, store: BaseSessionService) -> None:
+        """Mutating an argument or a returned session never changes what is stored."""
         initial = {"nested": {"x": [1]}}
         s = await store.create_session(app_name=APP, user_id="u", state=initial, session_id="s")
         initial["nested"]["x"].append(2)
@@ -186,6 +204,7 @@ class StoreContract:
         assert got is not None and got.state == {"nested": {"x": [1]}, "k": {"v": 1}}
 
     async def test_event_filters(self, store: BaseSessionService) -> None:
+        """``get_session``'s ``num_recent_events`` and ``after_timestamp`` filters, alone and combined."""
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
         for i in range(5):
             await store.append_event(s, user_event(f"e{i}", timestamp=100.0 + i))
@@ -200,6 +219,7 @@ class StoreContract:
         assert await get(after_timestamp=101.5, num_recent_events=1) == ["e4"]
 
     async def test_state_scopes_and_temp(self, store: BaseSessionService) -> None:
+        """``app:`` / ``user:`` keys are shared by scope; ``temp:`` keys are never stored."""
         a1 = await store.create_session(app_name=APP, user_id="alice", session_id="a1", state={"user:lang": "en"})
         a2 = await store.create_session(app_name=APP, user_id="alice", session_id="a2", state={"temp:t": 1})
         b1 = await store.create_session(app_name=APP, user_id="bob", session_id="b1")
@@ -227,6 +247,7 @@ class StoreContract:
         assert other.state == {}
 
     async def test_stale_session(self, store: BaseSessionService) -> None:
+        """A copy loaded before other appends is refused with ``StaleSessionError`` and left unchanged."""
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
         copy = await store.get_session(app_name=APP, user_id="u", session_id="s")
         assert copy is not None
@@ -239,6 +260,7 @@ class StoreContract:
         assert fresh is not None and fresh.state == {"n": 9}
 
     async def test_append_to_missing_session(self, store: BaseSessionService) -> None:
+        """Appending to a deleted session raises ``SessionNotFoundError``."""
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
         await store.delete_session(app_name=APP, user_id="u", session_id="s")
         with pytest.raises(SessionNotFoundError):
@@ -247,6 +269,7 @@ class StoreContract:
     # --- atomicity: the event and its state delta land together --------------------------
 
     async def test_unserializable_event_stores_nothing(self, store: BaseSessionService) -> None:
+        """A value that is not JSON-serializable raises ``SessionStoreError`` and stores nothing."""
         s = await store.create_session(app_name=APP, user_id="u", session_id="s", state={"k": 0})
         await store.append_event(s, user_event("ok"))
         before = s.model_copy(deep=True)
@@ -294,6 +317,7 @@ class StoreContract:
             results.clear()
 
     async def test_concurrent_appends_same_object(self, store: BaseSessionService) -> None:
+        """Concurrent appends through one ``Session`` object all land, none is reported stale."""
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
 
         async def add(i: int) -> None:
@@ -310,6 +334,7 @@ class StoreContract:
     # --- values ----------------------------------------------------------------------------
 
     async def test_values_are_carried_unchanged(self, make_store: StoreFactory) -> None:
+        """NUL bytes, lone surrogates and arbitrary bytes come back exactly as written."""
         store = make_store()
         s = await store.create_session(app_name=APP, user_id="u", session_id="s", state={"init": AWKWARD})
         await store.append_event(s, user_event("printed a\x00b \\udcff", {"v": AWKWARD, "app:v": AWKWARD}))
@@ -341,6 +366,7 @@ class StoreContract:
     # --- the turn slot: compare-and-set ------------------------------------------------------
 
     async def test_turn_slot_compare_and_set(self, store: BaseSessionService) -> None:
+        """``save_turn`` is a compare-and-set on the slot version; ``data=None`` deletes the slot."""
         await store.create_session(app_name=APP, user_id="u", session_id="s")
         key = {"app_name": APP, "user_id": "u", "session_id": "s"}
         assert await store.load_turn(**key) is None
@@ -365,12 +391,14 @@ class StoreContract:
         assert await store.save_turn(**key, data=None, snapshot=None, expected_version=0) == 0  # nothing to delete
 
     async def test_save_turn_on_a_missing_session(self, store: BaseSessionService) -> None:
+        """``save_turn`` on a session that does not exist raises ``SessionNotFoundError``."""
         with pytest.raises(SessionNotFoundError):
             await store.save_turn(
                 app_name=APP, user_id="u", session_id="nope", data=_record(), snapshot=None, expected_version=0
             )
 
     async def test_racing_claims_exactly_one_wins(self, make_store: StoreFactory) -> None:
+        """Stores racing to save the same slot version: exactly one wins, the others conflict."""
         first = make_store()
         await first.create_session(app_name=APP, user_id="u", session_id="s")
         key = {"app_name": APP, "user_id": "u", "session_id": "s"}
@@ -395,6 +423,7 @@ class StoreContract:
         assert slot is not None and slot.version == v + 1 and slot.data["who"] == won[0]
 
     async def test_renew_claim(self, store: BaseSessionService) -> None:
+        """``renew_claim`` updates ``claim.renewed_at`` only at the right version and with a claim."""
         await store.create_session(app_name=APP, user_id="u", session_id="s")
         key = {"app_name": APP, "user_id": "u", "session_id": "s"}
         v = await store.save_turn(**key, data=_record(claim=_claim(1.0), n="\x00"), snapshot=b"x", expected_version=0)
@@ -411,6 +440,7 @@ class StoreContract:
     # --- the journal: fencing, first-writer-wins outcomes -----------------------------------
 
     async def test_journal_order_and_outcomes_first_writer_wins(self, store: BaseSessionService) -> None:
+        """Journal read order (``os``, then intent/outcome by seq) and first-writer-wins outcomes."""
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
         await store.append_journal(
             s,
@@ -437,6 +467,7 @@ class StoreContract:
         assert await store.read_journal(app_name=APP, user_id="u", session_id="s", turn="none") == []
 
     async def test_journal_writes_are_fenced_by_the_slot_version(self, make_store: StoreFactory) -> None:
+        """A journal write with a taken-over ``expected_version`` conflicts and writes nothing."""
         store = make_store()
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
         key = {"app_name": APP, "user_id": "u", "session_id": "s"}
@@ -459,6 +490,7 @@ class StoreContract:
         ]
 
     async def test_racing_outcomes_first_writer_wins(self, make_store: StoreFactory) -> None:
+        """Racing outcome writes for one seq keep exactly one, and later writes never replace it."""
         first = make_store()
         s = await first.create_session(app_name=APP, user_id="u", session_id="s")
 
@@ -476,6 +508,7 @@ class StoreContract:
     # --- blobs, deletion, listing ----------------------------------------------------------
 
     async def test_blobs(self, store: BaseSessionService) -> None:
+        """Blobs are stored once per digest and scoped to their session."""
         await store.create_session(app_name=APP, user_id="u", session_id="s")
         key = {"app_name": APP, "user_id": "u", "session_id": "s"}
         assert await store.get_blob(**key, digest="d") is None
@@ -485,6 +518,7 @@ class StoreContract:
         assert await store.get_blob(app_name=APP, user_id="u", session_id="other", digest="d") is None
 
     async def test_delete_session_deletes_slot_journal_and_blobs(self, store: BaseSessionService) -> None:
+        """Deleting a session deletes its turn slot, journal and blobs."""
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
         key = {"app_name": APP, "user_id": "u", "session_id": "s"}
         v = await store.save_turn(**key, data=_record(), snapshot=b"x", expected_version=0)
@@ -498,6 +532,7 @@ class StoreContract:
         assert await store.list_turns(app_name=APP) == []
 
     async def test_list_turns(self, store: BaseSessionService) -> None:
+        """``list_turns`` lists the sessions of one app (optionally one user) holding a turn."""
         for user, sid in [("u1", "a"), ("u1", "b"), ("u2", "c"), ("u2", "d")]:
             await store.create_session(app_name=APP, user_id=user, session_id=sid)
         await store.create_session(app_name="other", user_id="u1", session_id="x")
@@ -584,6 +619,9 @@ class TestStoreFromEnvironment(StoreContract):
 
     @pytest.fixture
     def make_store(self) -> Iterator[StoreFactory]:
+        """The store named by the environment variable ``ENV_FACTORY`` names (``module:attribute``),
+        shared by every call and closed after the test; the test is skipped when it is unset.
+        """
         spec = os.environ.get(ENV_FACTORY)
         if not spec:
             pytest.skip(f"set {ENV_FACTORY}=module:attribute to run the store suite on that store")
