@@ -50,14 +50,17 @@ class GuardrailResult(BaseModel):
 
     @classmethod
     def passed(cls) -> GuardrailResult:
+        """Let the content through unchanged (``action="pass"``)."""
         return cls(action="pass")
 
     @classmethod
     def block(cls, reason: str) -> GuardrailResult:
+        """Stop the content; ``reason`` is shown in the event of the block."""
         return cls(action="block", reason=reason)
 
     @classmethod
     def rewrite(cls, content: Content | str, reason: str = "") -> GuardrailResult:
+        """Replace the content with ``content`` (a ``str`` becomes a one-text-part ``Content``)."""
         if isinstance(content, str):
             content = Content.from_text(content)
         return cls(action="rewrite", content=content, reason=reason)

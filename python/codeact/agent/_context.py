@@ -226,10 +226,12 @@ class InvocationContext:
 
     @property
     def app_name(self) -> str:
+        """The app of the session this invocation runs in."""
         return self.session.app_name
 
     @property
     def user_id(self) -> str:
+        """The user of the session this invocation runs in."""
         return self.session.user_id
 
 
@@ -249,30 +251,37 @@ class ReadonlyContext:
 
     @property
     def agent_name(self) -> str:
+        """The name of the agent being run."""
         return self._ctx.agent.name
 
     @property
     def invocation_id(self) -> str:
+        """The id of the current invocation (shared by all its events)."""
         return self._ctx.invocation_id
 
     @property
     def app_name(self) -> str:
+        """The app of the session."""
         return self._ctx.session.app_name
 
     @property
     def user_id(self) -> str:
+        """The user of the session."""
         return self._ctx.session.user_id
 
     @property
     def session(self) -> Session:
+        """The session being run (the live object: treat it as read-only)."""
         return self._ctx.session
 
     @property
     def user_content(self) -> Content | None:
+        """The user message that started this invocation, or ``None``."""
         return self._ctx.user_content
 
     @property
     def run_config(self) -> RunConfig:
+        """The ``RunConfig`` of this invocation."""
         return self._ctx.run_config
 
 

@@ -34,6 +34,7 @@ class Artifact(BaseModel):
 
     @classmethod
     def from_text(cls, text: str, mime_type: str = "text/plain") -> Artifact:
+        """A text artifact: ``text`` encoded as UTF-8, with ``mime_type`` (default ``text/plain``)."""
         return cls(data=text.encode(), mime_type=mime_type)
 
     @property
@@ -114,6 +115,18 @@ class InMemoryArtifactService(BaseArtifactService):
     async def save_artifact(
         self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Artifact | str | bytes
     ) -> int:
+        """``BaseArtifactService.save_artifact``: append a version in memory.
+
+        A ``str`` becomes a ``text/plain`` artifact and ``bytes`` an ``application/octet-stream`` one;
+        a ``user:`` name is shared by the user's sessions.
+
+        Returns:
+            The new version number (0 for the first).
+
+        Raises:
+            ValueError: an invalid file name (empty, or with ``..``, ``/``, ``\\`` or NUL).
+            TypeError: ``artifact`` is not an ``Artifact``, ``str`` or ``bytes``.
+        """
         check_filename(filename)
         versions = self._store.setdefault(_key(app_name, user_id, session_id, filename), [])
         versions.append(as_artifact(artifact))
@@ -122,6 +135,11 @@ class InMemoryArtifactService(BaseArtifactService):
     async def load_artifact(
         self, *, app_name: str, user_id: str, session_id: str, filename: str, version: int | None = None
     ) -> Artifact | None:
+        """``BaseArtifactService.load_artifact``: version ``version`` (default the latest), or ``None``.
+
+        Raises:
+            ValueError: an invalid file name.
+        """
         check_filename(filename)
         versions = self._store.get(_key(app_name, user_id, session_id, filename), [])
         if not versions:
@@ -131,6 +149,7 @@ class InMemoryArtifactService(BaseArtifactService):
         return versions[version] if 0 <= version < len(versions) else None
 
     async def list_artifact_keys(self, *, app_name: str, user_id: str, session_id: str) -> list[str]:
+        """``BaseArtifactService.list_artifact_keys``: the session's and the user's names, sorted."""
         return sorted(
             k[3]
             for k, v in self._store.items()
@@ -138,10 +157,20 @@ class InMemoryArtifactService(BaseArtifactService):
         )
 
     async def list_versions(self, *, app_name: str, user_id: str, session_id: str, filename: str) -> list[int]:
+        """``BaseArtifactService.list_versions``: ``[0, ..., n - 1]`` for ``n`` stored versions.
+
+        Raises:
+            ValueError: an invalid file name.
+        """
         check_filename(filename)
         return list(range(len(self._store.get(_key(app_name, user_id, session_id, filename), []))))
 
     async def delete_artifact(self, *, app_name: str, user_id: str, session_id: str, filename: str) -> None:
+        """``BaseArtifactService.delete_artifact``: drop every version (no-op when missing).
+
+        Raises:
+            ValueError: an invalid file name.
+        """
         check_filename(filename)
         self._store.pop(_key(app_name, user_id, session_id, filename), None)
 
@@ -181,6 +210,19 @@ class FileArtifactService(BaseArtifactService):
     async def save_artifact(
         self, *, app_name: str, user_id: str, session_id: str, filename: str, artifact: Artifact | str | bytes
     ) -> int:
+        """``BaseArtifactService.save_artifact`` on disk, in a worker thread.
+
+        The version's bytes go to ``<version>.bin`` (written to a ``.tmp`` file, then renamed)
+        and its MIME type and name to ``<version>.json``.
+
+        Returns:
+            The new version number (0 for the first).
+
+        Raises:
+            ValueError: an invalid file name.
+            TypeError: ``artifact`` is not an ``Artifact``, ``str`` or ``bytes``.
+            OSError: the file system refused the write.
+        """
         art = as_artifact(artifact)
         folder = self._dir(app_name, user_id, session_id, filename)
 
@@ -199,6 +241,12 @@ class FileArtifactService(BaseArtifactService):
     async def load_artifact(
         self, *, app_name: str, user_id: str, session_id: str, filename: str, version: int | None = None
     ) -> Artifact | None:
+        """``BaseArtifactService.load_artifact`` from disk: a version (default the latest), or ``None``.
+
+        Raises:
+            ValueError: an invalid file name.
+            OSError: the files cannot be read.
+        """
         folder = self._dir(app_name, user_id, session_id, filename)
 
         def read() -> Artifact | None:
@@ -215,6 +263,11 @@ class FileArtifactService(BaseArtifactService):
         return await anyio.to_thread.run_sync(read)
 
     async def list_artifact_keys(self, *, app_name: str, user_id: str, session_id: str) -> list[str]:
+        """``BaseArtifactService.list_artifact_keys``: the session's and the user's names, sorted.
+
+        Raises:
+            OSError: the folders cannot be read.
+        """
         base = self.root / _segment(app_name) / _segment(user_id)
 
         def scan() -> list[str]:
@@ -230,10 +283,21 @@ class FileArtifactService(BaseArtifactService):
         return await anyio.to_thread.run_sync(scan)
 
     async def list_versions(self, *, app_name: str, user_id: str, session_id: str, filename: str) -> list[int]:
+        """``BaseArtifactService.list_versions``: the stored version numbers, ascending.
+
+        Raises:
+            ValueError: an invalid file name.
+        """
         folder = self._dir(app_name, user_id, session_id, filename)
         return await anyio.to_thread.run_sync(self._versions, folder)
 
     async def delete_artifact(self, *, app_name: str, user_id: str, session_id: str, filename: str) -> None:
+        """``BaseArtifactService.delete_artifact``: remove the artifact's folder (no-op when missing).
+
+        Raises:
+            ValueError: an invalid file name.
+            OSError: the files cannot be removed.
+        """
         folder = self._dir(app_name, user_id, session_id, filename)
 
         def remove() -> None:

@@ -60,9 +60,11 @@ class State(MutableMapping[str, Any]):
         return self._delta
 
     def has_delta(self) -> bool:
+        """Whether anything was set through this view."""
         return bool(self._delta)
 
     def to_dict(self) -> dict[str, Any]:
+        """A plain ``dict`` of the current values: the stored ones overlaid with the changes."""
         return {**self._value, **self._delta}
 
 
@@ -111,8 +113,10 @@ class ToolContext(ServiceAccess):
 
     @property
     def app_name(self) -> str:
+        """The app of the session the tool is called in."""
         return self.session.app_name
 
     @property
     def user_id(self) -> str:
+        """The user of the session the tool is called in."""
         return self.session.user_id
