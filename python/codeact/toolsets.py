@@ -38,6 +38,7 @@ class PrefixedTool(Tool):
         self.original = tool
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Run the original tool unchanged (only the name seen by the model carries the prefix)."""
         return await self.original.run(args, tool_context)
 
     def check_args(self, args: dict[str, Any]) -> None:
@@ -99,4 +100,5 @@ class FunctionToolset(Toolset):
         self._tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
 
     async def get_tools(self, ctx: Any) -> Sequence[Tool]:
+        """The tools given at construction, in order; ``ctx`` is unused."""
         return list(self._tools)

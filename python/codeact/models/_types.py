@@ -62,6 +62,7 @@ class Usage(BaseModel):
 
     @property
     def total_tokens(self) -> int | None:
+        """``prompt_tokens + completion_tokens`` (a missing one counts 0), or ``None`` when both are missing."""
         if self.prompt_tokens is None and self.completion_tokens is None:
             return None
         return (self.prompt_tokens or 0) + (self.completion_tokens or 0)

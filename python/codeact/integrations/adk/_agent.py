@@ -363,6 +363,9 @@ class CodeActAdkAgent(BaseAgent):
         return cls(name=agent.name, description=agent.description or "", agent=agent, **kwargs)
 
     def model_post_init(self, context: Any, /) -> None:
+        """Pydantic's post-init hook: pick the session service (``session_service``, or a new
+        ``InMemorySessionService``) once, so the copies ADK makes of the agent share it.
+        """
         super().model_post_init(context)
         # Made here, not on first use: ADK may run a copy of the agent, and copies share it.
         self._service = self.session_service if self.session_service is not None else InMemorySessionService()

@@ -105,6 +105,20 @@ class LangChainTool(Tool):
         return {"type": "tool_call", "name": self.name, "args": given, "id": call_id}
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Call the LangChain tool with ``args`` (plus what ``inject`` fills in).
+
+        An async tool runs with ``ainvoke`` on asyncio; otherwise the sync ``invoke`` runs in a
+        worker thread (so trio works too).
+
+        Returns:
+            The tool's result; for a ``ToolMessage`` its ``content`` (``{"content", "artifact"}``
+            with ``response_format="content_and_artifact"``).
+
+        Raises:
+            TypeError: an injected argument was not filled.
+            RuntimeError: the tool is async-only and the event loop is not asyncio.
+            LangChainToolError: the tool raised ``ToolException`` or returned an error ``ToolMessage``.
+        """
         payload = self._input(args, tool_context)
         has_sync = getattr(self.tool, "func", None) is not None or not isinstance(self.tool, StructuredTool | LcTool)
         is_async = getattr(self.tool, "coroutine", None) is not None or _overrides_arun(self.tool)

@@ -80,6 +80,15 @@ class McpTool(Tool):
         self.output_schema = output_schema
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Call the tool on the MCP server through its toolset's session.
+
+        Returns:
+            ``structuredContent`` when the server gave it (unwrapped from ``{"result": x}`` when the
+            output schema wraps), else the joined text blocks, else the content blocks as dicts.
+
+        Raises:
+            McpToolError: the server reported ``isError`` (its message, without the SDK's prefix).
+        """
         result = await self.toolset._call(self.name, args)
         if result.is_error:
             text = _SDK_PREFIX.sub("", str(_result_value(result)))

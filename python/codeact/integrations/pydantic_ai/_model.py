@@ -102,6 +102,16 @@ class PydanticAIModel(BaseLlm):
         self.name = model if isinstance(model, str) else f"{model.system}:{model.model_name}"
 
     async def generate_content(self, request: LlmRequest) -> LlmResponse:
+        """Send ``request`` to the wrapped pydantic-ai model with ``pydantic_ai.direct.model_request``.
+
+        Settings are this wrapper's ``settings`` overlaid by the request's. Text and thinking
+        parts are kept (thinking as ``thought=True``), with token usage and the finish reason.
+
+        Raises:
+            ModelTimeoutError: pydantic-ai reported a request timeout.
+            ModelRateLimitError: pydantic-ai reported a rate limit (``status_code`` kept).
+            ModelError: any other ``ModelAPIError``.
+        """
         settings: dict[str, Any] = {**(self.settings or {}), **(_settings(request) or {})}
         try:
             response = await model_request(

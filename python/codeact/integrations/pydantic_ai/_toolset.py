@@ -92,6 +92,9 @@ class CodeActToolset(WrapperToolset[Any]):
     _pauses: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict, repr=False)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """pydantic-ai's ``AbstractToolset.get_tools``: the single code tool (``tool_name``), whose
+        description carries the runtime's prompt and the wrapped toolset's tools as a catalog.
+        """
         inner = await self.wrapped.get_tools(ctx)
         listing = self.runtime.render_tools(
             [Tool(name, t.tool_def.description or "", t.tool_def.parameters_json_schema) for name, t in inner.items()]
@@ -121,6 +124,17 @@ class CodeActToolset(WrapperToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
+        """pydantic-ai's ``AbstractToolset.call_tool``: run the script in ``tool_args["code"]`` with
+        the wrapped tools callable from it, or resume a script paused for approval.
+
+        Returns:
+            ``{"value": ..., "stdout": ...}``, both capped to ``max_result_chars``
+            characters (a value whose JSON is longer comes back as its truncated JSON text).
+
+        Raises:
+            ApprovalRequired: a wrapped tool needs approval; the pause travels in the metadata.
+            ModelRetry: the script failed (its error and what it printed go back to the model).
+        """
         inner = await self.wrapped.get_tools(ctx)
         pause = self._pause_for(ctx)
         approved_call: list[str] = [pause.tool] if pause is not None else []
