@@ -53,15 +53,17 @@ def _all_names(tree: ast.Module) -> set[str]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             if isinstance(node.value, (ast.Tuple, ast.List)):
-                names.update(e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+                names.update(
+                    e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                )
     return names
 
 
-def _reexports() -> dict[str, set[str]]:
+def _reexports(root: Path) -> dict[str, set[str]]:
     """Map a module name to the names a public package ``__init__`` re-exports from it via ``__all__``."""
     out: dict[str, set[str]] = {}
-    for init in ROOT.rglob("__init__.py"):
-        rel = init.relative_to(ROOT)
+    for init in root.rglob("__init__.py"):
+        rel = init.relative_to(root)
         if _is_private_path(rel):
             continue
         tree = ast.parse(init.read_text(encoding="utf-8"))
@@ -98,12 +100,13 @@ def _is_documented_protocol(node: ast.ClassDef) -> bool:
     return False
 
 
-def missing() -> list[str]:
-    """Every public definition without a docstring, as ``path:line: qualified.name`` lines, sorted."""
-    reexports = _reexports()
+def missing(root: Path = ROOT) -> list[str]:
+    """Every public definition below ``root`` without a docstring, as ``path:line: qualified.name``
+    lines, sorted by path."""
+    reexports = _reexports(root)
     found: list[str] = []
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT)
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
         private_module = _is_private_path(rel)
         exported = reexports.get(_module_name(rel), set())
         tree = ast.parse(path.read_text(encoding="utf-8"))
