@@ -100,6 +100,24 @@ def _is_documented_protocol(node: ast.ClassDef) -> bool:
     return False
 
 
+def _visit(body: list[ast.stmt], rel: Path, prefix: str, in_protocol: bool, top: set[str] | None) -> list[str]:
+    """The undocumented definitions in ``body`` (``top``: the names allowed at module level, ``None``: all)."""
+    found: list[str] = []
+    for node in body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or node.name.startswith("_"):
+            continue
+        if top is not None and node.name not in top:
+            continue
+        qualname = f"{prefix}{node.name}"
+        if isinstance(node, ast.ClassDef):
+            if ast.get_docstring(node) is None:
+                found.append(f"{rel}:{node.lineno}: {qualname}")
+            found += _visit(node.body, rel, f"{qualname}.", _is_documented_protocol(node), None)
+        elif not (_is_overload(node) or in_protocol) and ast.get_docstring(node) is None:
+            found.append(f"{rel}:{node.lineno}: {qualname}")
+    return found
+
+
 def missing(root: Path = ROOT) -> list[str]:
     """Every public definition below ``root`` without a docstring, as ``path:line: qualified.name``
     lines, sorted by path."""
@@ -107,30 +125,8 @@ def missing(root: Path = ROOT) -> list[str]:
     found: list[str] = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        private_module = _is_private_path(rel)
-        exported = reexports.get(_module_name(rel), set())
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-
-        def visit(body: list[ast.stmt], prefix: str, in_protocol: bool) -> None:
-            for node in body:
-                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    continue
-                if node.name.startswith("_"):
-                    continue
-                if not prefix and private_module and node.name not in exported:
-                    continue
-                qualname = f"{prefix}{node.name}"
-                if isinstance(node, ast.ClassDef):
-                    if ast.get_docstring(node) is None:
-                        found.append(f"{rel}:{node.lineno}: {qualname}")
-                    visit(node.body, f"{qualname}.", _is_documented_protocol(node))
-                    continue
-                if _is_overload(node) or in_protocol:
-                    continue
-                if ast.get_docstring(node) is None:
-                    found.append(f"{rel}:{node.lineno}: {qualname}")
-
-        visit(tree.body, "", False)
+        top = reexports.get(_module_name(rel), set()) if _is_private_path(rel) else None
+        found += _visit(ast.parse(path.read_text(encoding="utf-8")).body, rel, "", False, top)
     return found
 
 

@@ -672,7 +672,8 @@ class MontyRuntime:
         return await arun_script(self, code, tools=tools, **options)
 
     def capabilities(self) -> RuntimeCapabilities:
-        """What this runtime supports (suspension, ``await``, namespace sessions) and its prompt, fixed at construction."""
+        """What this runtime supports (suspension, ``await``, namespace sessions) and its prompt,
+        fixed at construction."""
         return self._capabilities
 
     def render_tools(self, tools: Sequence[Tool]) -> str:
