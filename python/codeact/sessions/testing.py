@@ -138,7 +138,8 @@ class StoreContract:
 
     @pytest.fixture(params=_backends())
     def anyio_backend(self, request: pytest.FixtureRequest) -> str:
-        """The anyio backend of each test: every suite test runs once per parameter (asyncio, trio)."""
+        """The anyio backend of each test: every suite test runs on asyncio, and on trio too
+        when it is installed."""
         return str(request.param)
 
     @pytest.fixture
