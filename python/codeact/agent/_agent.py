@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
-from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, SkipValidation, TypeAdapter, ValidationError, model_validator
 
 from ..events import (
     INTERMEDIATE_KINDS,
@@ -27,8 +27,8 @@ from ..events import (
 )
 from ..exceptions import MissingStateError
 from ..guardrails import run_guardrails
-from ..models import GenerateContentConfig, LlmRequest, LlmResponse
-from ..runtime import Raised
+from ..models import GenerateContentConfig, Llm, LlmRequest, LlmResponse
+from ..runtime import CodeRuntime, Raised
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
 from ..sessions._turns import TurnRecord, new_claim
@@ -84,8 +84,11 @@ class CodeActAgent(BaseAgent):
     each option. ``model`` and ``runtime`` are required.
     """
 
-    model: Any = Field(description="The `Llm` to call (`ScriptedModel`, `OpenAIChatModel`, ...).")
-    runtime: Any = Field(description="The `CodeRuntime` that runs scripts (`MontyRuntime()`, `CPythonRuntime()`).")
+    # SkipValidation: any object is accepted as before (the Protocols are for type checkers).
+    model: SkipValidation[Llm] = Field(description="The `Llm` to call (`ScriptedModel`, `OpenAIChatModel`, ...).")
+    runtime: SkipValidation[CodeRuntime] = Field(
+        description="The `CodeRuntime` that runs scripts (`MontyRuntime()`, `CPythonRuntime()`)."
+    )
     instruction: str | Callable[..., Any] = Field(
         default="",
         description=(
@@ -696,7 +699,8 @@ class CodeActAgent(BaseAgent):
                 start: Callable[..., Any] = self.runtime.start
                 if self._uses_session():
                     if run.session is None:
-                        run.session = self.runtime.start_session()
+                        # An optional method of the runtime (checked by _uses_session).
+                        run.session = self.runtime.start_session()  # type: ignore[attr-defined]
                     run.session_start = await run_step(run.session.dump)
                     start = run.session.feed
                 elif self.persist_namespace:
