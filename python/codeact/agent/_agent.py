@@ -28,6 +28,7 @@ from ..events import (
 from ..exceptions import MissingStateError
 from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, Llm, LlmRequest, LlmResponse
+from ..plugins import Plugin
 from ..runtime import CodeRuntime, Raised
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
@@ -225,7 +226,7 @@ class CodeActAgent(BaseAgent):
             "with `codeact.output_guardrail`)."
         ),
     )
-    plugins: list[Any] = Field(
+    plugins: list[SkipValidation[Plugin]] = Field(
         default_factory=list,
         description=(
             "`Plugin`s with hooks around the user message, run start/end, each event, model calls and tool calls; "
