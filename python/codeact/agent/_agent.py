@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
-from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, SkipValidation, TypeAdapter, ValidationError, model_validator
 
 from ..events import (
     INTERMEDIATE_KINDS,
@@ -27,17 +27,18 @@ from ..events import (
 )
 from ..exceptions import MissingStateError
 from ..guardrails import run_guardrails
-from ..models import GenerateContentConfig, LlmRequest, LlmResponse
-from ..runtime import Raised
+from ..models import GenerateContentConfig, Llm, LlmRequest, LlmResponse
+from ..plugins import MaybeAwaitable, Plugin
+from ..runtime import CodeRuntime, Raised
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
 from ..sessions._turns import TurnRecord, new_claim
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
 from ..telemetry import start_agent_run
-from ..tools import FunctionTool, Tool
+from ..tools import FunctionTool, Tool, ToolContext
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
-from ._dispatch import CircuitBreaker, RetryBudget, call_callback
+from ._dispatch import CircuitBreaker, RetryBudget, ToolOutcome, call_callback
 from ._driver import TurnDriver, TurnEnd, TurnState, escape_surrogates
 from ._extract import explain_no_code, extract_code
 from ._hints import explain_raised, script_hint
@@ -56,11 +57,23 @@ from ._output import (
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
 from ._protocol import TURN_FORMAT, claim_decisions
 from ._recovery import drop_slot, release_claim, restore
-from ._run import SCRIPT_NAME, Callbacks, Run, as_callbacks, authored_event
+from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event
 from ._stepper import run_step
 from ._turn import LeaseKeeper, verify_turn
 
-__all__ = ("DEFAULT_MAX_ERROR_CHARS", "DEFAULT_MAX_ITERATIONS", "CodeActAgent")
+__all__ = (
+    "DEFAULT_MAX_ERROR_CHARS",
+    "DEFAULT_MAX_ITERATIONS",
+    "AfterAgentCallback",
+    "AfterModelCallback",
+    "AfterToolCallback",
+    "AfterToolFullCallback",
+    "BeforeAgentCallback",
+    "BeforeModelCallback",
+    "BeforeToolCallback",
+    "CodeActAgent",
+    "OnToolErrorCallback",
+)
 
 log = logging.getLogger("codeact.durability")
 
@@ -69,6 +82,25 @@ DEFAULT_MAX_ERROR_CHARS = 4000
 
 
 InstructionProvider = Callable[[CallbackContext], "str | Any"]
+
+# The shapes of the agent's callbacks; each may be sync or async (``MaybeAwaitable``). A field
+# takes one callback, a list of them or None.
+BeforeAgentCallback = Callable[[CallbackContext], MaybeAwaitable[Content | str | None]]
+"""``before_agent(ctx)``: a value answers without calling the model."""
+AfterAgentCallback = Callable[[CallbackContext], MaybeAwaitable[Content | str | None]]
+"""``after_agent(ctx)``: a value is yielded as one more event after a final result."""
+BeforeModelCallback = Callable[[CallbackContext, LlmRequest], MaybeAwaitable[LlmResponse | Content | str | None]]
+"""``before_model(ctx, request)``: the first reply skips the model."""
+AfterModelCallback = Callable[[CallbackContext, LlmResponse], MaybeAwaitable[LlmResponse | Content | str | None]]
+"""``after_model(ctx, response)``: a reply replaces the model's (a pipeline)."""
+BeforeToolCallback = Callable[[Tool, dict[str, Any], ToolContext], MaybeAwaitable[Any]]
+"""``before_tool(tool, args, tool_context)``: the first non-None value replaces the call."""
+AfterToolCallback = Callable[[Tool, dict[str, Any], ToolContext, Any], MaybeAwaitable[Any]]
+"""``after_tool(tool, args, tool_context, value)``: the first non-None value replaces the result."""
+AfterToolFullCallback = Callable[[Tool, dict[str, Any], ToolContext, Any, ToolOutcome], MaybeAwaitable[Any]]
+"""``after_tool_full(tool, args, tool_context, value, outcome)``: sees the ``ToolOutcome``."""
+OnToolErrorCallback = Callable[[Tool, dict[str, Any], ToolContext, str], MaybeAwaitable[Any]]
+"""``on_tool_error(tool, args, tool_context, error)``: the first non-None value is the fallback."""
 
 
 class CodeActAgent(BaseAgent):
@@ -84,8 +116,11 @@ class CodeActAgent(BaseAgent):
     each option. ``model`` and ``runtime`` are required.
     """
 
-    model: Any = Field(description="The `Llm` to call (`ScriptedModel`, `OpenAIChatModel`, ...).")
-    runtime: Any = Field(description="The `CodeRuntime` that runs scripts (`MontyRuntime()`, `CPythonRuntime()`).")
+    # SkipValidation: any object is accepted as before (the Protocols are for type checkers).
+    model: SkipValidation[Llm] = Field(description="The `Llm` to call (`ScriptedModel`, `OpenAIChatModel`, ...).")
+    runtime: SkipValidation[CodeRuntime] = Field(
+        description="The `CodeRuntime` that runs scripts (`MontyRuntime()`, `CPythonRuntime()`)."
+    )
     instruction: str | Callable[..., Any] = Field(
         default="",
         description=(
@@ -142,7 +177,7 @@ class CodeActAgent(BaseAgent):
         ge=0,
         description="Consecutive failures after which a tool is disabled for the rest of the invocation.",
     )
-    on_tool_error: Callbacks = Field(
+    on_tool_error: OnToolErrorCallback | Sequence[OnToolErrorCallback] | None = Field(
         default=None,
         description=(
             "Fallbacks `(tool, args, tool_context, error) -> value | None`; the first non-None value becomes the "
@@ -178,29 +213,29 @@ class CodeActAgent(BaseAgent):
             "`codeact.input_schema`. Also the parameters of the agent as an `AgentTool`."
         ),
     )
-    before_agent: Callbacks = Field(
+    before_agent: BeforeAgentCallback | Sequence[BeforeAgentCallback] | None = Field(
         default=None, description="`(CallbackContext) -> content | None`; a value answers without calling the model."
     )
-    after_agent: Callbacks = Field(
+    after_agent: AfterAgentCallback | Sequence[AfterAgentCallback] | None = Field(
         default=None,
         description=(
             "`(CallbackContext) -> content | None`, run after a final result; a value is yielded as one more event."
         ),
     )
-    before_model: Callbacks = Field(
+    before_model: BeforeModelCallback | Sequence[BeforeModelCallback] | None = Field(
         default=None, description="`(CallbackContext, LlmRequest) -> reply | None`; the first reply skips the model."
     )
-    after_model: Callbacks = Field(
+    after_model: AfterModelCallback | Sequence[AfterModelCallback] | None = Field(
         default=None, description="`(CallbackContext, LlmResponse) -> reply | None`; a pipeline rewriting the reply."
     )
-    before_tool: Callbacks = Field(
+    before_tool: BeforeToolCallback | Sequence[BeforeToolCallback] | None = Field(
         default=None, description="`(tool, args, tool_context) -> value | None`; the first value replaces the call."
     )
-    after_tool: Callbacks = Field(
+    after_tool: AfterToolCallback | Sequence[AfterToolCallback] | None = Field(
         default=None,
         description="`(tool, args, tool_context, value) -> value | None`; the first value replaces the result.",
     )
-    after_tool_full: Callbacks = Field(
+    after_tool_full: AfterToolFullCallback | Sequence[AfterToolFullCallback] | None = Field(
         default=None,
         description=(
             "`(tool, args, tool_context, value, outcome) -> value | None`; sees the `ToolOutcome` (attempts, "
@@ -222,7 +257,7 @@ class CodeActAgent(BaseAgent):
             "with `codeact.output_guardrail`)."
         ),
     )
-    plugins: list[Any] = Field(
+    plugins: list[SkipValidation[Plugin]] = Field(
         default_factory=list,
         description=(
             "`Plugin`s with hooks around the user message, run start/end, each event, model calls and tool calls; "
@@ -696,7 +731,8 @@ class CodeActAgent(BaseAgent):
                 start: Callable[..., Any] = self.runtime.start
                 if self._uses_session():
                     if run.session is None:
-                        run.session = self.runtime.start_session()
+                        # An optional method of the runtime (checked by _uses_session).
+                        run.session = self.runtime.start_session()  # type: ignore[attr-defined]
                     run.session_start = await run_step(run.session.dump)
                     start = run.session.feed
                 elif self.persist_namespace:
