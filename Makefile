@@ -60,6 +60,7 @@ lint: toolchain $(PATCHED)
 	$(BIN)/ruff check python tests examples benchmarks tools fuzz
 	$(BIN)/lint-imports --no-cache  # the layers of the package ([tool.importlinter] in pyproject.toml)
 	$(BIN)/mypy python/codeact  # the type gate ([tool.mypy]: runtime/ and sessions/ as strict)
+	$(BIN)/python tools/check_docstrings.py  # every public name documented
 	cargo fmt --all -- --check
 	PATH=$(RUST_PATH) cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/python -m mypy.stubtest codeact._monty --allowlist .ci/stubtest-allowlist.txt

@@ -13,7 +13,7 @@ sys.path.insert(0, str(REPO / "tools"))
 import check_docstrings
 
 # Lower this as docstrings are added; never raise it.
-MAX_MISSING = 11
+MAX_MISSING = 0
 
 
 def test_missing_docstrings_do_not_grow() -> None:

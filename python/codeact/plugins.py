@@ -220,38 +220,52 @@ class Plugin:
         self.name = name or type(self).__name__
 
     def on_user_message(self, ctx: ReadonlyContextProtocol, content: Content) -> MaybeAwaitable[Content | str | None]:
+        """Called before the user's message is stored: a ``Content`` or ``str`` rewrites it, None keeps it."""
         return None
 
     def before_run(self, ctx: CallbackContextProtocol) -> MaybeAwaitable[Content | str | None]:
+        """Called once at the start of a run: a ``Content`` or ``str`` is the answer and the model is
+        never called; None lets the run go ahead."""
         return None
 
     def after_run(self, ctx: CallbackContextProtocol) -> MaybeAwaitable[None]:
+        """Called once when the run ends (answered, suspended or stopped); observe only."""
         return None
 
     def on_event(self, ctx: CallbackContextProtocol, event: Event) -> MaybeAwaitable[Event | None]:
+        """Called for each event before it is stored: an ``Event`` replaces it, None keeps it."""
         return None
 
     def before_model(
         self, ctx: CallbackContextProtocol, request: ModelRequest
     ) -> MaybeAwaitable[ModelRequest | ModelResponse | Content | str | None]:
+        """Called before each model request: an ``LlmRequest`` rewrites the request; a reply
+        (``LlmResponse``, ``Content`` or ``str``) is used instead of calling the model."""
         return None
 
     def after_model(
         self, ctx: CallbackContextProtocol, response: ModelResponse
     ) -> MaybeAwaitable[ModelResponse | Content | str | None]:
+        """Called with each model reply before its script is extracted: a reply (``LlmResponse``,
+        ``Content`` or ``str``) replaces it, None keeps it."""
         return None
 
     def before_tool(self, tool: Tool, args: dict[str, Any], tool_context: ToolContext) -> MaybeAwaitable[Any]:
+        """Called before a tool runs with its validated arguments: a non-None value (plain data) is
+        the call's result and the tool does not run."""
         return None
 
     def after_tool(
         self, tool: Tool, args: dict[str, Any], tool_context: ToolContext, result: Any
     ) -> MaybeAwaitable[Any]:
+        """Called after a tool returned ``result``: a non-None value (plain data) replaces it."""
         return None
 
     def on_tool_error(
         self, tool: Tool, args: dict[str, Any], tool_context: ToolContext, error: str
     ) -> MaybeAwaitable[Any]:
+        """Called when a tool raised (``error`` is its message): a non-None value (plain data) is the
+        call's result instead of the exception the script would see."""
         return None
 
     def __repr__(self) -> str:

@@ -400,6 +400,12 @@ class CodeActAgent(BaseAgent):
     # ------------------------------------------------------------------ entry point
 
     async def run_async(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        """Runs the agent for one invocation (``Runner`` calls it): model turns, each script
+        run and its tool calls, until a final result, a suspension, a transfer or a stop.
+        Yields the events in order; the runner stores each before the next step, so a
+        yielded checkpoint is durable before the tool it brackets runs. Host failures raise
+        the typed errors of ``codeact.exceptions`` (``ModelError``, ``CodeRuntimeError``,
+        ``SessionStoreError``); script mistakes become events fed back to the model."""
         pending = EventActions()
         cb_ctx = CallbackContext(ctx, pending)
         async with aclosing(self._run(ctx, pending, cb_ctx)) as events:

@@ -37,6 +37,11 @@ class BaseLlm:
     name: str = "llm"
 
     async def generate_content(self, request: LlmRequest) -> LlmResponse:
+        """Return the model's reply to ``request``; subclasses implement it (``Llm``'s contract).
+
+        Raises:
+            NotImplementedError: the subclass does not implement it.
+        """
         raise NotImplementedError
 
     async def generate_content_stream(self, request: LlmRequest) -> AsyncIterator[LlmResponse]:
