@@ -25,7 +25,7 @@ from codeact.runtime import Call, Complete, Raised, ResumeValue
 
 # Count budgets are the stoppers of the loop families; the time budgets stay far from them, so on
 # a loaded machine (CI: 2,714 tool calls took a second) a count family still ends at its count.
-MAX_TOOL_CALLS = 1000
+MAX_TOOL_CALLS = 4000  # long enough that the heartbeat ticks several times on a fast machine
 MAX_SCRIPT_SECONDS = 30.0
 SECONDS_BUDGET = {"max_tool_calls": None, "max_script_seconds": 1.0}  # the "-seconds" families
 MAX_STDOUT = 64 * 1024
