@@ -171,8 +171,11 @@ class ScriptedRuntime:
         self.starts += 1
         return self._advance(self.programs.pop(0), None, 0)
 
-    def resume(self, snapshot: bytes, outcome: ResumeValue | ResumeError) -> RunStep:
+    def resume(
+        self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()
+    ) -> RunStep:
         """Resume from bytes made by ``ScriptedPendingCall.dump`` with ``outcome`` as the call's answer.
+        ``os_replay`` is the seam's and unused: a scripted runtime answers no OS calls.
 
         Raises:
             CodeRuntimeError: the runtime has ``supports_suspension=False``.

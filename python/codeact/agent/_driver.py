@@ -183,9 +183,8 @@ class SnapshotCall:
         return self._snapshot
 
     def resume(self, outcome: Outcome, *, os_replay: Sequence[tuple[str, Any]] = ()) -> Any:
-        if os_replay:  # journaled OS answers after the restored call (recovery replays them)
-            return self._runtime.resume(self._snapshot, outcome, os_replay=os_replay)
-        return self._runtime.resume(self._snapshot, outcome)
+        # the journaled OS answers after the restored call (recovery replays them)
+        return self._runtime.resume(self._snapshot, outcome, os_replay=os_replay)
 
 
 class SnapshotGather:
