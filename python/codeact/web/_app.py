@@ -1,0 +1,535 @@
+"""The Starlette application of ``codeact serve``: pages, the JSON API, server-sent events,
+the token and the cross-site checks."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import secrets as _secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+try:
+    import jinja2
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+    from starlette.types import ASGIApp, Receive, Scope, Send
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("codeact serve needs starlette, uvicorn and jinja2: pip install 'codeact[web]'") from exc
+
+import anyio
+
+from ..exceptions import (
+    AlreadyResumingError,
+    CodeActError,
+    DecisionMismatchError,
+    NoPendingCallError,
+    SessionNotFoundError,
+    StaleCheckpointError,
+    ValueConversionError,
+)
+from ..runner import Runner
+from . import _views as views
+
+TOKEN_ENV = "CODEACT_SERVE_TOKEN"
+"""The environment variable ``codeact serve`` reads its token from when ``--token`` is not given."""
+
+TOKEN_COOKIE = "codeact_token"
+CSRF_COOKIE = "codeact_csrf"
+CSRF_FIELD = "csrf"
+HERE = Path(__file__).parent
+VERBS = ("approve", "deny", "complete", "resolve")
+NOTICES = {
+    "approve": "Approved; the run resumed.",
+    "deny": "Denied; the reason was fed back to the script.",
+    "complete": "Completed; the run resumed with the value.",
+    "resolve": "Decided; the run resumed.",
+    "recover": "Recovered; the interrupted turn ran on.",
+}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) only listens on this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class HttpError(Exception):
+    """A request refused with ``status`` and a message (nothing ran)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+_ERROR_STATUS: list[tuple[type[BaseException], int]] = [
+    (DecisionMismatchError, 409),
+    (AlreadyResumingError, 409),
+    (NoPendingCallError, 409),
+    (StaleCheckpointError, 409),
+    (SessionNotFoundError, 404),
+    (ValueConversionError, 400),
+    (ValueError, 400),
+]
+
+
+def _status_of(exc: BaseException) -> int:
+    for kind, status in _ERROR_STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+class _Guard:
+    """ASGI middleware: the token on every request (when one is set) and the cross-site
+    checks on every POST."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    def _token_ok(self, request: Request) -> bool:
+        assert self.token is not None
+        given = [request.cookies.get(TOKEN_COOKIE, ""), request.query_params.get("token", "")]
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            given.append(auth[7:].strip())
+        return any(g and hmac.compare_digest(g.encode(), self.token.encode()) for g in given)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        response: Response | None = None
+        if self.token is not None and not self._token_ok(request):
+            response = JSONResponse(
+                {"error": "a valid token is required (Authorization: Bearer TOKEN, or ?token=TOKEN once)"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        elif request.method == "POST":
+            problem = _cross_site(request)
+            if problem:
+                response = JSONResponse({"error": f"cross-site request refused: {problem}; nothing ran"}, 403)
+        elif self.token is not None and request.method == "GET" and "token" in request.query_params:
+            # ?token= once: kept in a cookie, and dropped from the address bar.
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            target = request.url.path + ("?" + urlencode(rest) if rest else "")
+            response = RedirectResponse(target, status_code=303)
+            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+        if response is not None:
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _cross_site(request: Request) -> str:
+    """Why a POST looks cross-site, or ""."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return f"Sec-Fetch-Site is {site}"
+    origin = request.headers.get("origin")
+    if origin is not None:
+        parts = urlsplit(origin)
+        if parts.netloc.lower() != request.headers.get("host", "").lower():
+            return f"Origin {origin} is not this server"
+    return ""
+
+
+def create_app(runner: Runner, *, token: str | None = None, poll_interval: float = 0.5) -> Starlette:
+    """The ``codeact serve`` application over ``runner`` (its app, store, agent and secrets).
+
+    Args:
+        runner: decides and resumes the calls (``Runner.approve/deny/complete/resolve_in_doubt``,
+            ``Runner.recover``); its ``secrets`` are redacted from everything served.
+        token: when given, every request must carry it (``Authorization: Bearer TOKEN``, or
+            ``?token=TOKEN`` once in a browser, then kept in a cookie); else 401.
+        poll_interval: seconds between two looks at the store by a server-sent events stream.
+
+    Returns:
+        An ASGI application (run it with uvicorn). Routes and JSON shapes: ``docs/web.md``.
+    """
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=jinja2.select_autoescape(("html",), default=True),
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, ensure_ascii=False, indent=1, default=repr)
+    redact = views.redactor(runner)
+    runners: dict[str, Runner] = {runner.app_name: runner}
+
+    def runner_for(app_name: str | None) -> Runner:
+        name = app_name or runner.app_name
+        if name not in runners:
+            runners[name] = Runner(
+                app_name=name, agent=runner.agent, session_service=runner.session_service, secrets=runner.secrets
+            )
+        return runners[name]
+
+    def page(request: Request, template: str, status: int = 200, **data: Any) -> HTMLResponse:
+        csrf = request.cookies.get(CSRF_COOKIE) or _secrets.token_urlsafe(24)
+        html = env.get_template(template).render(
+            csrf=csrf, csrf_field=CSRF_FIELD, app=request.query_params.get("app") or runner.app_name, **data
+        )
+        response = HTMLResponse(redact(html), status_code=status)
+        if request.cookies.get(CSRF_COOKIE) != csrf:
+            response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict")
+        return response
+
+    def error_page(request: Request, exc: HttpError) -> HTMLResponse:
+        return page(request, "error.html", exc.status, message=redact(exc.message), status=exc.status)
+
+    # ------------------------------------------------------------ data
+
+    async def session_view(r: Runner, session_id: str, user_id: str | None) -> dict[str, Any]:
+        try:
+            session = await views.find_session(r, session_id, user_id)
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
+        if session is None:
+            raise HttpError(404, f"no session {session_id!r} in app {r.app_name!r}")
+        status, info = await views.session_status(r, session)
+        pending = [views.pending_dict(session.user_id, session.id, p) for p in (info.pending if info else [])]
+        detail = await views.turn_detail(r, session, info)
+        return {
+            "session": views.scrub(
+                {
+                    "id": session.id,
+                    "app_name": session.app_name,
+                    "user_id": session.user_id,
+                    "status": status,
+                    "updated": views._iso(session.last_update_time),
+                    "in_flight": info.in_flight if info is not None else [],
+                },
+                redact,
+            ),
+            "items": views.timeline(session.events, redact),
+            "pending": views.scrub(pending, redact),
+            "detail": views.scrub(detail, redact),
+            "events": session.events,
+            "state": views.scrub(session.state, redact),
+        }
+
+    async def decide(r: Runner, verb: str, call_key: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Runs one decision and returns ``{"session_id", "user_id", "events", "pending", "status"}``.
+
+        Raises:
+            HttpError: bad input (400), no such call (404), not pending any more or decided
+                on a stale view (409); nothing ran.
+        """
+        if verb not in VERBS:
+            raise HttpError(404, f"no such decision {verb!r}: one of {', '.join(VERBS)}")
+        digest = body.get("digest")
+        if not isinstance(digest, str) or not digest:
+            raise HttpError(400, "digest is required: the digest of the pending call decided on (/api/pending)")
+        session_id, user_id = body.get("session_id"), body.get("user_id")
+        for name, value in (("session_id", session_id), ("user_id", user_id)):
+            if value is not None and not isinstance(value, str):
+                raise HttpError(400, f"{name} must be a string")
+        found = None
+        if session_id is not None:
+            try:
+                session = await views.find_session(r, session_id, user_id)
+            except ValueError as exc:
+                raise HttpError(400, str(exc)) from None
+            if session is None:
+                raise HttpError(404, f"no session {session_id!r} in app {r.app_name!r}; nothing ran")
+            user_id = session.user_id
+            for p in await r.pending(user_id=user_id, session_id=session_id):
+                if p.call_key == call_key:
+                    found = p
+            if found is None:
+                if _mentions(session.events, call_key):
+                    raise HttpError(
+                        409, f"call {call_key} is not pending any more (it was decided already); nothing ran"
+                    )
+                raise HttpError(404, f"no pending call {call_key!r} in session {session_id!r}; nothing ran")
+        else:
+            for (user, sid), calls in (await r.list_pending(user_id=user_id)).items():
+                for p in calls:
+                    if p.call_key == call_key:
+                        found, user_id, session_id = p, user, sid
+            if found is None:
+                raise HttpError(404, f"no pending call {call_key!r} (unknown, or decided already); nothing ran")
+        assert user_id is not None and session_id is not None
+        if digest != found.digest:
+            raise HttpError(
+                409,
+                f"call {call_key} has changed since the page was loaded (digest {found.digest}, not {digest}): "
+                "the decision was made on a stale view; nothing ran",
+            )
+        kwargs: dict[str, Any] = {"user_id": user_id, "session_id": session_id, "call_key": call_key}
+        if verb == "approve":
+            stream = r.approve(**kwargs, digest=digest)
+        elif verb == "deny":
+            reason = body.get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise HttpError(400, "reason must be a string")
+            stream = r.deny(**kwargs, digest=digest, reason=reason or None)
+        elif verb == "complete":
+            error = body.get("error")
+            if error is not None and not isinstance(error, str):
+                raise HttpError(400, "error must be a string")
+            if error is None and "value" not in body:
+                raise HttpError(400, "give the call's result as value (any JSON), or error (a text)")
+            stream = r.complete(**kwargs, value=None if error is not None else body.get("value"), error=error)
+        else:
+            action = body.get("action")
+            if action not in ("rerun", "skip", "fail"):
+                raise HttpError(400, "action must be rerun, skip or fail")
+            reason = body.get("reason") or ""
+            if not isinstance(reason, str):
+                raise HttpError(400, "reason must be a string")
+            stream = r.resolve_in_doubt(**kwargs, action=action, value=body.get("value"), reason=reason)
+        events = await _drain(stream)
+        return await _after(r, user_id, session_id, events)
+
+    async def _after(r: Runner, user_id: str, session_id: str, events: list[Any]) -> dict[str, Any]:
+        pending = await r.pending(user_id=user_id, session_id=session_id)
+        return {
+            "session_id": session_id,
+            "user_id": user_id,
+            "events": views.scrub([e.model_dump(mode="json") for e in events], redact),
+            "pending": views.scrub([views.pending_dict(user_id, session_id, p) for p in pending], redact),
+        }
+
+    async def _drain(stream: AsyncIterator[Any]) -> list[Any]:
+        try:
+            return [event async for event in stream]
+        except CodeActError as exc:
+            raise HttpError(_status_of(exc), f"{exc}") from None
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
+
+    async def recover(r: Runner, session_id: str, user_id: str | None) -> dict[str, Any]:
+        try:
+            session = await views.find_session(r, session_id, user_id)
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
+        if session is None:
+            raise HttpError(404, f"no session {session_id!r} in app {r.app_name!r}; nothing ran")
+        events = await _drain(r.recover(user_id=session.user_id, session_id=session.id))
+        return await _after(r, session.user_id, session.id, events)
+
+    async def inbox_data(r: Runner, user: str | None) -> list[dict[str, Any]]:
+        return await views.inbox(r, user, redact)
+
+    def inbox_version(calls: list[dict[str, Any]]) -> str:
+        return views.fingerprint([(c["session_id"], c["call_key"], c["digest"], c["status"]) for c in calls])
+
+    def session_version(view: dict[str, Any]) -> str:
+        return views.fingerprint(
+            [len(view["events"]), view["session"]["status"], [p["digest"] for p in view["pending"]]]
+        )
+
+    # ------------------------------------------------------------ pages
+
+    def _user(request: Request) -> str | None:
+        return request.query_params.get("user") or None
+
+    async def sessions_page(request: Request) -> Response:
+        r = runner_for(request.query_params.get("app"))
+        user = _user(request)
+        rows = await views.list_sessions(r, user, redact)
+        return page(request, "sessions.html", sessions=rows, user=user or "", app_name=r.app_name)
+
+    async def inbox_page(request: Request) -> Response:
+        r = runner_for(request.query_params.get("app"))
+        user = _user(request)
+        calls = await inbox_data(r, user)
+        stream = "/api/stream?" + urlencode({"view": "inbox", "app": r.app_name, **({"user": user} if user else {})})
+        return page(
+            request, "inbox.html", calls=calls, user=user or "", version=inbox_version(calls), stream=stream,
+            app_name=r.app_name,
+        )
+
+    async def session_page(request: Request) -> Response:
+        r = runner_for(request.query_params.get("app"))
+        try:
+            view = await session_view(r, request.path_params["session_id"], _user(request))
+        except HttpError as exc:
+            return error_page(request, exc)
+        s = view["session"]
+        stream = "/api/stream?" + urlencode(
+            {"view": "session", "app": r.app_name, "session": s["id"], "user": s["user_id"]}
+        )
+        notice = NOTICES.get(request.query_params.get("done", ""))
+        return page(
+            request, "session.html", **view, version=session_version(view), stream=stream, notice=notice,
+            app_name=r.app_name,
+        )
+
+    async def _form(request: Request) -> dict[str, Any]:
+        form = await request.form()
+        given = str(form.get(CSRF_FIELD, ""))
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        if not given or not cookie or not hmac.compare_digest(given.encode(), cookie.encode()):
+            raise HttpError(403, "the form's CSRF token is missing or wrong (reload the page); nothing ran")
+        return {k: str(v) for k, v in form.items() if k != CSRF_FIELD}
+
+    def _timeline_url(app_name: str, session_id: str, user_id: str, done: str) -> str:
+        return f"/sessions/{session_id}?" + urlencode({"app": app_name, "user": user_id, "done": done})
+
+    async def decide_form(request: Request) -> Response:
+        r = runner_for(request.query_params.get("app"))
+        verb = request.path_params["verb"]
+        try:
+            fields = await _form(request)
+            body: dict[str, Any] = {k: fields.get(k) for k in ("digest", "session_id", "user_id", "reason", "action")}
+            body = {k: v for k, v in body.items() if v not in (None, "")}
+            if verb == "complete" and fields.get("outcome") == "error":
+                body["error"] = fields.get("error") or "failed"
+            elif verb in ("complete", "resolve") and fields.get("value", "") != "":
+                try:
+                    body["value"] = json.loads(fields["value"])
+                except json.JSONDecodeError as exc:
+                    raise HttpError(400, f"the value is not JSON: {exc}; nothing ran") from None
+            elif verb == "complete":
+                raise HttpError(400, "give the call's result as JSON; nothing ran")
+            result = await decide(r, verb, request.path_params["call_key"], body)
+        except HttpError as exc:
+            return error_page(request, exc)
+        return RedirectResponse(_timeline_url(r.app_name, result["session_id"], result["user_id"], verb), 303)
+
+    async def recover_form(request: Request) -> Response:
+        r = runner_for(request.query_params.get("app"))
+        try:
+            fields = await _form(request)
+            result = await recover(r, request.path_params["session_id"], fields.get("user_id") or None)
+        except HttpError as exc:
+            return error_page(request, exc)
+        return RedirectResponse(_timeline_url(r.app_name, result["session_id"], result["user_id"], "recover"), 303)
+
+    # ------------------------------------------------------------ JSON API
+
+    def api(fn: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return JSONResponse(await fn(request))
+            except HttpError as exc:
+                return JSONResponse({"error": redact(exc.message)}, status_code=exc.status)
+
+        return endpoint
+
+    async def _json_body(request: Request) -> dict[str, Any]:
+        if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            raise HttpError(415, "send the body as application/json; nothing ran")
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise HttpError(400, f"the body is not JSON: {exc}; nothing ran") from None
+        if not isinstance(body, dict):
+            raise HttpError(400, "the body must be a JSON object; nothing ran")
+        return body
+
+    @api
+    async def api_sessions(request: Request) -> Any:
+        r = runner_for(request.query_params.get("app"))
+        return {"app_name": r.app_name, "sessions": await views.list_sessions(r, _user(request), redact)}
+
+    @api
+    async def api_pending(request: Request) -> Any:
+        r = runner_for(request.query_params.get("app"))
+        return {"app_name": r.app_name, "pending": await inbox_data(r, _user(request))}
+
+    @api
+    async def api_events(request: Request) -> Any:
+        r = runner_for(request.query_params.get("app"))
+        view = await session_view(r, request.path_params["session_id"], _user(request))
+        return {
+            "session": view["session"],
+            "events": views.scrub([e.model_dump(mode="json") for e in view["events"]], redact),
+            "state": view["state"],
+            "pending": view["pending"],
+            "timeline": view["items"],
+        }
+
+    @api
+    async def api_decide(request: Request) -> Any:
+        r = runner_for(request.query_params.get("app"))
+        body = await _json_body(request)
+        return await decide(r, request.path_params["verb"], request.path_params["call_key"], body)
+
+    @api
+    async def api_recover(request: Request) -> Any:
+        r = runner_for(request.query_params.get("app"))
+        body = await _json_body(request)
+        user = body.get("user_id")
+        if user is not None and not isinstance(user, str):
+            raise HttpError(400, "user_id must be a string")
+        return await recover(r, request.path_params["session_id"], user)
+
+    async def api_stream(request: Request) -> Response:
+        """Server-sent events: ``data: VERSION`` each time what the page shows changes."""
+        r = runner_for(request.query_params.get("app"))
+        view_name = request.query_params.get("view", "inbox")
+        user = _user(request)
+        session_id = request.query_params.get("session", "")
+
+        async def version() -> str:
+            if view_name == "session":
+                try:
+                    return session_version(await session_view(r, session_id, user))
+                except HttpError:
+                    return "missing"
+            return inbox_version(await inbox_data(r, user))
+
+        async def events() -> AsyncIterator[str]:
+            last = None
+            while not await request.is_disconnected():
+                current = await version()
+                if current != last:
+                    last = current
+                    yield f"data: {current}\n\n"
+                await anyio.sleep(poll_interval)
+
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        )
+
+    routes = [
+        Route("/", lambda request: RedirectResponse("/inbox" + _query(request), 303)),
+        Route("/sessions", sessions_page),
+        Route("/sessions/{session_id}", session_page),
+        Route("/sessions/{session_id}/recover", recover_form, methods=["POST"]),
+        Route("/inbox", inbox_page),
+        Route("/pending/{call_key}/{verb}", decide_form, methods=["POST"]),
+        Route("/api/sessions", api_sessions),
+        Route("/api/sessions/{session_id}/events", api_events),
+        Route("/api/sessions/{session_id}/recover", api_recover, methods=["POST"]),
+        Route("/api/pending", api_pending),
+        Route("/api/pending/{call_key}/{verb}", api_decide, methods=["POST"]),
+        Route("/api/stream", api_stream),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.add_middleware(_Guard, token=token)
+    return app
+
+
+def _query(request: Request) -> str:
+    return "?" + request.url.query if request.url.query else ""
+
+
+def _mentions(events: list[Any], call_key: str) -> bool:
+    """Whether the session's events name ``call_key`` (a call that was pending once)."""
+    for event in events:
+        if call_key in event.actions.requested_tool_confirmations or call_key in event.long_running_tool_ids:
+            return True
+        for part in event.content.parts if event.content is not None else []:
+            for ref in (part.function_call, part.function_response):
+                if ref is not None and ref.id == call_key:
+                    return True
+    return False

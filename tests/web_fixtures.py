@@ -1,0 +1,83 @@
+"""The agent and store the web tests serve: a script that looks a name up (with a secret),
+prints, then asks a human before it pays; and one that starts a long-running job."""
+
+from __future__ import annotations
+
+import json
+
+from codeact import CodeActAgent, FunctionTool, LongRunningFunctionTool, MontyRuntime, Runner, ScriptedModel
+from codeact.models import LlmRequest
+from codeact.sessions import SqliteSessionService
+from codeact.tools import ToolContext
+
+APP = "webapp"
+SECRET = "sk-LIVE-7f3a9c2e51"
+PAID: list[int] = []
+
+PAY_SCRIPT = """\
+who = call_tool("lookup", {"name": "bob"})
+print("looked up", who)
+try:
+    r = call_tool("pay", {"amount": 900})
+except PermissionError as e:
+    r = "refused: " + str(e)
+{"type": "final_result", "value": r}"""
+
+JOB_SCRIPT = """\
+j = call_tool("start_job", {"name": "nightly"})
+{"type": "final_result", "value": "job said " + str(j)}"""
+
+
+def lookup(name: str, tool_context: ToolContext) -> str:
+    """Looks a customer up in the bank's API (with the API key)."""
+    return f"found {name} (key {tool_context.get_secret('bank_key')})"
+
+
+def pay(amount: int) -> str:
+    """Pays out (needs a human's approval)."""
+    PAID.append(amount)
+    return f"paid {amount}"
+
+
+def start_job(name: str) -> str:
+    """Starts a long job; its result comes later."""
+    return f"job {name} started"
+
+
+def _reply(request: LlmRequest) -> str:
+    last = request.contents[-1].text
+    if "pay" in last:
+        return f"```python\n{PAY_SCRIPT}\n```"
+    if "job" in last:
+        return f"```python\n{JOB_SCRIPT}\n```"
+    return '```python\n{"type": "final_result", "value": ' + json.dumps(f"ok: {last[:40]}") + "}\n```"
+
+
+def make_agent() -> CodeActAgent:
+    """A fresh agent (its scripted model answers by the last message)."""
+    return CodeActAgent(
+        name="assistant",
+        model=ScriptedModel(_reply),
+        runtime=MontyRuntime(),
+        tools=[lookup, FunctionTool(pay, requires_confirmation=True), LongRunningFunctionTool(start_job)],
+    )
+
+
+AGENT = make_agent()
+
+
+def make_runner(db: str) -> Runner:
+    """A runner over the SQLite file ``db`` with the secret."""
+    return Runner(
+        app_name=APP,
+        agent=make_agent(),
+        session_service=SqliteSessionService(db),
+        secrets={"bank_key": SECRET},
+        auto_create_session=True,
+    )
+
+
+async def start(runner: Runner, session_id: str, message: str, user_id: str = "alice") -> None:
+    """Runs one message (it pauses at the human's call)."""
+    async for _ in runner.run_async(user_id=user_id, session_id=session_id, new_message=message):
+        pass
