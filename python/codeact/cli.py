@@ -10,6 +10,8 @@
   calls waiting for a human, and approving, denying or completing them
   (these rebuild the agent to resume the run: ``--agent module:attr``, or the options chat was
   started with). In chat, a paused call is answered at the prompt.
+- ``codeact serve --db FILE|URL --agent module:attr [--host 127.0.0.1 --port 8000] [--token T]``:
+  the approval inbox in the browser (``codeact[web]``, ``docs/web.md``).
 
 Exit codes: 0 success, 1 the script or run failed, 2 bad usage.
 """
@@ -810,6 +812,55 @@ def sessions_resolve(
         value=parsed,
         reason=reason,
     )
+
+
+# ------------------------------------------------------------------ serve
+
+
+@app.command()
+def serve(
+    db: Annotated[str, typer.Option(help="the session store: a SQLite file or a postgresql:// URL")],
+    agent: Annotated[str, typer.Option(help="module:attr of the agent that resumes the runs")],
+    app_name: AppOption = DEFAULT_APP,
+    host: Annotated[str, typer.Option(help="address to bind (loopback unless a token is set)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    token: Annotated[
+        str | None,
+        typer.Option(help="required on every request (default: $CODEACT_SERVE_TOKEN); needed off loopback"),
+    ] = None,
+    secrets: Annotated[
+        str | None, typer.Option(help="module:attr of the runner's secrets (a mapping or SecretsProvider)")
+    ] = None,
+) -> None:
+    """Serve the approval inbox in the browser: sessions, timelines and the calls waiting for a
+    human, decided through the same Runner.approve/deny/complete as `codeact sessions`
+    (`pip install 'codeact[web]'`; the JSON API is in docs/web.md)."""
+    import os
+
+    try:
+        import uvicorn
+
+        from .web import TOKEN_ENV, create_app, is_loopback
+    except ImportError as exc:
+        _err().print(str(exc), style="red")
+        raise typer.Exit(2) from None
+    from .runner import Runner
+
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if not is_loopback(host) and token is None:
+        _err().print(
+            f"refusing to bind {host}: off loopback every request needs a token (--token or ${TOKEN_ENV})", style="red"
+        )
+        raise typer.Exit(2)
+    runner = Runner(
+        app_name=app_name,
+        agent=load_object(agent),
+        session_service=_session_service(_existing_store(db)),
+        secrets=load_object(secrets) if secrets else None,
+    )
+    web_app = create_app(runner, token=token)
+    _err().print(f"codeact serve: http://{host}:{port}/inbox (app {app_name!r})", style="dim")
+    uvicorn.run(web_app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
 
 
 def main() -> None:

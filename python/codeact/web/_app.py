@@ -45,6 +45,17 @@ CSRF_COOKIE = "codeact_csrf"
 CSRF_FIELD = "csrf"
 HERE = Path(__file__).parent
 VERBS = ("approve", "deny", "complete", "resolve")
+LABELS = {
+    "user": "message",
+    "reply": "answer",
+    "script": "script",
+    "output": "printed",
+    "tool_call": "tool call",
+    "tool_result": "tool result",
+    "waiting": "paused",
+    "error": "error",
+    "state": "state change",
+}
 NOTICES = {
     "approve": "Approved; the run resumed.",
     "deny": "Denied; the reason was fed back to the script.",
@@ -178,18 +189,18 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
             )
         return runners[name]
 
-    def page(request: Request, template: str, status: int = 200, **data: Any) -> HTMLResponse:
+    def page(request: Request, template: str, http_status: int = 200, **data: Any) -> HTMLResponse:
         csrf = request.cookies.get(CSRF_COOKIE) or _secrets.token_urlsafe(24)
         html = env.get_template(template).render(
-            csrf=csrf, csrf_field=CSRF_FIELD, app=request.query_params.get("app") or runner.app_name, **data
+            csrf=csrf, csrf_field=CSRF_FIELD, labels=LABELS, app=request.query_params.get("app") or runner.app_name, **data
         )
-        response = HTMLResponse(redact(html), status_code=status)
+        response = HTMLResponse(redact(html), status_code=http_status)
         if request.cookies.get(CSRF_COOKIE) != csrf:
             response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict")
         return response
 
     def error_page(request: Request, exc: HttpError) -> HTMLResponse:
-        return page(request, "error.html", exc.status, message=redact(exc.message), status=exc.status)
+        return page(request, "error.html", exc.status, message=redact(exc.message), code=exc.status)
 
     # ------------------------------------------------------------ data
 
@@ -393,7 +404,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
                 body["error"] = fields.get("error") or "failed"
             elif verb in ("complete", "resolve") and fields.get("value", "") != "":
                 try:
-                    body["value"] = json.loads(fields["value"])
+                    body["value"] = _strict_json(fields["value"])
                 except json.JSONDecodeError as exc:
                     raise HttpError(400, f"the value is not JSON: {exc}; nothing ran") from None
             elif verb == "complete":
@@ -427,7 +438,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             raise HttpError(415, "send the body as application/json; nothing ran")
         try:
-            body = json.loads(await request.body())
+            body = _strict_json(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise HttpError(400, f"the body is not JSON: {exc}; nothing ran") from None
         if not isinstance(body, dict):
@@ -517,6 +528,19 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     app = Starlette(routes=routes)
     app.add_middleware(_Guard, token=token)
     return app
+
+
+def _refuse_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+
+def _strict_json(text: str | bytes) -> Any:
+    """``json.loads`` without the NaN and Infinity extensions.
+
+    Raises:
+        json.JSONDecodeError: not JSON.
+    """
+    return json.loads(text, parse_constant=_refuse_constant)
 
 
 def _query(request: Request) -> str:

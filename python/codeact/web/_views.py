@@ -138,7 +138,10 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
     for event in events:
         base = {"author": event.author, "time": _iso(event.timestamp), "event_id": event.id}
         parts = event.content.parts if event.content is not None else []
-        has_code = any(p.executable_code is not None for p in parts)
+        # A script's text duplicates its code; a pause's text is told by its "waiting" item.
+        has_code = any(p.executable_code is not None for p in parts) or bool(
+            event.actions.requested_tool_confirmations
+        )
         for part in parts:
             if part.executable_code is not None:
                 items.append({**base, "kind": "script", "lines": _lines(part.executable_code.code)})

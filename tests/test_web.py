@@ -1,0 +1,459 @@
+"""``codeact serve``: the approval inbox, on a real uvicorn server the test starts on a free
+loopback port over a real SQLite file, driven by the machine's Chromium through Playwright
+(Debian's ``chromium``; never ``playwright install``) and by plain HTTP for the API.
+
+The browser tests skip when Playwright or Chromium is missing, and fail instead under
+``CODEACT_REQUIRE_BROWSER=1`` (CI). Every response the server sends is recorded and searched
+for the runner's secret."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("starlette", reason="codeact[web] is not installed")
+pytest.importorskip("jinja2", reason="codeact[web] is not installed")
+uvicorn = pytest.importorskip("uvicorn", reason="codeact[web] is not installed")
+
+import web_fixtures as wf  # noqa: E402
+
+from codeact.web import create_app, is_loopback  # noqa: E402
+
+DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
+TOKEN = "t0ken-for-the-test"
+WAIT_MS = 30_000  # a loaded 2-core machine: the page conditions below are awaited this long at most
+
+
+# ------------------------------------------------------------------ the server
+
+
+def in_thread(fn: Any, *args: Any) -> Any:
+    """``anyio.run(fn, *args)`` in a worker thread (Playwright's sync API holds an event loop
+    in this one)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, fn, *args).result()
+
+
+class _Recorder:
+    """ASGI middleware keeping every response body the server sends."""
+
+    def __init__(self, app: Any, bodies: list[bytes]) -> None:
+        self.app, self.bodies = app, bodies
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def recording(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                self.bodies.append(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, receive, recording)
+
+
+@dataclass
+class Served:
+    url: str
+    db: Path
+    runner: Any
+    bodies: list[bytes] = field(default_factory=list)
+
+    def call_of(self, session_id: str) -> dict[str, Any]:
+        status, body = http("GET", f"{self.url}/api/pending", token=TOKEN)
+        assert status == 200, body
+        return next(p for p in body["pending"] if p["session_id"] == session_id)
+
+
+def _serve(tmp_path: Path, token: str | None) -> Iterator[Served]:
+    db = tmp_path / "sessions.db"
+    runner = wf.make_runner(str(db))
+    in_thread(wf.start, runner, "pay-1", "please pay bob")
+    in_thread(wf.start, runner, "job-1", "run the nightly job")
+    in_thread(wf.start, runner, "pay-2", "please pay carol", "bob")
+    wf.PAID.clear()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections queue from now on: no waiting for uvicorn to start
+    port = sock.getsockname()[1]
+    served = Served(url=f"http://127.0.0.1:{port}", db=db, runner=runner)
+    app = _Recorder(create_app(runner, token=token, poll_interval=0.1), served.bodies)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield served
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+        runner.session_service.close()
+    assert not thread.is_alive(), "the server did not stop"
+    leaked = [b[:200] for b in served.bodies if wf.SECRET.encode() in b]
+    assert not leaked, f"the secret was served: {leaked}"
+    assert served.bodies, "the server sent nothing"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """A server with a token (the API tests send it)."""
+    yield from _serve(tmp_path, TOKEN)
+
+
+@pytest.fixture
+def open_served(tmp_path: Path) -> Iterator[Served]:
+    """A loopback server without a token (the browser tests)."""
+    yield from _serve(tmp_path, None)
+
+
+def http(
+    method: str,
+    url: str,
+    body: Any = None,
+    *,
+    token: str | None = None,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    """(status, JSON body or text) of one request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None and raw is None:
+        req.add_header("Content-Type", "application/json")
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            status, text = resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, text = exc.code, exc.read().decode()
+    try:
+        return status, json.loads(text)
+    except json.JSONDecodeError:
+        return status, text
+
+
+# ------------------------------------------------------------------ the browser
+
+
+def _browser_missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install 'codeact[test-web]')"
+    if _chromium() is None:
+        return "no chromium on this machine (apt-get install chromium)"
+    return None
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or (
+        "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
+    )
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    missing = _browser_missing()
+    if missing is not None:
+        if os.environ.get("CODEACT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"CODEACT_REQUIRE_BROWSER=1 but {missing}")
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def context(browser: Any) -> Iterator[Any]:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
+    ctx = browser.new_context(viewport={"width": 1100, "height": 900})
+    ctx.set_default_timeout(WAIT_MS)
+    try:
+        yield ctx
+    finally:
+        ctx.close()  # before the server stops: its event streams end with the pages
+
+
+def _expect() -> Any:
+    from playwright.sync_api import expect
+
+    return expect
+
+
+def test_the_inbox_lists_the_call_and_approve_runs_it_once_live(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    inbox = context.new_page()
+    inbox.goto(f"{open_served.url}/inbox")
+    card = inbox.locator("article.pending", has_text="pay(amount=900)").first
+    expect(card).to_be_visible()
+    expect(card.locator("pre.excerpt .here")).to_contain_text('call_tool("pay", {"amount": 900})')
+    expect(card.locator("ul.ran")).to_contain_text("found bob (key [REDACTED])")
+    expect(card.locator("pre.stdout")).to_contain_text("looked up found bob")
+    expect(inbox.locator("article.pending", has_text="start_job")).to_be_visible()
+    DOCS_IMG.mkdir(parents=True, exist_ok=True)
+    inbox.screenshot(path=str(DOCS_IMG / "web-inbox.png"), full_page=True)
+
+    timeline = context.new_page()  # a second tab on the session, left alone: it updates itself
+    timeline.goto(f"{open_served.url}/sessions/pay-1?user=alice")
+    expect(timeline.locator(".item.waiting")).to_contain_text("pay(amount=900)")
+    expect(timeline.locator(".item.reply")).to_have_count(0)
+
+    card = inbox.locator("article.pending", has_text="pay(amount=900)").filter(has_text="pay-1")
+    card.locator("button.approve").click()
+    expect(inbox.locator(".notice")).to_contain_text("Approved")
+    expect(inbox.locator(".item.reply")).to_contain_text("paid 900")
+    expect(timeline.locator(".item.reply")).to_contain_text("paid 900")  # live, no reload
+    expect(timeline.locator(".status").first).to_have_text("finished")
+    assert wf.PAID == [900]
+    timeline.screenshot(path=str(DOCS_IMG / "web-timeline.png"), full_page=True)
+
+    inbox.goto(f"{open_served.url}/inbox")
+    expect(inbox.locator("article.pending", has_text="pay-1")).to_have_count(0)
+    sessions = context.new_page()
+    sessions.goto(f"{open_served.url}/sessions?user=alice")
+    expect(sessions.locator("tr", has_text="pay-1")).to_contain_text("finished")
+    expect(sessions.locator("tr", has_text="job-1")).to_contain_text("paused")
+    expect(sessions.locator("tr", has_text="pay-2")).to_have_count(0)  # bob's, filtered out
+    assert wf.PAID == [900]
+
+
+def test_a_new_pending_call_appears_in_an_open_inbox(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    inbox = context.new_page()
+    inbox.goto(f"{open_served.url}/inbox")
+    expect(inbox.locator("article.pending")).to_have_count(3)
+    in_thread(wf.start, open_served.runner, "pay-3", "please pay dave", "carol")
+    expect(inbox.locator("article.pending")).to_have_count(4)
+    expect(inbox.locator("article.pending", has_text="pay-3")).to_contain_text("pay(amount=900)")
+
+
+def test_deny_feeds_the_reason_back(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    page = context.new_page()
+    page.goto(f"{open_served.url}/sessions/pay-1?user=alice")
+    page.locator("article.pending input[name=reason]").fill("over the weekly budget")
+    page.locator("article.pending button.deny").click()
+    expect(page.locator(".notice")).to_contain_text("Denied")
+    expect(page.locator(".item.reply")).to_contain_text("refused")
+    expect(page.locator(".item.reply")).to_contain_text("over the weekly budget")
+    assert wf.PAID == []
+
+
+def test_a_stale_page_shows_the_conflict_and_runs_nothing(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    page = context.new_page()
+    page.route("**/api/stream*", lambda route: route.abort())  # a page that stopped updating
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.pending", has_text="pay-1")
+    expect(card).to_be_visible()
+    call = open_served.call_of("pay-1")
+    status, body = http(
+        "POST", f"{open_served.url}/api/pending/{call['call_key']}/deny", {"digest": call["digest"], "session_id": "pay-1"}
+    )
+    assert status == 200, body  # decided elsewhere
+    card.locator("button.approve").click()
+    expect(page.locator("h1")).to_have_text("Conflict")
+    expect(page.locator(".error")).to_contain_text("nothing ran")
+    assert wf.PAID == []
+
+
+def test_the_completion_form_resumes_the_long_running_call(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.pending", has_text="start_job")
+    card.locator("textarea[name=value]").fill("{not json")
+    card.locator("button.complete").click()
+    expect(page.locator(".error")).to_contain_text("not JSON")
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.pending", has_text="start_job")
+    card.locator("textarea[name=value]").fill('{"rows": 3}')
+    card.locator("button.complete").click()
+    expect(page.locator(".notice")).to_contain_text("Completed")
+    expect(page.locator(".item.reply")).to_contain_text("job said {'rows': 3}")
+
+
+def test_a_token_protected_server_refuses_the_browser_without_it(served: Served, context: Any) -> None:
+    expect = _expect()
+    page = context.new_page()
+    response = page.goto(f"{served.url}/inbox")
+    assert response is not None and response.status == 401
+    expect(page.locator("body")).to_contain_text("token")
+    response = page.goto(f"{served.url}/inbox?token={TOKEN}")
+    assert response is not None and response.status == 200
+    assert "token=" not in page.url  # kept in a cookie, dropped from the address bar
+    expect(page.locator("article.pending")).to_have_count(3)
+    page.locator("article.pending", has_text="pay-1").locator("button.approve").click()
+    expect(page.locator(".item.reply")).to_contain_text("paid 900")
+    assert wf.PAID == [900]
+
+
+# ------------------------------------------------------------------ the API, bad input, safety
+
+
+def test_the_api_lists_sessions_pending_calls_and_events(served: Served) -> None:
+    status, body = http("GET", f"{served.url}/api/sessions", token=TOKEN)
+    assert status == 200
+    assert {s["id"]: s["status"] for s in body["sessions"]} == {"pay-1": "paused", "job-1": "paused", "pay-2": "paused"}
+    status, body = http("GET", f"{served.url}/api/pending?user=alice", token=TOKEN)
+    assert status == 200
+    assert sorted((p["session_id"], p["tool"], p["kind"]) for p in body["pending"]) == [
+        ("job-1", "start_job", "completion"),
+        ("pay-1", "pay", "confirmation"),
+    ]
+    pay = next(p for p in body["pending"] if p["tool"] == "pay")
+    assert pay["args"] == {"amount": 900} and pay["digest"] and pay["ran"][0]["tool"] == "lookup"
+    status, body = http("GET", f"{served.url}/api/sessions/pay-1/events", token=TOKEN)
+    assert status == 200
+    assert body["session"]["user_id"] == "alice" and body["pending"][0]["call_key"] == pay["call_key"]
+    assert any(i["kind"] == "script" for i in body["timeline"])
+    status, body = http("GET", f"{served.url}/api/sessions/nope/events", token=TOKEN)
+    assert status == 404
+
+
+def test_approve_through_the_api_then_again_is_a_conflict(served: Served) -> None:
+    call = served.call_of("pay-1")
+    url = f"{served.url}/api/pending/{call['call_key']}/approve"
+    status, body = http("POST", url, {"digest": call["digest"], "session_id": "pay-1"}, token=TOKEN)
+    assert status == 200, body
+    assert body["pending"] == [] and any("paid 900" in json.dumps(e) for e in body["events"])
+    status, body = http("POST", url, {"digest": call["digest"], "session_id": "pay-1"}, token=TOKEN)
+    assert status == 409 and "decided already" in body["error"]
+    assert wf.PAID == [900]
+
+
+def test_bad_input_is_refused_and_nothing_runs(served: Served) -> None:
+    call = served.call_of("pay-1")
+    url = f"{served.url}/api/pending/{call['call_key']}/approve"
+    status, body = http("POST", url, raw=b"{not json", token=TOKEN, headers={"Content-Type": "application/json"})
+    assert status == 400 and "not JSON" in body["error"]
+    status, body = http("POST", url, raw=b"[1, 2]", token=TOKEN, headers={"Content-Type": "application/json"})
+    assert status == 400 and "object" in body["error"]
+    status, body = http("POST", url, {"session_id": "pay-1"}, token=TOKEN)
+    assert status == 400 and "digest is required" in body["error"]
+    status, body = http("POST", url, {"digest": "0000000000000000", "session_id": "pay-1"}, token=TOKEN)
+    assert status == 409 and "stale view" in body["error"]
+    status, body = http("POST", f"{served.url}/api/pending/nope:1:1/approve", {"digest": "x"}, token=TOKEN)
+    assert status == 404
+    status, body = http("POST", f"{served.url}/api/pending/{call['call_key']}/launch", {"digest": "x"}, token=TOKEN)
+    assert status == 404
+    job = served.call_of("job-1")
+    status, body = http(
+        "POST", f"{served.url}/api/pending/{job['call_key']}/approve", {"digest": job["digest"]}, token=TOKEN
+    )
+    assert status == 409  # a long-running call is completed, not approved
+    status, body = http(
+        "POST",
+        f"{served.url}/api/pending/{job['call_key']}/complete",
+        {"digest": job["digest"], "value": {"f": float("inf")}},
+        token=TOKEN,
+    )
+    assert status == 400  # not JSON (Infinity)
+    status, body = http("POST", url, raw=b"digest=x", token=TOKEN, headers={"Content-Type": "text/plain"})
+    assert status == 415
+    assert wf.PAID == []
+    assert served.call_of("pay-1")["digest"] == call["digest"] and served.call_of("job-1")
+
+
+def test_a_missing_or_wrong_token_is_401_and_nothing_runs(served: Served) -> None:
+    call = served.call_of("pay-1")
+    url = f"{served.url}/api/pending/{call['call_key']}/approve"
+    for token in (None, "wrong"):
+        status, _ = http("POST", url, {"digest": call["digest"], "session_id": "pay-1"}, token=token)
+        assert status == 401
+        status, _ = http("GET", f"{served.url}/api/pending", token=token)
+        assert status == 401
+        status, _ = http("GET", f"{served.url}/inbox", token=token)
+        assert status == 401
+    assert wf.PAID == []
+    assert served.call_of("pay-1")["call_key"] == call["call_key"]
+
+
+def test_a_cross_site_post_is_refused_and_nothing_runs(served: Served) -> None:
+    call = served.call_of("pay-1")
+    form = f"digest={call['digest']}&session_id=pay-1&user_id=alice&csrf=guess".encode()
+    form_type = {"Content-Type": "application/x-www-form-urlencoded"}
+    for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        status, body = http(
+            "POST", f"{served.url}/pending/{call['call_key']}/approve", raw=form, token=TOKEN, headers={**form_type, **headers}
+        )
+        assert status == 403 and "cross-site" in body["error"]
+        status, body = http(
+            "POST",
+            f"{served.url}/api/pending/{call['call_key']}/approve",
+            {"digest": call["digest"], "session_id": "pay-1"},
+            token=TOKEN,
+            headers=headers,
+        )
+        assert status == 403
+    # Same site but no CSRF cookie matching the form's field: refused too.
+    status, body = http("POST", f"{served.url}/pending/{call['call_key']}/approve", raw=form, token=TOKEN, headers=form_type)
+    assert status == 403 and "CSRF" in body
+    assert wf.PAID == []
+
+
+def test_the_secret_reaches_the_tool_and_the_store_but_is_never_served(served: Served) -> None:
+    # The lookup tool read the secret, and the store holds it (the journal and the turn's
+    # stdout): something to leak. The fixture's teardown searches every response.
+    assert wf.SECRET.encode() in b"".join(p.read_bytes() for p in served.db.parent.glob("sessions.db*"))
+    for path in ("/api/pending", "/api/sessions", "/api/sessions/pay-1/events", "/inbox", "/sessions"):
+        status, body = http("GET", f"{served.url}{path}", token=TOKEN)
+        assert status == 200
+        assert wf.SECRET not in json.dumps(body)
+    status, body = http("GET", f"{served.url}/sessions/pay-1?user=alice", token=TOKEN)
+    assert status == 200 and "[REDACTED]" in body
+
+
+def test_is_loopback() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and is_loopback("127.3.0.1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.1") and not is_loopback("example.org")
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_codeact_serve_refuses_to_bind_off_loopback_without_a_token(tmp_path: Path, monkeypatch: Any) -> None:
+    pytest.importorskip("typer")
+    from typer.testing import CliRunner
+
+    from codeact.cli import app
+
+    db = tmp_path / "s.db"
+    in_thread(wf.start, wf.make_runner(str(db)), "pay-1", "please pay bob")
+    monkeypatch.delenv("CODEACT_SERVE_TOKEN", raising=False)
+    started: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append({"app": app, **kw}))
+    cli = CliRunner()
+    args = ["serve", "--db", str(db), "--agent", "web_fixtures:AGENT", "--app", wf.APP]
+    result = cli.invoke(app, [*args, "--host", "0.0.0.0"])
+    assert result.exit_code == 2 and "token" in result.output and not started
+    monkeypatch.setenv("CODEACT_SERVE_TOKEN", TOKEN)
+    result = cli.invoke(app, [*args, "--host", "0.0.0.0", "--port", "8123"])
+    assert result.exit_code == 0, result.output
+    assert started[0]["host"] == "0.0.0.0" and started[0]["port"] == 8123
+    from starlette.testclient import TestClient
+
+    with TestClient(started[0]["app"]) as client:
+        assert client.get("/api/pending").status_code == 401
+        listed = client.get("/api/pending", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+        assert [p["tool"] for p in listed["pending"]] == ["pay"]
