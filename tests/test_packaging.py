@@ -56,6 +56,16 @@ def test_installed_distribution_carries_the_bundled_notices() -> None:
         assert re.search(rf"^\| {re.escape(crate)} \| ", notices, re.MULTILINE), crate
 
 
+def test_installed_distribution_carries_the_web_templates() -> None:
+    """``codeact serve``'s templates and script ship in the wheel (package data of codeact.web)."""
+    files = {str(f).replace("\\", "/") for f in importlib.metadata.files("codeact") or []}
+    if "codeact/__init__.py" not in files:
+        pytest.skip("an editable install lists no package files (make test installs the wheel)")
+    for name in ("base.html", "inbox.html", "session.html", "sessions.html", "error.html", "_macros.html"):
+        assert f"codeact/web/templates/{name}" in files, name
+    assert {"codeact/web/static/live.js", "codeact/web/static/style.css"} <= files
+
+
 def test_notices_list_every_linked_crate() -> None:
     """THIRD_PARTY_NOTICES.md matches ``cargo metadata`` (skipped without cargo 1.96 and the patched crate)."""
     cargo = shutil.which("cargo", path="/usr/bin") or shutil.which("cargo")

@@ -4,6 +4,9 @@ prints, then asks a human before it pays; and one that starts a long-running job
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import anyio
 
 from codeact import CodeActAgent, FunctionTool, LongRunningFunctionTool, MontyRuntime, Runner, ScriptedModel
 from codeact.models import LlmRequest
@@ -13,6 +16,8 @@ from codeact.tools import ToolContext
 APP = "webapp"
 SECRET = "sk-LIVE-7f3a9c2e51"
 PAID: list[int] = []
+SYNCED: list[int] = []
+HANG: dict[str, Any] = {"started": None}
 
 PAY_SCRIPT = """\
 who = call_tool("lookup", {"name": "bob"})
@@ -44,10 +49,27 @@ def start_job(name: str) -> str:
     return f"job {name} started"
 
 
+SYNC_SCRIPT = """\
+n = call_tool("sync_ledger", {"n": 3})
+{"type": "final_result", "value": "synced " + str(n)}"""
+
+
+async def sync_ledger(n: int) -> int:
+    """Syncs the ledger (asks a human when it may or may not have happened)."""
+    SYNCED.append(n)
+    started = HANG["started"]
+    if started is not None:  # the runner "dies" here: crash() cancels it
+        started.set()
+        await anyio.sleep_forever()
+    return n
+
+
 def _reply(request: LlmRequest) -> str:
     last = request.contents[-1].text
     if "pay" in last:
         return f"```python\n{PAY_SCRIPT}\n```"
+    if "sync" in last:
+        return f"```python\n{SYNC_SCRIPT}\n```"
     if "job" in last:
         return f"```python\n{JOB_SCRIPT}\n```"
     return '```python\n{"type": "final_result", "value": ' + json.dumps(f"ok: {last[:40]}") + "}\n```"
@@ -59,7 +81,12 @@ def make_agent() -> CodeActAgent:
         name="assistant",
         model=ScriptedModel(_reply),
         runtime=MontyRuntime(),
-        tools=[lookup, FunctionTool(pay, requires_confirmation=True), LongRunningFunctionTool(start_job)],
+        tools=[
+            lookup,
+            FunctionTool(pay, requires_confirmation=True),
+            LongRunningFunctionTool(start_job),
+            FunctionTool(sync_ledger, on_in_doubt="ask"),
+        ],
     )
 
 
@@ -81,3 +108,16 @@ async def start(runner: Runner, session_id: str, message: str, user_id: str = "a
     """Runs one message (it pauses at the human's call)."""
     async for _ in runner.run_async(user_id=user_id, session_id=session_id, new_message=message):
         pass
+
+
+async def crash(runner: Runner, session_id: str, message: str, user_id: str = "alice") -> None:
+    """Runs one message and stops its runner while ``sync_ledger`` runs (cancelled, as a
+    runner that died): the turn is left interrupted with the call in doubt."""
+    HANG["started"] = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(start, runner, session_id, message, user_id)
+            await HANG["started"].wait()
+            tg.cancel_scope.cancel()
+    finally:
+        HANG["started"] = None

@@ -192,7 +192,11 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     def page(request: Request, template: str, http_status: int = 200, **data: Any) -> HTMLResponse:
         csrf = request.cookies.get(CSRF_COOKIE) or _secrets.token_urlsafe(24)
         html = env.get_template(template).render(
-            csrf=csrf, csrf_field=CSRF_FIELD, labels=LABELS, app=request.query_params.get("app") or runner.app_name, **data
+            csrf=csrf,
+            csrf_field=CSRF_FIELD,
+            labels=LABELS,
+            app=request.query_params.get("app") or runner.app_name,
+            **data,
         )
         response = HTMLResponse(redact(html), status_code=http_status)
         if request.cookies.get(CSRF_COOKIE) != csrf:
@@ -362,7 +366,12 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         calls = await inbox_data(r, user)
         stream = "/api/stream?" + urlencode({"view": "inbox", "app": r.app_name, **({"user": user} if user else {})})
         return page(
-            request, "inbox.html", calls=calls, user=user or "", version=inbox_version(calls), stream=stream,
+            request,
+            "inbox.html",
+            calls=calls,
+            user=user or "",
+            version=inbox_version(calls),
+            stream=stream,
             app_name=r.app_name,
         )
 
@@ -378,7 +387,12 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         )
         notice = NOTICES.get(request.query_params.get("done", ""))
         return page(
-            request, "session.html", **view, version=session_version(view), stream=stream, notice=notice,
+            request,
+            "session.html",
+            **view,
+            version=session_version(view),
+            stream=stream,
+            notice=notice,
             app_name=r.app_name,
         )
 

@@ -80,7 +80,7 @@ async def session_status(runner: Runner, session: Session) -> tuple[str, Any]:
 async def list_sessions(runner: Runner, user_id: str | None, redact: Redact) -> list[dict[str, Any]]:
     """The app's sessions (of one user when given), newest first (``/api/sessions``)."""
     service = runner.session_service
-    out = []
+    out: list[dict[str, Any]] = []
     for listed in await service.list_sessions(app_name=runner.app_name, user_id=user_id):
         session = await service.get_session(app_name=runner.app_name, user_id=listed.user_id, session_id=listed.id)
         if session is None:
@@ -102,7 +102,7 @@ async def list_sessions(runner: Runner, user_id: str | None, redact: Redact) -> 
             }
         )
     out.sort(key=lambda s: s["last_update_time"], reverse=True)
-    return scrub(out, redact)  # type: ignore[no-any-return]
+    return scrub(out, redact)
 
 
 async def find_session(runner: Runner, session_id: str, user_id: str | None) -> Session | None:
@@ -115,7 +115,9 @@ async def find_session(runner: Runner, session_id: str, user_id: str | None) -> 
     service = runner.session_service
     if user_id is not None:
         return await service.get_session(app_name=runner.app_name, user_id=user_id, session_id=session_id)
-    users = [s.user_id for s in await service.list_sessions(app_name=runner.app_name, user_id=None) if s.id == session_id]
+    users = [
+        s.user_id for s in await service.list_sessions(app_name=runner.app_name, user_id=None) if s.id == session_id
+    ]
     if not users:
         return None
     if len(users) > 1:
@@ -125,7 +127,8 @@ async def find_session(runner: Runner, session_id: str, user_id: str | None) -> 
 
 def _lines(code: str) -> list[dict[str, Any]]:
     return [
-        {"n": i + 1, "text": line, "call": "call_tool(" in line, "here": False} for i, line in enumerate(code.splitlines() or [""])
+        {"n": i + 1, "text": line, "call": "call_tool(" in line, "here": False}
+        for i, line in enumerate(code.splitlines() or [""])
     ]
 
 
@@ -139,9 +142,7 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
         base = {"author": event.author, "time": _iso(event.timestamp), "event_id": event.id}
         parts = event.content.parts if event.content is not None else []
         # A script's text duplicates its code; a pause's text is told by its "waiting" item.
-        has_code = any(p.executable_code is not None for p in parts) or bool(
-            event.actions.requested_tool_confirmations
-        )
+        has_code = any(p.executable_code is not None for p in parts) or bool(event.actions.requested_tool_confirmations)
         for part in parts:
             if part.executable_code is not None:
                 items.append({**base, "kind": "script", "lines": _lines(part.executable_code.code)})
@@ -173,7 +174,7 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
         delta = {k: v for k, v in event.actions.state_delta.items() if not k.startswith("temp:")}
         if delta:
             items.append({**base, "kind": "state", "delta": delta})
-    return scrub(items, redact)  # type: ignore[no-any-return]
+    return scrub(items, redact)
 
 
 def _script_of(events: list[Event], invocation_id: str) -> str | None:
@@ -263,7 +264,7 @@ async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dic
                     "updated": _iso(session.last_update_time),
                 }
             )
-    return scrub(out, redact)  # type: ignore[no-any-return]
+    return scrub(out, redact)
 
 
 def fingerprint(data: Any) -> str:
