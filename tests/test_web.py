@@ -363,6 +363,10 @@ def test_the_api_lists_sessions_pending_calls_and_events(served: Served) -> None
     assert any(i["kind"] == "script" for i in body["timeline"])
     status, body = http("GET", f"{served.url}/api/sessions/nope/events", token=TOKEN)
     assert status == 404
+    status, body = http("GET", f"{served.url}/api/sessions?app=another", token=TOKEN)
+    assert status == 200 and body == {"app_name": "another", "sessions": []}
+    status, body = http("GET", f"{served.url}/api/sessions?user=bob&token={TOKEN}")
+    assert status == 200 and [s["id"] for s in body["sessions"]] == ["pay-2"]
 
 
 def test_approve_through_the_api_then_again_is_a_conflict(served: Served) -> None:

@@ -134,7 +134,12 @@ class _Guard:
             problem = _cross_site(request)
             if problem:
                 response = JSONResponse({"error": f"cross-site request refused: {problem}; nothing ran"}, 403)
-        elif self.token is not None and request.method == "GET" and "token" in request.query_params:
+        elif (
+            self.token is not None
+            and request.method == "GET"
+            and "token" in request.query_params
+            and not request.url.path.startswith("/api/")
+        ):
             # ?token= once: kept in a cookie, and dropped from the address bar.
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             target = request.url.path + ("?" + urlencode(rest) if rest else "")
@@ -179,15 +184,14 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     )
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, ensure_ascii=False, indent=1, default=repr)
     redact = views.redactor(runner)
-    runners: dict[str, Runner] = {runner.app_name: runner}
 
     def runner_for(app_name: str | None) -> Runner:
-        name = app_name or runner.app_name
-        if name not in runners:
-            runners[name] = Runner(
-                app_name=name, agent=runner.agent, session_service=runner.session_service, secrets=runner.secrets
-            )
-        return runners[name]
+        """The runner of ``?app=`` (another app of the same store, agent and secrets)."""
+        if not app_name or app_name == runner.app_name:
+            return runner
+        return Runner(
+            app_name=app_name, agent=runner.agent, session_service=runner.session_service, secrets=runner.secrets
+        )
 
     def page(request: Request, template: str, http_status: int = 200, **data: Any) -> HTMLResponse:
         csrf = request.cookies.get(CSRF_COOKIE) or _secrets.token_urlsafe(24)

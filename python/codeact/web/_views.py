@@ -241,9 +241,9 @@ async def turn_detail(runner: Runner, session: Session, info: Any) -> dict[str, 
 
 
 async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dict[str, Any]]:
-    """Every pending call of the app (of one user when given), each with the session's
-    status, the script excerpt around the call and what already ran in its turn."""
-    out = []
+    """Every pending call of the app (of one user when given), newest session first, each
+    with the session's status, the script excerpt around the call and what already ran in its turn."""
+    out: list[dict[str, Any]] = []
     for (user, sid), calls in (await runner.list_pending(user_id=user_id)).items():
         session = await runner.session_service.get_session(app_name=runner.app_name, user_id=user, session_id=sid)
         if session is None:
@@ -261,9 +261,11 @@ async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dic
                     "status": status,
                     "excerpt": excerpt(code, p.tool) if code else [],
                     **detail,
+                    "last_update_time": session.last_update_time,
                     "updated": _iso(session.last_update_time),
                 }
             )
+    out.sort(key=lambda c: c["last_update_time"], reverse=True)  # stable: a session's calls keep their order
     return scrub(out, redact)
 
 
