@@ -25,6 +25,7 @@ from typing import cast
 
 from .._monty import remaining_stack
 from ._awaits import deferred_offsets
+from ._precheck import parsed
 from ._subset import STDLIB_MODULES, SUBSET, SubsetEntry
 
 _TRY_NODES: tuple[type, ...] = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # TryStar: 3.11+
@@ -229,86 +230,134 @@ _EXCEPTION_NAMES = {
 }
 
 
-_walked: tuple[ast.AST, list[ast.AST], dict[ast.AST, ast.AST]] | None = None
-_walk_lock = threading.Lock()
+@dataclass(slots=True)
+class _Facts:
+    """What every detector and rewriter reads about one tree, gathered in one walk."""
+
+    nodes: list[ast.AST]  # ast.walk order (breadth first)
+    parents: dict[ast.AST, ast.AST]
+    imported: set[str]  # names bound by import statements
+    defined: set[str]  # names the script binds (imports included)
+    aliases: dict[str, str]  # local name -> module, for ``import m [as x]``
+    from_names: dict[str, tuple[str, str]]  # local name -> (module, name), for ``from m import name``
+    defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]  # the last def of each name, ast.walk order
+    calls_in: dict[ast.AST, set[str]]  # each def -> the plain names called anywhere inside it
+    methods: set[str]  # names of the methods the script's classes define
+    type_checking: set[ast.AST]  # the ``if TYPE_CHECKING:`` statements
 
 
-def _walk_once(tree: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
-    """Every node of ``tree`` (``ast.walk`` order) and each node's parent, computed once per
-    tree: the detectors and rewriters all scan the same tree."""
-    global _walked
-    with _walk_lock:
-        cached = _walked
-        if cached is not None and cached[0] is tree:
-            return cached[1], cached[2]
+_facts_cache: tuple[ast.AST, _Facts] | None = None
+_facts_lock = threading.Lock()
+
+
+def _facts(tree: ast.AST) -> _Facts:
+    """The ``_Facts`` of ``tree``, computed once per tree (the last tree is kept)."""
+    global _facts_cache
+    with _facts_lock:
+        cached = _facts_cache
+    if cached is not None and cached[0] is tree:
+        return cached[1]
     nodes: list[ast.AST] = []
     parents: dict[ast.AST, ast.AST] = {}
+    enclosing: dict[ast.AST, ast.AST] = {}  # node -> innermost def around it
+    f = _Facts(nodes, parents, set(), set(), {}, {}, {}, {}, set(), set())
     todo = [tree]
     i = 0
     while i < len(todo):
         node = todo[i]
         i += 1
         nodes.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            f.defined.add(node.name)
+            f.defs[node.name] = node
+            f.calls_in[node] = set()
+            if isinstance(parents.get(node), ast.ClassDef):
+                f.methods.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            f.defined.add(node.name)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store):
+                f.defined.add(node.id)
+        elif isinstance(node, ast.arg):
+            f.defined.add(node.arg)
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                d = enclosing.get(node)
+                while d is not None:
+                    f.calls_in[d].add(node.func.id)
+                    d = enclosing.get(d)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                f.imported.add(a.asname or a.name.split(".")[0])
+                if a.asname:
+                    f.aliases[a.asname] = a.name
+                else:
+                    root = a.name.split(".")[0]
+                    f.aliases[root] = root
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                f.imported.add(a.asname or a.name)
+                if node.module and not node.level:
+                    f.from_names[a.asname or a.name] = (node.module, a.name)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            f.type_checking.add(node)
+        inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else enclosing.get(node)
         for child in ast.iter_child_nodes(node):
+            if type(child) in _CONTEXTS:  # Load / Store / Del: no detector reads them
+                continue
             parents[child] = node
+            if inner is not None:
+                enclosing[child] = inner
             todo.append(child)
-    with _walk_lock:
-        _walked = (tree, nodes, parents)
-    return nodes, parents
+    f.defined |= f.imported
+    with _facts_lock:
+        _facts_cache = (tree, f)
+    return f
+
+
+_CONTEXTS = frozenset({ast.Load, ast.Store, ast.Del})
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING`` (False at run time, in Monty too)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _nodes(tree: ast.AST) -> list[ast.AST]:
-    return _walk_once(tree)[0]
+    return _facts(tree).nodes
 
 
 def _imported_names(tree: ast.AST) -> set[str]:
-    names: set[str] = set()
-    for node in _nodes(tree):
-        if isinstance(node, ast.Import):
-            names |= {(a.asname or a.name.split(".")[0]) for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            names |= {(a.asname or a.name) for a in node.names}
-    return names
+    return _facts(tree).imported
 
 
 def _defined_names(tree: ast.AST) -> set[str]:
-    names: set[str] = set()
-    for node in _nodes(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-    return names | _imported_names(tree)
+    return _facts(tree).defined
 
 
 def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
-    return _walk_once(tree)[1]
+    return _facts(tree).parents
 
 
 def _tool_functions(tree: ast.AST, functions_style: bool, user_names: set[str]) -> set[str]:
     """The user functions that call a tool, directly or through another such function. A tool
     is ``call_tool``; in the functions style also any called name the script neither defines
     nor imports and that is not a builtin."""
-    defs = {n.name: n for n in _nodes(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    f = _facts(tree)
 
-    def direct(node: ast.AST) -> bool:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
-                name = sub.func.id
-                if name == "call_tool" or (functions_style and name not in user_names and name not in _BUILTIN_NAMES):
-                    return True
-        return False
+    def direct(called: set[str]) -> bool:
+        return "call_tool" in called or (
+            functions_style and any(n not in user_names and n not in _BUILTIN_NAMES for n in called)
+        )
 
-    callers = {name for name, d in defs.items() if direct(d)}
+    callers = {name for name, d in f.defs.items() if direct(f.calls_in[d])}
     changed = True
     while changed:
         changed = False
-        for name, d in defs.items():
-            if name not in callers and any(
-                isinstance(s, ast.Call) and isinstance(s.func, ast.Name) and s.func.id in callers for s in ast.walk(d)
-            ):
+        for name, d in f.defs.items():
+            if name not in callers and not f.calls_in[d].isdisjoint(callers):
                 callers.add(name)
                 changed = True
     return callers
@@ -374,11 +423,9 @@ _JsonNames = tuple[frozenset[str], frozenset[str]]
 def _json_dumps_names(tree: ast.AST) -> _JsonNames:
     modules = frozenset(name for name, module in _module_aliases(tree).items() if module == "json")
     functions = frozenset(
-        a.asname or a.name
-        for node in _nodes(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "json" and not node.level
-        for a in node.names
-        if a.name in ("dumps", "dump")
+        name
+        for name, (module, original) in _from_imports(tree).items()
+        if module == "json" and original in ("dumps", "dump")
     )
     return modules, functions
 
@@ -449,29 +496,18 @@ def _utf8_only(keywords: list[ast.keyword]) -> bool:
 
 def _module_aliases(tree: ast.AST) -> dict[str, str]:
     """Local name -> module, for ``import m`` / ``import m as x``."""
-    out: dict[str, str] = {}
-    for node in _nodes(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.asname:
-                    out[a.asname] = a.name
-                else:
-                    root = a.name.split(".")[0]
-                    out[root] = root
-    return out
+    return _facts(tree).aliases
 
 
 def _from_imports(tree: ast.AST) -> dict[str, tuple[str, str]]:
     """Local name -> (module, name), for ``from m import name [as x]``."""
-    out: dict[str, tuple[str, str]] = {}
-    for node in _nodes(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                out[a.asname or a.name] = (node.module, a.name)
-    return out
+    return _facts(tree).from_names
 
 
 # ------------------------------------------------------------------ the pass
+
+
+_REWRITTEN = frozenset({ast.Call, ast.Delete, ast.ClassDef})
 
 
 def _rewrites(
@@ -480,6 +516,8 @@ def _rewrites(
     """(node, key, replacement) for every same-meaning rewrite, outermost first."""
     out: list[tuple[ast.AST, str, str]] = []
     for node in _nodes(tree):
+        if type(node) not in _REWRITTEN:
+            continue
         if isinstance(node, ast.Call):
             if _is_next_of_genexp(node, user_names):
                 out.append((node, "next_genexp", _rewrite_next(node)))
@@ -609,6 +647,15 @@ def _callback_guarded(
     return bool(calls) and all(_guarded_by(c, parents, _CALLBACK_HANDLERS, within=defs[0]) for c in calls)
 
 
+_DETECTED = frozenset(
+    {
+        ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Yield, ast.YieldFrom, ast.Delete, ast.Call,
+        ast.AsyncWith, ast.AsyncFor, ast.Assign, ast.Attribute, ast.Import, ast.ImportFrom,
+    }
+)  # fmt: skip
+"""The node types ``_detect`` looks at (every other node is skipped at once)."""
+
+
 def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Finding]:
     findings: list[Finding] = []
     parents = _parents(tree)
@@ -619,6 +666,8 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
     tool_callers = _tool_functions(tree, functions_style, user_names)
     allowed = set(STDLIB_MODULES)
     for node in _nodes(tree):
+        if type(node) not in _DETECTED:
+            continue
         if isinstance(node, ast.ClassDef):
             if node.bases or node.keywords:
                 base = ", ".join(ast.unparse(b) for b in [*node.bases, *node.keywords])
@@ -910,7 +959,9 @@ def _bound(src: _Source, node: ast.Attribute) -> Finding:
     )
 
 
-def check_script(script: str, *, rewrite: bool = True, functions_style: bool = False) -> CheckResult:
+def check_script(
+    script: str, *, rewrite: bool = True, functions_style: bool = False, detect: bool = True
+) -> CheckResult:
     """Finds the constructs of ``SUBSET`` the pinned Monty cannot run, rewriting those that
     have a same-meaning rewrite first.
 
@@ -919,21 +970,22 @@ def check_script(script: str, *, rewrite: bool = True, functions_style: bool = F
         rewrite: apply the same-meaning rewrites (``SubsetEntry.rewrite``).
         functions_style: tools are bare functions, so calls of names Monty lacks (``input``,
             ``format``) may be tool calls and are not reported.
+        detect: look for the constructs to report (``MontyRuntime(check_scripts=False)``
+            passes False: only the rewrites, if asked, and the awaited-call offsets are done).
 
     Returns:
         The script to run, the rewrites applied and the findings left (empty when the script
         passes). A script CPython cannot parse comes back unchanged with no findings.
     """
     try:
-        return _check(script, rewrite, functions_style)
+        return _check(script, rewrite, functions_style, detect)
     except (RecursionError, MemoryError):  # absurd nesting: Monty reports it itself
         return CheckResult(script)
 
 
-def _check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
-    try:
-        tree = ast.parse(script)
-    except (SyntaxError, ValueError):
+def _check(script: str, rewrite: bool, functions_style: bool, detect: bool) -> CheckResult:
+    tree = parsed(script)  # the one parse, shared with the agent's pre-check (``_precheck``)
+    if tree is None:
         return CheckResult(script)
     applied: list[Rewrite] = []
     if rewrite:
@@ -943,29 +995,30 @@ def _check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
             if not edits:
                 break
             new_script, done = _apply(src, edits)
-            try:
-                new_tree = ast.parse(new_script)
-            except SyntaxError:  # pragma: no cover - a rewrite must never break the parse
+            new_tree = parsed(new_script)
+            if new_tree is None:  # pragma: no cover - a rewrite must never break the parse
                 break
             applied += done
             script, tree = new_script, new_tree
-    findings = _detect(tree, _Source(script), functions_style)
+    findings = _detect(tree, _Source(script), functions_style) if detect else []
     return CheckResult(script, tuple(applied), tuple(findings), deferred_offsets(script, tree))
 
 
 # ------------------------------------------------------------------ a stack the parser cannot overflow
 
 _STACK_BYTES = 64 * 1024 * 1024
-_jobs: queue.SimpleQueue[tuple[str, bool, bool, queue.SimpleQueue[CheckResult | BaseException]]] = queue.SimpleQueue()
+_jobs: queue.SimpleQueue[tuple[str, bool, bool, bool, queue.SimpleQueue[CheckResult | BaseException]]] = (
+    queue.SimpleQueue()
+)
 _worker_lock = threading.Lock()
 _worker: threading.Thread | None = None
 
 
 def _serve() -> None:
     while True:
-        script, rewrite, functions_style, reply = _jobs.get()
+        script, rewrite, functions_style, detect, reply = _jobs.get()
         try:
-            reply.put(_cached_check(script, rewrite, functions_style))
+            reply.put(_cached_check(script, rewrite, functions_style, detect))
         except BaseException as exc:
             reply.put(exc)
 
@@ -976,11 +1029,13 @@ parser stops deep nesting at its own limits (about 6,000 levels) well within thi
 
 
 @functools.lru_cache(maxsize=512)
-def _cached_check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
-    return check_script(script, rewrite=rewrite, functions_style=functions_style)
+def _cached_check(script: str, rewrite: bool, functions_style: bool, detect: bool) -> CheckResult:
+    return check_script(script, rewrite=rewrite, functions_style=functions_style, detect=detect)
 
 
-def check_script_safely(script: str, *, rewrite: bool = True, functions_style: bool = False) -> CheckResult:
+def check_script_safely(
+    script: str, *, rewrite: bool = True, functions_style: bool = False, detect: bool = True
+) -> CheckResult:
     """``check_script`` without risk to the host's stack, memoized by script text.
 
     CPython's parser and AST builder recurse in C: on a small thread stack (a host may run
@@ -992,7 +1047,7 @@ def check_script_safely(script: str, *, rewrite: bool = True, functions_style: b
     are cached (512 scripts), so a script started again costs a dictionary lookup.
     """
     if (remaining_stack() or 0) >= _INLINE_STACK:
-        return _cached_check(script, rewrite, functions_style)
+        return _cached_check(script, rewrite, functions_style, detect)
     global _worker
     if _worker is None:
         with _worker_lock:
@@ -1006,7 +1061,7 @@ def check_script_safely(script: str, *, rewrite: bool = True, functions_style: b
                     threading.stack_size(old)
                 _worker = worker
     reply: queue.SimpleQueue[CheckResult | BaseException] = queue.SimpleQueue()
-    _jobs.put((script, rewrite, functions_style, reply))  # the worker memoizes too
+    _jobs.put((script, rewrite, functions_style, detect, reply))  # the worker memoizes too
     result = reply.get()
     if isinstance(result, BaseException):
         raise result
