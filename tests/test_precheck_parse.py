@@ -53,7 +53,7 @@ async def test_one_agent_turn_parses_its_script_once(parses: list[str]) -> None:
 async def test_check_scripts_off_runs_no_check_and_no_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     looked: list[str] = []
     real_detect, real_precheck = _check._detect, _precheck.precheck
-    monkeypatch.setattr(_check, "_detect", lambda tree, *a: looked.append("check") or real_detect(tree, *a))
+    monkeypatch.setattr(_check, "_detect", lambda tree, *a, **k: looked.append("check") or real_detect(tree, *a, **k))
     monkeypatch.setattr(_precheck, "precheck", lambda script, **k: looked.append("hint") or real_precheck(script, **k))
     _check._cached_check.cache_clear()
     runtime = MontyRuntime(check_scripts=False, rewrite_scripts=False)
@@ -85,9 +85,21 @@ def test_check_scripts_off_still_rewrites_but_reports_nothing() -> None:
 
 
 def test_check_script_without_detect_gives_no_findings_but_the_rewrites() -> None:
-    script = "import statistics\nd = {}\nsorted(d, key=d.get)"
+    script = "d = dict()\nimport statistics\nsorted(d, key=d.get)"
     full = _check.check_script(script)
     lean = _check.check_script(script, detect=False)
     assert {f.key for f in full.findings} == {"stdlib_import"}
     assert lean.findings == ()
     assert lean.script == full.script and lean.rewrites == full.rewrites != ()
+
+
+async def test_the_agent_adds_the_fix_to_what_monty_refuses_itself() -> None:
+    script = "class NotFound(Exception):\n    pass\nraise NotFound('x')"
+    model = ScriptedModel([fence(script), fence("{'type': 'final_result', 'value': 1}")])
+    agent = CodeActAgent(name="coder", model=model, runtime=MontyRuntime())
+    await run(agent)
+    fed_back = "\n".join(c.text for c in model.requests[-1].contents)
+    # Monty's own words first, then the fix with the model's line and column.
+    assert "does not yet support class inheritance" in fed_back, fed_back
+    assert "To fix it (nothing else has run):\n- line 1, column 1: class NotFound(Exception)" in fed_back, fed_back
+    assert "raise ValueError('...')" in fed_back

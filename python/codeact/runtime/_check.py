@@ -25,12 +25,20 @@ from typing import cast
 
 from .._monty import remaining_stack
 from ._awaits import deferred_offsets
-from ._precheck import parsed
+from ._precheck import parse_script, parsed
 from ._subset import STDLIB_MODULES, SUBSET, SubsetEntry
 
 _TRY_NODES: tuple[type, ...] = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # TryStar: 3.11+
 
-__all__ = ("CheckResult", "Finding", "Rewrite", "check_script", "check_script_safely", "format_findings")
+__all__ = (
+    "CheckResult",
+    "Finding",
+    "Rewrite",
+    "check_script",
+    "check_script_safely",
+    "explain_failure",
+    "format_findings",
+)
 
 _ENTRIES: dict[str, SubsetEntry] = {e.key: e for e in SUBSET if e.key}
 
@@ -137,12 +145,6 @@ _METHOD_NAMES = {
     "title", "capitalize", "isdigit", "isalpha", "format", "setdefault", "insert", "remove", "discard",
     "copy", "sort", "casefold", "splitlines", "encode", "decode", "zfill",
 }  # fmt: skip
-_OPERATOR_METHODS = {
-    "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__len__", "__bool__", "__format__", "__getattr__",
-    "__getattribute__", "__reversed__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
-    "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__",
-}  # fmt: skip
-"""Operator methods Monty 1.4 never calls (probed: ``__eq__``, ``__add__``, ``__getitem__``... are called)."""
 _MISSING_BUILTINS = {
     "globals": "a dict you keep yourself",
     "vars": "a dict you keep yourself, or the object's attributes by name",
@@ -621,6 +623,34 @@ def _guarded_by(
     return False
 
 
+def _under_type_checking(node: ast.AST, facts: _Facts) -> bool:
+    """Whether ``node`` sits in the body of an ``if TYPE_CHECKING:`` (never run)."""
+    child, parent = node, facts.parents.get(node)
+    while parent is not None:
+        if parent in facts.type_checking and child in cast(ast.If, parent).body:
+            return True
+        child, parent = parent, facts.parents.get(parent)
+    return False
+
+
+def _first_call_statement(tree: ast.Module) -> int:
+    """The index of the first top-level statement with a call in it (it could call a tool),
+    ``len(tree.body)`` when there is none."""
+    for i, stmt in enumerate(tree.body):
+        if any(isinstance(n, ast.Call) for n in ast.walk(stmt)):
+            return i
+    return len(tree.body)
+
+
+def _runs_after_a_call(node: ast.AST, tree: ast.Module, first_call: int) -> bool:
+    """Whether ``node`` is a top-level statement (it surely runs) after one with a call: only
+    then could a failure of Monty's at ``node`` come after a tool ran."""
+    for i, stmt in enumerate(tree.body):
+        if stmt is node:
+            return i > first_call
+    return False
+
+
 _CALLBACK_HANDLERS = {"NotImplementedError", "RuntimeError", "Exception", "BaseException"}
 """The handlers that catch the ``NotImplementedError`` a tool call inside a callback raises."""
 
@@ -656,7 +686,11 @@ _DETECTED = frozenset(
 """The node types ``_detect`` looks at (every other node is skipped at once)."""
 
 
-def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Finding]:
+def _detect(tree: ast.Module, src: _Source, functions_style: bool, everything: bool = False) -> list[Finding]:
+    """The findings of ``tree``. Without ``everything``, only those Monty would not report
+    first itself: constructs its parser rejects (``LEFT_TO_MONTY``: nothing runs, and
+    ``explain_failure`` adds the fix to its message) and imports that run before anything else
+    could (or may not run at all) are left out."""
     findings: list[Finding] = []
     parents = _parents(tree)
     modules = _imported_names(tree)
@@ -664,11 +698,13 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
     aliases = _module_aliases(tree)
     from_names = _from_imports(tree)
     tool_callers = _tool_functions(tree, functions_style, user_names)
+    facts = _facts(tree)
     allowed = set(STDLIB_MODULES)
+    first_call = _first_call_statement(tree)
     for node in _nodes(tree):
         if type(node) not in _DETECTED:
             continue
-        if isinstance(node, ast.ClassDef):
+        if isinstance(node, ast.ClassDef) and everything:
             if node.bases or node.keywords:
                 base = ", ".join(ast.unparse(b) for b in [*node.bases, *node.keywords])
                 extra = (
@@ -685,25 +721,18 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                         f"write `class {node.name}:` without a base{extra}",
                     )
                 )
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in _OPERATOR_METHODS:
-                    findings.append(
-                        _finding(
-                            src,
-                            item,
-                            "operator_methods",
-                            f"{node.name}.{item.name} is never called by the interpreter (this operator method is "
-                            "not supported); write an ordinary method and call it explicitly",
-                        )
-                    )
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
             for deco in node.decorator_list:
                 name = ast.unparse(deco)
                 target = deco.func if isinstance(deco, ast.Call) else deco
                 tname = ast.unparse(target)
                 if tname in ("staticmethod", "classmethod"):
+                    if not everything:
+                        continue
                     advice = "define a module-level function instead of the method"
                 elif tname == "property" or tname.endswith((".setter", ".getter", ".deleter")):
+                    if not everything:
+                        continue
                     advice = f"write an ordinary method and call it: obj.{node.name}()"
                 elif tname in ("functools.wraps", "wraps") and (tname == "functools.wraps" or "wraps" in from_names):
                     advice = "leave @wraps(...) out: the wrapper works without it"
@@ -726,10 +755,14 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                     continue  # a decorator that is a function works
                 findings.append(_finding(src, deco, "decorator", f"the decorator @{name} is not available; {advice}"))
         elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+            if not everything:
+                continue
             findings.append(
                 _finding(src, node, "yield", "generators (yield) are not available; build a list and return it")
             )
         elif isinstance(node, ast.Delete):
+            if not everything:
+                continue
             targets = ", ".join(ast.unparse(t) for t in node.targets)
             findings.append(
                 _finding(
@@ -744,14 +777,25 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
             findings += _detect_call(
                 node, src, tree, parents, modules, user_names, aliases, tool_callers, functions_style
             )
-            if node.keywords and _is_gather(node, aliases, from_names):
+            if (
+                node.keywords
+                and _is_gather(node, aliases, from_names)
+                and not _guarded_by(node, parents, _CALLBACK_HANDLERS)  # the script catches Monty's error
+            ):
                 findings.append(_gather_keywords(src, node))
         elif isinstance(node, (ast.AsyncWith, ast.AsyncFor)):
+            if not everything:
+                continue
             kind = "async with" if isinstance(node, ast.AsyncWith) else "async for"
             findings.append(_finding(src, node, "syntax", f"`{kind}` is not available; use a plain with/for"))
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute):
             value = node.value
-            if isinstance(value.value, ast.Name) and value.value.id not in modules and value.attr in _METHOD_NAMES:
+            if (
+                isinstance(value.value, ast.Name)
+                and value.value.id not in modules
+                and value.attr in _METHOD_NAMES
+                and value.attr not in facts.methods  # perhaps a method of the script's own class: Monty has those
+            ):
                 findings.append(_bound(src, value))
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             module = aliases.get(node.value.id)
@@ -761,14 +805,16 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
             elif node.value.id == "str" and node.attr == "maketrans":
                 findings.append(_gap(src, node, "str.maketrans", "a dict and ''.join(table.get(c, c) for c in s)"))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names) and everything:
                 findings.append(
                     _finding(src, node, "syntax", f"`from {node.module} import *` is not available; import the names")
                 )
             if isinstance(node, ast.ImportFrom) and node.level:
                 continue
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            guarded = _guarded_by_import_handler(node, parents)
+            guarded = _guarded_by_import_handler(node, parents) or _under_type_checking(node, facts)
+            if not everything and not _runs_after_a_call(node, tree, first_call):
+                continue  # Monty's ModuleNotFoundError comes first, before anything ran (or it never runs)
             for mod in mods:
                 root = mod.split(".")[0]
                 if root == "__future__" or guarded:
@@ -826,9 +872,11 @@ def _detect_call(
             alt = _MISSING_BUILTINS[func.id]
             found.append(_finding(src, node, "missing_builtin", f"{func.id}() is not available; instead: {alt}"))
     if isinstance(func, ast.Name) and func.id in _EXCEPTION_NAMES and func.id not in user_names:
-        odd: list[ast.expr] = [a for a in node.args if isinstance(a, ast.Starred)] or node.args[1:]
+        # Two arguments, or a constant that is not a string (CPython refuses keywords too, and a
+        # starred argument may well be one string: Monty runs those as CPython does).
+        odd: list[ast.expr] = [] if any(isinstance(a, ast.Starred) for a in node.args) else node.args[1:]
         odd += [a for a in node.args[:1] if isinstance(a, ast.Constant) and not isinstance(a.value, str)]
-        if odd or node.keywords:
+        if odd:
             if func.id == "SystemExit" and not node.args[1:] and not node.keywords:
                 text = (
                     "SystemExit takes no exit code here, only a message string; instead: end the script "
@@ -888,7 +936,12 @@ def _detect_call(
         if any(k.arg in ("default", "cls") for k in node.keywords) and func.id in modules:
             found.append(_finding(src, node, "json_default", _json_default_message()))
     for caller, slot in _callable_slots(node):
-        if isinstance(slot, ast.Attribute) and isinstance(slot.value, ast.Name) and slot.value.id not in modules:
+        if (
+            isinstance(slot, ast.Attribute)
+            and isinstance(slot.value, ast.Name)
+            and slot.value.id not in modules
+            and slot.attr not in _facts(tree).methods  # perhaps a method of the script's own class
+        ):
             found.append(_bound(src, slot))
         calls_tool = (
             isinstance(slot, ast.Lambda) and _calls_tool(slot.body, tool_callers, functions_style, user_names)
@@ -957,6 +1010,43 @@ def _bound(src: _Source, node: ast.Attribute) -> Finding:
         "bound_method",
         f"the method value {owner}.{node.attr} (not called) is not available; wrap it in a lambda: {alt}",
     )
+
+
+_MONTY_REFUSED = re.compile(r"does not yet support|Wildcard imports|No module named|cannot import name")
+"""The errors with which Monty itself refuses what the check leaves to it (``_detect``)."""
+
+
+def explain_failure(script: str, message: str, *, functions_style: bool = False) -> str | None:
+    """What to write instead, for a script Monty refused itself.
+
+    The check leaves to Monty what it reports before anything of the script could run (a
+    construct its parser rejects: class inheritance, ``yield``, ``del``, method decorators,
+    ``async with``, ``from m import *``; an import at the start of the script, or one that may
+    never run): its own error comes first, and this adds the fix to it.
+
+    Args:
+        script: the script as the model wrote it.
+        message: Monty's error for it.
+        functions_style: as ``check_script``.
+
+    Returns:
+        One line per construct of those kinds, with its line, column and alternative, under a
+        heading; None when ``message`` is not such an error or the script has none of them.
+    """
+    if not _MONTY_REFUSED.search(message):
+        return None
+    tree = parse_script(script)
+    if tree is None:
+        return None
+    try:
+        src = _Source(script)
+        lean = set(_detect(tree, src, functions_style))
+        extra = [f for f in _detect(tree, src, functions_style, everything=True) if f not in lean]
+    except (RecursionError, MemoryError):  # pragma: no cover - the parse itself stops far earlier
+        return None
+    if not extra:
+        return None
+    return "To fix it (nothing else has run):\n" + "\n".join(f"- {f}" for f in extra)
 
 
 def check_script(
