@@ -42,8 +42,10 @@ import anyio
 from codeact import (
     Call,
     CodeActAgent,
+    Content,
     InMemorySessionService,
     MontyRuntime,
+    Part,
     ResourceLimits,
     ResumeValue,
     RunConfig,
@@ -51,6 +53,7 @@ from codeact import (
     ScriptedModel,
     SqliteSessionService,
 )
+from codeact.models import BaseLlm, LlmResponse
 
 
 def script_with_calls(n: int) -> str:
@@ -286,6 +289,23 @@ async def _run_once(runner: Any, service: Any, sid: str) -> float:
     return time.perf_counter() - t0
 
 
+class ReplayModel(BaseLlm):
+    """The peer column's kind of fake model: the reply for the turn the request is at, nothing
+    recorded (``ScriptedModel`` deep-copies every request for the tests to read, which the
+    smolagents side's ``Scripted`` model does not do either)."""
+
+    name = "replay"
+
+    def __init__(self, replies: list[str]) -> None:
+        self.responses = [
+            LlmResponse(content=Content(role="model", parts=[Part(text=r)]), finish_reason="stop") for r in replies
+        ]
+
+    async def generate_content(self, request: Any) -> LlmResponse:
+        """The reply for the request's turn (the number of model messages so far)."""
+        return self.responses[sum(1 for c in request.contents if c.role == "model")]
+
+
 async def slope_us(small: list[str], big: list[str], steps: int, repeats: int, service_factory: Any) -> float:
     """Median over ``repeats`` alternating pairs of (a run whose model replies ``big`` - a run
     whose model replies ``small``) / ``steps``, in microseconds (fresh session per run, one
@@ -293,8 +313,9 @@ async def slope_us(small: list[str], big: list[str], steps: int, repeats: int, s
     service, _ = service_factory()
     runners = []
     for replies in (small, big):
-        model = ScriptedModel(lambda request, rs=replies: rs[sum(1 for c in request.contents if c.role == "model")])
-        agent = CodeActAgent(name="bench", model=model, runtime=MontyRuntime(), tools=[inc], max_tool_calls=None)
+        agent = CodeActAgent(
+            name="bench", model=ReplayModel(replies), runtime=MontyRuntime(), tools=[inc], max_tool_calls=None
+        )
         runners.append(Runner(app_name="bench", agent=agent, session_service=service))
     samples = []
     with service:
