@@ -49,8 +49,8 @@ from ..exceptions import (
     ToolHostError,
 )
 from ..logs import log_tool_exception
-from ._failures import failure_message, script_exc_type
 from ._check import explain_failure
+from ._failures import failure_message, script_exc_type
 from ._precheck import script_hint
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep
 from ._values import to_plain
