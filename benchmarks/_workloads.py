@@ -87,3 +87,37 @@ def settings(quick: bool) -> dict[str, int]:
     if quick:
         return {"repeats": 5, "batch": 300, "rt_runs": 3, "cpu_repeats": 3}
     return {"repeats": 15, "batch": 3000, "rt_runs": 20, "cpu_repeats": 9}
+
+
+PRECHECK_SIZES_KB = (1, 10, 40)
+
+_PRECHECK_BLOCK = '''def summarize_{i}(rows, key="score"):
+    """Totals per group of rows {i}."""
+    totals = {{}}
+    for row in rows:
+        group = row.get("group", "none")
+        totals[group] = totals.get(group, 0) + row[key] * {i}
+    best = sorted(totals.items(), key=lambda kv: -kv[1])[:3]
+    label = f"block {i}: {{len(rows)}} rows, best {{best[0][0] if best else None}}"
+    return {{"label": label, "best": best, "count": len(totals)}}
+
+
+data_{i} = [{{"group": "g" + str(j % 4), "score": j}} for j in range(3)]
+'''
+
+
+def precheck_script(kb: int, salt: int = 0) -> str:
+    """A model-like script of about ``kb`` KB (function definitions, comprehensions, f-strings,
+    a few calls), ending with an integer; ``salt`` only changes a comment, so every text is new
+    to a cache keyed by script text."""
+    blocks, size, i = [f"# run {salt}\n"], 0, 0
+    while size < kb * 1024:
+        block = _PRECHECK_BLOCK.format(i=i)
+        blocks.append(block)
+        size += len(block)
+        i += 1
+    blocks.append("out = summarize_0(data_0)\nout['count']\n")
+    return "".join(blocks)
+
+
+PRECHECK_RESULT = 3  # the groups of data_0

@@ -42,8 +42,10 @@ import anyio
 from codeact import (
     Call,
     CodeActAgent,
+    Content,
     InMemorySessionService,
     MontyRuntime,
+    Part,
     ResourceLimits,
     ResumeValue,
     RunConfig,
@@ -51,6 +53,7 @@ from codeact import (
     ScriptedModel,
     SqliteSessionService,
 )
+from codeact.models import BaseLlm, LlmResponse
 
 
 def script_with_calls(n: int) -> str:
@@ -274,6 +277,132 @@ async def recovery_ms(folder: Path, calls: int = 1000) -> float:
     return elapsed * 1e3
 
 
+OBSERVE_SCRIPT = 'v = call_tool("inc", {"x": 1})\n{"type": "observation", "value": v}'
+FINAL_SCRIPT = 'v = call_tool("inc", {"x": 1})\n{"type": "final_result", "value": v}'
+
+
+async def _run_once(runner: Any, service: Any, sid: str) -> float:
+    await service.create_session(app_name="bench", user_id="u", session_id=sid)
+    t0 = time.perf_counter()
+    async for _ in runner.run_async(user_id="u", session_id=sid, new_message="go"):
+        pass
+    return time.perf_counter() - t0
+
+
+class ReplayModel(BaseLlm):
+    """The peer column's kind of fake model: the reply for the turn the request is at, nothing
+    recorded (``ScriptedModel`` deep-copies every request for the tests to read, which the
+    smolagents side's ``Scripted`` model does not do either)."""
+
+    name = "replay"
+
+    def __init__(self, replies: list[str]) -> None:
+        self.responses = [
+            LlmResponse(content=Content(role="model", parts=[Part(text=r)]), finish_reason="stop") for r in replies
+        ]
+
+    async def generate_content(self, request: Any) -> LlmResponse:
+        """The reply for the request's turn (the number of model messages so far)."""
+        return self.responses[sum(1 for c in request.contents if c.role == "model")]
+
+
+async def slope_us(small: list[str], big: list[str], steps: int, repeats: int, service_factory: Any) -> float:
+    """Median over ``repeats`` alternating pairs of (a run whose model replies ``big`` - a run
+    whose model replies ``small``) / ``steps``, in microseconds (fresh session per run, one
+    warm-up pair)."""
+    service, _ = service_factory()
+    runners = []
+    for replies in (small, big):
+        agent = CodeActAgent(
+            name="bench", model=ReplayModel(replies), runtime=MontyRuntime(), tools=[inc], max_tool_calls=None
+        )
+        runners.append(Runner(app_name="bench", agent=agent, session_service=service))
+    samples = []
+    with service:
+        for i in range(repeats + 1):
+            a = await _run_once(runners[0], service, f"small{i}")
+            b = await _run_once(runners[1], service, f"big{i}")
+            if i:
+                samples.append((b - a) / steps)
+    return statistics.median(samples) * 1e6
+
+
+def unrolled(n: int) -> str:
+    """``n`` tool calls, one a line, then the first result as the final result (the shape of
+    ``_smolagents_bench.code_reply``)."""
+    body = "".join(f'v{i} = call_tool("inc", {{"x": {i}}})\n' for i in range(n))
+    return body + '{"type": "final_result", "value": v0}'
+
+
+def fence(script: str) -> str:
+    return f"```python\n{script}\n```"
+
+
+async def peer_rows(repeats: int, folder: Path) -> dict[str, float]:
+    """The workloads of the smolagents column (``_smolagents_bench.py``), on codeact: the cost
+    per inline tool call (a 1-call and a 501-call unrolled script, journal on) in memory and on
+    SQLite (``synchronous=NORMAL``), and the marginal turn (a 2-turn and a 12-turn run, each
+    turn one script with one call)."""
+    many, turns = 501, 12
+    one, big = [fence(unrolled(1))], [fence(unrolled(many))]
+    steps = [fence(OBSERVE_SCRIPT)] * (turns - 1) + [fence(FINAL_SCRIPT)]
+    return {
+        "per_call_memory_us": await slope_us(one, big, many - 1, repeats, memory_store),
+        "per_call_sqlite_us": await slope_us(one, big, many - 1, max(3, repeats // 2), sqlite_store_factory(folder)),
+        "marginal_turn_ms": await slope_us(steps[-2:], steps, turns - 2, repeats, memory_store) / 1e3,
+    }
+
+
+def smolagents_column(quick: bool, python: Path | None, site: Path | None) -> dict[str, Any] | str:
+    """The smolagents figures from ``_smolagents_bench.py`` in a child process (``python``,
+    else this interpreter, with ``site`` first on its path), or why the column is skipped."""
+    import subprocess
+
+    exe = str(python or sys.executable)
+    env = dict(os.environ)
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
+    probe = subprocess.run([exe, "-c", "import smolagents"], env=env, capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"smolagents column skipped: smolagents not importable by {exe}" + (f" with {site}" if site else "")
+    helper = Path(__file__).with_name("_smolagents_bench.py")
+    proc = subprocess.run(
+        [exe, str(helper), *(["--quick"] if quick else [])], env=env, capture_output=True, text=True, timeout=1800
+    )
+    if proc.returncode != 0:
+        return f"smolagents column failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}"
+    figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def render_peers(ours: dict[str, float], peer: dict[str, Any] | str) -> None:
+    print()
+    print("beside smolagents (same run; smolagents records nothing per call):")
+    if isinstance(peer, str):
+        print(f"  {peer}")
+        peer = {}
+    version = peer.get("version", "-")
+    print(f"{'':<46}{'codeact':>12}{'smolagents ' + version:>22}{'ratio':>9}")
+    rows = [
+        ("per inline tool call, memory, journal on", ours["per_call_memory_us"], "code_per_call_us", "us", "CodeAgent"),
+        ("per inline tool call, sqlite NORMAL", ours["per_call_sqlite_us"], "code_per_call_us", "us", "CodeAgent"),
+        ("marginal turn (memory) vs CodeAgent", ours["marginal_turn_ms"], "code_marginal_turn_ms", "ms", ""),
+        (
+            "marginal turn (memory) vs ToolCallingAgent",
+            ours["marginal_turn_ms"],
+            "tool_calling_marginal_turn_ms",
+            "ms",
+            "",
+        ),
+    ]
+    for label, value, key, unit, _ in rows:
+        theirs = peer.get(key)
+        cell = f"{theirs:>18.2f} {unit}" if isinstance(theirs, (int, float)) else f"{'-':>21}"
+        r = f"{value / theirs:>8.2f}x" if isinstance(theirs, (int, float)) and theirs > 0 else f"{'-':>9}"
+        print(f"{label:<46}{value:>9.2f} {unit}{cell}{r}")
+    print(f"{'  sqlite / memory, per call':<46}{ours['per_call_sqlite_us'] / ours['per_call_memory_us']:>9.2f} x")
+
+
 def memory_store() -> tuple[Any, Any]:
     return InMemorySessionService(), lambda: 0
 
@@ -329,6 +458,8 @@ async def main_async(quick: bool) -> dict[str, Any]:
             if not quick
             else await recovery_ms(folder / "q"),
         }
+    with tempfile.TemporaryDirectory() as tmp:
+        peers = await peer_rows(5 if quick else 15, Path(tmp))
     hb_ms, hb_wall = await heartbeat_worst_ms(3_000_000 if quick else 30_000_000)
     check_us = subset_check_us(repeats)
     per_call_mem = ((mem[10] - bare[10]) - (mem[1] - bare[1])) / 9
@@ -342,6 +473,7 @@ async def main_async(quick: bool) -> dict[str, Any]:
         "added_per_call_memory_us": per_call_mem,
         "added_per_call_sqlite_us": per_call_sql,
         "durable": durable,
+        "peers": peers,
         "sqlite_bytes_per_call": bytes_per_call,
         "subset_check_us": check_us,
         "heartbeat_worst_ms": hb_ms,
@@ -422,13 +554,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short smoke run (CI)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--before-tree", type=Path, help="another codeact python/ tree to measure beside this one")
+    parser.add_argument(
+        "--smolagents-python",
+        type=Path,
+        default=os.environ.get("CODEACT_BENCH_SMOLAGENTS_PYTHON") or None,
+        help="interpreter that runs the smolagents column (default: $CODEACT_BENCH_SMOLAGENTS_PYTHON, else this one)",
+    )
+    parser.add_argument(
+        "--smolagents-site",
+        type=Path,
+        default=os.environ.get("CODEACT_BENCH_SMOLAGENTS_SITE") or None,
+        help="folder put first on that interpreter's path, e.g. one made with `pip install --target DIR smolagents` "
+        "(default: $CODEACT_BENCH_SMOLAGENTS_SITE)",
+    )
+    parser.add_argument("--peers-only", action="store_true", help="only the rows of the smolagents comparison")
     args = parser.parse_args(argv)
     print(
         f"codeact agent benchmark ({'quick' if args.quick else 'full'}), python {sys.version.split()[0]}, "
         f"{os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}"
     )
-    result = anyio.run(main_async, args.quick)
-    render(result)
+    if args.peers_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            result: dict[str, Any] = {"peers": anyio.run(peer_rows, 5 if args.quick else 15, Path(tmp))}
+    else:
+        result = anyio.run(main_async, args.quick)
+        render(result)
+    result["smolagents"] = smolagents_column(args.quick, args.smolagents_python, args.smolagents_site)
+    render_peers(result["peers"], result["smolagents"])
     if args.before_tree:
         result["before_tree"] = measure_before(args.before_tree, args.quick)
         render_before(result["before_tree"], result)

@@ -33,6 +33,8 @@ from _workloads import (  # noqa: E402
     CPU,
     DUMP_LOAD,
     DUMP_LOAD_RESULT,
+    PRECHECK_RESULT,
+    PRECHECK_SIZES_KB,
     ROUND_TRIP,
     ROUND_TRIP_CALLS,
     ROUND_TRIP_RESULT,
@@ -40,6 +42,7 @@ from _workloads import (  # noqa: E402
     THREAD_WORKLOADS,
     per_op_us,
     per_run_ms,
+    precheck_script,
     settings,
 )
 
@@ -56,6 +59,7 @@ ROUND_TRIP_TARGET_US = 3.0
 DUMP_LOAD_TARGET_US = 10.0
 THREADS_TARGET = 1.3
 BARE_RATIO_GOAL = 2.0  # codeact / bare crate, at most
+PRECHECK_SHARE_GOAL = 0.10  # issue 21: the pre-check's part of start on 1-40 KB scripts, at most
 ROUND_TRIP_BARE_RATIO_GOAL = 1.5  # issue 10: the tool round trip, codeact / bare crate
 
 # codeact 0.1.0 on Monty 0.0.19, measured on the same 2-core machine (issue 10): the row the
@@ -114,6 +118,33 @@ def bench_codeact(quick: bool) -> dict[str, float]:
     for name in THREAD_WORKLOADS:
         code = CPU[name][1]
         out[f"threads2_{name}_ratio"] = thread_ratio(lambda code=code: rt.start(code), s["cpu_repeats"])
+    out.update(bench_precheck(quick))
+    return out
+
+
+def bench_precheck(quick: bool) -> dict[str, float]:
+    """Per script size: ``start`` of a new script text (the check's cache never hits), the
+    pre-check alone on new texts (``MontyRuntime._checked``: the subset check, its rewrites
+    and the awaited-call offsets), ``start`` with ``check_scripts=False,
+    rewrite_scripts=False``, and the check's share of ``start``."""
+    repeats = 5 if quick else 15
+    checked = codeact.MontyRuntime(codeact.ResourceLimits(max_duration=5.0))
+    unchecked = codeact.MontyRuntime(
+        codeact.ResourceLimits(max_duration=5.0), check_scripts=False, rewrite_scripts=False
+    )
+    out: dict[str, float] = {}
+    salt = iter(range(10**9))
+    for kb in PRECHECK_SIZES_KB:
+        _expect_complete(checked.start(precheck_script(kb, next(salt))), PRECHECK_RESULT)
+        _expect_complete(unchecked.start(precheck_script(kb, next(salt))), PRECHECK_RESULT)
+        start = per_op_us(lambda kb=kb: checked.start(precheck_script(kb, next(salt))), repeats, 5, warmup=2)
+        check = per_op_us(lambda kb=kb: checked._checked(precheck_script(kb, next(salt))), repeats, 5, warmup=2)
+        bare = per_op_us(lambda kb=kb: unchecked.start(precheck_script(kb, next(salt))), repeats, 5, warmup=2)
+        text = per_op_us(lambda kb=kb: precheck_script(kb, next(salt)), repeats, 5, warmup=2)  # building the text
+        out[f"precheck_{kb}kb_start_us"] = start - text
+        out[f"precheck_{kb}kb_check_us"] = check - text
+        out[f"precheck_{kb}kb_unchecked_start_us"] = bare - text
+        out[f"precheck_{kb}kb_share"] = (check - text) / (start - text)
     return out
 
 
@@ -245,6 +276,16 @@ ROWS: list[tuple[str, str, str]] = [
     ("restore_us", "load + resume → complete", "µs"),
     ("dump_load_us", "dump + load&resume", "µs"),
     ("snapshot_bytes", "snapshot size", "bytes"),
+    *(
+        row
+        for kb in PRECHECK_SIZES_KB
+        for row in (
+            (f"precheck_{kb}kb_start_us", f"start of a new {kb} KB script", "µs"),
+            (f"precheck_{kb}kb_check_us", "  its pre-check alone", "µs"),
+            (f"precheck_{kb}kb_unchecked_start_us", "  start, check_scripts=False", "µs"),
+            (f"precheck_{kb}kb_share", "  pre-check share of start", "x"),
+        )
+    ),
     *((f"cpu_{name}_ms", label, "ms") for name, (label, _code, _exp) in CPU.items()),
     *((f"threads2_{name}_ratio", f"2 threads / 1, {CPU[name][0]}", "x") for name in THREAD_WORKLOADS),
 ]
@@ -325,6 +366,13 @@ def build_report(results: dict[str, dict[str, float] | None]) -> dict[str, Any]:
     target("codeact start→complete `1 + 1`", c.get("start_complete_us"), START_TARGET_US, unit=" µs")
     target("codeact tool round trip", c.get("round_trip_us"), ROUND_TRIP_TARGET_US, unit=" µs")
     target("codeact dump + load&resume", c.get("dump_load_us"), DUMP_LOAD_TARGET_US, unit=" µs")
+    shares = [c[k] for k in (f"precheck_{kb}kb_share" for kb in PRECHECK_SIZES_KB) if k in c]
+    target(
+        "codeact pre-check share of start, 1-40 KB scripts (worst)",
+        max(shares) if shares else None,
+        PRECHECK_SHARE_GOAL,
+        unit="x",
+    )
     threads = [c[k] for k in (f"threads2_{n}_ratio" for n in THREAD_WORKLOADS) if k in c]
     target(
         "codeact 2 threads vs 1, CPU-bound (worst of " + ", ".join(THREAD_WORKLOADS) + ")",

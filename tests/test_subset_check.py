@@ -13,7 +13,7 @@ import ast
 import pytest
 
 from codeact import Complete, MontyRuntime, Raised
-from codeact.runtime._check import check_script, format_findings
+from codeact.runtime._check import check_script, explain_failure, format_findings
 from codeact.runtime._subset import SUBSET
 from test_subset_table import BACKENDS, probe_subset
 
@@ -33,10 +33,34 @@ CHECKED = MontyRuntime()
 # ------------------------------------------------------------------ one table
 
 
-@pytest.mark.parametrize("entry", [e for e in SUBSET if not e.supported], ids=lambda e: e.key)
-def test_every_unsupported_entry_is_detected_on_its_own_probe(entry) -> None:
+@pytest.mark.parametrize("entry", [e for e in SUBSET if not e.supported and e.check == "refuse"], ids=lambda e: e.key)
+def test_every_refused_entry_is_detected_on_its_own_probe(entry) -> None:
     result = check_script(entry.probe, rewrite=False)
     assert entry.key in {f.key for f in result.findings}, result
+
+
+@pytest.mark.parametrize("entry", [e for e in SUBSET if not e.supported and e.check == "explain"], ids=lambda e: e.key)
+def test_every_explained_entry_is_left_to_monty_and_its_fix_added_to_monty_error(entry) -> None:
+    """Monty refuses these itself before anything runs: the check passes the script, and the
+    fix is added to Monty's own error."""
+    assert check_script(entry.probe, rewrite=False).findings == ()
+    step = MontyRuntime(rewrite_scripts=False).start(entry.probe)
+    assert isinstance(step, Raised) and not step.message.startswith("SubsetError"), step
+    fix = explain_failure(entry.probe, step.message)
+    assert fix is not None and fix.startswith("To fix it") and "\n- line " in fix, (step.message, fix)
+
+
+def test_a_construct_only_the_prompt_warns_about_is_not_refused() -> None:
+    (entry,) = [e for e in SUBSET if e.check == "prompt"]
+    assert check_script(entry.probe, rewrite=False).findings == ()
+    # A class that merely defines such a method runs on Monty (the operator is never used).
+    script = (
+        "class A:\n    def __lt__(self, o):\n        return True\n"
+        "    def __len__(self):\n        return 3\nA() is not None"
+    )
+    assert check_script(script, rewrite=False).findings == ()
+    step = CHECKED.start(script)
+    assert isinstance(step, Complete) and step.value is True
 
 
 @pytest.mark.parametrize("entry", [e for e in SUBSET if e.supported], ids=lambda e: e.construct[:60])
@@ -180,24 +204,12 @@ def test_rewrites_can_be_turned_off() -> None:
 # ------------------------------------------------------------------ corrective messages, line and column
 
 MESSAGES = [
-    ("class E(Exception):\n    pass", 1, 1, "class E(Exception): class inheritance is not available; write `class E:`"),
-    (
-        "class A:\n    @property\n    def v(self):\n        return 1",
-        2,
-        6,
-        "write an ordinary method and call it: obj.v()",
-    ),
-    ("class A:\n    @staticmethod\n    def v():\n        return 1", 2, 6, "define a module-level function"),
     (
         "import functools\ndef d(f):\n    @functools.wraps(f)\n    def w():\n        return f()\n    return w",
         3,
         6,
         "wraps",
     ),
-    ("class A:\n    def __lt__(self, o):\n        return True", 2, 5, "A.__lt__ is never called by the interpreter"),
-    ("class A:\n    def __len__(self):\n        return 1", 2, 5, "A.__len__ is never called by the interpreter"),
-    ("def g():\n    yield 1", 2, 5, "generators (yield) are not available; build a list and return it"),
-    ("x = 1\ndel x", 2, 1, "`del x` is not available"),
     ("f = items.append", 1, 5, "the method value items.append (not called) is not available; wrap it in a lambda"),
     ("xs = [3, 1]\ny = sorted(xs, key=lambda v: call_tool('score', {'v': v}))", 2, 20, "sorted() calls this function"),
     (
@@ -222,15 +234,34 @@ MESSAGES = [
     ("ok = callable(len)", 1, 6, "callable() is not available"),
     ("names = dir()", 1, 9, "dir() is not available"),
     ("import re\ns = re.sub('a', lambda m: 'b', 'a')", 2, 5, "re.sub with a function as the replacement"),
-    ("from json import *", 1, 1, "`from json import *` is not available; import the names"),
-    ("from collections import OrderedDict", 1, 1, "collections.OrderedDict is not available here; instead: a plain"),
     ("import dataclasses\nd = dataclasses.asdict(p)", 2, 5, "dataclasses.asdict is not available here"),
     ("from dataclasses import dataclass\n@dataclass(order=True)\nclass P:\n    x: int", 2, 2, "order=True"),
     ("t = str.maketrans('a', 'b')", 1, 5, "str.maketrans is not available here"),
-    ("import statistics", 1, 1, "module 'statistics' is not available here"),
-    ("x = 1\nimport numpy as np", 2, 1, "No module named 'numpy': no third-party packages"),
+    ("x = len('a')\nimport statistics", 2, 1, "module 'statistics' is not available here"),
+    ("x = call_tool('f', {})\nimport numpy as np", 2, 1, "No module named 'numpy': no third-party packages"),
+    ("x = max(1, 2)\nfrom collections import OrderedDict", 2, 1, "collections.OrderedDict is not available here"),
     ("s = 'é'; t = next(c for c in s)", 1, 14, "next() on a generator expression"),  # columns count characters
 ]
+"""Refused before anything runs: Monty would fail only while running (after what came before)."""
+
+EXPLAINED = [
+    ("class E(Exception):\n    pass", 1, 1, "class E(Exception): class inheritance is not available; write `class E:`"),
+    (
+        "class A:\n    @property\n    def v(self):\n        return 1",
+        2,
+        6,
+        "write an ordinary method and call it: obj.v()",
+    ),
+    ("class A:\n    @staticmethod\n    def v():\n        return 1", 2, 6, "define a module-level function"),
+    ("def g():\n    yield 1", 2, 5, "generators (yield) are not available; build a list and return it"),
+    ("x = 1\ndel x", 2, 1, "`del x` is not available"),
+    ("from json import *", 1, 1, "`from json import *` is not available; import the names"),
+    ("from collections import OrderedDict", 1, 1, "collections.OrderedDict is not available here; instead: a plain"),
+    ("import statistics", 1, 1, "module 'statistics' is not available here"),
+    ("x = 1\nimport numpy as np", 2, 1, "No module named 'numpy': no third-party packages"),
+    ("async def f():\n    async for a in b:\n        pass", 2, 5, "`async for` is not available"),
+]
+"""Left to Monty, which refuses them before anything of the script runs; the fix is added to its error."""
 
 
 @pytest.mark.parametrize(("script", "line", "column", "needle"), MESSAGES, ids=[m[3][:40] for m in MESSAGES])
@@ -246,11 +277,22 @@ def test_each_corrective_message_with_line_and_column(script: str, line: int, co
     assert step.message.startswith("SubsetError:")
 
 
+@pytest.mark.parametrize(("script", "line", "column", "needle"), EXPLAINED, ids=[m[3][:40] for m in EXPLAINED])
+def test_what_monty_refuses_itself_gets_its_fix_added_to_monty_error(
+    script: str, line: int, column: int, needle: str
+) -> None:
+    assert check_script(script, rewrite=False).findings == ()
+    step = MontyRuntime(rewrite_scripts=False).start(script)
+    assert isinstance(step, Raised) and not step.message.startswith("SubsetError:"), step
+    fix = explain_failure(script, step.message)
+    assert fix is not None and f"line {line}, column {column}: " in fix and needle in fix, (step.message, fix)
+
+
 def test_one_message_per_finding() -> None:
-    script = "import statistics\nx = t.format_map(m)\nclass A(B):\n    pass\ndel y"
+    script = "x = f()\nimport statistics\ny = t.format_map(m)\nz = callable(x)"
     findings = check_script(script).findings
     text = format_findings(findings)
-    assert len(text.splitlines()) == 1 + len(findings) == 5
+    assert len(text.splitlines()) == 1 + len(findings) == 4
 
 
 def test_guarded_imports_are_not_reported() -> None:

@@ -790,7 +790,9 @@ class CodeActAgent(BaseAgent):
                 message = final_step.message
                 if run.prepared is not None:
                     message = shift_traceback(message, run.prepared)
-                message = explain_raised(message, run.transcript, persist_namespace=self.persist_namespace)
+                message = explain_raised(
+                    message, run.transcript, persist_namespace=self.persist_namespace, runtime=self.runtime
+                )
                 self._feed_back(
                     run,
                     "Error during execution:\n" + truncate_middle(message, self.max_error_chars),

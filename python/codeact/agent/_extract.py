@@ -18,6 +18,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from ..runtime._precheck import parsed
+
 __all__ = ("NO_CODE_FEEDBACK", "explain_no_code", "extract_code")
 
 _EXPECTED_FORM = (
@@ -73,18 +75,13 @@ class _Block:
 
 
 def _parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
+    return parsed(code) is not None  # cached: the check of the script that runs reuses the tree
 
 
 def _looks_like_code(text: str) -> bool:
     """A reply that parses as Python but is a bare name or a sentence-like expression is prose."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parsed(text)
+    if tree is None:
         return False
     if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
         node = tree.body[0].value
@@ -165,9 +162,8 @@ def _output_label(text: str, opener_start: int) -> bool:
 def _is_output_like(body: str) -> bool:
     """A bare block that holds only values (``42``, ``[1, 2]``, ``True``, ``Hello``): printed
     output, not a step. A dict with a ``"type"`` key is a tagged result and counts as code."""
-    try:
-        tree = ast.parse(body)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parsed(body)
+    if tree is None:
         return False
     if not tree.body:
         return False

@@ -20,7 +20,7 @@ import ast
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..runtime._precheck import parse_script, precheck, script_hint
 
@@ -46,6 +46,22 @@ def tools_ran_note(tools_ran: Iterable[str]) -> str:
     )
 
 
+def _monty_fix(message: str, transcript: Sequence[Content], runtime: Any) -> str:
+    from ..runtime._check import explain_failure
+    from ..runtime.monty import MontyRuntime
+
+    if not isinstance(runtime, MontyRuntime) or not runtime.check_scripts:
+        return message
+    replies = [c.text for c in transcript if c.role == "model"]
+    if not replies or not replies[-1]:
+        return message
+    from ._extract import extract_code
+
+    script = extract_code(replies[-1])
+    fix = explain_failure(script, message, functions_style=runtime.tool_style == "functions") if script else None
+    return f"{message}\n{fix}" if fix else message
+
+
 def _defined_names(tree: ast.Module) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -58,16 +74,22 @@ def _defined_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def explain_raised(message: str, transcript: Sequence[Content], *, persist_namespace: bool = False) -> str:
+def explain_raised(
+    message: str, transcript: Sequence[Content], *, persist_namespace: bool = False, runtime: Any = None
+) -> str:
     """``message`` (a script's traceback) with a hint appended when it is a ``NameError`` on a
-    name an earlier script defined: variables do not persist between scripts.
+    name an earlier script defined (variables do not persist between scripts), or, on a
+    ``MontyRuntime`` whose check is on, when Monty refused a construct the check leaves to it
+    (``runtime._check.explain_failure``: the fix for each such construct).
 
     Args:
         message: the traceback text fed back to the model.
         transcript: the conversation so far; its last model reply holds the script that
             raised, the model replies before it the earlier scripts.
         persist_namespace: the agent keeps variables between scripts; then no hint is added.
+        runtime: the agent's runtime (None: no Monty hint).
     """
+    message = _monty_fix(message, transcript, runtime)
     if persist_namespace:
         return message
     found = _NAME_ERROR.findall(message)

@@ -25,11 +25,20 @@ from typing import cast
 
 from .._monty import remaining_stack
 from ._awaits import deferred_offsets
+from ._precheck import parse_script, parsed
 from ._subset import STDLIB_MODULES, SUBSET, SubsetEntry
 
 _TRY_NODES: tuple[type, ...] = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))  # TryStar: 3.11+
 
-__all__ = ("CheckResult", "Finding", "Rewrite", "check_script", "check_script_safely", "format_findings")
+__all__ = (
+    "CheckResult",
+    "Finding",
+    "Rewrite",
+    "check_script",
+    "check_script_safely",
+    "explain_failure",
+    "format_findings",
+)
 
 _ENTRIES: dict[str, SubsetEntry] = {e.key: e for e in SUBSET if e.key}
 
@@ -136,12 +145,6 @@ _METHOD_NAMES = {
     "title", "capitalize", "isdigit", "isalpha", "format", "setdefault", "insert", "remove", "discard",
     "copy", "sort", "casefold", "splitlines", "encode", "decode", "zfill",
 }  # fmt: skip
-_OPERATOR_METHODS = {
-    "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__len__", "__bool__", "__format__", "__getattr__",
-    "__getattribute__", "__reversed__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
-    "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__",
-}  # fmt: skip
-"""Operator methods Monty 1.4 never calls (probed: ``__eq__``, ``__add__``, ``__getitem__``... are called)."""
 _MISSING_BUILTINS = {
     "globals": "a dict you keep yourself",
     "vars": "a dict you keep yourself, or the object's attributes by name",
@@ -229,86 +232,134 @@ _EXCEPTION_NAMES = {
 }
 
 
-_walked: tuple[ast.AST, list[ast.AST], dict[ast.AST, ast.AST]] | None = None
-_walk_lock = threading.Lock()
+@dataclass(slots=True)
+class _Facts:
+    """What every detector and rewriter reads about one tree, gathered in one walk."""
+
+    nodes: list[ast.AST]  # ast.walk order (breadth first)
+    parents: dict[ast.AST, ast.AST]
+    imported: set[str]  # names bound by import statements
+    defined: set[str]  # names the script binds (imports included)
+    aliases: dict[str, str]  # local name -> module, for ``import m [as x]``
+    from_names: dict[str, tuple[str, str]]  # local name -> (module, name), for ``from m import name``
+    defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]  # the last def of each name, ast.walk order
+    calls_in: dict[ast.AST, set[str]]  # each def -> the plain names called anywhere inside it
+    methods: set[str]  # names of the methods the script's classes define
+    type_checking: set[ast.AST]  # the ``if TYPE_CHECKING:`` statements
 
 
-def _walk_once(tree: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
-    """Every node of ``tree`` (``ast.walk`` order) and each node's parent, computed once per
-    tree: the detectors and rewriters all scan the same tree."""
-    global _walked
-    with _walk_lock:
-        cached = _walked
-        if cached is not None and cached[0] is tree:
-            return cached[1], cached[2]
+_facts_cache: tuple[ast.AST, _Facts] | None = None
+_facts_lock = threading.Lock()
+
+
+def _facts(tree: ast.AST) -> _Facts:
+    """The ``_Facts`` of ``tree``, computed once per tree (the last tree is kept)."""
+    global _facts_cache
+    with _facts_lock:
+        cached = _facts_cache
+    if cached is not None and cached[0] is tree:
+        return cached[1]
     nodes: list[ast.AST] = []
     parents: dict[ast.AST, ast.AST] = {}
+    enclosing: dict[ast.AST, ast.AST] = {}  # node -> innermost def around it
+    f = _Facts(nodes, parents, set(), set(), {}, {}, {}, {}, set(), set())
     todo = [tree]
     i = 0
     while i < len(todo):
         node = todo[i]
         i += 1
         nodes.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            f.defined.add(node.name)
+            f.defs[node.name] = node
+            f.calls_in[node] = set()
+            if isinstance(parents.get(node), ast.ClassDef):
+                f.methods.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            f.defined.add(node.name)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store):
+                f.defined.add(node.id)
+        elif isinstance(node, ast.arg):
+            f.defined.add(node.arg)
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                d = enclosing.get(node)
+                while d is not None:
+                    f.calls_in[d].add(node.func.id)
+                    d = enclosing.get(d)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                f.imported.add(a.asname or a.name.split(".")[0])
+                if a.asname:
+                    f.aliases[a.asname] = a.name
+                else:
+                    root = a.name.split(".")[0]
+                    f.aliases[root] = root
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                f.imported.add(a.asname or a.name)
+                if node.module and not node.level:
+                    f.from_names[a.asname or a.name] = (node.module, a.name)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            f.type_checking.add(node)
+        inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else enclosing.get(node)
         for child in ast.iter_child_nodes(node):
+            if type(child) in _CONTEXTS:  # Load / Store / Del: no detector reads them
+                continue
             parents[child] = node
+            if inner is not None:
+                enclosing[child] = inner
             todo.append(child)
-    with _walk_lock:
-        _walked = (tree, nodes, parents)
-    return nodes, parents
+    f.defined |= f.imported
+    with _facts_lock:
+        _facts_cache = (tree, f)
+    return f
+
+
+_CONTEXTS = frozenset({ast.Load, ast.Store, ast.Del})
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING`` (False at run time, in Monty too)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _nodes(tree: ast.AST) -> list[ast.AST]:
-    return _walk_once(tree)[0]
+    return _facts(tree).nodes
 
 
 def _imported_names(tree: ast.AST) -> set[str]:
-    names: set[str] = set()
-    for node in _nodes(tree):
-        if isinstance(node, ast.Import):
-            names |= {(a.asname or a.name.split(".")[0]) for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            names |= {(a.asname or a.name) for a in node.names}
-    return names
+    return _facts(tree).imported
 
 
 def _defined_names(tree: ast.AST) -> set[str]:
-    names: set[str] = set()
-    for node in _nodes(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-    return names | _imported_names(tree)
+    return _facts(tree).defined
 
 
 def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
-    return _walk_once(tree)[1]
+    return _facts(tree).parents
 
 
 def _tool_functions(tree: ast.AST, functions_style: bool, user_names: set[str]) -> set[str]:
     """The user functions that call a tool, directly or through another such function. A tool
     is ``call_tool``; in the functions style also any called name the script neither defines
     nor imports and that is not a builtin."""
-    defs = {n.name: n for n in _nodes(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    f = _facts(tree)
 
-    def direct(node: ast.AST) -> bool:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
-                name = sub.func.id
-                if name == "call_tool" or (functions_style and name not in user_names and name not in _BUILTIN_NAMES):
-                    return True
-        return False
+    def direct(called: set[str]) -> bool:
+        return "call_tool" in called or (
+            functions_style and any(n not in user_names and n not in _BUILTIN_NAMES for n in called)
+        )
 
-    callers = {name for name, d in defs.items() if direct(d)}
+    callers = {name for name, d in f.defs.items() if direct(f.calls_in[d])}
     changed = True
     while changed:
         changed = False
-        for name, d in defs.items():
-            if name not in callers and any(
-                isinstance(s, ast.Call) and isinstance(s.func, ast.Name) and s.func.id in callers for s in ast.walk(d)
-            ):
+        for name, d in f.defs.items():
+            if name not in callers and not f.calls_in[d].isdisjoint(callers):
                 callers.add(name)
                 changed = True
     return callers
@@ -374,11 +425,9 @@ _JsonNames = tuple[frozenset[str], frozenset[str]]
 def _json_dumps_names(tree: ast.AST) -> _JsonNames:
     modules = frozenset(name for name, module in _module_aliases(tree).items() if module == "json")
     functions = frozenset(
-        a.asname or a.name
-        for node in _nodes(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "json" and not node.level
-        for a in node.names
-        if a.name in ("dumps", "dump")
+        name
+        for name, (module, original) in _from_imports(tree).items()
+        if module == "json" and original in ("dumps", "dump")
     )
     return modules, functions
 
@@ -449,29 +498,18 @@ def _utf8_only(keywords: list[ast.keyword]) -> bool:
 
 def _module_aliases(tree: ast.AST) -> dict[str, str]:
     """Local name -> module, for ``import m`` / ``import m as x``."""
-    out: dict[str, str] = {}
-    for node in _nodes(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.asname:
-                    out[a.asname] = a.name
-                else:
-                    root = a.name.split(".")[0]
-                    out[root] = root
-    return out
+    return _facts(tree).aliases
 
 
 def _from_imports(tree: ast.AST) -> dict[str, tuple[str, str]]:
     """Local name -> (module, name), for ``from m import name [as x]``."""
-    out: dict[str, tuple[str, str]] = {}
-    for node in _nodes(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                out[a.asname or a.name] = (node.module, a.name)
-    return out
+    return _facts(tree).from_names
 
 
 # ------------------------------------------------------------------ the pass
+
+
+_REWRITTEN = frozenset({ast.Call, ast.Delete, ast.ClassDef})
 
 
 def _rewrites(
@@ -480,6 +518,8 @@ def _rewrites(
     """(node, key, replacement) for every same-meaning rewrite, outermost first."""
     out: list[tuple[ast.AST, str, str]] = []
     for node in _nodes(tree):
+        if type(node) not in _REWRITTEN:
+            continue
         if isinstance(node, ast.Call):
             if _is_next_of_genexp(node, user_names):
                 out.append((node, "next_genexp", _rewrite_next(node)))
@@ -583,6 +623,34 @@ def _guarded_by(
     return False
 
 
+def _under_type_checking(node: ast.AST, facts: _Facts) -> bool:
+    """Whether ``node`` sits in the body of an ``if TYPE_CHECKING:`` (never run)."""
+    child, parent = node, facts.parents.get(node)
+    while parent is not None:
+        if parent in facts.type_checking and child in cast(ast.If, parent).body:
+            return True
+        child, parent = parent, facts.parents.get(parent)
+    return False
+
+
+def _first_call_statement(tree: ast.Module) -> int:
+    """The index of the first top-level statement with a call in it (it could call a tool),
+    ``len(tree.body)`` when there is none."""
+    for i, stmt in enumerate(tree.body):
+        if any(isinstance(n, ast.Call) for n in ast.walk(stmt)):
+            return i
+    return len(tree.body)
+
+
+def _runs_after_a_call(node: ast.AST, tree: ast.Module, first_call: int) -> bool:
+    """Whether ``node`` is a top-level statement (it surely runs) after one with a call: only
+    then could a failure of Monty's at ``node`` come after a tool ran."""
+    for i, stmt in enumerate(tree.body):
+        if stmt is node:
+            return i > first_call
+    return False
+
+
 _CALLBACK_HANDLERS = {"NotImplementedError", "RuntimeError", "Exception", "BaseException"}
 """The handlers that catch the ``NotImplementedError`` a tool call inside a callback raises."""
 
@@ -609,7 +677,20 @@ def _callback_guarded(
     return bool(calls) and all(_guarded_by(c, parents, _CALLBACK_HANDLERS, within=defs[0]) for c in calls)
 
 
-def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Finding]:
+_DETECTED = frozenset(
+    {
+        ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Yield, ast.YieldFrom, ast.Delete, ast.Call,
+        ast.AsyncWith, ast.AsyncFor, ast.Assign, ast.Attribute, ast.Import, ast.ImportFrom,
+    }
+)  # fmt: skip
+"""The node types ``_detect`` looks at (every other node is skipped at once)."""
+
+
+def _detect(tree: ast.Module, src: _Source, functions_style: bool, everything: bool = False) -> list[Finding]:
+    """The findings of ``tree``. Without ``everything``, only those Monty would not report
+    first itself: constructs its parser rejects (``LEFT_TO_MONTY``: nothing runs, and
+    ``explain_failure`` adds the fix to its message) and imports that run before anything else
+    could (or may not run at all) are left out."""
     findings: list[Finding] = []
     parents = _parents(tree)
     modules = _imported_names(tree)
@@ -617,9 +698,13 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
     aliases = _module_aliases(tree)
     from_names = _from_imports(tree)
     tool_callers = _tool_functions(tree, functions_style, user_names)
+    facts = _facts(tree)
     allowed = set(STDLIB_MODULES)
+    first_call = _first_call_statement(tree)
     for node in _nodes(tree):
-        if isinstance(node, ast.ClassDef):
+        if type(node) not in _DETECTED:
+            continue
+        if isinstance(node, ast.ClassDef) and everything:
             if node.bases or node.keywords:
                 base = ", ".join(ast.unparse(b) for b in [*node.bases, *node.keywords])
                 extra = (
@@ -636,25 +721,18 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                         f"write `class {node.name}:` without a base{extra}",
                     )
                 )
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in _OPERATOR_METHODS:
-                    findings.append(
-                        _finding(
-                            src,
-                            item,
-                            "operator_methods",
-                            f"{node.name}.{item.name} is never called by the interpreter (this operator method is "
-                            "not supported); write an ordinary method and call it explicitly",
-                        )
-                    )
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
             for deco in node.decorator_list:
                 name = ast.unparse(deco)
                 target = deco.func if isinstance(deco, ast.Call) else deco
                 tname = ast.unparse(target)
                 if tname in ("staticmethod", "classmethod"):
+                    if not everything:
+                        continue
                     advice = "define a module-level function instead of the method"
                 elif tname == "property" or tname.endswith((".setter", ".getter", ".deleter")):
+                    if not everything:
+                        continue
                     advice = f"write an ordinary method and call it: obj.{node.name}()"
                 elif tname in ("functools.wraps", "wraps") and (tname == "functools.wraps" or "wraps" in from_names):
                     advice = "leave @wraps(...) out: the wrapper works without it"
@@ -677,10 +755,14 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
                     continue  # a decorator that is a function works
                 findings.append(_finding(src, deco, "decorator", f"the decorator @{name} is not available; {advice}"))
         elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+            if not everything:
+                continue
             findings.append(
                 _finding(src, node, "yield", "generators (yield) are not available; build a list and return it")
             )
         elif isinstance(node, ast.Delete):
+            if not everything:
+                continue
             targets = ", ".join(ast.unparse(t) for t in node.targets)
             findings.append(
                 _finding(
@@ -695,14 +777,25 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
             findings += _detect_call(
                 node, src, tree, parents, modules, user_names, aliases, tool_callers, functions_style
             )
-            if node.keywords and _is_gather(node, aliases, from_names):
+            if (
+                node.keywords
+                and _is_gather(node, aliases, from_names)
+                and not _guarded_by(node, parents, _CALLBACK_HANDLERS)  # the script catches Monty's error
+            ):
                 findings.append(_gather_keywords(src, node))
         elif isinstance(node, (ast.AsyncWith, ast.AsyncFor)):
+            if not everything:
+                continue
             kind = "async with" if isinstance(node, ast.AsyncWith) else "async for"
             findings.append(_finding(src, node, "syntax", f"`{kind}` is not available; use a plain with/for"))
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute):
             value = node.value
-            if isinstance(value.value, ast.Name) and value.value.id not in modules and value.attr in _METHOD_NAMES:
+            if (
+                isinstance(value.value, ast.Name)
+                and value.value.id not in modules
+                and value.attr in _METHOD_NAMES
+                and value.attr not in facts.methods  # perhaps a method of the script's own class: Monty has those
+            ):
                 findings.append(_bound(src, value))
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             module = aliases.get(node.value.id)
@@ -712,14 +805,16 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool) -> list[Findi
             elif node.value.id == "str" and node.attr == "maketrans":
                 findings.append(_gap(src, node, "str.maketrans", "a dict and ''.join(table.get(c, c) for c in s)"))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names) and everything:
                 findings.append(
                     _finding(src, node, "syntax", f"`from {node.module} import *` is not available; import the names")
                 )
             if isinstance(node, ast.ImportFrom) and node.level:
                 continue
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            guarded = _guarded_by_import_handler(node, parents)
+            guarded = _guarded_by_import_handler(node, parents) or _under_type_checking(node, facts)
+            if not everything and not _runs_after_a_call(node, tree, first_call):
+                continue  # Monty's ModuleNotFoundError comes first, before anything ran (or it never runs)
             for mod in mods:
                 root = mod.split(".")[0]
                 if root == "__future__" or guarded:
@@ -777,9 +872,11 @@ def _detect_call(
             alt = _MISSING_BUILTINS[func.id]
             found.append(_finding(src, node, "missing_builtin", f"{func.id}() is not available; instead: {alt}"))
     if isinstance(func, ast.Name) and func.id in _EXCEPTION_NAMES and func.id not in user_names:
-        odd: list[ast.expr] = [a for a in node.args if isinstance(a, ast.Starred)] or node.args[1:]
+        # Two arguments, or a constant that is not a string (CPython refuses keywords too, and a
+        # starred argument may well be one string: Monty runs those as CPython does).
+        odd: list[ast.expr] = [] if any(isinstance(a, ast.Starred) for a in node.args) else node.args[1:]
         odd += [a for a in node.args[:1] if isinstance(a, ast.Constant) and not isinstance(a.value, str)]
-        if odd or node.keywords:
+        if odd:
             if func.id == "SystemExit" and not node.args[1:] and not node.keywords:
                 text = (
                     "SystemExit takes no exit code here, only a message string; instead: end the script "
@@ -839,7 +936,12 @@ def _detect_call(
         if any(k.arg in ("default", "cls") for k in node.keywords) and func.id in modules:
             found.append(_finding(src, node, "json_default", _json_default_message()))
     for caller, slot in _callable_slots(node):
-        if isinstance(slot, ast.Attribute) and isinstance(slot.value, ast.Name) and slot.value.id not in modules:
+        if (
+            isinstance(slot, ast.Attribute)
+            and isinstance(slot.value, ast.Name)
+            and slot.value.id not in modules
+            and slot.attr not in _facts(tree).methods  # perhaps a method of the script's own class
+        ):
             found.append(_bound(src, slot))
         calls_tool = (
             isinstance(slot, ast.Lambda) and _calls_tool(slot.body, tool_callers, functions_style, user_names)
@@ -910,7 +1012,46 @@ def _bound(src: _Source, node: ast.Attribute) -> Finding:
     )
 
 
-def check_script(script: str, *, rewrite: bool = True, functions_style: bool = False) -> CheckResult:
+_MONTY_REFUSED = re.compile(r"does not yet support|Wildcard imports|No module named|cannot import name")
+"""The errors with which Monty itself refuses what the check leaves to it (``_detect``)."""
+
+
+def explain_failure(script: str, message: str, *, functions_style: bool = False) -> str | None:
+    """What to write instead, for a script Monty refused itself.
+
+    The check leaves to Monty what it reports before anything of the script could run (a
+    construct its parser rejects: class inheritance, ``yield``, ``del``, method decorators,
+    ``async with``, ``from m import *``; an import at the start of the script, or one that may
+    never run): its own error comes first, and this adds the fix to it.
+
+    Args:
+        script: the script as the model wrote it.
+        message: Monty's error for it.
+        functions_style: as ``check_script``.
+
+    Returns:
+        One line per construct of those kinds, with its line, column and alternative, under a
+        heading; None when ``message`` is not such an error or the script has none of them.
+    """
+    if not _MONTY_REFUSED.search(message):
+        return None
+    tree = parse_script(script)
+    if tree is None:
+        return None
+    try:
+        src = _Source(script)
+        lean = set(_detect(tree, src, functions_style))
+        extra = [f for f in _detect(tree, src, functions_style, everything=True) if f not in lean]
+    except (RecursionError, MemoryError):  # pragma: no cover - the parse itself stops far earlier
+        return None
+    if not extra:
+        return None
+    return "To fix it (nothing else has run):\n" + "\n".join(f"- {f}" for f in extra)
+
+
+def check_script(
+    script: str, *, rewrite: bool = True, functions_style: bool = False, detect: bool = True
+) -> CheckResult:
     """Finds the constructs of ``SUBSET`` the pinned Monty cannot run, rewriting those that
     have a same-meaning rewrite first.
 
@@ -919,21 +1060,22 @@ def check_script(script: str, *, rewrite: bool = True, functions_style: bool = F
         rewrite: apply the same-meaning rewrites (``SubsetEntry.rewrite``).
         functions_style: tools are bare functions, so calls of names Monty lacks (``input``,
             ``format``) may be tool calls and are not reported.
+        detect: look for the constructs to report (``MontyRuntime(check_scripts=False)``
+            passes False: only the rewrites, if asked, and the awaited-call offsets are done).
 
     Returns:
         The script to run, the rewrites applied and the findings left (empty when the script
         passes). A script CPython cannot parse comes back unchanged with no findings.
     """
     try:
-        return _check(script, rewrite, functions_style)
+        return _check(script, rewrite, functions_style, detect)
     except (RecursionError, MemoryError):  # absurd nesting: Monty reports it itself
         return CheckResult(script)
 
 
-def _check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
-    try:
-        tree = ast.parse(script)
-    except (SyntaxError, ValueError):
+def _check(script: str, rewrite: bool, functions_style: bool, detect: bool) -> CheckResult:
+    tree = parsed(script)  # the one parse, shared with the agent's pre-check (``_precheck``)
+    if tree is None:
         return CheckResult(script)
     applied: list[Rewrite] = []
     if rewrite:
@@ -943,29 +1085,30 @@ def _check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
             if not edits:
                 break
             new_script, done = _apply(src, edits)
-            try:
-                new_tree = ast.parse(new_script)
-            except SyntaxError:  # pragma: no cover - a rewrite must never break the parse
+            new_tree = parsed(new_script)
+            if new_tree is None:  # pragma: no cover - a rewrite must never break the parse
                 break
             applied += done
             script, tree = new_script, new_tree
-    findings = _detect(tree, _Source(script), functions_style)
+    findings = _detect(tree, _Source(script), functions_style) if detect else []
     return CheckResult(script, tuple(applied), tuple(findings), deferred_offsets(script, tree))
 
 
 # ------------------------------------------------------------------ a stack the parser cannot overflow
 
 _STACK_BYTES = 64 * 1024 * 1024
-_jobs: queue.SimpleQueue[tuple[str, bool, bool, queue.SimpleQueue[CheckResult | BaseException]]] = queue.SimpleQueue()
+_jobs: queue.SimpleQueue[tuple[str, bool, bool, bool, queue.SimpleQueue[CheckResult | BaseException]]] = (
+    queue.SimpleQueue()
+)
 _worker_lock = threading.Lock()
 _worker: threading.Thread | None = None
 
 
 def _serve() -> None:
     while True:
-        script, rewrite, functions_style, reply = _jobs.get()
+        script, rewrite, functions_style, detect, reply = _jobs.get()
         try:
-            reply.put(_cached_check(script, rewrite, functions_style))
+            reply.put(_cached_check(script, rewrite, functions_style, detect))
         except BaseException as exc:
             reply.put(exc)
 
@@ -976,11 +1119,13 @@ parser stops deep nesting at its own limits (about 6,000 levels) well within thi
 
 
 @functools.lru_cache(maxsize=512)
-def _cached_check(script: str, rewrite: bool, functions_style: bool) -> CheckResult:
-    return check_script(script, rewrite=rewrite, functions_style=functions_style)
+def _cached_check(script: str, rewrite: bool, functions_style: bool, detect: bool) -> CheckResult:
+    return check_script(script, rewrite=rewrite, functions_style=functions_style, detect=detect)
 
 
-def check_script_safely(script: str, *, rewrite: bool = True, functions_style: bool = False) -> CheckResult:
+def check_script_safely(
+    script: str, *, rewrite: bool = True, functions_style: bool = False, detect: bool = True
+) -> CheckResult:
     """``check_script`` without risk to the host's stack, memoized by script text.
 
     CPython's parser and AST builder recurse in C: on a small thread stack (a host may run
@@ -992,7 +1137,7 @@ def check_script_safely(script: str, *, rewrite: bool = True, functions_style: b
     are cached (512 scripts), so a script started again costs a dictionary lookup.
     """
     if (remaining_stack() or 0) >= _INLINE_STACK:
-        return _cached_check(script, rewrite, functions_style)
+        return _cached_check(script, rewrite, functions_style, detect)
     global _worker
     if _worker is None:
         with _worker_lock:
@@ -1006,7 +1151,7 @@ def check_script_safely(script: str, *, rewrite: bool = True, functions_style: b
                     threading.stack_size(old)
                 _worker = worker
     reply: queue.SimpleQueue[CheckResult | BaseException] = queue.SimpleQueue()
-    _jobs.put((script, rewrite, functions_style, reply))  # the worker memoizes too
+    _jobs.put((script, rewrite, functions_style, detect, reply))  # the worker memoizes too
     result = reply.get()
     if isinstance(result, BaseException):
         raise result

@@ -49,6 +49,7 @@ from ..exceptions import (
     ToolHostError,
 )
 from ..logs import log_tool_exception
+from ._check import explain_failure
 from ._failures import failure_message, script_exc_type
 from ._precheck import script_hint
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep
@@ -131,6 +132,7 @@ class _Drive:
     script_name: str
     max_tool_calls: int | None
     offset: int = 0
+    source: str = ""  # the script as given (without the prelude)
     stdout: list[str] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
     tool_calls: int = 0
@@ -143,6 +145,7 @@ class _Drive:
         hint = script_hint(code, self.runtime, sorted(self.tools))
         if hint is not None:
             raise ScriptError(hint)
+        self.source = code
         if not self.inputs:
             return code
         self.offset = 1
@@ -158,8 +161,12 @@ class _Drive:
         out, err_out = "".join(self.stdout), "".join(self.stderr)
         if isinstance(step, Complete):
             return RunResult(step.value, out, self.tool_calls, err_out)
+        message = _shift_lines(step.message, self.script_name, self.offset)
+        if self.runtime.check_scripts:  # what Monty refused itself before running: add the fix
+            fix = explain_failure(self.source, step.message, functions_style=self.runtime.tool_style == "functions")
+            message = f"{message}\n{fix}" if fix else message
         err = ScriptError(
-            _shift_lines(step.message, self.script_name, self.offset),
+            message,
             stdout=out,
             tool_calls=self.tool_calls,
             stderr=err_out,

@@ -13,12 +13,13 @@ safely, gets no hint (the interpreter reports what it finds).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ("parse_script", "precheck", "script_hint")
+__all__ = ("parse_script", "parsed", "precheck", "script_hint")
 
 _MIN_STACK = 6 * 1024 * 1024  # bytes of thread stack left before CPython's parser is run here
 _TOOL_MODULES = frozenset(
@@ -29,9 +30,21 @@ _IMPORT_HINT = re.compile(r"^[ \t]*(?:from|import)[ \t]", re.M)
 _NAME_ERROR = re.compile(r"NameError: name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
 
 
+@functools.lru_cache(maxsize=8)
+def parsed(script: str) -> ast.Module | None:
+    """``ast.parse(script)``, or None when CPython cannot parse it; cached by script text, so
+    the agent's pre-check and the runtime's subset check of one script parse it once. The
+    tree is shared: callers must not change it. The caller makes sure the thread has the
+    stack to parse (``parse_script``, ``_check.check_script_safely``)."""
+    try:
+        return ast.parse(script)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def parse_script(script: str) -> ast.Module | None:
-    """``ast.parse(script)``, or None when CPython cannot parse it or too little thread stack
-    is left to parse it safely."""
+    """``ast.parse(script)`` (shared, see ``parsed``), or None when CPython cannot parse it or
+    too little thread stack is left to parse it safely."""
     try:
         from .._monty import remaining_stack
 
@@ -39,10 +52,7 @@ def parse_script(script: str) -> ast.Module | None:
             return None
     except ImportError:  # pragma: no cover - the native module ships with the package
         pass
-    try:
-        return ast.parse(script)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    return parsed(script)
 
 
 def _callee(node: ast.expr) -> str | None:
@@ -173,7 +183,10 @@ def _import_problem(node: ast.Import | ast.ImportFrom, tools: Sequence[str], too
 def script_hint(script: str, runtime: Any, tools: Sequence[str]) -> str | None:
     """``precheck`` with the tool style and ``await`` support read from ``runtime``
     (``runtime.tool_style``, ``runtime.capabilities().supports_await``; absent means
-    ``"call_tool"`` and False)."""
+    ``"call_tool"`` and False). None without looking when the runtime's checks are turned
+    off (``check_scripts=False``)."""
+    if getattr(runtime, "check_scripts", True) is False:
+        return None
     try:
         await_supported = bool(getattr(runtime.capabilities(), "supports_await", False))
     except Exception:  # a runtime whose capabilities() fails gets the strict reading

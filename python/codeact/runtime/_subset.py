@@ -14,6 +14,7 @@ tool can load it in an environment that has only the official binding.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = (
     "MONTY_VERSION",
@@ -43,6 +44,14 @@ class SubsetEntry:
             rewriter of this construct; every unsupported entry has a detector.
         rewrite: for unsupported constructs that have a same-meaning rewrite, what the check
             rewrites automatically (empty when every use gets a corrective message).
+        check: for unsupported constructs, what the static check does with a use left after the
+            rewrites: ``"refuse"`` (nothing runs, the fix is fed back: Monty would fail only
+            while running, after the tools before it ran, or in misleading words);
+            ``"explain"`` (Monty reports it itself before anything of the script runs: its
+            parser rejects it, or it is an import at the start of the script; the fix is
+            added to Monty's error, ``_check.explain_failure``); ``"prompt"`` (only the prompt
+            warns: whether Monty fails depends on what the script does with it, so a refusal
+            could be wrong).
     """
 
     construct: str
@@ -51,6 +60,7 @@ class SubsetEntry:
     instead: str = ""
     key: str = ""
     rewrite: str = ""
+    check: Literal["refuse", "explain", "prompt"] = "refuse"
 
 
 PROBE_TOOLS = {"double": "x"}
@@ -187,6 +197,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "class E(Exception):\n    pass\nTrue",
         "write a plain class without a base, or raise a builtin exception such as ValueError('...')",
         key="inheritance",
+        check="explain",
         rewrite="`class A(object):` becomes `class A:`",
     ),
     SubsetEntry(
@@ -196,6 +207,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "class A:\n    def __len__(self):\n        return 3\nlen(A()) == 3",
         "ordinary methods called explicitly (a.size(), a.less_than(b)); sort with key=lambda",
         key="operator_methods",
+        check="prompt",
     ),
     SubsetEntry(
         "the method decorators @property, @staticmethod, @classmethod, and functools.wraps",
@@ -203,6 +215,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "class A:\n    @property\n    def v(self):\n        return 1\nA().v == 1",
         "an ordinary method called as a.v(); a module-level function instead of a static or class method",
         key="decorator",
+        check="explain",
     ),
     SubsetEntry(
         "generators and yield",
@@ -210,6 +223,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "def g():\n    yield 1\nlist(g()) == [1]",
         "build and return a list",
         key="yield",
+        check="explain",
     ),
     SubsetEntry(
         "the del statement",
@@ -217,6 +231,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "x = 1\ndel x\nTrue",
         "rebind the name (x = None), or use dict.pop(key)",
         key="del",
+        check="explain",
         rewrite="`del d[k]` (one subscript target) becomes `d.pop(k)`",
     ),
     SubsetEntry(
@@ -317,6 +332,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "from json import *\nTrue",
         "plain with/for, and import the names you use",
         key="syntax",
+        check="explain",
     ),
     SubsetEntry(
         "missing parts of supported modules: collections.OrderedDict/ChainMap, functools.wraps/cmp_to_key/"
@@ -327,6 +343,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "a plain dict (it keeps insertion order); key=lambda returning a tuple instead of cmp_to_key; "
         "build the dict by hand instead of asdict",
         key="stdlib_gap",
+        check="explain",
     ),
     SubsetEntry(
         "other standard-library modules (statistics, string, operator, heapq, enum, io, textwrap, uuid, ...)",
@@ -334,6 +351,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "import statistics\nTrue",
         "plain Python on lists and dicts (sum(xs) / len(xs) for a mean, sorted() for ordering)",
         key="stdlib_import",
+        check="explain",
     ),
     SubsetEntry(
         "third-party packages (pandas, numpy, requests, ...)",
@@ -341,6 +359,7 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "import numpy\nTrue",
         "plain Python on lists and dicts; tools for anything outside the sandbox",
         key="third_party_import",
+        check="explain",
     ),
 )
 """The constructs of the pinned Monty (1.4.0) that models reach for, probed by the tests."""

@@ -429,7 +429,9 @@ class MontyRuntime:
             return script, None, ()
         functions_style = self.tool_style == "functions"
         if self.rewrite_scripts or self.check_scripts:
-            checked = check_script_safely(script, rewrite=self.rewrite_scripts, functions_style=functions_style)
+            checked = check_script_safely(
+                script, rewrite=self.rewrite_scripts, functions_style=functions_style, detect=self.check_scripts
+            )
             if checked.findings and self.check_scripts:
                 return script, format_findings(checked.findings), ()
             return checked.script, None, checked.deferred
