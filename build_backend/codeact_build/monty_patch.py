@@ -124,7 +124,7 @@ def _write_config(root: Path, crate: Path) -> None:
 
 def _pin_mtimes(folder: Path) -> None:
     for path in [*folder.rglob("*"), folder]:
-        os.utime(path, (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
+        os.utime(path, (FIXED_MTIME, FIXED_MTIME))
 
 
 def prepare(root: Path = ROOT, *, force: bool = False) -> Path:
