@@ -84,7 +84,7 @@ demo: toolchain $(BIN)/python $(PATCHED)  ## the offline demo agent, both phases
 	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py
 	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py --approve
 
-sdist-check:  ## build the sdist from a clean clone and install it into a fresh venv (a full build), then run the runtime example
+sdist-check:  ## build the sdist from a clean clone and install it into a fresh venv (dev-release; reuses the target folder), then run the runtime example
 	rm -rf /tmp/codeact-sdist-check && git clone -q . /tmp/codeact-sdist-check/clone
 	$(PYTHON) -m venv /tmp/codeact-sdist-check/venv
 	/tmp/codeact-sdist-check/venv/bin/pip install -q --upgrade pip build
