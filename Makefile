@@ -9,7 +9,8 @@ BIN := $(VENV)/bin
 # rustup's older proxies come first on PATH, so /usr/bin goes first when its rustc is new enough
 # (evaluated at each use, after `toolchain` ran). clippy must be 1.96 too (rust-web-clippy).
 RUST_PATH = $(shell /usr/bin/rustc --version 2>/dev/null | grep -Eq ' 1\.(9[6-9]|[1-9][0-9]{2,})\.' && echo /usr/bin:)$(PATH)
-PATCHED := rust/patched/monty-types/.codeact-patched
+# The patched crate (rust/patched/monty-types-1.4.0-<digest>) and .cargo/config.toml's [patch] entry.
+PATCHED := .cargo/config.toml
 # Cargo profiles (Cargo.toml): fat-LTO `release` for the release wheel, `dev-release` for
 # development builds and the demo (several times faster to build from cold).
 DEV_PROFILE ?= dev-release
@@ -31,9 +32,10 @@ install: build  ## editable install with the test tools into $(VENV) (for develo
 
 $(PATCHED): build_backend/codeact_build/monty_patch.py $(wildcard rust/patches/*.patch)
 	PATH=$(RUST_PATH) $(PYTHON) tools/patch_monty.py
+	touch $@
 
-# pip and python -m build prepare it by themselves (build_backend/); plain cargo and maturin need it.
-patch: $(PATCHED)  ## prepare the patched monty-types crate (rust/patched/, ADR 0003)
+# pip and python -m build prepare it by themselves (build_backend/); plain cargo builds and maturin need it.
+patch: $(PATCHED)  ## prepare the patched monty-types crate (rust/patched/, .cargo/config.toml; ADR 0003)
 
 build: toolchain $(BIN)/python $(PATCHED)  ## build the extension (dev-release profile) and install the package editable into $(VENV)
 	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --profile $(DEV_PROFILE) -E $(EXTRAS)
@@ -82,7 +84,7 @@ demo: toolchain $(BIN)/python $(PATCHED)  ## the offline demo agent, both phases
 	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py
 	cd $(DEMO_DIR) && $(BIN)/python $(CURDIR)/examples/codeact_monty_agent/main.py --approve
 
-sdist-check:  ## build the sdist from a clean clone and install it into a fresh venv (a full build), then run the runtime example
+sdist-check:  ## build the sdist from a clean clone and install it into a fresh venv (dev-release; reuses the target folder), then run the runtime example
 	rm -rf /tmp/codeact-sdist-check && git clone -q . /tmp/codeact-sdist-check/clone
 	$(PYTHON) -m venv /tmp/codeact-sdist-check/venv
 	/tmp/codeact-sdist-check/venv/bin/pip install -q --upgrade pip build
@@ -147,4 +149,4 @@ docs-check:  ## docs/configuration.md's option tables match the fields' descript
 all: lint test
 
 clean:
-	rm -rf dist build .pytest_cache site rust/patched
+	rm -rf dist build .pytest_cache site rust/patched .cargo/config.toml

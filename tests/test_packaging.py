@@ -69,7 +69,7 @@ def test_installed_distribution_carries_the_web_templates() -> None:
 def test_notices_list_every_linked_crate() -> None:
     """THIRD_PARTY_NOTICES.md matches ``cargo metadata`` (skipped without cargo 1.96 and the patched crate)."""
     cargo = shutil.which("cargo", path="/usr/bin") or shutil.which("cargo")
-    if cargo is None or not (ROOT / "rust" / "patched" / "monty-types").is_dir():
+    if cargo is None or not (ROOT / ".cargo" / "config.toml").is_file():
         pytest.skip("needs cargo and the patched monty-types crate (make patch)")
     env = {**os.environ, "PATH": f"{Path(cargo).parent}:{os.environ.get('PATH', '')}"}
     done = subprocess.run(
@@ -98,9 +98,20 @@ def test_cli_prints_the_version() -> None:
     assert result.output.strip() == f"codeact {codeact.__version__}"
 
 
+def _patched_path(root: Path) -> str:
+    """The ``path`` of ``root/.cargo/config.toml``'s monty-types ``[patch.crates-io]`` entry."""
+    found = re.search(
+        r'^\[patch\.crates-io\]\nmonty-types = \{ path = "([^"]+)" \}$',
+        (root / ".cargo" / "config.toml").read_text(),
+        re.MULTILINE,
+    )
+    assert found, "no monty-types entry in [patch.crates-io]"
+    return found.group(1)
+
+
 def _tree(tmp_path: Path) -> Path:
     """A stand-in checkout holding only the patches (the crate comes from cargo's registry)."""
-    (tmp_path / "rust").mkdir()
+    (tmp_path / "rust").mkdir(parents=True)
     shutil.copytree(ROOT / "rust" / "patches", tmp_path / "rust" / "patches")
     return tmp_path
 
@@ -115,12 +126,14 @@ needs_cargo = pytest.mark.skipif(
 def test_prepare_applies_the_patch_to_the_published_crate(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     crate = monty_patch.prepare(root)
-    assert crate == root / "rust" / "patched" / "monty-types"
+    assert crate.parent == root / "rust" / "patched"
+    assert re.fullmatch(r"monty-types-1\.4\.0-[0-9a-f]{12}", crate.name), crate.name
     assert 'version = "1.4.0"' in (crate / "Cargo.toml").read_text()
     assert "pub static MEMORY_PROBE" in (crate / "src" / "resource.rs").read_text()
     published = monty_patch._registry_copy()
     assert published is not None
     assert "MEMORY_PROBE" not in (published / "src" / "resource.rs").read_text(), "the registry copy was modified"
+    assert _patched_path(root) == f"rust/patched/{crate.name}"
     stamp = crate / ".codeact-patched"
     before = stamp.stat().st_mtime_ns
     assert monty_patch.prepare(root) == crate  # idempotent: the stamped copy is kept
@@ -128,14 +141,50 @@ def test_prepare_applies_the_patch_to_the_published_crate(tmp_path: Path) -> Non
 
 
 @needs_cargo
-def test_prepare_recreates_the_copy_when_a_patch_changes(tmp_path: Path) -> None:
+def test_two_checkouts_get_identical_copies(tmp_path: Path) -> None:
+    """Same files, same mtimes at the same relative path: cargo finds a shared target folder's build fresh."""
+    first = monty_patch.prepare(_tree(tmp_path / "a"))
+    second = monty_patch.prepare(_tree(tmp_path / "b"))
+    assert first.relative_to(tmp_path / "a") == second.relative_to(tmp_path / "b")
+
+    def listing(crate: Path) -> dict[str, tuple[bytes, int]]:
+        files = (f for f in crate.rglob("*") if f.is_file())
+        return {f.relative_to(crate).as_posix(): (f.read_bytes(), f.stat().st_mtime_ns) for f in files}
+
+    assert listing(first) == listing(second)
+    assert {mtime for _, mtime in listing(first).values()} == {monty_patch.FIXED_MTIME * 10**9}
+
+
+@needs_cargo
+def test_a_changed_patch_gets_a_new_folder(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    crate = monty_patch.prepare(root)
+    patch = next((root / "rust" / "patches").glob("*.patch"))
+    patch.write_text(patch.read_text() + "\n")  # same hunks, different text: a new digest
+    changed = monty_patch.prepare(root)
+    assert changed != crate and not crate.exists(), "the copy for the old patch was left behind"
+    assert "pub static MEMORY_PROBE" in (changed / "src" / "resource.rs").read_text()
+    assert _patched_path(root) == f"rust/patched/{changed.name}"
+
+
+@needs_cargo
+def test_a_hand_edited_copy_is_recreated_by_force(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     crate = monty_patch.prepare(root)
     (crate / "src" / "resource.rs").write_text("// edited by hand\n")
-    patch = next((root / "rust" / "patches").glob("*.patch"))
-    patch.write_text(patch.read_text() + "\n")  # same hunks, different text: a new stamp
-    monty_patch.prepare(root)
+    assert monty_patch.prepare(root, force=True) == crate
     assert "pub static MEMORY_PROBE" in (crate / "src" / "resource.rs").read_text()
+
+
+def test_a_foreign_cargo_config_is_not_overwritten(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / ".cargo").mkdir()
+    (root / ".cargo" / "config.toml").write_text("[build]\njobs = 1\n")
+    if monty_patch._registry_copy() is None and shutil.which("cargo") is None:
+        pytest.skip("needs cargo or a monty-types 1.4.0 copy in cargo's registry")
+    with pytest.raises(monty_patch.PatchError, match=r"config\.toml exists and was not written by codeact"):
+        monty_patch.prepare(root)
+    assert (root / ".cargo" / "config.toml").read_text() == "[build]\njobs = 1\n"
 
 
 @needs_cargo
@@ -160,4 +209,4 @@ def test_patch_script_prepares_the_checkout() -> None:
         [sys.executable, str(ROOT / "tools" / "patch_monty.py")], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert (ROOT / "rust" / "patched" / "monty-types" / ".codeact-patched").exists()
+    assert (ROOT / _patched_path(ROOT) / ".codeact-patched").exists()

@@ -4,12 +4,12 @@
 ["build_backend"]``), so ``pip install .``, ``pip install -e .``, ``python -m build`` and
 ``pip install codeact-*.tar.gz`` need no pre-step: every hook first runs
 :func:`codeact_build.monty_patch.prepare`, which fetches the published ``monty-types`` crate
-with cargo and applies ``rust/patches/`` to a copy under ``rust/patched/`` (what
-``Cargo.toml``'s ``[patch.crates-io]`` points at), then hands over to maturin's own hooks.
+with cargo, applies ``rust/patches/`` to a copy under ``rust/patched/`` and points
+``.cargo/config.toml``'s ``[patch.crates-io]`` at it, then hands over to maturin's own hooks.
 
 Cargo profiles: a wheel (``pip install .``, ``python -m build``, the sdist) is built with the
 ``release`` profile (fat LTO); an editable install (``pip install -e .``) with ``dev-release``
-(thin LTO, more codegen units: several times faster to build). Arguments given to maturin
+(no cross-crate LTO, more codegen units: about half the build time). Arguments given to maturin
 (``MATURIN_PEP517_ARGS`` or the ``maturin.build-args`` config setting) win, for example
 ``MATURIN_PEP517_ARGS="--profile dev-release" pip install .``.
 
