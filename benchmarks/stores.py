@@ -64,16 +64,33 @@ async def run_s(service: BaseSessionService, n: int, sid: str) -> float:
     return elapsed
 
 
-async def measure(make: Callable[[], BaseSessionService], big: int, small: int, repeats: int) -> dict[str, float]:
-    per_call, per_run = [], []
-    with make() as service:
-        await run_s(service, 3, "warm")
+async def measure(
+    makers: dict[str, Callable[[], BaseSessionService]], big: int, small: int, repeats: int
+) -> dict[str, dict[str, float]]:
+    """Each store's figures; the stores take turns within each repeat (side by side: a change
+    in the machine's load falls on all of them alike)."""
+    per_call: dict[str, list[float]] = {key: [] for key in makers}
+    per_run: dict[str, list[float]] = {key: [] for key in makers}
+    services = {key: make() for key, make in makers.items()}
+    try:
+        for service in services.values():
+            await run_s(service, 3, "warm")
         for i in range(repeats):
-            b = await run_s(service, big, f"b{i}")
-            s = await run_s(service, small, f"s{i}")
-            per_call.append((b - s) / (big - small))
-            per_run.append(statistics.median([await run_s(service, 3, f"r{i}.{j}") for j in range(5)]))
-    return {"per_call_us": statistics.median(per_call) * 1e6, "per_run_ms": statistics.median(per_run) * 1e3}
+            for key, service in services.items():
+                b = await run_s(service, big, f"b{i}")
+                s = await run_s(service, small, f"s{i}")
+                per_call[key].append((b - s) / (big - small))
+                per_run[key].append(statistics.median([await run_s(service, 3, f"r{i}.{j}") for j in range(5)]))
+    finally:
+        for service in services.values():
+            service.close()
+    return {
+        key: {
+            "per_call_us": statistics.median(per_call[key]) * 1e6,
+            "per_run_ms": statistics.median(per_run[key]) * 1e3,
+        }
+        for key in makers
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,28 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, float]] = {}
     try:
         with tempfile.TemporaryDirectory() as folder:
-            stores: list[tuple[str, str, Callable[[], BaseSessionService]]] = [
-                ("memory", "process", InMemorySessionService),
-            ]
+            stores: dict[str, Callable[[], BaseSessionService]] = {"memory/process": InMemorySessionService}
             for level in ("process", "power"):
                 db = Path(folder) / f"{level}.db"
-                stores.append(
-                    ("sqlite", level, lambda db=db, level=level: SqliteSessionService(db, durability=level))  # type: ignore[misc]
-                )
-                stores.append(
-                    (
-                        "postgres",
-                        level,
-                        lambda level=level: PostgresSessionService(urls[level], durability=level),  # type: ignore[misc]
-                    )
-                )
-            for name, level, make in stores:
-                results[f"{name}/{level}"] = anyio.run(measure, make, big, small, repeats)
+                stores[f"sqlite/{level}"] = lambda db=db, level=level: SqliteSessionService(db, durability=level)  # type: ignore[misc]
+                stores[f"postgres/{level}"] = lambda level=level: PostgresSessionService(urls[level], durability=level)  # type: ignore[misc]
+            results = anyio.run(measure, stores, big, small, repeats)
     finally:
         if server is not None:
             server.stop()
 
-    print(f"per journaled call: runs of {big} and {small} calls, median of {repeats}; per run: 3 calls, end to end")
+    print(
+        f"per journaled call: runs of {big} and {small} calls, median of {repeats} (the stores take turns in "
+        "each repeat); per run: 3 calls, end to end"
+    )
     print(f"{'store':<18}{'per call':>12}{'vs sqlite':>11}{'per run':>11}{'vs sqlite':>11}")
     for key, r in results.items():
         level = key.split("/")[1]
