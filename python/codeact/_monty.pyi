@@ -144,12 +144,6 @@ class MontyEngine:
         outcomes: Mapping[int, ResumeValue | ResumeError],
         os_replay: Sequence[tuple[str, Any]] | None = None,
     ) -> _Step: ...
-    def resume_gather_async(
-        self,
-        snapshot: bytes,
-        outcomes: Mapping[int, ResumeValue | ResumeError],
-        os_replay: Sequence[tuple[str, Any]] | None = None,
-    ) -> StepTicket: ...
     def restore(self, snapshot: bytes, session: bool | None = None) -> Call | Gather:
         """Opens any snapshot bytes into the step they paused at without resuming: a paused
         script's, or a paused namespace session's (its continuation's ``session`` is set).

@@ -379,19 +379,6 @@ impl MontyEngine {
         gather.call_method1(py, "resume", (outcomes, os_replay))
     }
 
-    /// Like `resume_gather`, but runs on a native worker; returns a `StepTicket`.
-    #[pyo3(signature = (snapshot, outcomes, os_replay=None))]
-    fn resume_gather_async(
-        &self,
-        py: Python<'_>,
-        snapshot: Vec<u8>,
-        outcomes: &Bound<'_, PyAny>,
-        os_replay: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let gather = self.restored_gather(py, snapshot)?;
-        gather.call_method1(py, "resume_async", (outcomes, os_replay))
-    }
-
     /// Opens any snapshot bytes into the step they paused at, without resuming: a `Call`
     /// or a `Gather` whose continuation is live (`session`: its `MontySession` for a
     /// namespace session's feed). `session`: None takes a paused script or a paused

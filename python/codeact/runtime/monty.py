@@ -498,21 +498,6 @@ class MontyRuntime:
         step: RunStep = self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None)
         return step
 
-    def resume_gather_async(
-        self,
-        snapshot: bytes,
-        outcomes: Mapping[int, ResumeValue | ResumeError],
-        *,
-        os_replay: Sequence[tuple[str, Any]] = (),
-    ) -> Any:
-        """Like ``resume_gather``, on a native worker; returns a ticket (see ``start_async``)."""
-        native = getattr(self._engine, "resume_gather_async", None)
-        if native is None:
-            return _Deferred(
-                _OFFLOAD_POOL.submit(self._engine.resume_gather, snapshot, dict(outcomes), tuple(os_replay) or None)
-            )
-        return native(snapshot, dict(outcomes), tuple(os_replay) or None)
-
     def restore(self, snapshot: bytes) -> RunStep:
         """Opens a paused script's bytes into the step they paused at, without resuming
         anything: a ``Call`` (its ``call`` is the live continuation) or a ``Gather``. Until it
