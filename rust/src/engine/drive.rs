@@ -541,7 +541,7 @@ mod tests {
             Journal::new(Vec::new()),
         )
         .unwrap();
-        assert!(matches!(done.stop, Stop::Complete(ref v) if v.as_int() == Some(42)));
+        assert!(matches!(done.stop, Stop::Complete(ref v) if v.py_repr() == "42"));
     }
 
     #[test]
@@ -568,7 +568,7 @@ mod tests {
         assert!(message.contains("NameError"), "{message}");
         let message = raised(run(
             &cfg,
-            "import time\nfor _ in range(10):\n    time.time()",
+            "import os\nfor _ in range(10):\n    os.getenv('X')",
             Vec::new(),
         ));
         assert!(message.contains("max_os_calls"), "{message}");
