@@ -11,15 +11,12 @@ _Step = Call | Gather | Complete | Raised
 _CallInfo = tuple[str, tuple[Any, ...], dict[str, Any], int]
 
 __all__ = [
+    "MontyCall",
+    "MontyContinuation",
     "MontyEngine",
-    "MontyGather",
-    "MontyGatherCall",
-    "MontyPendingCall",
     "ResumeError",
     "ResumeValue",
     "MontySession",
-    "MontySessionCall",
-    "MontySessionGather",
     "StepTicket",
     "register_gather_type",
     "register_seam_types",
@@ -147,12 +144,10 @@ class MontyEngine:
         outcomes: Mapping[int, ResumeValue | ResumeError],
         os_replay: Sequence[tuple[str, Any]] | None = None,
     ) -> _Step: ...
-    def resume_gather_async(
-        self,
-        snapshot: bytes,
-        outcomes: Mapping[int, ResumeValue | ResumeError],
-        os_replay: Sequence[tuple[str, Any]] | None = None,
-    ) -> StepTicket: ...
+    def restore(self, snapshot: bytes, session: bool | None = None) -> Call | Gather:
+        """Opens any snapshot bytes into the step they paused at without resuming: a paused
+        script's, or a paused namespace session's (its continuation's ``session`` is set).
+        ``session``: None either kind, False only a script's, True only a session's."""
     def inspect(self, snapshot: bytes) -> _CallInfo: ...
     def inspect_gather(self, snapshot: bytes) -> tuple[_CallInfo, ...]: ...
     def start_async(
@@ -167,8 +162,10 @@ class MontyEngine:
     ) -> StepTicket: ...
 
 @final
-class MontyPendingCall:
-    """A script paused at a tool call, held live; single use."""
+class MontyContinuation:
+    """The one paused-script type: a script run or a namespace session's feed paused at one
+    tool call or at a gather, held live; single use. A ``Call`` step's ``call`` is one; a
+    ``Gather`` step holds one. ``name`` .. ``call_id`` are the (first) call's."""
 
     @property
     def name(self) -> str: ...
@@ -178,32 +175,29 @@ class MontyPendingCall:
     def keyword_args(self) -> dict[str, Any]: ...
     @property
     def call_id(self) -> int: ...
-    def dump(self) -> bytes: ...
-    def resume(
-        self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
-    ) -> _Step: ...
-    def resume_async(
-        self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
-    ) -> StepTicket: ...
-
-@final
-class MontyGather:
-    """The continuation behind a ``Gather`` step: a script whose tasks all wait on started
-    tool calls, held live; single use."""
-
     @property
     def call_ids(self) -> list[int]: ...
+    @property
+    def is_gather(self) -> bool: ...
+    @property
+    def calls(self) -> tuple[MontyCall, ...]: ...
+    @property
+    def session(self) -> MontySession | None: ...
     def dump(self) -> bytes: ...
     def resume(
-        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
+        self,
+        outcome: ResumeValue | ResumeError | Mapping[int, ResumeValue | ResumeError],
+        os_replay: Sequence[tuple[str, Any]] | None = None,
     ) -> _Step: ...
     def resume_async(
-        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
+        self,
+        outcome: ResumeValue | ResumeError | Mapping[int, ResumeValue | ResumeError],
+        os_replay: Sequence[tuple[str, Any]] | None = None,
     ) -> StepTicket: ...
 
 @final
-class MontyGatherCall:
-    """One call a ``Gather`` awaits; settled through the gather, never resumed by itself."""
+class MontyCall:
+    """One call a ``MontyContinuation`` awaits; settled through it, never resumed by itself."""
 
     @property
     def name(self) -> str: ...
@@ -223,9 +217,7 @@ class MontySession:
     @staticmethod
     def start(engine: MontyEngine) -> MontySession: ...
     @staticmethod
-    def load(
-        engine: MontyEngine, snapshot: bytes
-    ) -> tuple[MontySession, MontySessionCall | MontySessionGather | None]: ...
+    def load(engine: MontyEngine, snapshot: bytes) -> tuple[MontySession, Call | Gather | None]: ...
     def feed(
         self,
         script: str,
@@ -238,36 +230,6 @@ class MontySession:
     def idle(self) -> bool: ...
     @property
     def memory_used(self) -> int: ...
-
-@final
-class MontySessionCall:
-    """A session feed paused at a tool call, held live; single use."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def positional_args(self) -> tuple[Any, ...]: ...
-    @property
-    def keyword_args(self) -> dict[str, Any]: ...
-    @property
-    def call_id(self) -> int: ...
-    def dump(self) -> bytes: ...
-    def resume(
-        self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
-    ) -> _Step: ...
-
-@final
-class MontySessionGather:
-    """The continuation behind a session feed's ``Gather`` step, held live; single use."""
-
-    @property
-    def call_ids(self) -> list[int]: ...
-    @property
-    def calls(self) -> tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]: ...
-    def dump(self) -> bytes: ...
-    def resume(
-        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
-    ) -> _Step: ...
 
 @final
 class StepTicket:

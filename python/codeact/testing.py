@@ -90,6 +90,7 @@ class ScriptedPendingCall:
         self.keyword_args = dict(step.args)
         self.call_id = call_id
         self._step = step
+        self._origin: bytes | None = None
 
     def dump(self) -> bytes:
         """The paused run as bytes: JSON of the remaining planned steps, the next call id and this call.
@@ -104,6 +105,8 @@ class ScriptedPendingCall:
             raise CodeRuntimeError("this PendingCall was already resumed; a PendingCall is single use")
         if not self._runtime.supports_suspension:
             raise CodeRuntimeError("this ScriptedRuntime cannot suspend")
+        if self._origin is not None:
+            return self._origin
         call = {"name": self.name, "args": self.keyword_args, "call_id": self.call_id}
         return json.dumps(
             {"rest": [_encode(s) for s in self._rest], "next_id": self.call_id + 1, "call": call}
@@ -190,18 +193,26 @@ class ScriptedRuntime:
             raise SnapshotError(f"snapshot error: not a ScriptedRuntime snapshot ({exc})") from exc
         return self._advance(rest, outcome, int(data["next_id"]))
 
-    def inspect_gather(self, snapshot: bytes) -> tuple[tuple[str, tuple[Any, ...], dict[str, Any], int], ...]:
-        """The call a snapshot is paused at, as ``((name, positional_args, keyword_args,
-        call_id),)`` (the seam's ``inspect_gather``).
+    def restore(self, snapshot: bytes) -> RunStep:
+        """The ``Call`` a snapshot made by ``ScriptedPendingCall.dump`` is paused at, live (the
+        seam's ``SuspendingRuntime.restore``); its call's ``dump()`` gives back ``snapshot``.
 
         Raises:
+            CodeRuntimeError: the runtime has ``supports_suspension=False``.
             SnapshotError: not a ScriptedRuntime snapshot.
         """
+        if not self.supports_suspension:
+            raise CodeRuntimeError("this ScriptedRuntime cannot suspend")
         try:
-            call = json.loads(snapshot)["call"]
-            return ((str(call["name"]), (), dict(call["args"]), int(call["call_id"])),)
+            data = json.loads(snapshot)
+            rest = [_decode(s) for s in data["rest"]]
+            call = data["call"]
+            planned = PlannedCall(str(call["name"]), dict(call["args"]))
+            pending = ScriptedPendingCall(self, rest, planned, int(call["call_id"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise SnapshotError(f"snapshot error: not a ScriptedRuntime snapshot ({exc})") from exc
+        pending._origin = bytes(snapshot)
+        return Call(pending)
 
     def _advance(self, rest: list[Planned], outcome: ResumeValue | ResumeError | None, next_id: int) -> RunStep:
         if outcome is not None:

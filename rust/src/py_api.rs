@@ -1,30 +1,33 @@
-//! The Python-facing classes: `MontyEngine` (start / resume from bytes) and
-//! `MontyPendingCall` (a live, single-use continuation).
+//! The Python-facing engine: `MontyEngine` (start, resume from bytes, restore any bytes into
+//! their live continuation), and the conversions of outcomes, OS journals and call arguments.
 //!
 //! Step objects are the pure-Python seam types of `codeact.runtime`, registered once
 //! with [`register_seam_types`], so every runtime hands back the same classes; the outcome
 //! classes `ResumeValue` / `ResumeError` are native ([`crate::seam`]).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
-use crate::convert::{V, monty_to_py, py_to_monty, ref_to_py};
+use crate::convert::{V, py_to_monty, ref_to_py};
 use crate::engine::{
-    self, Advance, DEFAULT_MAX_OS_CALLS, EngineConfig, Limits, Outcome, Paused, Stop, ToolStyle,
+    self, Advance, DEFAULT_MAX_OS_CALLS, EngineConfig, Held, Limits, Outcome, Stop, ToolStyle,
 };
-use crate::errors::{CodeRuntimeError, HostError};
+use crate::errors::HostError;
 use crate::journal::{JVal, Journal, OsLog};
 use crate::os_policy::{FixedClock, MountSpec, OsPolicy};
+use crate::py_continuation::{
+    CallInfo, MontyContinuation, Owner, StepTicket, build_step, held_calls,
+};
+use crate::py_repl::MontySession;
 use crate::seam::{StepClass, native_error, native_value};
-use crate::stack::{run_interpreter, stack_needed, with_stack};
-use crate::worker::{self, Slot};
+use crate::stack::{run_interpreter, stack_needed, submit_interpreter};
 
 pub(crate) struct SeamTypes {
     pub(crate) call: StepClass,
@@ -211,55 +214,6 @@ pub(crate) fn call_args_to_py<'py>(
     Ok((PyTuple::new(py, items)?, dict))
 }
 
-pub(crate) fn build_step(
-    py: Python<'_>,
-    cfg: &Arc<EngineConfig>,
-    advance: Advance,
-) -> PyResult<Py<PyAny>> {
-    let types = seam(py)?;
-    let text = |s: &str| {
-        if s.is_empty() {
-            intern!(py, "").clone()
-        } else {
-            PyString::new(py, s)
-        }
-        .into_any()
-    };
-    let stdout = text(&advance.stdout);
-    let stderr = text(&advance.stderr);
-    let os_log = os_log_to_py(py, &advance.os_log)?.into_any();
-    match advance.stop {
-        Stop::Complete(value) => {
-            let value = monty_to_py(py, &value, "the result")
-                .map_err(|e| HostError::Internal(e.describe()))?;
-            types
-                .complete
-                .build(py, [value.into_bound(py), stdout, os_log, stderr])
-        }
-        Stop::Raised(message) => {
-            let message = PyString::new(py, &message).into_any();
-            types.raised.build(py, [message, stdout, os_log, stderr])
-        }
-        Stop::Gather(paused, ids) => {
-            crate::py_gather::build_gather(py, cfg, *paused, ids, [stdout, stderr], os_log)
-        }
-        Stop::Call(paused, req) => {
-            let (positional, keyword) =
-                call_args_to_py(py, paused.arena(), &req.positional, &req.keyword)?;
-            let pending = MontyPendingCall {
-                cfg: Arc::clone(cfg),
-                name: name_to_py(py, &req.name).unbind(),
-                positional: positional.unbind(),
-                keyword: keyword.unbind(),
-                call_id: req.call_id,
-                paused: Mutex::new(Some(paused)),
-            };
-            let pending = Bound::new(py, pending)?.into_any();
-            types.call.build(py, [pending, stdout, os_log, stderr])
-        }
-    }
-}
-
 /// The native engine behind `codeact.MontyRuntime`: configuration plus start/resume.
 #[pyclass(frozen, module = "codeact._monty")]
 pub struct MontyEngine {
@@ -345,14 +299,10 @@ impl MontyEngine {
         let cfg = Arc::clone(&self.cfg);
         let needed = start_stack(&self.cfg, &script);
         let deferred = deferred.unwrap_or_default();
-        let advance = py
-            .detach(move || {
-                with_stack(needed, || {
-                    engine::start(&cfg, script, &script_name, journal, deferred)
-                })
-            })
-            .map_err(PyErr::from)?;
-        build_step(py, &self.cfg, advance)
+        let advance = run_interpreter(py, needed, move || {
+            engine::start(&cfg, script, &script_name, journal, deferred)
+        })?;
+        build_step(py, &self.owner(), advance)
     }
 
     /// Like `start`, but runs on a native worker; returns a `StepTicket` to wait on.
@@ -368,12 +318,10 @@ impl MontyEngine {
         let cfg = Arc::clone(&self.cfg);
         let needed = start_stack(&self.cfg, &script);
         let deferred = deferred.unwrap_or_default();
-        let slot = worker::submit(move || {
-            with_stack(needed, || {
-                engine::start(&cfg, script, &script_name, journal, deferred)
-            })
+        let slot = submit_interpreter(needed, move || {
+            engine::start(&cfg, script, &script_name, journal, deferred)
         });
-        Ok(StepTicket::new(&self.cfg, slot))
+        Ok(StepTicket::new(&self.owner(), slot))
     }
 
     /// Like `resume`, but runs on a native worker; returns a `StepTicket` to wait on.
@@ -389,13 +337,11 @@ impl MontyEngine {
         let journal = journal_from_py(os_replay)?;
         let cfg = Arc::clone(&self.cfg);
         let depth = engine::snapshot_depth(&snapshot)?;
-        let slot = worker::submit(move || {
-            with_stack(stack_needed(depth), || {
-                let (paused, _req) = engine::load(&cfg, &snapshot)?;
-                engine::resume(&cfg, Box::new(paused), outcome, journal)
-            })
+        let slot = submit_interpreter(stack_needed(depth), move || {
+            let (paused, _req) = engine::load(&cfg, &snapshot)?;
+            engine::resume(&cfg, Box::new(paused), outcome, journal)
         });
-        Ok(StepTicket::new(&self.cfg, slot))
+        Ok(StepTicket::new(&self.owner(), slot))
     }
 
     /// Restores a paused script from `snapshot` bytes and resumes it with `outcome`.
@@ -412,11 +358,11 @@ impl MontyEngine {
         let cfg = Arc::clone(&self.cfg);
         // A snapshot carries its own limits: size the stack for the depth it records.
         let depth = engine::snapshot_depth(&snapshot)?;
-        let advance = run_interpreter(py, depth, move || {
+        let advance = run_interpreter(py, stack_needed(depth), move || {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
             engine::resume(&cfg, Box::new(paused), outcome, journal)
         })?;
-        build_step(py, &self.cfg, advance)
+        build_step(py, &self.owner(), advance)
     }
 
     /// Restores a script paused at a gather from `snapshot` bytes and settles the calls in
@@ -429,218 +375,119 @@ impl MontyEngine {
         outcomes: &Bound<'_, PyAny>,
         os_replay: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        crate::py_gather::resume_gather_bytes(py, &self.cfg, snapshot, outcomes, os_replay)
+        let gather = self.restored_gather(py, snapshot)?;
+        gather.call_method1(py, "resume", (outcomes, os_replay))
     }
 
-    /// Like `resume_gather`, but runs on a native worker; returns a `StepTicket`.
-    #[pyo3(signature = (snapshot, outcomes, os_replay=None))]
-    fn resume_gather_async(
+    /// Opens any snapshot bytes into the step they paused at, without resuming: a `Call`
+    /// or a `Gather` whose continuation is live (`session`: its `MontySession` for a
+    /// namespace session's feed). `session`: None takes a paused script or a paused
+    /// session; False only a paused script, True only a paused session (other bytes raise
+    /// `SnapshotError` saying what they are and what takes them).
+    #[pyo3(signature = (snapshot, session=None))]
+    fn restore(
         &self,
         py: Python<'_>,
         snapshot: Vec<u8>,
-        outcomes: &Bound<'_, PyAny>,
-        os_replay: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<StepTicket> {
-        crate::py_gather::resume_gather_bytes_async(py, &self.cfg, snapshot, outcomes, os_replay)
+        session: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let is_session = match session {
+            Some(s) => s,
+            None => crate::snapshot::is_session(&snapshot, self.cfg.snapshot_key.as_deref())?,
+        };
+        let step = if is_session {
+            let (_session, step) = MontySession::load(py, self, snapshot.clone())?;
+            step.ok_or_else(|| {
+                HostError::Snapshot(
+                    "the session is idle, not paused at a tool call; load it with load_session"
+                        .into(),
+                )
+            })?
+        } else {
+            let cfg = Arc::clone(&self.cfg);
+            let depth = engine::snapshot_depth(&snapshot)?;
+            let bytes = snapshot.clone();
+            let loaded = run_interpreter(py, stack_needed(depth), move || {
+                engine::load_any(&cfg, &bytes)
+            })?;
+            build_step(py, &self.owner(), restored(loaded))?
+        };
+        MontyContinuation::restored_from(py, &step, snapshot)?;
+        Ok(step)
     }
 
     /// The calls a snapshot paused at a gather awaits, in call order, each as
     /// `(name, positional_args, keyword_args, call_id)`; one entry for a paused call.
     fn inspect_gather(&self, py: Python<'_>, snapshot: Vec<u8>) -> PyResult<Py<PyAny>> {
-        crate::py_gather::inspect_bytes(py, &self.cfg, snapshot)
+        let cfg = Arc::clone(&self.cfg);
+        let loaded = run_interpreter(py, stack_needed(engine::RECURSION_CEILING), move || {
+            engine::load_any(&cfg, &snapshot)
+        })?;
+        let entries: Vec<CallInfo> = match loaded {
+            engine::Loaded::Gather(paused, ids) => {
+                held_calls(py, &Held::RunGather(Box::new(paused)), &ids)?
+            }
+            engine::Loaded::Call(paused, req) => {
+                let (positional, keyword) =
+                    call_args_to_py(py, paused.arena(), &req.positional, &req.keyword)?;
+                vec![(
+                    name_to_py(py, &req.name).unbind(),
+                    positional.unbind(),
+                    keyword.unbind(),
+                    req.call_id,
+                )]
+            }
+        };
+        Ok(PyTuple::new(py, entries)?.into_any().unbind())
     }
 
     /// Reads the tool call a snapshot is paused at, without resuming it:
     /// `(name, positional_args, keyword_args, call_id)` (for a gather: its first call).
     fn inspect(&self, py: Python<'_>, snapshot: Vec<u8>) -> PyResult<Py<PyAny>> {
+        let calls = self.inspect_gather(py, snapshot)?;
+        let first = calls
+            .bind(py)
+            .cast::<PyTuple>()?
+            .get_item(0)
+            .map_err(|_| HostError::Snapshot("snapshot awaits no call".into()))?;
+        Ok(first.unbind())
+    }
+}
+
+impl MontyEngine {
+    pub(crate) fn owner(&self) -> Owner {
+        Owner::Run(Arc::clone(&self.cfg))
+    }
+
+    /// The live continuation of a script paused at a gather, restored from `snapshot`.
+    fn restored_gather(&self, py: Python<'_>, snapshot: Vec<u8>) -> PyResult<Py<PyAny>> {
         let cfg = Arc::clone(&self.cfg);
-        let loaded = run_interpreter(py, engine::RECURSION_CEILING, move || {
+        let depth = engine::snapshot_depth(&snapshot)?;
+        let loaded = run_interpreter(py, stack_needed(depth), move || {
             engine::load_any(&cfg, &snapshot)
         })?;
-        let (paused, req) = match loaded {
-            engine::Loaded::Call(paused, req) => (paused, req),
-            engine::Loaded::Gather(paused, ids) => {
-                return crate::py_gather::first_call(py, &paused, &ids);
-            }
-        };
-        let (positional, keyword) =
-            call_args_to_py(py, paused.arena(), &req.positional, &req.keyword)?;
-        Ok((req.name, positional, keyword, req.call_id)
-            .into_pyobject(py)?
-            .into_any()
-            .unbind())
-    }
-}
-
-/// Stack a dump needs, in bytes (the heap serializes flat; this is headroom).
-pub(crate) const DUMP_STACK: usize = 2 * 1024 * 1024;
-
-const ALREADY_RESUMED: &str = "this PendingCall was already resumed; a PendingCall is single use";
-
-/// A script paused at a tool call, held live in memory; resume it once.
-#[pyclass(frozen, module = "codeact._monty")]
-pub struct MontyPendingCall {
-    cfg: Arc<EngineConfig>,
-    name: Py<PyString>,
-    positional: Py<PyTuple>,
-    keyword: Py<PyDict>,
-    call_id: u32,
-    /// Boxed: the paused interpreter state is large and moves several times per resume.
-    paused: Mutex<Option<Box<Paused>>>,
-}
-
-#[pymethods]
-impl MontyPendingCall {
-    /// The tool name the script called.
-    #[getter]
-    fn name(&self, py: Python<'_>) -> Py<PyString> {
-        self.name.clone_ref(py)
-    }
-
-    /// Positional arguments (always empty in the `call_tool` style).
-    #[getter]
-    fn positional_args(&self, py: Python<'_>) -> Py<PyTuple> {
-        self.positional.clone_ref(py)
-    }
-
-    /// Keyword arguments: the `call_tool` dict, in the script's order.
-    #[getter]
-    fn keyword_args(&self, py: Python<'_>) -> Py<PyDict> {
-        self.keyword.clone_ref(py)
-    }
-
-    /// The interpreter's call counter for this call (unique within one script run).
-    #[getter]
-    fn call_id(&self) -> u32 {
-        self.call_id
-    }
-
-    /// Serializes the live continuation into snapshot bytes (may be called repeatedly).
-    fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let cfg = Arc::clone(&self.cfg);
-        let paused = self.take()?;
-        let (bytes, paused) =
-            py.detach(move || with_stack(DUMP_STACK, || engine::dump(&cfg, *paused)));
-        *self.paused.lock().expect("pending call lock") = Some(Box::new(paused));
-        Ok(PyBytes::new(py, &bytes?))
-    }
-
-    /// Resumes the script in place with `outcome` (`ResumeValue` or `ResumeError`).
-    #[pyo3(signature = (outcome, os_replay=None))]
-    fn resume(
-        &self,
-        py: Python<'_>,
-        outcome: &Bound<'_, PyAny>,
-        os_replay: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        let outcome = outcome_from_py(py, outcome)?;
-        let journal = journal_from_py(os_replay)?;
-        let paused = self.take()?;
-        let cfg = Arc::clone(&self.cfg);
-        let advance = run_interpreter(py, self.cfg.limits.max_recursion_depth, move || {
-            engine::resume(&cfg, paused, outcome, journal)
-        })?;
-        build_step(py, &self.cfg, advance)
-    }
-
-    /// Like `resume`, but runs on a native worker; returns a `StepTicket` to wait on.
-    #[pyo3(signature = (outcome, os_replay=None))]
-    fn resume_async(
-        &self,
-        py: Python<'_>,
-        outcome: &Bound<'_, PyAny>,
-        os_replay: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<StepTicket> {
-        let outcome = outcome_from_py(py, outcome)?;
-        let journal = journal_from_py(os_replay)?;
-        let paused = self.take()?;
-        let cfg = Arc::clone(&self.cfg);
-        let needed = stack_needed(cfg.limits.max_recursion_depth);
-        let slot = worker::submit(move || {
-            with_stack(needed, || engine::resume(&cfg, paused, outcome, journal))
-        });
-        Ok(StepTicket::new(&self.cfg, slot))
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "MontyPendingCall(name={}, keyword_args={}, call_id={})",
-            self.name.bind(py).repr()?,
-            self.keyword.bind(py).repr()?,
-            self.call_id
-        ))
-    }
-}
-
-impl MontyPendingCall {
-    fn take(&self) -> PyResult<Box<Paused>> {
-        self.paused
-            .lock()
-            .map_err(|_| CodeRuntimeError::new_err("pending call lock poisoned"))?
-            .take()
-            .ok_or_else(|| CodeRuntimeError::new_err(ALREADY_RESUMED))
-    }
-}
-
-/// An advance running on a native worker. Wait for it with the GIL released, then take its
-/// step once with `result()`.
-#[pyclass(frozen, module = "codeact._monty")]
-pub struct StepTicket {
-    cfg: Arc<EngineConfig>,
-    slot: Arc<Slot<Result<Advance, HostError>>>,
-}
-
-impl StepTicket {
-    pub(crate) fn new(
-        cfg: &Arc<EngineConfig>,
-        slot: Arc<Slot<Result<Advance, HostError>>>,
-    ) -> Self {
-        Self {
-            cfg: Arc::clone(cfg),
-            slot,
+        if let engine::Loaded::Call(..) = loaded {
+            return Err(HostError::Snapshot(
+                "snapshot is paused at one tool call, not at a gather: resume it with resume"
+                    .into(),
+            )
+            .into());
         }
+        let step = build_step(py, &self.owner(), restored(loaded))?;
+        Ok(step.bind(py).getattr(intern!(py, "continuation"))?.unbind())
     }
 }
 
-#[pymethods]
-impl StepTicket {
-    /// Waits up to `timeout` seconds (forever when None) with the GIL released; returns
-    /// whether the advance finished.
-    #[pyo3(signature = (timeout=None))]
-    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
-        let timeout = match timeout {
-            None => None,
-            Some(t) if t.is_finite() && t >= 0.0 => Some(Duration::from_secs_f64(t)),
-            Some(t) => {
-                return Err(PyValueError::new_err(format!(
-                    "timeout must be >= 0 seconds, got {t}"
-                )));
-            }
-        };
-        if self.slot.is_done() {
-            return Ok(true);
-        }
-        let slot = Arc::clone(&self.slot);
-        Ok(py.detach(move || slot.wait(timeout)))
-    }
-
-    /// Whether the advance has finished.
-    #[getter]
-    fn done(&self) -> bool {
-        self.slot.is_done()
-    }
-
-    /// The step (`Call`, `Complete` or `Raised`); raises a host error when the advance
-    /// failed, `CodeRuntimeError` before it finished or when taken twice.
-    fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        if !self.slot.is_done() {
-            return Err(CodeRuntimeError::new_err(
-                "the step has not finished; wait() for it first",
-            ));
-        }
-        let advance = self.slot.take().ok_or_else(|| {
-            CodeRuntimeError::new_err("this StepTicket's result was already taken")
-        })??;
-        build_step(py, &self.cfg, advance)
+/// A restored continuation as the advance that paused it (nothing printed, nothing read).
+fn restored(loaded: engine::Loaded) -> Advance {
+    let stop = match loaded {
+        engine::Loaded::Call(paused, req) => Stop::Call(Held::RunCall(Box::new(paused)), req),
+        engine::Loaded::Gather(paused, ids) => Stop::Gather(Held::RunGather(Box::new(paused)), ids),
+    };
+    Advance {
+        stop,
+        stdout: String::new(),
+        stderr: String::new(),
+        os_log: Vec::new(),
     }
 }

@@ -7,7 +7,7 @@
 //! | 4 | magic `CAMS` |
 //! | 2 | envelope format version ([`FORMAT_VERSION`]) |
 //! | 1 + n | length and text of the Monty version that wrote the payload |
-//! | 2 | Monty's dump version of the payload (`monty::DUMP_VERSION` of the writer) |
+//! | 2 | Monty's dump version of the payload (`crate::engine::DUMP_VERSION` of the writer) |
 //! | 1 | flags (bit 0: the tag is an HMAC under the host's `snapshot_key`) |
 //! | 4 | the recursion limit the paused script runs under (sizes the host stack on load) |
 //! | 8 | payload length |
@@ -65,7 +65,7 @@ pub fn seal_with_extra(
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.push(MONTY_VERSION.len() as u8);
     out.extend_from_slice(MONTY_VERSION.as_bytes());
-    out.extend_from_slice(&monty::DUMP_VERSION.to_le_bytes());
+    out.extend_from_slice(&crate::engine::DUMP_VERSION.to_le_bytes());
     let mut flags = if key.is_some() { FLAG_SIGNED } else { 0 };
     if extra.is_some() {
         flags |= FLAG_EXTRA;
@@ -141,8 +141,8 @@ pub fn open_with_extra<'a>(
             .unwrap_or_else(|_| "0.0.19".to_string());
         return bad(format!(
             "snapshot was written by codeact 0.1.0 with Monty {writer} (envelope format 1); this              build embeds Monty {MONTY_VERSION} (dump versions {}..={}), which cannot resume it:              re-run the script from its start",
-            monty::MIN_SUPPORTED_DUMP_VERSION,
-            monty::DUMP_VERSION
+            crate::engine::MIN_SUPPORTED_DUMP_VERSION,
+            crate::engine::DUMP_VERSION
         ));
     }
     if version != FORMAT_VERSION {
@@ -153,12 +153,14 @@ pub fn open_with_extra<'a>(
     let vlen = take(&mut pos, 1)?[0] as usize;
     let monty = take(&mut pos, vlen)?;
     let dump_version = u16::from_le_bytes(take(&mut pos, 2)?.try_into().expect("2 bytes"));
-    if !(monty::MIN_SUPPORTED_DUMP_VERSION..=monty::DUMP_VERSION).contains(&dump_version) {
+    if !(crate::engine::MIN_SUPPORTED_DUMP_VERSION..=crate::engine::DUMP_VERSION)
+        .contains(&dump_version)
+    {
         return bad(format!(
             "snapshot was written by Monty {} (dump version {dump_version}); this build embeds              Monty {MONTY_VERSION}, which reads dump versions {}..={}",
             String::from_utf8_lossy(monty),
-            monty::MIN_SUPPORTED_DUMP_VERSION,
-            monty::DUMP_VERSION
+            crate::engine::MIN_SUPPORTED_DUMP_VERSION,
+            crate::engine::DUMP_VERSION
         ));
     }
     let flags = take(&mut pos, 1)?[0];
@@ -219,6 +221,13 @@ pub fn open_with_extra<'a>(
 pub const SESSION_MARK: u8 = 0xC5;
 /// The session section's kind byte (after the mark and the format) for an idle session.
 pub const SESSION_IDLE: u8 = 0;
+
+/// Whether `bytes` are a namespace session's (idle or paused) rather than a paused script's,
+/// read from the section of verified bytes.
+pub fn is_session(bytes: &[u8], key: Option<&[u8]>) -> Result<bool, HostError> {
+    let (_, extra) = open_with_extra(bytes, key)?;
+    Ok(extra.is_some_and(|section| section.first() == Some(&SESSION_MARK)))
+}
 
 /// Like [`open_with_extra`], for the bytes of a paused script (`MontyRuntime.resume`,
 /// `resume_gather`, `inspect`, `inspect_gather`): a namespace session's bytes are refused
@@ -357,7 +366,7 @@ mod tests {
     fn dump_versions_outside_the_readable_range_are_refused() {
         let mut bytes = sealed(None);
         let at = 4 + 2 + 1 + MONTY_VERSION.len();
-        bytes[at..at + 2].copy_from_slice(&(monty::DUMP_VERSION + 1).to_le_bytes());
+        bytes[at..at + 2].copy_from_slice(&(crate::engine::DUMP_VERSION + 1).to_le_bytes());
         assert!(refusal(&bytes, None).contains("dump version"));
     }
 

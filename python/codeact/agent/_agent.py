@@ -29,7 +29,7 @@ from ..exceptions import MissingStateError
 from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, Llm, LlmRequest, LlmResponse
 from ..plugins import MaybeAwaitable, Plugin
-from ..runtime import CodeRuntime, Raised
+from ..runtime import CodeRuntime, Raised, SessionRestoringRuntime
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
 from ..sessions._turns import TurnRecord, new_claim
@@ -1051,8 +1051,8 @@ class CodeActAgent(BaseAgent):
         rather than on the source transform of ``_namespace``."""
         return (
             self.persist_namespace
-            and bool(getattr(self.runtime.capabilities(), "supports_namespace_session", False))
-            and hasattr(self.runtime, "start_session")
+            and self.runtime.capabilities().supports_namespace_session
+            and isinstance(self.runtime, SessionRestoringRuntime)
         )
 
     def _namespace_state(self, run: Run) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ import hashlib
 import inspect
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -61,12 +61,12 @@ from ._protocol import (
     value_problem,
 )
 from ._stepper import run_step
-from ._turn import CallView, call_digest, seal_journal, seal_record
+from ._turn import call_digest, seal_journal, seal_record
 
 if TYPE_CHECKING:
     from ._run import Run
 
-__all__ = ("Journal", "SnapshotCall", "SnapshotGather", "TurnDriver", "TurnEnd", "TurnState")
+__all__ = ("Journal", "TurnDriver", "TurnEnd", "TurnState")
 
 log = logging.getLogger("codeact.durability")
 
@@ -161,50 +161,6 @@ class TurnState:
     started: float = field(default_factory=time.monotonic)
     last_checkpoint: float = field(default_factory=time.monotonic)
     calls_since_checkpoint: int = 0
-
-
-class SnapshotCall:
-    """A ``PendingCall`` restored from verified snapshot bytes: its name and arguments are
-    the continuation's own (``CallView``), and resuming it resumes the runtime from the
-    bytes, so a resumed turn is driven exactly like a live one."""
-
-    def __init__(self, runtime: Any, snapshot: bytes, view: CallView) -> None:
-        self._runtime = runtime
-        self._snapshot = snapshot
-        self.name: str = view.name
-        self.positional_args: tuple[Any, ...] = view.positional_args
-        self.keyword_args: dict[str, Any] = view.keyword_args
-        self.call_id: int = view.call_id
-        native = getattr(runtime, "resume_async", None)
-        if native is not None:
-            self.resume_async = functools.partial(native, snapshot)
-
-    def dump(self) -> bytes:
-        return self._snapshot
-
-    def resume(self, outcome: Outcome, *, os_replay: Sequence[tuple[str, Any]] = ()) -> Any:
-        # the journaled OS answers after the restored call (recovery replays them)
-        return self._runtime.resume(self._snapshot, outcome, os_replay=os_replay)
-
-
-class SnapshotGather:
-    """A ``Gather`` step restored from verified snapshot bytes (``MontyRuntime.resume_gather``,
-    or for a namespace session the agent's adapter over ``resume_session_gather``): the calls
-    are settled together, whichever of them were decided or completed."""
-
-    stdout = ""
-    os_log: tuple[Any, ...] = ()
-
-    def __init__(self, runtime: Any, snapshot: bytes, calls: list[CallView]) -> None:
-        self._runtime = runtime
-        self._snapshot = snapshot
-        self.calls = tuple(calls)
-
-    def dump(self) -> bytes:
-        return self._snapshot
-
-    def resume(self, outcomes: dict[int, Outcome], **kwargs: Any) -> Any:
-        return self._runtime.resume_gather(self._snapshot, outcomes, **kwargs)
 
 
 @dataclass(slots=True)

@@ -16,16 +16,15 @@ from pydantic import ValidationError
 
 from ..events import Content, Event
 from ..exceptions import ReplayDivergenceError, SnapshotError, TurnConflictError
-from ..runtime import Call
 from ..sessions._journal import TurnSlot
-from ._driver import Journal, SnapshotCall, SnapshotGather, TurnState
+from ._driver import Journal, TurnState
 from ._namespace import Namespace, Prepared
 from ._protocol import claim_decisions
 from ._run import SCRIPT_NAME, Run
 from ._stepper import run_step
 from ._turn import open_journal, verify_turn
 
-__all__ = ("SessionResumer", "drop_slot", "first_line", "release_claim", "restore")
+__all__ = ("drop_slot", "first_line", "release_claim", "restore")
 
 log = logging.getLogger("codeact.durability")
 
@@ -60,12 +59,6 @@ async def restore(
     assert record is not None
     snapshot = slot.snapshot
     in_session = view.in_session
-    if snapshot is not None and len(view.calls) > 1:
-        resume_gather = "resume_session_gather" if in_session else "resume_gather"
-        if not hasattr(runtime, resume_gather):
-            run.end("error", keep_slot=True)
-            yield run.stale_event("the stored continuation awaits several calls; this runtime cannot resume it")
-            return
     try:
         run.transcript = [Content.model_validate(c) for c in record.transcript]
         run.system_prompt = record.system_prompt
@@ -114,14 +107,10 @@ async def restore(
         state.next_pos = record.next_pos
         state.advance = record.advance
         state.positions = {a.call_id: a.pos for a in record.at}
-        calls = [view.calls[a.call_id] for a in record.at]
-        if record.gather or len(calls) > 1:
-            resumer = SessionResumer(runtime, run) if in_session else runtime
-            yield state, SnapshotGather(resumer, snapshot, calls)
-        elif in_session:
-            yield state, Call(SnapshotCall(SessionResumer(runtime, run), snapshot, calls[0]))
-        else:
-            yield state, Call(SnapshotCall(runtime, snapshot, calls[0]))
+        # the continuation verify_turn restored, live: a resumed turn drives it like a live one
+        if in_session:
+            run.session = view.session
+        yield state, view.step
         return
     start: Callable[..., Any] = runtime.start
     if in_session:
@@ -198,26 +187,3 @@ async def release_claim(run: Run) -> None:
             )
         except Exception:
             log.debug("could not release the claim on session %r", s.id, exc_info=True)
-
-
-class SessionResumer:
-    """Resumes a turn's continuation that is a namespace session paused at a tool call
-    (``MontyRuntime.resume_session``, for ``SnapshotCall``) or at a gather
-    (``resume_session_gather``, for ``SnapshotGather``), and keeps the restored session as
-    the run's, so the next script is fed to it."""
-
-    def __init__(self, runtime: Any, run: Run) -> None:
-        self._runtime = runtime
-        self._run = run
-
-    def resume(self, snapshot: bytes, outcome: Any, **kwargs: Any) -> Any:
-        """The session resumed at its paused call with ``outcome``; returns the next step."""
-        session, step = self._runtime.resume_session(snapshot, outcome, **kwargs)
-        self._run.session = session
-        return step
-
-    def resume_gather(self, snapshot: bytes, outcomes: Any, **kwargs: Any) -> Any:
-        """The session resumed at its paused gather with ``outcomes``; returns the next step."""
-        session, step = self._runtime.resume_session_gather(snapshot, outcomes, **kwargs)
-        self._run.session = session
-        return step

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.from_thread
@@ -22,7 +22,7 @@ import anyio.lowlevel
 import pydantic_core
 
 from ..exceptions import SnapshotError
-from ..runtime import bind_call_args
+from ..runtime import Call, Gather, SessionRestoringRuntime, SuspendingRuntime, bind_call_args
 from ..sessions._journal import JournalRecord, TurnSlot
 from ..sessions._turns import TurnRecord, record_problem
 from ..tools import Tool
@@ -63,6 +63,11 @@ class TurnView:
     calls: dict[int, CallView] = field(default_factory=dict)
     pending: list[PendingCallInfo] = field(default_factory=list)
     in_session: bool = False
+    step: Call | Gather | None = None
+    """The continuation restored from the stored bytes (``SuspendingRuntime.restore``), live
+    and not resumed: what a resumed turn drives."""
+    session: Any = None
+    """For a turn paused in a namespace session, the session restored with ``step``."""
 
 
 def call_digest(call_key: str, tool: str, digest: str) -> str:
@@ -164,19 +169,28 @@ async def verify_turn(
         return view
     if hashlib.sha256(snapshot).hexdigest() != record.snapshot_sha256:
         return TurnView(stale="the stored continuation fails its integrity check (its SHA-256 differs)")
-    inspect = getattr(runtime, "inspect_session_gather" if in_session else "inspect_gather", None)
-    if inspect is None:
+    if not runtime.capabilities().supports_suspension:
         return TurnView(stale="this runtime cannot read the calls of a stored continuation")
     try:
-        raw = await run_step(inspect, snapshot)
+        if in_session:
+            session, step = await run_step(cast(SessionRestoringRuntime, runtime).restore_session, snapshot)
+        else:
+            session, step = None, await run_step(cast(SuspendingRuntime, runtime).restore, snapshot)
     except SnapshotError as exc:
         return TurnView(stale=str(exc))
-    calls = {int(c[3]): CallView(str(c[0]), tuple(c[1]), dict(c[2]), int(c[3])) for c in raw}
+    if not isinstance(step, Call | Gather):
+        return TurnView(stale="the stored continuation is not paused at a tool call")
+    paused = step.calls if isinstance(step, Gather) else (step.call,)
+    calls = {
+        int(c.call_id): CallView(str(c.name), tuple(c.positional_args), dict(c.keyword_args), int(c.call_id))
+        for c in paused
+    }
     if sorted(calls) != sorted(a.call_id for a in record.at) or not calls:
         return TurnView(stale="the stored turn record does not match its continuation (other calls)")
     if len(calls) > 1 and not record.gather:
         return TurnView(stale="the stored turn record does not match its continuation (a gather)")
     view.calls = calls
+    view.step, view.session = step, session
     positions = {a.call_id: a.pos for a in record.at}
     for p in record.pending:
         call = calls.get(p.call_id)

@@ -35,14 +35,14 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
 from ._seam import Call, Complete, Gather, Raised, ReplayDivergenceError, ResumeError, ResumeValue, RunStep
 from ._values import problem
 
-__all__ = ("HANG_GRACE", "ProcessEngine", "ProcessGather", "ProcessPendingCall", "pool_size", "shutdown_pool")
+__all__ = ("HANG_GRACE", "ProcessContinuation", "ProcessEngine", "pool_size", "shutdown_pool")
 
 HANG_GRACE = 30.0
 """Seconds a worker may take beyond the script's ``max_duration`` before it is killed as hung
@@ -342,97 +342,95 @@ def _replay(os_replay: Sequence[tuple[str, Any]] | None) -> tuple[tuple[str, Any
     return tuple((str(k), v) for k, v in (os_replay or ()))
 
 
-class ProcessPendingCall:
-    """A script paused at a tool call in a worker, held here as snapshot bytes; single use."""
+_GATHER_RESUMED = "this Gather was already resumed; a Gather is single use"
+_NOT_ALONE = "a call of a Gather is not resumed by itself: resume the Gather step with {call_id: outcome}"
 
-    __slots__ = ("_engine", "_snapshot", "_used", "call_id", "keyword_args", "name", "positional_args")
+_CallInfo = tuple[str, tuple[Any, ...], dict[str, Any], int]
+
+
+class ProcessContinuation:
+    """A script paused in a worker at one tool call or at a gather, held here as its snapshot
+    bytes (the process twin of the native continuation); single use. A ``Call`` step's
+    ``call`` is the continuation itself; a ``Gather`` step holds it and its ``calls``."""
+
+    __slots__ = (
+        "_engine",
+        "_snapshot",
+        "_used",
+        "call_id",
+        "call_ids",
+        "calls",
+        "is_gather",
+        "keyword_args",
+        "name",
+        "positional_args",
+    )
+
+    def __init__(self, engine: ProcessEngine, calls: Sequence[_CallInfo], snapshot: bytes, *, gather: bool) -> None:
+        self._engine = engine
+        self._snapshot = snapshot
+        self._used = False
+        self.is_gather = gather
+        self.name, positional, self.keyword_args, self.call_id = calls[0]
+        self.positional_args = tuple(positional)
+        self.call_ids = tuple(c[3] for c in calls)
+        self.calls = tuple(_ProcessCall(self, *c) for c in calls)
+
+    def _check(self) -> None:
+        if self._used:
+            raise CodeRuntimeError(_GATHER_RESUMED if self.is_gather else ALREADY_RESUMED)
+
+    def dump(self) -> bytes:
+        self._check()
+        return self._snapshot
+
+    def resume(self, outcome: Any, os_replay: Sequence[tuple[str, Any]] | None = ()) -> RunStep:
+        """A paused call with its ``outcome``, a gather with ``{call_id: outcome}``."""
+        if self.is_gather or isinstance(outcome, dict):
+            encoded: Any = _encode_outcomes(outcome, self.call_ids)
+            kind = "resume_gather" if self.is_gather else "resume"
+            if not self.is_gather:
+                encoded = encoded[self.call_id]
+        else:
+            encoded = _encode_outcome(outcome)
+            kind = "resume"
+        self._check()
+        self._used = True
+        return self._engine._advance((kind, self._engine.config, self._snapshot, encoded, _replay(os_replay)))
+
+    def __repr__(self) -> str:
+        if self.is_gather:
+            return f"ProcessContinuation(call_ids={list(self.call_ids)})"
+        return f"ProcessContinuation(name={self.name!r}, keyword_args={self.keyword_args!r}, call_id={self.call_id})"
+
+
+class _ProcessCall:
+    """One call a ``ProcessContinuation`` awaits (settled through it, never by itself)."""
+
+    __slots__ = ("_continuation", "call_id", "keyword_args", "name", "positional_args")
 
     def __init__(
         self,
-        engine: ProcessEngine,
+        continuation: ProcessContinuation,
         name: str,
         positional: tuple[Any, ...],
         keyword: dict[str, Any],
         call_id: int,
-        snapshot: bytes,
     ) -> None:
-        self._engine = engine
+        self._continuation = continuation
         self.name = name
-        self.positional_args = positional
-        self.keyword_args = keyword
-        self.call_id = call_id
-        self._snapshot = snapshot
-        self._used = False
-
-    def dump(self) -> bytes:
-        if self._used:
-            raise CodeRuntimeError(ALREADY_RESUMED)
-        return self._snapshot
-
-    def resume(self, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
-        encoded = _encode_outcome(outcome)
-        if self._used:
-            raise CodeRuntimeError(ALREADY_RESUMED)
-        self._used = True
-        return self._engine._advance(("resume", self._engine.config, self._snapshot, encoded, _replay(os_replay)))
-
-    def __repr__(self) -> str:
-        return f"ProcessPendingCall(name={self.name!r}, keyword_args={self.keyword_args!r}, call_id={self.call_id})"
-
-
-class _ProcessGatherCall:
-    """One call a ``ProcessGather`` awaits (settled through the gather, never by itself)."""
-
-    __slots__ = ("_gather", "call_id", "keyword_args", "name", "positional_args")
-
-    def __init__(
-        self, gather: ProcessGather, name: str, positional: tuple[Any, ...], keyword: dict[str, Any], call_id: int
-    ) -> None:
-        self._gather = gather
-        self.name = name
-        self.positional_args = positional
+        self.positional_args = tuple(positional)
         self.keyword_args = keyword
         self.call_id = call_id
 
     def dump(self) -> bytes:
-        return self._gather.dump()
+        return self._continuation.dump()
 
     def resume(self, outcome: Any, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
-        raise CodeRuntimeError(
-            "a call of a Gather is not resumed by itself: resume the Gather step with {call_id: outcome}"
-        )
+        raise CodeRuntimeError(_NOT_ALONE)
 
     def __repr__(self) -> str:
-        return f"ProcessGatherCall(name={self.name!r}, keyword_args={self.keyword_args!r}, call_id={self.call_id})"
-
-
-class ProcessGather:
-    """A script awaiting several tool calls in a worker, held here as snapshot bytes
-    (the continuation of a ``Gather`` step); single use."""
-
-    __slots__ = ("_engine", "_snapshot", "_used", "call_ids")
-
-    def __init__(self, engine: ProcessEngine, call_ids: tuple[int, ...], snapshot: bytes) -> None:
-        self._engine = engine
-        self.call_ids = call_ids
-        self._snapshot = snapshot
-        self._used = False
-
-    def dump(self) -> bytes:
-        if self._used:
-            raise CodeRuntimeError("this Gather was already resumed; a Gather is single use")
-        return self._snapshot
-
-    def resume(
-        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
-    ) -> RunStep:
-        encoded = _encode_outcomes(outcomes, self.call_ids)
-        if self._used:
-            raise CodeRuntimeError("this Gather was already resumed; a Gather is single use")
-        self._used = True
-        return self._engine._advance(
-            ("resume_gather", self._engine.config, self._snapshot, encoded, _replay(os_replay))
-        )
+        return f"ProcessCall(name={self.name!r}, keyword_args={self.keyword_args!r}, call_id={self.call_id})"
 
 
 def _encode_outcomes(outcomes: Any, call_ids: Sequence[int] | None) -> dict[int, tuple[Any, ...]]:
@@ -486,6 +484,12 @@ class ProcessEngine:
         encoded = _encode_outcome(outcome)
         return self._advance(("resume", self.config, bytes(snapshot), encoded, _replay(os_replay)))
 
+    def restore(self, snapshot: bytes, session: bool | None = False) -> RunStep:
+        """The step ``snapshot`` paused at, its continuation holding ``snapshot`` itself.
+        Raises ``SnapshotError`` for bytes that cannot be loaded (a session's included)."""
+        snapshot = bytes(snapshot)
+        return self._step(self._request(("restore", self.config, snapshot)), snapshot)
+
     def inspect(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
         reply = self._request(("inspect", self.config, bytes(snapshot)))
         name, positional, keyword, call_id = reply[1]
@@ -498,19 +502,20 @@ class ProcessEngine:
         return reply
 
     def _advance(self, msg: tuple[Any, ...]) -> RunStep:
-        reply = self._request(msg)
+        return self._step(self._request(msg))
+
+    def _step(self, reply: tuple[Any, ...], snapshot: bytes | None = None) -> RunStep:
         kind = reply[0]
         if kind == "complete":
             return Complete(reply[1], reply[2], reply[3], reply[4])
         if kind == "raised":
             return Raised(reply[1], reply[2], reply[3], reply[4])
         if kind == "gather":
-            _, calls, snapshot, stdout, os_log, stderr = reply
-            gather = ProcessGather(self, tuple(c[3] for c in calls), snapshot)
-            items = tuple(_ProcessGatherCall(gather, n, tuple(p), k, i) for n, p, k, i in calls)
-            return Gather(items, stdout, os_log, gather, stderr)
-        _, name, positional, keyword, call_id, snapshot, stdout, os_log, stderr = reply
-        pending = ProcessPendingCall(self, name, tuple(positional), keyword, call_id, snapshot)
+            _, calls, dumped, stdout, os_log, stderr = reply
+            gather = ProcessContinuation(self, calls, snapshot or dumped, gather=True)
+            return Gather(gather.calls, stdout, os_log, gather, stderr)
+        _, name, positional, keyword, call_id, dumped, stdout, os_log, stderr = reply
+        pending = ProcessContinuation(self, [(name, positional, keyword, call_id)], snapshot or dumped, gather=False)
         return Call(pending, stdout, os_log, stderr)
 
 
@@ -565,6 +570,7 @@ def _serve(rfd: int, wfd: int) -> None:
         "resume_gather": lambda cfg, snap, enc, replay: step_reply(
             engine(cfg).resume_gather(snap, {k: outcome(v) for k, v in enc.items()}, replay)
         ),
+        "restore": lambda cfg, snap: step_reply(engine(cfg).restore(snap, False)),
         "inspect": lambda cfg, snap: ("inspect", tuple(engine(cfg).inspect(snap))),
         "inspect_gather": lambda cfg, snap: ("inspect_gather", tuple(engine(cfg).inspect_gather(snap))),
     }

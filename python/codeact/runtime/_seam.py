@@ -3,7 +3,8 @@
 A runtime starts a script and advances it to its next stop: a tool ``Call``, a ``Gather``
 (the script awaits several tool calls at once), ``Complete`` or ``Raised``. A paused call is
 resumed in place (``PendingCall.resume``, ``Gather.resume``) or, when the runtime supports
-suspension, from snapshot bytes (``CodeRuntime.resume``, ``MontyRuntime.resume_gather``).
+suspension, from snapshot bytes: ``CodeRuntime.resume``, or ``SuspendingRuntime.restore``,
+which opens any paused bytes into the live step they paused at (a ``Call`` or a ``Gather``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ __all__ = (
     "ResumeValue",
     "RunStep",
     "RuntimeCapabilities",
+    "SessionRestoringRuntime",
+    "SuspendingRuntime",
     "bind_call_args",
     "default_tool_catalog",
 )
@@ -230,6 +233,41 @@ class CodeRuntime(Protocol):
 
     def render_tools(self, tools: Sequence[Tool]) -> str:
         """Describes ``tools`` for the model: a pure function of the list."""
+        ...
+
+
+@runtime_checkable
+class SuspendingRuntime(CodeRuntime, Protocol):
+    """A ``CodeRuntime`` with ``supports_suspension``: any bytes a paused step dumped open
+    again into that step (an addition to SPEC §2's seam, used to resume a stored turn)."""
+
+    def restore(self, snapshot: bytes) -> RunStep:
+        """The step ``snapshot`` paused at, live and not resumed: a ``Call`` (its ``call``
+        resumes with one outcome) or a ``Gather`` (settled with ``{call_id: outcome}``). Its
+        continuation's ``dump()`` gives back ``snapshot`` until it is resumed.
+
+        Raises:
+            SnapshotError: bytes that cannot be loaded (truncated, altered, foreign, wrongly
+                signed, of another kind).
+        """
+        ...
+
+
+@runtime_checkable
+class SessionRestoringRuntime(SuspendingRuntime, Protocol):
+    """A ``SuspendingRuntime`` with namespace sessions (``supports_namespace_session``)."""
+
+    def start_session(self) -> Any:
+        """A new, empty namespace session (``feed(script)``, ``dump()``)."""
+        ...
+
+    def load_session(self, snapshot: bytes) -> Any:
+        """An idle session restored from its ``dump()`` bytes. Raises ``SnapshotError``."""
+        ...
+
+    def restore_session(self, snapshot: bytes) -> tuple[Any, RunStep]:
+        """A paused session's bytes opened as ``restore`` opens a script's: ``(session,
+        step)``. Raises ``SnapshotError``."""
         ...
 
 

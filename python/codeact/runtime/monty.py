@@ -500,20 +500,18 @@ class MontyRuntime:
         step: RunStep = self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None)
         return step
 
-    def resume_gather_async(
-        self,
-        snapshot: bytes,
-        outcomes: Mapping[int, ResumeValue | ResumeError],
-        *,
-        os_replay: Sequence[tuple[str, Any]] = (),
-    ) -> Any:
-        """Like ``resume_gather``, on a native worker; returns a ticket (see ``start_async``)."""
-        native = getattr(self._engine, "resume_gather_async", None)
-        if native is None:
-            return _Deferred(
-                _OFFLOAD_POOL.submit(self._engine.resume_gather, snapshot, dict(outcomes), tuple(os_replay) or None)
-            )
-        return native(snapshot, dict(outcomes), tuple(os_replay) or None)
+    def restore(self, snapshot: bytes) -> RunStep:
+        """Opens a paused script's bytes into the step they paused at, without resuming
+        anything: a ``Call`` (its ``call`` is the live continuation) or a ``Gather``. Until it
+        is resumed, the continuation's ``dump()`` gives back ``snapshot`` itself. A namespace
+        session's bytes open with ``restore_session``.
+
+        Raises:
+            SnapshotError: bytes that cannot be loaded (truncated, altered, foreign, wrongly
+                signed), or a namespace session's bytes (saying which method takes them).
+        """
+        step: RunStep = self._engine.restore(snapshot, False)
+        return step
 
     # -- namespace sessions (persist_namespace; ADR 0003) --------------------------------------
 
@@ -535,7 +533,7 @@ class MontyRuntime:
                 ``resume_session_gather``).
         """
         session, paused = _monty.MontySession.load(self._session_engine(), snapshot)
-        if isinstance(paused, _monty.MontySessionGather):
+        if isinstance(paused, Gather):
             raise SnapshotError(
                 "snapshot error: the session is paused at a gather of tool calls; resume it with resume_session_gather"
             )
@@ -563,12 +561,12 @@ class MontyRuntime:
             raise SnapshotError(
                 "snapshot error: the session is idle, not paused at a tool call; load it with load_session"
             )
-        if isinstance(paused, _monty.MontySessionGather):
+        if not isinstance(paused, Call):
             raise SnapshotError(
                 "snapshot error: the session is paused at a gather of tool calls, not at one call; resume it "
                 "with resume_session_gather"
             )
-        return NamespaceSession(self, session), paused.resume(outcome, tuple(os_replay) or None)
+        return NamespaceSession(self, session), paused.call.resume(outcome, os_replay=os_replay)
 
     def resume_session_gather(
         self,
@@ -593,11 +591,29 @@ class MontyRuntime:
             ValueConversionError: a value that is not plain data.
         """
         session, paused = _monty.MontySession.load(self._session_engine(), snapshot)
-        if not isinstance(paused, _monty.MontySessionGather):
+        if not isinstance(paused, Gather):
             what = "idle" if paused is None else "paused at one tool call"
             hint = "load_session" if paused is None else "resume_session"
             raise SnapshotError(f"snapshot error: the session is {what}, not paused at a gather; use {hint}")
-        return NamespaceSession(self, session), paused.resume(dict(outcomes), tuple(os_replay) or None)
+        return NamespaceSession(self, session), paused.resume(outcomes, os_replay=os_replay)
+
+    def restore_session(self, snapshot: bytes) -> tuple[NamespaceSession, RunStep]:
+        """Opens a paused namespace session's bytes (a session ``Call``'s ``call.dump()`` or
+        ``Gather``'s ``dump()``) into the restored session and the step its feed paused at,
+        without resuming anything (as ``restore`` does for a script).
+
+        Returns:
+            ``(session, step)``: ``step`` is a ``Call`` or a ``Gather``; the session is idle
+            again once the feed completes.
+
+        Raises:
+            SnapshotError: bytes that cannot be loaded, an idle session's bytes (use
+                ``load_session``), or a paused script's bytes (use ``restore``).
+            CodeRuntimeError: under ``isolation="process"``.
+        """
+        step: Call | Gather = self._session_engine().restore(snapshot, True)
+        native: Any = step.call if isinstance(step, Call) else step.continuation
+        return NamespaceSession(self, native.session), step
 
     def inspect_session(self, snapshot: bytes) -> tuple[str, tuple[Any, ...], dict[str, Any], int]:
         """Reads the call a session paused at a tool call waits on, without resuming it:
@@ -622,9 +638,8 @@ class MontyRuntime:
             raise SnapshotError(
                 "snapshot error: the session is idle, not paused at a tool call; load it with load_session"
             )
-        if isinstance(paused, _monty.MontySessionGather):
-            return tuple(paused.calls)
-        return ((paused.name, paused.positional_args, paused.keyword_args, paused.call_id),)
+        calls = paused.calls if isinstance(paused, Gather) else (paused.call,)
+        return tuple((c.name, c.positional_args, c.keyword_args, c.call_id) for c in calls)
 
     def _session_engine(self) -> Any:
         if self.isolation != "in_process":

@@ -18,13 +18,21 @@ use monty_types::{
     NameLookupResult, PrintWriter, ResourceLimits, ResourceTracker,
 };
 
-use crate::convert::{V, check_plain, check_ref};
+use crate::convert::{V, check_ref};
 use crate::errors::HostError;
 use crate::journal::Journal;
 use crate::memory::{RunMemory, charge_to};
 use crate::os_policy::OsPolicy;
-use crate::output::{CappedOutput, Printed, RunOutput};
+use crate::output::{Printed, RunOutput};
 use crate::snapshot;
+
+mod drive;
+
+pub use monty::{DUMP_VERSION, MIN_SUPPORTED_DUMP_VERSION};
+pub(crate) mod session;
+
+use drive::Run;
+pub(crate) use drive::{Driven, Driver, Repl, drive};
 use std::sync::Arc;
 
 /// Highest recursion depth a script may ask for, in frames, even when "unlimited".
@@ -232,11 +240,24 @@ impl PausedGather {
     }
 }
 
+/// A script paused at one or more tool calls, held live: the four cases of a continuation.
+pub enum Held {
+    /// A run paused at one tool call.
+    RunCall(Box<Paused>),
+    /// A run whose tasks all wait on started tool calls.
+    RunGather(Box<PausedGather>),
+    /// A namespace session's feed paused at one tool call.
+    SessionCall(Box<monty::ReplFunctionCall>, session::Feed),
+    /// A namespace session's feed whose tasks all wait on started tool calls.
+    SessionGather(Box<monty::ReplResolveFutures>, session::Feed),
+}
+
 /// Where an advance stopped.
 pub enum Stop {
-    Call(Box<Paused>, ToolRequest),
+    /// At one tool call, already checked.
+    Call(Held, ToolRequest),
     /// The script awaits these started calls (sorted call ids, each in the run's table).
-    Gather(Box<PausedGather>, Vec<u32>),
+    Gather(Held, Vec<u32>),
     Complete(MontyObject),
     Raised(String),
 }
@@ -257,9 +278,10 @@ pub enum Outcome {
     Error { exc_type: String, message: String },
 }
 
-type Progress = Result<RunProgress, MontyException>;
-
-fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, HostError>) -> Result<T, HostError> {
+pub(crate) fn guarded<T>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, HostError>,
+) -> Result<T, HostError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(panic) => {
@@ -339,7 +361,10 @@ pub fn start(
             cfg.limits.tracker(),
             PrintWriter::Callback(&mut out),
         );
-        let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
+        let stop = run_stop(
+            drive::<Run>(cfg, progress, &mut out, &mut journal, &mut &*ctx)?,
+            &ctx,
+        );
         ctx.output.keep(&out);
         Ok(Advance {
             stop,
@@ -376,7 +401,10 @@ pub fn resume(
         } else {
             call.resume(result, PrintWriter::Callback(&mut out))
         };
-        let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
+        let stop = run_stop(
+            drive::<Run>(cfg, progress, &mut out, &mut journal, &mut &*ctx)?,
+            &ctx,
+        );
         ctx.output.keep(&out);
         Ok(Advance {
             stop,
@@ -815,21 +843,52 @@ fn undefined_name(name: &str) -> MontyException {
     )
 }
 
-/// Whether the name at `at` is called (`name(`), read from the script's source; true when
-/// the source is unknown (a run restored from bytes, code run by `eval`/`exec`).
-fn is_called(source: Option<&(String, String)>, at: &monty_types::SourceRange) -> bool {
-    if crate::traceback::unknown_position(&at.filename) {
-        return false; // an augmented assignment's target (`counter += 1`)
+/// Where an advance of a run stopped, from where its drive ended.
+fn run_stop(driven: Driven<Run>, ctx: &Arc<RunCtx>) -> Stop {
+    match driven {
+        Driven::Call(call, req) => {
+            Stop::Call(Held::RunCall(Box::new(Paused(call, Arc::clone(ctx)))), req)
+        }
+        Driven::Gather(futures, ids) => Stop::Gather(
+            Held::RunGather(Box::new(PausedGather(futures, Arc::clone(ctx)))),
+            ids,
+        ),
+        Driven::Done((), Ok(value)) => Stop::Complete(value),
+        Driven::Done((), Err(message)) => Stop::Raised(message),
     }
-    let Some((script, name)) = source else {
-        return true;
-    };
-    if at.filename != *name && !name.ends_with(&format!("/{}", at.filename)) {
-        return true;
+}
+
+impl Driver for &RunCtx {
+    fn source(&self) -> Option<(&str, &str)> {
+        self.source.as_ref().map(|(s, n)| (s.as_str(), n.as_str()))
     }
-    script
-        .get(at.end as usize..)
-        .is_none_or(|rest| rest.trim_start().starts_with('('))
+
+    fn defers(&self, at: &monty_types::SourceRange) -> bool {
+        RunCtx::defers(self, at)
+    }
+
+    fn start_call(&mut self, call: PendingTool) {
+        self.with_pending(|t| t.insert(call.req.call_id, call));
+    }
+
+    fn started(&self, ids: &[u32]) -> bool {
+        self.with_pending(|t| ids.iter().all(|id| t.contains_key(id)))
+    }
+
+    fn count_os_call(&mut self) -> u64 {
+        self.os_calls.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn clock_reads<R>(&mut self, f: impl FnOnce(&mut u64) -> R) -> R {
+        let mut reads = self.clock_reads.load(Ordering::Relaxed);
+        let r = f(&mut reads);
+        self.clock_reads.store(reads, Ordering::Relaxed);
+        r
+    }
+
+    fn raised(&self, exc: MontyException) -> String {
+        raised_text(exc, self)
+    }
 }
 
 /// The traceback fed back for a script's uncaught exception (`crate::traceback`).
@@ -840,134 +899,6 @@ fn raised_text(exc: MontyException, ctx: &RunCtx) -> String {
 
 pub(crate) const NO_ASYNC: &str =
     "asynchronous tool calls are not supported; call tools synchronously, without `await`";
-
-/// Runs from `progress` until a tool call, completion or an uncaught exception.
-fn drive(
-    cfg: &EngineConfig,
-    mut progress: Progress,
-    out: &mut CappedOutput,
-    journal: &mut Journal,
-    ctx: &Arc<RunCtx>,
-) -> Result<Stop, HostError> {
-    let mut table = None;
-    loop {
-        // One match on the result and the step together: the paused state is moved once
-        // (into its box), not first out of the `Result` and then out of the step.
-        progress = match progress {
-            Err(exc) => return Ok(Stop::Raised(raised_text(exc, ctx))),
-            Ok(RunProgress::Complete(value)) => {
-                return Ok(match check_plain(&value, "the result") {
-                    Ok(()) => Stop::Complete(value),
-                    Err(e) => Stop::Raised(format!(
-                        "TypeError: the script's last expression must be plain data: {}",
-                        e.describe()
-                    )),
-                });
-            }
-            Ok(RunProgress::FunctionCall(mut call)) => match classify(cfg.tool_style, &call) {
-                Ok(req) if !call.allow_eager_await && ctx.defers(&call.position) => {
-                    // An awaited call that competes with other work: start it as a future and
-                    // run on; the host runs it when every task waits (`ResolveFutures`).
-                    if let Some(exc) = journal.clock.charge_turn(call.tracker()) {
-                        call.abort(exc, PrintWriter::Callback(out))
-                    } else {
-                        let args = std::mem::take(&mut call.args);
-                        ctx.with_pending(|t| t.insert(req.call_id, PendingTool { args, req }));
-                        call.resume_pending(PrintWriter::Callback(out))
-                    }
-                }
-                Ok(req) => {
-                    return Ok(Stop::Call(Box::new(Paused(call, Arc::clone(ctx))), req));
-                }
-                Err(exc) => match journal.clock.charge_turn(call.tracker()) {
-                    Some(timeout) => call.abort(timeout, PrintWriter::Callback(out)),
-                    None => call.resume(ExtFunctionResult::Error(exc), PrintWriter::Callback(out)),
-                },
-            },
-            Ok(RunProgress::OsCall(call)) => {
-                let made = ctx.os_calls.fetch_add(1, Ordering::Relaxed) + 1;
-                if let Some(exc) = os_calls_over(made, cfg.limits.max_os_calls) {
-                    progress = call.abort(exc, PrintWriter::Callback(out));
-                    continue;
-                }
-                if let Some(exc) = journal.clock.charge(&call.function_call, call.tracker()) {
-                    progress = call.abort(exc, PrintWriter::Callback(out));
-                    continue;
-                }
-                if call.function_call.fs_primary_path().is_some()
-                    && table.is_none()
-                    && !cfg.os.mounts.is_empty()
-                {
-                    table = Some(cfg.os.mount_table()?);
-                }
-                let mut reads = ctx.clock_reads.load(Ordering::Relaxed);
-                let answered = cfg
-                    .os
-                    .nondeterministic(&call.function_call, journal, &mut reads)?;
-                ctx.clock_reads.store(reads, Ordering::Relaxed);
-                match answered {
-                    Some(answer) => call.resume(answer, PrintWriter::Callback(out)),
-                    None => {
-                        let os = &cfg.os;
-                        let t = table.as_mut();
-                        call.resume_with(PrintWriter::Callback(out), |c| os.service(c, t))
-                    }
-                }
-            }
-            Ok(RunProgress::NameLookup(lookup)) => {
-                if let Some(exc) = journal.clock.charge_turn(lookup.tracker()) {
-                    progress = lookup.abort(exc, PrintWriter::Callback(out));
-                    continue;
-                }
-                let called = is_called(ctx.source.as_ref(), &lookup.position);
-                let answer = name_answer(cfg.tool_style, &lookup.name, called);
-                lookup.resume(answer, PrintWriter::Callback(out))
-            }
-            Ok(RunProgress::ResolveFutures(futures)) => {
-                let mut ids = futures.pending_call_ids().to_vec();
-                ids.sort_unstable();
-                if ctx.with_pending(|t| ids.iter().all(|id| t.contains_key(id))) {
-                    return Ok(Stop::Gather(
-                        Box::new(PausedGather(futures, Arc::clone(ctx))),
-                        ids,
-                    ));
-                }
-                // A future the host did not start (never expected): fail it in the script.
-                let unknown: Vec<u32> = ctx
-                    .with_pending(|t| ids.into_iter().filter(|id| !t.contains_key(id)).collect());
-                let answers = unknown
-                    .iter()
-                    .map(|id| {
-                        (
-                            *id,
-                            ExtFunctionResult::Error(MontyException::new(
-                                ExcType::RuntimeError,
-                                Some(NO_ASYNC.into()),
-                            )),
-                        )
-                    })
-                    .collect();
-                futures.resume(answers, PrintWriter::Callback(out))
-            }
-        };
-    }
-}
-
-/// The uncatchable error that ends a run at its OS call number `made` when that is past
-/// `limit` (`max_os_calls`); None within it.
-pub(crate) fn os_calls_over(made: u64, limit: Option<u64>) -> Option<MontyException> {
-    let limit = limit?;
-    (made > limit).then(|| {
-        MontyException::new(
-            ExcType::RuntimeError,
-            Some(format!(
-                "OS call limit exceeded: the script made more than max_os_calls={limit} file, \
-                 clock, environment and sleep calls in this run; read fewer files or ask a \
-                 tool for the data"
-            )),
-        )
-    })
-}
 
 /// What a tool outcome is to Monty, within the script's memory limit (`limit`, with `used`
 /// bytes already held, raised by what it lets in): a value that cannot fit is raised in the script, at the call, as a
@@ -1038,7 +969,10 @@ pub fn resume_gather(
         let mut out = ctx.output.capture(cfg.max_stdout);
         // Monty restarts the turn budget (our per-advance time limit) here too.
         let progress = futures.resume(results, PrintWriter::Callback(&mut out));
-        let stop = drive(cfg, progress, &mut out, &mut journal, &ctx)?;
+        let stop = run_stop(
+            drive::<Run>(cfg, progress, &mut out, &mut journal, &mut &*ctx)?,
+            &ctx,
+        );
         ctx.output.keep(&out);
         Ok(Advance {
             stop,
