@@ -812,6 +812,61 @@ def sessions_resolve(
     )
 
 
+@app.command()
+def worker(
+    db: Annotated[str, typer.Option(help="the PostgreSQL database: sessions and DBOS's tables (postgresql://…)")],
+    agent: Annotated[str, typer.Option(help="module:attr of the agent (or of a function returning it)")],
+    concurrency: Annotated[int, typer.Option(min=1, help="runs this worker drives at once")] = 8,
+    app_name: AppOption = DEFAULT_APP,
+    backend: Annotated[str, typer.Option(help="event loop of the runs: asyncio or trio")] = "asyncio",
+    grace: Annotated[float, typer.Option(min=0, help="seconds SIGTERM waits for the runs in flight")] = 30.0,
+) -> None:
+    """Run agent runs and decisions from the app's DBOS queue (codeact[dbos]; docs/scale-out.md)
+    until SIGTERM or Ctrl-C: then stop dequeuing, let the runs in flight finish for up to
+    --grace seconds and exit; runs still in flight are recovered by another worker."""
+    import os
+    import signal
+    import threading
+
+    if not _is_postgres_url(db):
+        raise typer.BadParameter(f"{db!r} is not a postgresql:// URL", param_hint="--db")
+    if backend not in ("asyncio", "trio"):
+        raise typer.BadParameter(f"expected asyncio or trio, got {backend!r}", param_hint="--backend")
+    try:
+        from .integrations.dbos import Worker
+    except ImportError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--db") from exc
+    from .agent import BaseAgent
+    from .runner import Runner
+    from .sessions import PostgresSessionService
+
+    loaded = load_object(agent)
+    if not isinstance(loaded, BaseAgent) and callable(loaded):
+        loaded = loaded()
+    if not isinstance(loaded, BaseAgent):
+        raise typer.BadParameter(f"{agent!r} is not an agent (got {type(loaded).__name__})", param_hint="--agent")
+    store = PostgresSessionService(db, max_size=max(4, concurrency))
+    runner = Runner(app_name=app_name, agent=loaded, session_service=store, auto_create_session=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    running = Worker(runner, database_url=db, concurrency=concurrency, backend=backend)  # type: ignore[arg-type]
+    running.start()
+    out = _out()
+    out.print(f"worker {running.executor_id} ready: queue {running.queue_name}, {backend}", markup=False)
+    while not stop.wait(0.2):
+        if running.lost.is_set():
+            _err().print("the worker lost its database connection: exiting (its runs are recovered elsewhere)")
+            os._exit(1)
+    drained = running.stop(grace)
+    if not drained:
+        out.print(f"worker {running.executor_id}: {running.active} run(s) left for recovery", markup=False)
+        sys.stdout.flush()
+        os._exit(0)
+    store.close()
+    out.print(f"worker {running.executor_id} stopped", markup=False)
+
+
 def main() -> None:
     """Entry point of the ``codeact`` script. A host failure (an unreadable script or store,
     a store error) ends with one error line and exit status 1, not a traceback."""
