@@ -15,7 +15,7 @@ PATCHED := rust/patched/monty-types/.codeact-patched
 DEV_PROFILE ?= dev-release
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
-EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres
+EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,dbos
 
 .PHONY: toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
 

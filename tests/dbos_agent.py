@@ -67,7 +67,7 @@ def _reply(request: LlmRequest) -> str:
     if kind in ("long", "both"):
         lines.append(f'r = call_tool("render", {{"scene": "s{i}"}})')
         parts.append("r")
-    value = " + '; ' + ".join(["'noted s%d-a'" % i, *parts])
+    value = " + '; ' + ".join([f"'noted s{i}-a'", *parts])
     lines.append(f'{{"type": "final_result", "value": {value}}}')
     return _fence("\n".join(lines))
 

@@ -32,7 +32,7 @@ if os.environ.get("CODEACT_REQUIRE_POSTGRES") == "1":
 else:
     pytest.importorskip("dbos")
 
-from codeact.integrations.dbos import (  # noqa: E402
+from codeact.integrations.dbos import (
     CodeActClient,
     RunResult,
     partition_key,
@@ -43,7 +43,13 @@ TESTS = Path(__file__).resolve().parent
 APP, USER = "codeact", "u"
 SESSIONS = 24
 DEADLINE = 240.0  # seconds: a failure guard only; nothing waits for time to pass
-BLOCK = "s0:note,s1:pay"  # s0: inside a tool of the first turn; s1: inside the approved payment
+BLOCK = "s0:note,s1:pay"
+WORKER = [
+    sys.executable,
+    "-m",
+    "codeact.cli",
+    "worker",
+]  # s0: inside a tool of the first turn; s1: inside the approved payment
 
 
 def _env(url: str) -> dict[str, str]:
@@ -79,8 +85,7 @@ class Fleet:
         err = out.with_suffix(".err")
         with out.open("wb") as stdout, err.open("wb") as stderr:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "codeact.cli", "worker", "--db", self.url, "--agent", "dbos_agent:build"]
-                + ["--concurrency", "4", "--backend", backend],
+                [*WORKER, "--db", self.url, "--agent", "dbos_agent:build", "--concurrency", "4", "--backend", backend],
                 stdout=stdout,
                 stderr=stderr,
                 env=_env(self.url),

@@ -31,7 +31,6 @@ __all__ = ("DeadWorkerRecovery",)
 _log = logging.getLogger("codeact.integrations.dbos")
 
 _LOCK_SPACE = 0x636F6465  # "code": the first half of each advisory lock key
-_KEEPALIVE = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS codeact_dbos_executors (
@@ -88,7 +87,15 @@ class DeadWorkerRecovery:
     def _connect(self) -> Any:
         import psycopg
 
-        return psycopg.connect(self.database_url, autocommit=True, **_KEEPALIVE)
+        # TCP keepalives: a connection to a vanished machine is given up after about 25 s
+        return psycopg.connect(
+            self.database_url,
+            autocommit=True,
+            keepalives=1,
+            keepalives_idle=10,
+            keepalives_interval=5,
+            keepalives_count=3,
+        )
 
     def hold(self, executor_id: str) -> None:
         """Registers ``executor_id`` for this queue and takes its lock (held until ``stop``

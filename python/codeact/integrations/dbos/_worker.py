@@ -234,20 +234,30 @@ class Worker:
         return result.model_dump(mode="json")
 
     def _events(self, kind: RunKind, r: RunRequest) -> AsyncGenerator[Event, None]:
-        runner, where = self.runner, {"user_id": r.user_id, "session_id": r.session_id}
+        runner, user, sid, key = self.runner, r.user_id, r.session_id, r.run_key
         if kind == "run":
             message = Content.model_validate(r.message) if isinstance(r.message, dict) else r.message
-            return runner.run_async(**where, new_message=message, run_key=r.run_key)
+            return runner.run_async(user_id=user, session_id=sid, new_message=message, run_key=key)
         if kind == "approve":
-            return runner.approve(**where, call_key=r.call_key, digest=r.digest, run_key=r.run_key)
+            return runner.approve(user_id=user, session_id=sid, call_key=r.call_key, digest=r.digest, run_key=key)
         if kind == "deny":
-            return runner.deny(**where, call_key=r.call_key, reason=r.reason or None, digest=r.digest, run_key=r.run_key)
+            return runner.deny(
+                user_id=user, session_id=sid, call_key=r.call_key, reason=r.reason or None, digest=r.digest, run_key=key
+            )
         if kind == "complete":
             assert r.call_key is not None
-            return runner.complete(**where, call_key=r.call_key, value=r.value, error=r.error, run_key=r.run_key)
+            return runner.complete(
+                user_id=user, session_id=sid, call_key=r.call_key, value=r.value, error=r.error, run_key=key
+            )
         assert r.call_key is not None and r.action is not None
         return runner.resolve_in_doubt(
-            **where, call_key=r.call_key, action=r.action, value=r.value, reason=r.reason, run_key=r.run_key
+            user_id=user,
+            session_id=sid,
+            call_key=r.call_key,
+            action=r.action,
+            value=r.value,
+            reason=r.reason,
+            run_key=key,
         )
 
     async def _call(self, kind: RunKind, r: RunRequest, workflow: str) -> RunResult:
