@@ -10,6 +10,9 @@
   calls waiting for a human, and approving, denying or completing them
   (these rebuild the agent to resume the run: ``--agent module:attr``, or the options chat was
   started with). In chat, a paused call is answered at the prompt.
+- ``codeact worker --db postgresql://… --agent module:attr [--concurrency N] [--backend trio]``:
+  a DBOS worker running the app's queued runs and decisions (``codeact[dbos]``,
+  docs/scale-out.md) until SIGTERM.
 
 Exit codes: 0 success, 1 the script or run failed, 2 bad usage.
 """
@@ -820,6 +823,7 @@ def worker(
     app_name: AppOption = DEFAULT_APP,
     backend: Annotated[str, typer.Option(help="event loop of the runs: asyncio or trio")] = "asyncio",
     grace: Annotated[float, typer.Option(min=0, help="seconds SIGTERM waits for the runs in flight")] = 30.0,
+    poll: Annotated[float, typer.Option(min=0.001, help="seconds between two looks at the queue")] = 0.1,
 ) -> None:
     """Run agent runs and decisions from the app's DBOS queue (codeact[dbos]; docs/scale-out.md)
     until SIGTERM or Ctrl-C: then stop dequeuing, let the runs in flight finish for up to
@@ -850,7 +854,13 @@ def worker(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    running = Worker(runner, database_url=db, concurrency=concurrency, backend=backend)  # type: ignore[arg-type]
+    running = Worker(
+        runner,
+        database_url=db,
+        concurrency=concurrency,
+        backend=backend,  # type: ignore[arg-type]
+        polling_interval=poll,
+    )
     running.start()
     out = _out()
     out.print(f"worker {running.executor_id} ready: queue {running.queue_name}, {backend}", markup=False)
