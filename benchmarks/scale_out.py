@@ -7,7 +7,8 @@ journaled tool calls. Measured side by side in one run:
 - per run, one after another: ``Runner`` in process on SQLite, ``Runner`` in process on
   PostgreSQL, and a DBOS worker (``codeact worker``, one process) with the run enqueued by
   ``CodeActClient`` and its result awaited; ratios to SQLite;
-- throughput: M runs enqueued at once on 1, 2 and 4 worker processes (concurrency 4 each).
+- throughput: M runs enqueued at once on 1, 2 and 4 worker processes (concurrency 4 each;
+  workers are added between the figures).
 
 PostgreSQL is a throwaway local server (tests/_postgres.py: ``initdb``/``pg_ctl``), or
 ``--postgres URL`` (an empty database). Needs ``codeact[dbos,postgres]``.
@@ -62,6 +63,8 @@ def _in_process(make: Any, runs: int, tag: str) -> float:
     async def go() -> float:
         service: BaseSessionService = make()
         runner = Runner(app_name="bench", agent=build_agent(), session_service=service, auto_create_session=True)
+        async for _ in runner.run_async(user_id="u", session_id=f"{tag}-warm", new_message="go", run_key="warm"):
+            pass
         started = time.perf_counter()
         for i in range(runs):
             events = [
@@ -118,13 +121,13 @@ class _Workers:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global POLL
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer runs (CI)")
     parser.add_argument("--postgres", help="a postgresql:// URL of an empty database (default: a throwaway server)")
     parser.add_argument("--poll", type=float, default=POLL, help="seconds between two looks at the queue")
     args = parser.parse_args(argv)
     runs, burst = (10, 24) if args.quick else (100, 200)
-    global POLL
     POLL = args.poll
 
     from dbos import DBOSClient
@@ -161,12 +164,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 _dbos_sequential(client, 3, "warm")
                 per_run["DBOS, 1 worker"] = _dbos_sequential(client, runs, "seq")
-                workers.stop()
                 throughput: dict[int, float] = {}
                 for n in (1, 2, 4):
-                    workers.start(n)
+                    if len(workers.procs) < n:
+                        workers.start(n - len(workers.procs))
                     throughput[n] = _dbos_burst(client, burst, f"burst{n}")
-                    workers.stop()
             finally:
                 workers.stop()
                 if client is not None:
