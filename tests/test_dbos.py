@@ -10,6 +10,7 @@ count their side effects in a ``ledger`` table (``dbos_agent``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -185,6 +186,16 @@ APPROVER = textwrap.dedent(
 )
 
 
+def test_worker_refuses_a_store_that_is_not_postgres(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from codeact.cli import app
+
+    result = CliRunner().invoke(app, ["worker", "--db", str(tmp_path / "s.db"), "--agent", "dbos_agent:build"])
+    assert result.exit_code == 2
+    assert "postgresql://" in result.output and "--db" in result.output
+
+
 def test_names_are_derived_from_the_run_key() -> None:
     assert workflow_id("a/b", "u", "s 1", "m:1") == "codeact/a%2Fb/u/s%201/m%3A1"
     assert partition_key("a", "u", "s") == "a/u/s"
@@ -293,6 +304,17 @@ def test_scenario_on_two_workers_with_kills_approvals_and_completions(tmp_path: 
         assert len(_query(url, "SELECT 1 FROM ledger")) == ledger_before
         assert {k: len(v) for k, v in _session_events(url).items()} == events_before
         assert _pending_workflows(url) == 0
+
+        # one workflow per session at a time: each started after the one before it ended
+        flows = dbos_client.list_workflows(queue_name="codeact-codeact", load_input=False, load_output=False)
+        by_session: dict[str, list[Any]] = {}
+        for flow in flows:
+            by_session.setdefault(flow.queue_partition_key, []).append(flow)
+        assert len(by_session) == SESSIONS
+        for key, session_flows in by_session.items():
+            session_flows.sort(key=lambda f: f.dequeued_at)
+            for before, after in itertools.pairwise(session_flows):
+                assert after.dequeued_at >= before.completed_at, (key, before.workflow_id, after.workflow_id)
         print(
             f"\nDBOS scenario: {SESSIONS} sessions, {len(by_call)} tool calls, {len(ran_twice)} ran twice "
             f"(in flight on the 2 killed workers), {len(fleet.procs)} workers started, {elapsed:.1f} s"
