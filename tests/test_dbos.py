@@ -44,13 +44,8 @@ TESTS = Path(__file__).resolve().parent
 APP, USER = "codeact", "u"
 SESSIONS = 24
 DEADLINE = 240.0  # seconds: a failure guard only; nothing waits for time to pass
-BLOCK = "s0:note,s1:pay"
-WORKER = [
-    sys.executable,
-    "-m",
-    "codeact.cli",
-    "worker",
-]  # s0: inside a tool of the first turn; s1: inside the approved payment
+BLOCK = "s0:note,s1:pay"  # s0: inside a tool of the first turn; s1: inside the approved payment
+WORKER = [sys.executable, "-m", "codeact.cli", "worker", "--agent", "dbos_agent:build"]
 
 
 def _env(url: str) -> dict[str, str]:
@@ -81,12 +76,12 @@ class Fleet:
         self.procs: dict[int, tuple[subprocess.Popen[bytes], str, Path]] = {}
         self.killed: set[int] = set()
 
-    def start(self, backend: str) -> int:
+    def start(self, backend: str, *extra: str) -> int:
         out = self.tmp / f"worker-{len(self.procs)}.out"
         err = out.with_suffix(".err")
         with out.open("wb") as stdout, err.open("wb") as stderr:
             proc = subprocess.Popen(
-                [*WORKER, "--db", self.url, "--agent", "dbos_agent:build", "--concurrency", "4", "--backend", backend],
+                [*WORKER, "--db", self.url, "--concurrency", "4", "--backend", backend, *extra],
                 stdout=stdout,
                 stderr=stderr,
                 env=_env(self.url),
@@ -347,3 +342,39 @@ def _session_events(url: str) -> dict[str, list[Any]]:
 def _pending_workflows(url: str) -> int:
     (row,) = _query(url, "SELECT count(*) FROM dbos.workflow_status WHERE status NOT IN ('SUCCESS')")
     return int(row[0])
+
+
+@pytest.mark.slow
+def test_sigterm_leaves_a_run_in_flight_to_another_worker(tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
+    import psycopg
+    from dbos import DBOSClient
+
+    url = postgres_url
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(LEDGER_DDL)
+    fleet = Fleet(url, tmp_path)
+    dbos_client = None
+    try:
+        first = fleet.start("trio", "--grace", "1")
+        dbos_client = DBOSClient(system_database_url=url, application_name="codeact")
+        client = CodeActClient(dbos_client, app_name=APP)
+        handle = client.run(USER, "s0", "task 0", run_key="msg-0")
+        deadline = time.monotonic() + DEADLINE
+        assert _barrier(url, "s0:note", deadline) == first  # blocked inside the tool
+        proc, _, out = fleet.procs[first]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=DEADLINE) == 0
+        assert "1 run(s) left for recovery" in out.read_text()
+        fleet.killed.add(first)  # gone: not stopped again below
+        fleet.start("asyncio")
+        result = _result(handle, deadline)
+        assert (result.status, result.text) == ("done", expected(0))
+        rows = _query(url, "SELECT arg, pid FROM ledger ORDER BY id")
+        assert [arg for arg, _ in rows] == ["s0-a", "s0-a", "s0-b"]  # the call in flight ran again (rerun)
+        assert rows[0][1] == first and rows[1][1] != first
+        for pid, (code, text) in fleet.stop_all().items():
+            assert code == 0 and "stopped" in text, (pid, code, text)
+    finally:
+        fleet.kill_all()
+        if dbos_client is not None:
+            dbos_client.destroy()
