@@ -142,7 +142,7 @@ class Worker:
 
     def start(self) -> None:
         """Takes this worker's liveness lock, starts the event loop thread, launches DBOS
-        and starts dequeuing and recovering.
+        and starts dequeuing and recovering; returns once DBOS polls the queue.
 
         Raises:
             RuntimeError: another ``Worker`` runs in this process.
@@ -177,6 +177,7 @@ class Worker:
                 polling_interval_sec=self.polling_interval,
                 on_conflict="always_update",
             )
+            _wait_listening(self.queue_name)
             self.recovery.start()
         except BaseException:
             self._close(0)
@@ -295,6 +296,20 @@ class Worker:
             if info is not None and info.claim is not None:
                 return min(max(info.claim.expires_at - self.runner.clock(), 0.0), info.claim.lease) + 0.1
         return 1.0
+
+
+def _wait_listening(queue_name: str, timeout: float = 5.0) -> None:
+    """Waits (at most ``timeout`` seconds) until DBOS's thread polling ``queue_name`` runs:
+    DBOS starts it up to a second after the queue is registered. Best effort: it looks for
+    the thread by the name DBOS 3 gives it, and returns at the timeout otherwise."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    name = f"queue-worker-{queue_name}"
+    while time.monotonic() < deadline:
+        if any(t.name == name for t in threading.enumerate()):
+            return
+        time.sleep(0.02)
 
 
 def _failed(exc: BaseException, workflow: str, events: list[Event]) -> RunResult:
