@@ -160,7 +160,7 @@ class Worker:
             self.recovery.hold(self.executor_id)
             self._stack.callback(self.recovery.stop, unregister=False)
             self._portal = self._stack.enter_context(anyio.from_thread.start_blocking_portal(self.backend))
-            config: dict[str, Any] = {
+            config: Any = {  # a DBOSConfig (a TypedDict), with the caller's entries
                 "name": DBOS_APP_NAME,
                 "system_database_url": self.database_url,
                 "executor_id": self.executor_id,
@@ -168,7 +168,7 @@ class Worker:
                 "log_level": "WARNING",
                 **self._dbos_config,
             }
-            DBOS(config=config)  # type: ignore[arg-type]
+            DBOS(config=config)
             DBOS.launch()
             DBOS.register_queue(
                 self.queue_name,
