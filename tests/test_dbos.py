@@ -243,7 +243,12 @@ def test_scenario_on_two_workers_with_kills_approvals_and_completions(tmp_path: 
         victim2 = _barrier(url, "s1:pay", time.monotonic() + DEADLINE)
         assert victim2 not in fleet.killed
         fleet.start(fleet.kill(victim2))
-        out, err = approver.communicate(timeout=DEADLINE)
+        try:
+            out, err = approver.communicate(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            approver.kill()
+            out, err = approver.communicate()
+            raise AssertionError(f"the approver timed out: {err.decode()[-2000:]}\n{_diagnose(url)}") from None
         assert approver.returncode == 0, err.decode()[-3000:]
         report = json.loads(out.decode().strip().splitlines()[-1])
         finals = {sid: RunResult.model_validate(r) for sid, r in report["results"].items()}
@@ -337,6 +342,18 @@ def _session_events(url: str) -> dict[str, list[Any]]:
             return out
 
     return anyio.run(read)
+
+
+def _diagnose(url: str) -> str:
+    """The unfinished workflows, the registered executors and the turn slots (for a failure)."""
+    flows = _query(
+        url,
+        "SELECT workflow_uuid, name, status, executor_id, recovery_attempts FROM dbos.workflow_status "
+        "WHERE status <> 'SUCCESS' ORDER BY created_at",
+    )
+    executors = _query(url, "SELECT executor_id, pid FROM codeact_dbos_executors")
+    turns = _query(url, "SELECT session_id, data FROM codeact_turns")
+    return f"workflows: {flows}\nexecutors: {executors}\nturns: {[(s, d[:300]) for s, d in turns]}"
 
 
 def _pending_workflows(url: str) -> int:

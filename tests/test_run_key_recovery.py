@@ -15,7 +15,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from codeact import CodeActAgent, FunctionTool, MontyRuntime, Runner, ScriptedModel, SqliteSessionService
+from codeact import (
+    CodeActAgent,
+    FunctionTool,
+    LongRunningFunctionTool,
+    MontyRuntime,
+    Runner,
+    ScriptedModel,
+    SqliteSessionService,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -23,12 +31,16 @@ CHILD = textwrap.dedent(
     """
     import sys, threading
     import anyio
-    from codeact import CodeActAgent, FunctionTool, MontyRuntime, Runner, ScriptedModel, SqliteSessionService
+    from codeact import (CodeActAgent, FunctionTool, LongRunningFunctionTool, MontyRuntime, Runner, ScriptedModel,
+                         SqliteSessionService)
 
     db, ledger, barrier, turns = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
     class Stopping(SqliteSessionService):
         async def append_event(self, session, event):
+            if turns == 0 and event.long_running_tool_ids:
+                open(barrier, "w").close()  # suspended, its announcement not stored yet
+                threading.Event().wait(600)
             stored = await super().append_event(session, event)
             replies = [e for e in session.events if e.kind == "model_reply"]
             if event.kind == "model_reply" and len(replies) == turns:
@@ -46,11 +58,19 @@ CHILD = textwrap.dedent(
         '```python\\na = call_tool("note", {"text": "a"})\\n{"type": "observation", "value": a}\\n```',
         '```python\\nb = call_tool("note", {"text": "b"})\\n{"type": "final_result", "value": b}\\n```',
     ]
+    if turns == 0:
+        REPLIES = ['```python\\nr = call_tool("render", {"scene": "a"})\\n{"type": "final_result", "value": r}\\n```']
+
+    def render(scene: str) -> dict:
+        \"\"\"Starts a render.\"\"\"
+        with open(ledger, "a") as f:
+            f.write("render " + scene + "\\n")
+        return {"status": "started"}
 
     async def main():
         with Stopping(db) as service:
             agent = CodeActAgent(name="coder", model=ScriptedModel(REPLIES), runtime=MontyRuntime(),
-                                 tools=[FunctionTool(note)])
+                                 tools=[FunctionTool(note), LongRunningFunctionTool(render)])
             runner = Runner(app_name="app", agent=agent, session_service=service, auto_create_session=True)
             async for _ in runner.run_async(user_id="u", session_id="s", new_message="go", run_key="m-1"):
                 pass
@@ -95,8 +115,13 @@ async def test_run_key_killed_after_the_model_reply_recovers_the_run(tmp_path: P
 
     # the redelivered run key: the stored turn's script runs from its record, then the model
     # is asked for the second turn (again, when it had answered it before the kill)
+    def render(scene: str) -> dict:
+        """Starts a render."""
+        return {}
+
     model = ScriptedModel(REPLIES[1:])
-    agent = CodeActAgent(name="coder", model=model, runtime=MontyRuntime(), tools=[FunctionTool(note)])
+    tools = [FunctionTool(note), LongRunningFunctionTool(render)]
+    agent = CodeActAgent(name="coder", model=model, runtime=MontyRuntime(), tools=tools)
     with SqliteSessionService(db) as service:
         runner = Runner(app_name="app", agent=agent, session_service=service)
         events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go", run_key="m-1")]
@@ -107,3 +132,42 @@ async def test_run_key_killed_after_the_model_reply_recovers_the_run(tmp_path: P
         session = await service.get_session(app_name="app", user_id="u", session_id="s")
         assert [e.text for e in session.events if e.author == "user" and e.text == "go"] == ["go"]
     assert ledger.read_text().splitlines() == ["a", "b"]
+
+
+async def test_run_key_killed_before_its_pause_was_announced_announces_it(tmp_path: Path) -> None:
+    db, ledger, barrier = tmp_path / "s.db", tmp_path / "ledger", tmp_path / "barrier"
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    proc = subprocess.Popen(
+        [sys.executable, str(child), str(db), str(ledger), str(barrier), "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not barrier.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
+        assert time.monotonic() < deadline, "the child never reached the barrier"
+        await anyio.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+
+    def note(text: str) -> str:
+        """Writes a note."""
+        raise AssertionError("no note in this run")
+
+    def render(scene: str) -> dict:
+        """Starts a render."""
+        raise AssertionError("the render started once already")
+
+    tools = [FunctionTool(note), LongRunningFunctionTool(render)]
+    agent = CodeActAgent(name="coder", model=ScriptedModel([]), runtime=MontyRuntime(), tools=tools)
+    with SqliteSessionService(db) as service:
+        runner = Runner(app_name="app", agent=agent, session_service=service)
+        events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go", run_key="m-1")]
+        assert events[-1].long_running_tool_ids  # announced again, nothing ran
+        (pending,) = await runner.pending(user_id="u", session_id="s")
+        done = [e async for e in runner.complete(user_id="u", session_id="s", call_key=pending.call_key, value="ok")]
+        assert done[-1].text == "ok"
+    assert ledger.read_text().splitlines() == ["render a"]
