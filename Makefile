@@ -16,7 +16,7 @@ PATCHED := .cargo/config.toml
 DEV_PROFILE ?= dev-release
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
-EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,web,test-web
+EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,dbos,web,test-web
 
 .PHONY: toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
 

@@ -13,6 +13,10 @@
 - ``codeact serve --db FILE|URL --agent module:attr [--host 127.0.0.1 --port 8000] [--token T]``:
   the approval inbox in the browser (``codeact[web]``, ``docs/web.md``).
 
+- ``codeact worker --db postgresql://… --agent module:attr [--concurrency N] [--backend trio]``:
+  a DBOS worker running the app's queued runs and decisions (``codeact[dbos]``,
+  docs/scale-out.md) until SIGTERM.
+
 Exit codes: 0 success, 1 the script or run failed, 2 bad usage.
 """
 
@@ -861,6 +865,68 @@ def serve(
     web_app = create_app(runner, token=token)
     _err().print(f"codeact serve: http://{host}:{port}/inbox (app {app_name!r})", style="dim")
     uvicorn.run(web_app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+
+
+@app.command()
+def worker(
+    db: Annotated[str, typer.Option(help="the PostgreSQL database: sessions and DBOS's tables (postgresql://…)")],
+    agent: Annotated[str, typer.Option(help="module:attr of the agent (or of a function returning it)")],
+    concurrency: Annotated[int, typer.Option(min=1, help="runs this worker drives at once")] = 8,
+    app_name: AppOption = DEFAULT_APP,
+    backend: Annotated[str, typer.Option(help="event loop of the runs: asyncio or trio")] = "asyncio",
+    grace: Annotated[float, typer.Option(min=0, help="seconds SIGTERM waits for the runs in flight")] = 30.0,
+    poll: Annotated[float, typer.Option(min=0.001, help="seconds between two looks at the queue")] = 0.1,
+) -> None:
+    """Run agent runs and decisions from the app's DBOS queue (codeact[dbos]; docs/scale-out.md)
+    until SIGTERM or Ctrl-C: then stop dequeuing, let the runs in flight finish for up to
+    --grace seconds and exit; runs still in flight are recovered by another worker."""
+    import os
+    import signal
+    import threading
+
+    if not _is_postgres_url(db):
+        raise typer.BadParameter(f"{db!r} is not a postgresql:// URL", param_hint="--db")
+    if backend not in ("asyncio", "trio"):
+        raise typer.BadParameter(f"expected asyncio or trio, got {backend!r}", param_hint="--backend")
+    try:
+        from .integrations.dbos import Worker
+    except ImportError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--db") from exc
+    from .agent import BaseAgent
+    from .runner import Runner
+    from .sessions import PostgresSessionService
+
+    loaded = load_object(agent)
+    if not isinstance(loaded, BaseAgent) and callable(loaded):
+        loaded = loaded()
+    if not isinstance(loaded, BaseAgent):
+        raise typer.BadParameter(f"{agent!r} is not an agent (got {type(loaded).__name__})", param_hint="--agent")
+    store = PostgresSessionService(db, max_size=max(4, concurrency))
+    runner = Runner(app_name=app_name, agent=loaded, session_service=store, auto_create_session=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    running = Worker(
+        runner,
+        database_url=db,
+        concurrency=concurrency,
+        backend=backend,  # type: ignore[arg-type]
+        polling_interval=poll,
+    )
+    running.start()
+    out = _out()
+    out.print(f"worker {running.executor_id} ready: queue {running.queue_name}, {backend}", markup=False)
+    while not stop.wait(0.2):
+        if running.lost.is_set():
+            _err().print("the worker lost its database connection: exiting (its runs are recovered elsewhere)")
+            os._exit(1)
+    drained = running.stop(grace)
+    if not drained:
+        out.print(f"worker {running.executor_id}: {running.active} run(s) left for recovery", markup=False)
+        sys.stdout.flush()
+        os._exit(0)
+    store.close()
+    out.print(f"worker {running.executor_id} stopped", markup=False)
 
 
 def main() -> None:

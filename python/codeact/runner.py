@@ -213,6 +213,14 @@ class Runner:
                     update={"tool_confirmation_decisions": {}, "in_doubt_decisions": {}, "decision_digests": {}}
                 )
                 stored_message = True
+            elif mine and not all(e.author == "user" for e in mine) and _paused_unannounced(record, run_key, mine[-1]):
+                # The run paused (its turn is stored, suspended) but stopped before its
+                # announcement was stored: the redelivery announces the pending calls again.
+                content, responses, decided = None, [], False
+                run_config = run_config.model_copy(
+                    update={"tool_confirmation_decisions": {}, "in_doubt_decisions": {}, "decision_digests": {}}
+                )
+                invocation_id, stored_message = mine[-1].invocation_id, True
             elif mine and not all(e.author == "user" for e in mine):
                 for event in mine:
                     if event.author == "user":
@@ -983,6 +991,14 @@ class Runner:
             raise AlreadyResumingError(
                 f"another runner is resuming session {session.id!r}; its turn was not discarded"
             ) from exc
+
+
+def _paused_unannounced(record: TurnRecord | None, run_key: str, last: Event) -> bool:
+    """Whether the run with ``run_key`` suspended its turn (the stored turn is its own, at
+    rest) and its last stored event is not the announcement of the pending calls."""
+    if record is None or record.status != "suspended" or record.claim is not None or record.run_key != run_key:
+        return False
+    return not (last.interrupted or last.long_running_tool_ids)
 
 
 def _record_of(slot: TurnSlot | None) -> TurnRecord | None:

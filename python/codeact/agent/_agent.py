@@ -722,8 +722,9 @@ class CodeActAgent(BaseAgent):
                 reply = await self._call_model(run)
                 script = extract_code(reply)
                 run.transcript.append(Content.from_text(reply, role="model"))
-                yield self._model_event(run, reply, script)
+                model_event = self._model_event(run, reply, script)
                 if script is None:
+                    yield model_event
                     explained = explain_no_code(reply)
                     run.transcript.append(Content.from_text(explained, role="user"))
                     run.outbox.append(self._result_event(run, [explained], None))
@@ -732,6 +733,7 @@ class CodeActAgent(BaseAgent):
                 run.tools_ran = []
                 hint = script_hint(script, self.runtime, run.roster)
                 if hint is not None:
+                    yield model_event
                     self._feed_back(run, "Error during execution:\n" + hint, outcome=None)
                     continue
                 start: Callable[..., Any] = self.runtime.start
@@ -750,6 +752,12 @@ class CodeActAgent(BaseAgent):
                     version=run.slot_version,
                     decisions=claim_decisions(rc.tool_confirmation_decisions, rc.tool_denial_reasons),
                 )
+                if ctx.run_key is not None and run.slot_version == 0:
+                    # A keyed run that holds no turn slot yet claims one before its model reply
+                    # is stored: a crash from here on leaves the run recoverable under its run
+                    # key (Runner.run_async) instead of looking finished.
+                    await TurnDriver(run, state).save("running")
+                yield model_event
                 step = await run_step(start, script, SCRIPT_NAME)
 
             # One turn: the driver advances the script until it ends, suspends or stops the run.

@@ -1,0 +1,174 @@
+"""What travels through DBOS: the request a workflow gets, the result it returns, and the
+names (workflow ids, queue and partition keys) both sides derive from the same inputs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ... import __version__
+from ...events import Event
+
+__all__ = (
+    "DBOS_APP_NAME",
+    "RUN_KINDS",
+    "PausedCall",
+    "RunKind",
+    "RunRequest",
+    "RunResult",
+    "application_version",
+    "default_queue",
+    "partition_key",
+    "workflow_id",
+    "workflow_name",
+)
+
+DBOS_APP_NAME = "codeact"
+"""The DBOS application name the workers run under and the helpers enqueue for."""
+
+RunKind = Literal["run", "approve", "deny", "complete", "resolve_in_doubt"]
+"""The ``Runner`` call a workflow makes: ``run_async``, ``approve``, ``deny``, ``complete``
+or ``resolve_in_doubt``."""
+
+RUN_KINDS: tuple[RunKind, ...] = ("run", "approve", "deny", "complete", "resolve_in_doubt")
+"""Every ``RunKind``; each is one registered DBOS workflow (``workflow_name``)."""
+
+
+def application_version() -> str:
+    """The DBOS application version of the workers: ``codeact-<version>``. Every worker of
+    one codeact version may recover any other's workflows (a workflow holds no DBOS steps,
+    so nothing of it is replayed by position)."""
+    return f"codeact-{__version__}"
+
+
+def default_queue(app_name: str) -> str:
+    """The queue of an app's runs: ``codeact-<app_name>``."""
+    return f"codeact-{app_name}"
+
+
+def workflow_name(kind: RunKind) -> str:
+    """The registered DBOS workflow name of ``kind``: ``codeact.<kind>``."""
+    return f"codeact.{kind}"
+
+
+def _part(text: str) -> str:
+    return quote(text, safe="")
+
+
+def partition_key(app_name: str, user_id: str, session_id: str) -> str:
+    """The queue partition of a session: at most one of its workflows runs at a time, on
+    any worker. Each part is percent-encoded, joined by ``/``."""
+    return "/".join(_part(p) for p in (app_name, user_id, session_id))
+
+
+def workflow_id(app_name: str, user_id: str, session_id: str, run_key: str) -> str:
+    """The DBOS workflow id of a run: the session's partition key and the run key, so an
+    enqueue repeated with the same run key names the same workflow (and the same run)."""
+    return f"codeact/{partition_key(app_name, user_id, session_id)}/{_part(run_key)}"
+
+
+class RunRequest(BaseModel):
+    """The input of a workflow: one ``Runner`` call, as plain data.
+
+    Attributes:
+        kind: which call (``RunKind``).
+        app_name / user_id / session_id: the session.
+        run_key: the run's idempotency key (``Runner.run_async(run_key=)``).
+        message: the user's message (``run``): text, or a ``Content`` as a dict.
+        call_key: the pending call a decision names (None: the only one pending).
+        digest: the ``PendingCallInfo.digest`` an approval was made on (``approve``).
+        reason: the denial reason (``deny``) or the failure text (``resolve_in_doubt``).
+        value: the long-running call's result (``complete``) or the value given to the
+            script (``resolve_in_doubt`` with ``"skip"``); plain data.
+        error: the long-running call's failure text (``complete``; ``value`` then None).
+        action: ``"rerun"``, ``"skip"`` or ``"fail"`` (``resolve_in_doubt``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: RunKind
+    app_name: str
+    user_id: str
+    session_id: str
+    run_key: str = Field(min_length=1)
+    message: str | dict[str, Any] | None = None
+    call_key: str | None = None
+    digest: str | None = None
+    reason: str = ""
+    value: Any = None
+    error: str | None = None
+    action: Literal["rerun", "skip", "fail"] | None = None
+
+
+class PausedCall(BaseModel):
+    """A call the run paused at, as its announcement events show it.
+
+    Attributes:
+        call_key: the key to decide it with (``approve`` / ``deny`` / ``complete``).
+        tool: the tool name.
+        args: the bound arguments.
+        kind: ``"confirmation"`` (approve or deny; also a call in doubt) or
+            ``"completion"`` (a long-running call's result).
+    """
+
+    call_key: str
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    kind: Literal["confirmation", "completion"]
+
+
+class RunResult(BaseModel):
+    """What a workflow returns: how the ``Runner`` call ended.
+
+    Attributes:
+        workflow_id: the workflow (``workflow_id``).
+        status: ``"done"`` (the run ended: a final answer or an error event),
+            ``"paused"`` (calls wait for a decision or a result: ``paused``) or
+            ``"failed"`` (the call raised a codeact error: ``error_type``, ``error``;
+            nothing ran past what the store shows).
+        text: the text of the run's last event (the final answer when ``"done"``).
+        events: how many events the call yielded.
+        replayed: the run had finished before (a repeated run key): its stored events
+            were yielded again and nothing ran.
+        paused: the calls the run paused at.
+        error_type / error: the exception's class name and message (``"failed"``).
+    """
+
+    workflow_id: str = ""
+    status: Literal["done", "paused", "failed"]
+    text: str = ""
+    events: int = 0
+    replayed: bool = False
+    paused: list[PausedCall] = Field(default_factory=list)
+    error_type: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_events(cls, events: list[Event], workflow: str = "") -> RunResult:
+        """The result of a call that yielded ``events``, read from its last events."""
+        paused: list[PausedCall] = []
+        for event in events:
+            if not event.interrupted and not event.long_running_tool_ids:
+                continue
+            for key, confirmation in event.actions.requested_tool_confirmations.items():
+                paused.append(
+                    PausedCall(call_key=key, tool=confirmation.tool_name, args=confirmation.args, kind="confirmation")
+                )
+            for call in event.get_function_calls():
+                if call.id is not None and call.id in event.long_running_tool_ids:
+                    paused.append(PausedCall(call_key=call.id, tool=call.name, args=call.args, kind="completion"))
+        last = events[-1] if events else None
+        # announcements repeat on a later call of the same run: only the last pause counts
+        if last is not None and not (last.interrupted or last.long_running_tool_ids):
+            paused = []
+        replayed = bool(events) and all((e.custom_metadata or {}).get("codeact_replayed") for e in events)
+        return cls(
+            workflow_id=workflow,
+            status="paused" if paused else "done",
+            text=last.text if last is not None else "",
+            events=len(events),
+            replayed=replayed,
+            paused=paused,
+        )

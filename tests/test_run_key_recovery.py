@@ -1,0 +1,173 @@
+"""A keyed run killed after its model reply is stored, before its script's first tool call,
+is recovered under its run key (not replayed as finished): found by the DBOS scenario
+(issue 25), where a worker died in that window. The kill happens in a child process at a
+barrier (the store signals once the reply is stored, then blocks), never after a sleep."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from codeact import (
+    CodeActAgent,
+    FunctionTool,
+    LongRunningFunctionTool,
+    MontyRuntime,
+    Runner,
+    ScriptedModel,
+    SqliteSessionService,
+)
+
+pytestmark = pytest.mark.anyio
+
+CHILD = textwrap.dedent(
+    """
+    import sys, threading
+    import anyio
+    from codeact import (CodeActAgent, FunctionTool, LongRunningFunctionTool, MontyRuntime, Runner, ScriptedModel,
+                         SqliteSessionService)
+
+    db, ledger, barrier, turns = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+    class Stopping(SqliteSessionService):
+        async def append_event(self, session, event):
+            if turns == 0 and event.long_running_tool_ids:
+                open(barrier, "w").close()  # suspended, its announcement not stored yet
+                threading.Event().wait(600)
+            stored = await super().append_event(session, event)
+            replies = [e for e in session.events if e.kind == "model_reply"]
+            if event.kind == "model_reply" and len(replies) == turns:
+                open(barrier, "w").close()  # the reply is stored: the test kills now
+                threading.Event().wait(600)
+            return stored
+
+    def note(text: str) -> str:
+        \"\"\"Writes a note.\"\"\"
+        with open(ledger, "a") as f:
+            f.write(text + "\\n")
+        return "noted " + text
+
+    REPLIES = [
+        '```python\\na = call_tool("note", {"text": "a"})\\n{"type": "observation", "value": a}\\n```',
+        '```python\\nb = call_tool("note", {"text": "b"})\\n{"type": "final_result", "value": b}\\n```',
+    ]
+    if turns == 0:
+        REPLIES = ['```python\\nr = call_tool("render", {"scene": "a"})\\n{"type": "final_result", "value": r}\\n```']
+
+    def render(scene: str) -> dict:
+        \"\"\"Starts a render.\"\"\"
+        with open(ledger, "a") as f:
+            f.write("render " + scene + "\\n")
+        return {"status": "started"}
+
+    async def main():
+        with Stopping(db) as service:
+            agent = CodeActAgent(name="coder", model=ScriptedModel(REPLIES), runtime=MontyRuntime(),
+                                 tools=[FunctionTool(note), LongRunningFunctionTool(render)])
+            runner = Runner(app_name="app", agent=agent, session_service=service, auto_create_session=True)
+            async for _ in runner.run_async(user_id="u", session_id="s", new_message="go", run_key="m-1"):
+                pass
+
+    anyio.run(main)
+    """
+)
+
+REPLIES = [
+    '```python\na = call_tool("note", {"text": "a"})\n{"type": "observation", "value": a}\n```',
+    '```python\nb = call_tool("note", {"text": "b"})\n{"type": "final_result", "value": b}\n```',
+]
+
+
+@pytest.mark.parametrize("turns", [1, 2], ids=["first-turn", "second-turn"])
+async def test_run_key_killed_after_the_model_reply_recovers_the_run(tmp_path: Path, turns: int) -> None:
+    db, ledger, barrier = tmp_path / "s.db", tmp_path / "ledger", tmp_path / "barrier"
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    proc = subprocess.Popen(
+        [sys.executable, str(child), str(db), str(ledger), str(barrier), str(turns)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not barrier.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
+        assert time.monotonic() < deadline, "the child never reached the barrier"
+        await anyio.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    before = ledger.read_text().splitlines() if ledger.exists() else []
+    assert before == (["a"] if turns == 2 else [])
+
+    def note(text: str) -> str:
+        """Writes a note."""
+        with ledger.open("a") as f:
+            f.write(text + "\n")
+        return "noted " + text
+
+    # the redelivered run key: the stored turn's script runs from its record, then the model
+    # is asked for the second turn (again, when it had answered it before the kill)
+    def render(scene: str) -> dict:
+        """Starts a render."""
+        return {}
+
+    model = ScriptedModel(REPLIES[1:])
+    tools = [FunctionTool(note), LongRunningFunctionTool(render)]
+    agent = CodeActAgent(name="coder", model=model, runtime=MontyRuntime(), tools=tools)
+    with SqliteSessionService(db) as service:
+        runner = Runner(app_name="app", agent=agent, session_service=service)
+        events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go", run_key="m-1")]
+        assert events and not any((e.custom_metadata or {}).get("codeact_replayed") for e in events)
+        assert events[-1].text == "noted b"
+        again = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go", run_key="m-1")]
+        assert again[-1].text == "noted b" and all(e.custom_metadata["codeact_replayed"] for e in again)
+        session = await service.get_session(app_name="app", user_id="u", session_id="s")
+        assert [e.text for e in session.events if e.author == "user" and e.text == "go"] == ["go"]
+    assert ledger.read_text().splitlines() == ["a", "b"]
+
+
+async def test_run_key_killed_before_its_pause_was_announced_announces_it(tmp_path: Path) -> None:
+    db, ledger, barrier = tmp_path / "s.db", tmp_path / "ledger", tmp_path / "barrier"
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    proc = subprocess.Popen(
+        [sys.executable, str(child), str(db), str(ledger), str(barrier), "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not barrier.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
+        assert time.monotonic() < deadline, "the child never reached the barrier"
+        await anyio.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+
+    def note(text: str) -> str:
+        """Writes a note."""
+        raise AssertionError("no note in this run")
+
+    def render(scene: str) -> dict:
+        """Starts a render."""
+        raise AssertionError("the render started once already")
+
+    tools = [FunctionTool(note), LongRunningFunctionTool(render)]
+    agent = CodeActAgent(name="coder", model=ScriptedModel([]), runtime=MontyRuntime(), tools=tools)
+    with SqliteSessionService(db) as service:
+        runner = Runner(app_name="app", agent=agent, session_service=service)
+        events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go", run_key="m-1")]
+        assert events[-1].long_running_tool_ids  # announced again, nothing ran
+        (pending,) = await runner.pending(user_id="u", session_id="s")
+        done = [e async for e in runner.complete(user_id="u", session_id="s", call_key=pending.call_key, value="ok")]
+        assert done[-1].text == "ok"
+    assert ledger.read_text().splitlines() == ["render a"]
