@@ -104,6 +104,7 @@ benchmark: install-wheel  ## the benchmarks, full length
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py
 	$(BIN)/python benchmarks/hostile.py
 	$(BIN)/python benchmarks/stores.py
+	$(BIN)/python benchmarks/scale_out.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py --quick
@@ -113,6 +114,7 @@ benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/namespace.py --quick
 	$(BIN)/python benchmarks/hostile.py --quick
 	$(BIN)/python benchmarks/stores.py --quick
+	$(BIN)/python benchmarks/scale_out.py --quick
 
 FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000
