@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # rustup's older proxies come first on PATH, so /usr/bin goes first when its rustc is new enough
 # (evaluated at each use, after `toolchain` ran). clippy must be 1.96 too (rust-web-clippy).
 RUST_PATH = $(shell /usr/bin/rustc --version 2>/dev/null | grep -Eq ' 1\.(9[6-9]|[1-9][0-9]{2,})\.' && echo /usr/bin:)$(PATH)
-PATCHED := rust/patched/monty-types/.codeact-patched
+PATCHED := rust/patched/monty-types/.codeact-patched rust/patched/monty/.codeact-patched
 # Cargo profiles (Cargo.toml): fat-LTO `release` for the release wheel, `dev-release` for
 # development builds and the demo (several times faster to build from cold).
 DEV_PROFILE ?= dev-release
@@ -29,11 +29,11 @@ toolchain:  ## Rust 1.96 (the one on PATH, else Debian's rustc-web/cargo-web, in
 
 install: build  ## editable install with the test tools into $(VENV) (for development)
 
-$(PATCHED): build_backend/codeact_build/monty_patch.py $(wildcard rust/patches/*.patch)
+$(PATCHED) &: build_backend/codeact_build/monty_patch.py $(wildcard rust/patches/*.patch)
 	PATH=$(RUST_PATH) $(PYTHON) tools/patch_monty.py
 
 # pip and python -m build prepare it by themselves (build_backend/); plain cargo and maturin need it.
-patch: $(PATCHED)  ## prepare the patched monty-types crate (rust/patched/, ADR 0003)
+patch: $(PATCHED)  ## prepare the patched monty-types and monty crates (rust/patched/, ADR 0003)
 
 build: toolchain $(BIN)/python $(PATCHED)  ## build the extension (dev-release profile) and install the package editable into $(VENV)
 	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --profile $(DEV_PROFILE) -E $(EXTRAS)

@@ -1,8 +1,8 @@
 """Release metadata and the build backend's crate preparation (issue 26).
 
 The version is the same everywhere a user or a tool reads it, ``codeact --version`` prints it,
-and ``build_backend/codeact_build/monty_patch.py`` turns the published ``monty-types`` crate
-(from cargo's registry, fetched by cargo when missing) into the patched copy the workspace's
+and ``build_backend/codeact_build/monty_patch.py`` turns the published ``monty-types`` and ``monty``
+crates (from cargo's registry, fetched by cargo when missing) into the patched copies the workspace's
 ``[patch.crates-io]`` needs, idempotently, re-creating it when a patch changes and failing
 clearly when one does not apply.
 """
@@ -59,8 +59,8 @@ def test_installed_distribution_carries_the_bundled_notices() -> None:
 def test_notices_list_every_linked_crate() -> None:
     """THIRD_PARTY_NOTICES.md matches ``cargo metadata`` (skipped without cargo 1.96 and the patched crate)."""
     cargo = shutil.which("cargo", path="/usr/bin") or shutil.which("cargo")
-    if cargo is None or not (ROOT / "rust" / "patched" / "monty-types").is_dir():
-        pytest.skip("needs cargo and the patched monty-types crate (make patch)")
+    if cargo is None or not all((ROOT / "rust" / "patched" / c).is_dir() for c in monty_patch.CRATES):
+        pytest.skip("needs cargo and the patched Monty crates (make patch)")
     env = {**os.environ, "PATH": f"{Path(cargo).parent}:{os.environ.get('PATH', '')}"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "third_party_notices.py"), "--check"],
@@ -96,36 +96,47 @@ def _tree(tmp_path: Path) -> Path:
 
 
 needs_cargo = pytest.mark.skipif(
-    shutil.which("cargo") is None and monty_patch._registry_copy() is None,
-    reason="needs cargo or a monty-types 1.4.0 copy in cargo's registry",
+    shutil.which("cargo") is None and None in (monty_patch._registry_copy(c) for c in monty_patch.CRATES),
+    reason="needs cargo or monty-types and monty 1.4.0 copies in cargo's registry",
 )
 
 
 @needs_cargo
 def test_prepare_applies_the_patch_to_the_published_crate(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    crate = monty_patch.prepare(root)
-    assert crate == root / "rust" / "patched" / "monty-types"
-    assert 'version = "1.4.0"' in (crate / "Cargo.toml").read_text()
-    assert "pub static MEMORY_PROBE" in (crate / "src" / "resource.rs").read_text()
-    published = monty_patch._registry_copy()
-    assert published is not None
-    assert "MEMORY_PROBE" not in (published / "src" / "resource.rs").read_text(), "the registry copy was modified"
-    stamp = crate / ".codeact-patched"
-    before = stamp.stat().st_mtime_ns
-    assert monty_patch.prepare(root) == crate  # idempotent: the stamped copy is kept
-    assert stamp.stat().st_mtime_ns == before
+    crates = monty_patch.prepare(root)
+    types, monty = crates
+    assert crates == [root / "rust" / "patched" / "monty-types", root / "rust" / "patched" / "monty"]
+    for crate in crates:
+        assert 'version = "1.4.0"' in (crate / "Cargo.toml").read_text()
+    resource = (types / "src" / "resource.rs").read_text()
+    assert "pub static MEMORY_PROBE" in resource and "pub fn check_time_for" in resource
+    assert "check_product_time" in (monty / "src" / "resource_checks.rs").read_text()
+    assert "pub static SYNCHRONOUS_CALL_MESSAGE" in (monty / "src" / "exception_private.rs").read_text()
+    for crate, marker, path in (
+        ("monty-types", "MEMORY_PROBE", "resource.rs"),
+        ("monty", "check_product_time", "resource_checks.rs"),
+    ):
+        published = monty_patch._registry_copy(crate)
+        assert published is not None
+        assert marker not in (published / "src" / path).read_text(), "the registry copy was modified"
+    stamps = [crate / ".codeact-patched" for crate in crates]
+    before = [stamp.stat().st_mtime_ns for stamp in stamps]
+    assert monty_patch.prepare(root) == crates  # idempotent: the stamped copies are kept
+    assert [stamp.stat().st_mtime_ns for stamp in stamps] == before
 
 
 @needs_cargo
 def test_prepare_recreates_the_copy_when_a_patch_changes(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    crate = monty_patch.prepare(root)
-    (crate / "src" / "resource.rs").write_text("// edited by hand\n")
-    patch = next((root / "rust" / "patches").glob("*.patch"))
-    patch.write_text(patch.read_text() + "\n")  # same hunks, different text: a new stamp
+    types, monty = monty_patch.prepare(root)
+    (types / "src" / "resource.rs").write_text("// edited by hand\n")
+    (monty / "src" / "resource_checks.rs").write_text("// edited by hand\n")
+    for patch in (root / "rust" / "patches").glob("*.patch"):
+        patch.write_text(patch.read_text() + "\n")  # same hunks, different text: a new stamp
     monty_patch.prepare(root)
-    assert "pub static MEMORY_PROBE" in (crate / "src" / "resource.rs").read_text()
+    assert "pub static MEMORY_PROBE" in (types / "src" / "resource.rs").read_text()
+    assert "check_product_time" in (monty / "src" / "resource_checks.rs").read_text()
 
 
 @needs_cargo
@@ -150,4 +161,5 @@ def test_patch_script_prepares_the_checkout() -> None:
         [sys.executable, str(ROOT / "tools" / "patch_monty.py")], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert (ROOT / "rust" / "patched" / "monty-types" / ".codeact-patched").exists()
+    for crate in monty_patch.CRATES:
+        assert (ROOT / "rust" / "patched" / crate / ".codeact-patched").exists()

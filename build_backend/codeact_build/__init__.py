@@ -3,8 +3,8 @@
 ``pyproject.toml`` names it (``build-backend = "codeact_build"``, ``backend-path =
 ["build_backend"]``), so ``pip install .``, ``pip install -e .``, ``python -m build`` and
 ``pip install codeact-*.tar.gz`` need no pre-step: every hook first runs
-:func:`codeact_build.monty_patch.prepare`, which fetches the published ``monty-types`` crate
-with cargo and applies ``rust/patches/`` to a copy under ``rust/patched/`` (what
+:func:`codeact_build.monty_patch.prepare`, which fetches the published ``monty-types`` and
+``monty`` crates with cargo and applies ``rust/patches/`` to copies under ``rust/patched/`` (what
 ``Cargo.toml``'s ``[patch.crates-io]`` points at), then hands over to maturin's own hooks.
 
 Cargo profiles: a wheel (``pip install .``, ``python -m build``, the sdist) is built with the
