@@ -25,9 +25,15 @@ mod tests {
 
     #[test]
     fn tools_get_the_hint_and_other_host_calls_keep_montys_text() {
-        assert_eq!(message("external function", "call_tool").as_deref(), Some(CALLBACK_HINT));
+        assert_eq!(
+            message("external function", "call_tool").as_deref(),
+            Some(CALLBACK_HINT)
+        );
         let named = message("external function", "score").unwrap();
-        assert!(named.contains("keys = {v: score(...) for v in xs}"), "{named}");
+        assert!(
+            named.contains("keys = {v: score(...) for v in xs}"),
+            "{named}"
+        );
         assert_eq!(message("OS function", "Path.read_text"), None);
         assert_eq!(message("method call", "m"), None);
     }
