@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # rustup's older proxies come first on PATH, so /usr/bin goes first when its rustc is new enough
 # (evaluated at each use, after `toolchain` ran). clippy must be 1.96 too (rust-web-clippy).
 RUST_PATH = $(shell /usr/bin/rustc --version 2>/dev/null | grep -Eq ' 1\.(9[6-9]|[1-9][0-9]{2,})\.' && echo /usr/bin:)$(PATH)
-# The patched crate (rust/patched/monty-types-1.4.0-<digest>) and .cargo/config.toml's [patch] entry.
+# The patched crates (rust/patched/<crate>-1.4.0-<digest>) and .cargo/config.toml's [patch] entries.
 PATCHED := .cargo/config.toml
 # Cargo profiles (Cargo.toml): fat-LTO `release` for the release wheel, `dev-release` for
 # development builds and the demo (several times faster to build from cold).
@@ -35,7 +35,7 @@ $(PATCHED): build_backend/codeact_build/monty_patch.py $(wildcard rust/patches/*
 	touch $@
 
 # pip and python -m build prepare it by themselves (build_backend/); plain cargo builds and maturin need it.
-patch: $(PATCHED)  ## prepare the patched monty-types crate (rust/patched/, .cargo/config.toml; ADR 0003)
+patch: $(PATCHED)  ## prepare the patched monty-types and monty crates (rust/patched/, .cargo/config.toml; ADR 0003)
 
 build: toolchain $(BIN)/python $(PATCHED)  ## build the extension (dev-release profile) and install the package editable into $(VENV)
 	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --profile $(DEV_PROFILE) -E $(EXTRAS)

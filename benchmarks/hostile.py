@@ -1,6 +1,7 @@
 """Hostile script families (issue 20): how free the event loop stays and how fast each stops.
 
-For every family of ``tests/test_hostile_families.py`` (the same scripts and limits), the
+For every family of ``tests/test_hostile_families.py`` (the same scripts and limits; the
+gigabyte families in a child process under an address-space limit, as there), the
 script runs in a ``CodeActAgent`` beside a 1 ms heartbeat task, in process and with
 ``isolation="process"``, and the table shows:
 
@@ -43,7 +44,8 @@ STOP_GOAL = 2.0
 
 def _limit_seconds(family: Any) -> float | None:
     """The time budget that stops the family, when a time budget does."""
-    if any(e in ("TimeoutError", "time limit exceeded") for e in family.expect) and "max_os_calls" not in family.expect:
+    timed = ("TimeoutError", "time limit exceeded", fam.FORECAST)
+    if any(e in timed for e in family.expect) and "max_os_calls" not in family.expect:
         return family.limits.max_duration
     if "max_script_seconds" in family.expect:
         return fam.MAX_SCRIPT_SECONDS
@@ -96,10 +98,14 @@ async def measure(family: Any, isolation: str, folder: Path) -> dict[str, float]
 async def main_async(quick: bool) -> dict[str, dict[str, dict[str, float]]]:
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for family in fam.FAMILIES:
+        for family in [*fam.FAMILIES, *fam.GIGABYTE_FAMILIES]:
             row: dict[str, dict[str, float]] = {}
             for isolation in ("in_process",) if quick else ("in_process", "process"):
-                row[isolation] = await measure(family, isolation, Path(tmp))
+                if family.address_space is None:
+                    row[isolation] = await measure(family, isolation, Path(tmp))
+                else:  # would allocate gigabytes if not refused: in a child under RLIMIT_AS
+                    folder = Path(tempfile.mkdtemp(dir=tmp))
+                    row[isolation] = fam.run_in_child(family, isolation, folder, job="measure")
             results[family.name] = row
     return results
 

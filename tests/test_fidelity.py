@@ -11,10 +11,11 @@ import subprocess
 import sys
 import textwrap
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
-from codeact import FrozenClock, MontyRuntime, ResumeValue, SteppingClock
+from codeact import FrozenClock, MontyRuntime, Mount, ResumeValue, SteppingClock
 from codeact.agent._protocol import args_digest, decode_outcome, encode_outcome, plain_value_problem, value_problem
 from codeact.runtime import ScriptError
 from codeact.runtime._check import check_script, explain_failure
@@ -258,11 +259,19 @@ CAUGHT_IN_CALLBACKS = [
 ]
 
 
+CALLBACK_HINT = (
+    "A tool cannot be called inside a function that a builtin calls back (a sorted/min/max key=, map, "
+    "filter). Instead: call the tool for each item first, then use the results: "
+    "keys = {v: call_tool(...) for v in xs}; sorted(xs, key=lambda v: keys[v])"
+)
+"""The message of the ``NotImplementedError`` a tool call inside a callback raises (issue 23 item 4)."""
+
+
 @pytest.mark.parametrize("script", CAUGHT_IN_CALLBACKS)
 def test_a_tool_error_in_a_callback_is_caught_where_the_script_catches_it(script: str) -> None:
     called: list[int] = []
     result = MontyRuntime().run(script, tools={"double": lambda x: called.append(x) or 2 * x})
-    assert result.value == "external function 'call_tool' cannot suspend in this synchronous context"
+    assert result.value == CALLBACK_HINT  # the message the script catches is codeact's hint
     assert called == []  # the tool never ran: nothing happened in the world
 
 
@@ -300,9 +309,24 @@ def test_uncaught_at_run_time_the_traceback_ends_with_the_precompute_hint(isolat
     with pytest.raises(ScriptError) as info:
         MontyRuntime(isolation=isolation).run(script, tools={"double": lambda x: 2 * x})
     lines = str(info.value).splitlines()
-    assert lines[-2] == "NotImplementedError: external function 'call_tool' cannot suspend in this synchronous context"
-    assert lines[-1].startswith("A tool cannot be called inside a function that a builtin calls back")
-    assert lines[-1].endswith("keys = {v: call_tool(...) for v in xs}; sorted(xs, key=lambda v: keys[v])")
+    assert lines[-1] == f"NotImplementedError: {CALLBACK_HINT}"  # the hint once, as the message
+
+
+def test_in_the_functions_style_the_hint_names_the_tool() -> None:
+    script = (
+        "try:\n    r = sorted([2, 1], key=lambda v: double(x=v))\nexcept NotImplementedError as e:\n    r = str(e)\nr"
+    )
+    result = MontyRuntime(tool_style="functions").run(script, tools={"double": lambda x: 2 * x})
+    assert result.value == CALLBACK_HINT.replace("call_tool(", "double(")
+
+
+def test_os_calls_in_a_callback_keep_montys_message(tmp_path: Path) -> None:
+    script = (
+        "from pathlib import Path\ntry:\n    r = sorted(['a'], key=lambda n: Path('/d/' + n).exists())\n"
+        "except NotImplementedError as e:\n    r = str(e)\nr"
+    )
+    result = MontyRuntime(mounts=[Mount(virtual_path="/d", host_path=tmp_path)]).run(script)
+    assert "cannot suspend in this synchronous context" in str(result.value)
 
 
 # ------------------------------------------------------------------ json.dumps(default=)

@@ -11,6 +11,10 @@ works normally. ``benchmarks/hostile.py`` reports the times (worst gap, time to 
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +51,7 @@ class Family:
     process: bool = False  # also run with isolation="process"
     agent: dict[str, Any] | None = None
     limits: ResourceLimits = LIMITS
+    address_space: int | None = None  # run in a child process under this RLIMIT_AS (bytes)
 
 
 F = Family
@@ -58,6 +63,8 @@ def try_loop(statement: str, caught: str = "Exception") -> str:
 
 
 TIME = ("TimeoutError", "time limit exceeded")
+FORECAST = "so it was not started"  # an operation refused up front, before the limit
+UNCAPPED = LIMITS.model_copy(update={"max_memory": None})
 FAMILIES = [
     # -- loops of stops the host answers: tool calls, unknown names, refused arguments
     F("tool-loop", 'while True:\n    call_tool("tick")', ("max_tool_calls",), process=True),
@@ -140,15 +147,12 @@ FAMILIES = [
     F("busy-loop", "while True:\n    pass", TIME, process=True),
     F("busy-after-tool", 'call_tool("tick")\nwhile True:\n    pass', TIME, process=True),
     F("exception-loop", try_loop("1 / 0", "ZeroDivisionError"), TIME),
-    # one big-integer multiplication is not interruptible (issue 20 item 3, open): a small
-    # memory cap keeps the last one short here; benchmarks/hostile.py shows the overrun
-    F(
-        "bigint-growth",
-        "x = 3\nwhile True:\n    x = x * x",
-        ("MemoryError", *TIME),
-        long=False,
-        limits=LIMITS.model_copy(update={"max_memory": 4 * 1024 * 1024}),
-    ),
+    # one big-integer operation is not interruptible: Monty forecasts its time before it
+    # starts (the monty patch, ADR 0003) and refuses one that cannot end within the time left
+    F("bigint-growth", "x = 3\nwhile True:\n    x = x * x", ("MemoryError", *TIME), long=False),
+    F("bigint-square-at-once", "x = 1 << (1 << 27)\ny = x * x", (FORECAST,), long=False),
+    F("bigint-pow", "x = 7 ** (1 << 25)", (FORECAST,), long=False),
+    F("big-factorial", "import math\nx = math.factorial(10**7)", (FORECAST,), long=False),
     F("huge-repeat", "s = 'a' * (1 << 40)", ("MemoryError",), long=False, process=True),
     F("huge-join", "s = ''.join(['x' * 1000] * 10**8)", ("MemoryError", *TIME), long=False),
     F("list-growth", "l = []\nwhile True:\n    l.append('x' * 1000)", ("MemoryError", *TIME), long=False),
@@ -175,6 +179,24 @@ FAMILIES = [
         ("stdout truncated",),
     ),
     F("one-huge-print", "print('w' * 10**7)", ("stdout truncated",), long=False),
+]
+
+# Without max_memory the budget is the machine's memory, so these would allocate gigabytes if
+# the forecast did not refuse them: each runs in a child process under an address-space limit
+# (an allocation the forecast let through fails there, and the child aborts).
+GIB = 1 << 30
+GIGABYTE_FAMILIES = [
+    F("huge-repeat-uncapped", "s = 'a' * (1 << 33)", (FORECAST,), long=False, limits=UNCAPPED, address_space=4 * GIB),
+    F("list-repeat-uncapped", "l = [0] * (1 << 30)", (FORECAST,), long=False, limits=UNCAPPED, address_space=4 * GIB),
+    F(
+        "bytes-repeat-uncapped",
+        "b = b'ab' * (1 << 32)",
+        (FORECAST,),
+        long=False,
+        limits=UNCAPPED,
+        address_space=4 * GIB,
+        process=True,
+    ),
 ]
 
 
@@ -256,6 +278,57 @@ async def test_hostile_family_in_a_worker_process(family: Family, tmp_path: Path
 
 def test_there_are_enough_families() -> None:
     assert len(FAMILIES) >= 30
+
+
+def run_in_child(family: Family, isolation: str, tmp_path: Path, job: str = "test") -> dict[str, Any]:
+    """Runs ``family`` in a child Python under ``RLIMIT_AS = family.address_space`` (``job``
+    "test": ``_run_family``, raising on a failed check; "measure": the benchmark's timing)
+    and returns what the child printed (JSON), failing with its output when it did not end well."""
+    code = (
+        "import json, resource, sys, anyio\n"
+        "from pathlib import Path\n"
+        f"sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1] / 'benchmarks')!r}]\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({family.address_space}, {family.address_space}))\n"
+        "import test_hostile_families as fam\n"
+        f"family = next(f for f in fam.GIGABYTE_FAMILIES if f.name == {family.name!r})\n"
+        f"tmp = Path({str(tmp_path)!r})\n"
+        f"if {job!r} == 'test':\n"
+        f"    anyio.run(fam._run_family, family, {isolation!r}, tmp)\n"
+        "    print(json.dumps({'ok': True}))\n"
+        "else:\n"
+        "    import hostile\n"
+        f"    print(json.dumps(anyio.run(hostile.measure, family, {isolation!r}, tmp)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stdout[-2000:]}{done.stderr[-4000:]}"
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("family", GIGABYTE_FAMILIES, ids=lambda f: f.name)
+def test_gigabyte_family_in_a_child_under_an_address_space_limit(family: Family, tmp_path: Path) -> None:
+    assert run_in_child(family, "in_process", tmp_path) == {"ok": True}
+    if family.process:
+        (tmp_path / "data").rename(tmp_path / "data-in-process")
+        assert run_in_child(family, "process", tmp_path) == {"ok": True}
+
+
+@pytest.mark.skipif(
+    os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") < 9 * GIB,
+    reason="with under 9 GiB of memory Monty refuses the allocation itself (MemoryError)",
+)
+def test_the_address_space_limit_makes_an_unrefused_allocation_fail() -> None:
+    """The child harness can fail: an allocation the forecast does not refuse (no time limit)
+    exceeds the address-space limit, and the child does not end well."""
+    code = (
+        "import resource\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({4 * GIB}, {4 * GIB}))\n"
+        "from codeact import MontyRuntime, ResourceLimits\n"
+        "rt = MontyRuntime(limits=ResourceLimits(max_duration=None, max_memory=None))\n"
+        "step = rt.start(\"s = 'a' * (1 << 33)\")\n"
+        "print(type(step).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode != 0, done.stdout  # the 8 GiB allocation failed: the process aborted
 
 
 # ------------------------------------------------------------------ the runtime alone

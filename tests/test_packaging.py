@@ -1,8 +1,8 @@
 """Release metadata and the build backend's crate preparation (issue 26).
 
 The version is the same everywhere a user or a tool reads it, ``codeact --version`` prints it,
-and ``build_backend/codeact_build/monty_patch.py`` turns the published ``monty-types`` crate
-(from cargo's registry, fetched by cargo when missing) into the patched copy the workspace's
+and ``build_backend/codeact_build/monty_patch.py`` turns the published ``monty-types`` and ``monty``
+crates (from cargo's registry, fetched by cargo when missing) into the patched copies the workspace's
 ``[patch.crates-io]`` needs, idempotently, re-creating it when a patch changes and failing
 clearly when one does not apply.
 """
@@ -70,7 +70,7 @@ def test_notices_list_every_linked_crate() -> None:
     """THIRD_PARTY_NOTICES.md matches ``cargo metadata`` (skipped without cargo 1.96 and the patched crate)."""
     cargo = shutil.which("cargo", path="/usr/bin") or shutil.which("cargo")
     if cargo is None or not (ROOT / ".cargo" / "config.toml").is_file():
-        pytest.skip("needs cargo and the patched monty-types crate (make patch)")
+        pytest.skip("needs cargo and the patched Monty crates (make patch)")
     env = {**os.environ, "PATH": f"{Path(cargo).parent}:{os.environ.get('PATH', '')}"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "third_party_notices.py"), "--check"],
@@ -98,14 +98,14 @@ def test_cli_prints_the_version() -> None:
     assert result.output.strip() == f"codeact {codeact.__version__}"
 
 
-def _patched_path(root: Path) -> str:
-    """The ``path`` of ``root/.cargo/config.toml``'s monty-types ``[patch.crates-io]`` entry."""
+def _patched_path(root: Path, crate: str = "monty-types") -> str:
+    """The ``path`` of ``root/.cargo/config.toml``'s ``[patch.crates-io]`` entry for ``crate``."""
     found = re.search(
-        r'^\[patch\.crates-io\]\nmonty-types = \{ path = "([^"]+)" \}$',
+        rf'^{re.escape(crate)} = \{{ path = "([^"]+)" \}}$',
         (root / ".cargo" / "config.toml").read_text(),
         re.MULTILINE,
     )
-    assert found, "no monty-types entry in [patch.crates-io]"
+    assert found, f"no {crate} entry in [patch.crates-io]"
     return found.group(1)
 
 
@@ -117,52 +117,63 @@ def _tree(tmp_path: Path) -> Path:
 
 
 needs_cargo = pytest.mark.skipif(
-    shutil.which("cargo") is None and monty_patch._registry_copy() is None,
-    reason="needs cargo or a monty-types 1.4.0 copy in cargo's registry",
+    shutil.which("cargo") is None and None in (monty_patch._registry_copy(c) for c in monty_patch.CRATES),
+    reason="needs cargo or monty-types and monty 1.4.0 copies in cargo's registry",
 )
 
 
 @needs_cargo
 def test_prepare_applies_the_patch_to_the_published_crate(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    crate = monty_patch.prepare(root)
-    assert crate.parent == root / "rust" / "patched"
-    assert re.fullmatch(r"monty-types-1\.4\.0-[0-9a-f]{12}", crate.name), crate.name
-    assert 'version = "1.4.0"' in (crate / "Cargo.toml").read_text()
-    assert "pub static MEMORY_PROBE" in (crate / "src" / "resource.rs").read_text()
-    published = monty_patch._registry_copy()
-    assert published is not None
-    assert "MEMORY_PROBE" not in (published / "src" / "resource.rs").read_text(), "the registry copy was modified"
-    assert _patched_path(root) == f"rust/patched/{crate.name}"
-    stamp = crate / ".codeact-patched"
-    before = stamp.stat().st_mtime_ns
-    assert monty_patch.prepare(root) == crate  # idempotent: the stamped copy is kept
-    assert stamp.stat().st_mtime_ns == before
+    crates = monty_patch.prepare(root)
+    types, monty = crates
+    for crate, name in zip(crates, monty_patch.CRATES, strict=True):
+        assert crate.parent == root / "rust" / "patched"
+        assert re.fullmatch(rf"{re.escape(name)}-1\.4\.0-[0-9a-f]{{12}}", crate.name), crate.name
+        assert 'version = "1.4.0"' in (crate / "Cargo.toml").read_text()
+        assert _patched_path(root, name) == f"rust/patched/{crate.name}"
+    resource = (types / "src" / "resource.rs").read_text()
+    assert "pub static MEMORY_PROBE" in resource and "pub fn check_time_for" in resource
+    assert "check_product_time" in (monty / "src" / "resource_checks.rs").read_text()
+    assert "pub static SYNCHRONOUS_CALL_MESSAGE" in (monty / "src" / "exception_private.rs").read_text()
+    for name, marker, path in (
+        ("monty-types", "MEMORY_PROBE", "resource.rs"),
+        ("monty", "check_product_time", "resource_checks.rs"),
+    ):
+        published = monty_patch._registry_copy(name)
+        assert published is not None
+        assert marker not in (published / "src" / path).read_text(), "the registry copy was modified"
+    stamps = [crate / ".codeact-patched" for crate in crates]
+    before = [stamp.stat().st_mtime_ns for stamp in stamps]
+    assert monty_patch.prepare(root) == crates  # idempotent: the stamped copies are kept
+    assert [stamp.stat().st_mtime_ns for stamp in stamps] == before
 
 
 @needs_cargo
 def test_two_checkouts_get_identical_copies(tmp_path: Path) -> None:
     """Same files, same mtimes at the same relative path: cargo finds a shared target folder's build fresh."""
-    first = monty_patch.prepare(_tree(tmp_path / "a"))
-    second = monty_patch.prepare(_tree(tmp_path / "b"))
-    assert first.relative_to(tmp_path / "a") == second.relative_to(tmp_path / "b")
+    firsts = monty_patch.prepare(_tree(tmp_path / "a"))
+    seconds = monty_patch.prepare(_tree(tmp_path / "b"))
+    assert [c.relative_to(tmp_path / "a") for c in firsts] == [c.relative_to(tmp_path / "b") for c in seconds]
 
     def listing(crate: Path) -> dict[str, tuple[bytes, int]]:
         files = (f for f in crate.rglob("*") if f.is_file())
         return {f.relative_to(crate).as_posix(): (f.read_bytes(), f.stat().st_mtime_ns) for f in files}
 
-    assert listing(first) == listing(second)
-    assert {mtime for _, mtime in listing(first).values()} == {monty_patch.FIXED_MTIME * 10**9}
+    for first, second in zip(firsts, seconds, strict=True):
+        assert listing(first) == listing(second)
+        assert {mtime for _, mtime in listing(first).values()} == {monty_patch.FIXED_MTIME * 10**9}
 
 
 @needs_cargo
 def test_a_changed_patch_gets_a_new_folder(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    crate = monty_patch.prepare(root)
-    patch = next((root / "rust" / "patches").glob("*.patch"))
+    crate, monty = monty_patch.prepare(root)
+    patch = next((root / "rust" / "patches").glob("monty-types-*.patch"))
     patch.write_text(patch.read_text() + "\n")  # same hunks, different text: a new digest
-    changed = monty_patch.prepare(root)
+    changed, monty_again = monty_patch.prepare(root)
     assert changed != crate and not crate.exists(), "the copy for the old patch was left behind"
+    assert monty_again == monty and monty.exists(), "the unchanged crate's copy was re-made"
     assert "pub static MEMORY_PROBE" in (changed / "src" / "resource.rs").read_text()
     assert _patched_path(root) == f"rust/patched/{changed.name}"
 
@@ -170,17 +181,19 @@ def test_a_changed_patch_gets_a_new_folder(tmp_path: Path) -> None:
 @needs_cargo
 def test_a_hand_edited_copy_is_recreated_by_force(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    crate = monty_patch.prepare(root)
-    (crate / "src" / "resource.rs").write_text("// edited by hand\n")
-    assert monty_patch.prepare(root, force=True) == crate
-    assert "pub static MEMORY_PROBE" in (crate / "src" / "resource.rs").read_text()
+    types, monty = monty_patch.prepare(root)
+    (types / "src" / "resource.rs").write_text("// edited by hand\n")
+    (monty / "src" / "resource_checks.rs").write_text("// edited by hand\n")
+    assert monty_patch.prepare(root, force=True) == [types, monty]
+    assert "pub static MEMORY_PROBE" in (types / "src" / "resource.rs").read_text()
+    assert "check_product_time" in (monty / "src" / "resource_checks.rs").read_text()
 
 
 def test_a_foreign_cargo_config_is_not_overwritten(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     (root / ".cargo").mkdir()
     (root / ".cargo" / "config.toml").write_text("[build]\njobs = 1\n")
-    if monty_patch._registry_copy() is None and shutil.which("cargo") is None:
+    if monty_patch._registry_copy("monty-types") is None and shutil.which("cargo") is None:
         pytest.skip("needs cargo or a monty-types 1.4.0 copy in cargo's registry")
     with pytest.raises(monty_patch.PatchError, match=r"config\.toml exists and was not written by codeact"):
         monty_patch.prepare(root)
@@ -209,4 +222,5 @@ def test_patch_script_prepares_the_checkout() -> None:
         [sys.executable, str(ROOT / "tools" / "patch_monty.py")], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert (ROOT / _patched_path(ROOT) / ".codeact-patched").exists()
+    for name in monty_patch.CRATES:
+        assert (ROOT / _patched_path(ROOT, name) / ".codeact-patched").exists()

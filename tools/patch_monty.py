@@ -1,10 +1,10 @@
-"""Prepares the patched ``monty-types`` crate (``rust/patched/monty-types``) for plain cargo commands.
+"""Prepares the patched Monty crates (``rust/patched/<crate>-1.4.0-<digest>``) for plain cargo commands.
 
 The logic lives in the build backend (``build_backend/codeact_build/monty_patch.py``), which
 ``pip install .`` and ``python -m build`` run by themselves; run this before ``cargo test``,
 ``cargo clippy`` or ``maturin develop`` in a fresh checkout (``make patch`` does).
 
-Usage: ``python tools/patch_monty.py`` (idempotent; ``--force`` re-creates the copy).
+Usage: ``python tools/patch_monty.py`` (idempotent; ``--force`` re-creates the copies).
 """
 
 from __future__ import annotations

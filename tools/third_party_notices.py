@@ -12,7 +12,7 @@ Usage::
     python tools/third_party_notices.py --check   # exit 1 when the checked-in file is out of date
 
 Needs cargo (Rust 1.96; ``PATH=/usr/bin:$PATH`` on machines where rustup's older one comes first)
-and the patched monty-types crate (``make patch``).
+and the patched Monty crates (``make patch``).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 ``pyproject.toml`` names it (``build-backend = "codeact_build"``, ``backend-path =
 ["build_backend"]``), so ``pip install .``, ``pip install -e .``, ``python -m build`` and
 ``pip install codeact-*.tar.gz`` need no pre-step: every hook first runs
-:func:`codeact_build.monty_patch.prepare`, which fetches the published ``monty-types`` crate
-with cargo, applies ``rust/patches/`` to a copy under ``rust/patched/`` and points
-``.cargo/config.toml``'s ``[patch.crates-io]`` at it, then hands over to maturin's own hooks.
+:func:`codeact_build.monty_patch.prepare`, which fetches the published ``monty-types`` and
+``monty`` crates with cargo, applies ``rust/patches/`` to copies under ``rust/patched/`` and points
+``.cargo/config.toml``'s ``[patch.crates-io]`` at them, then hands over to maturin's own hooks.
 
 Cargo profiles: a wheel (``pip install .``, ``python -m build``, the sdist) is built with the
 ``release`` profile (fat LTO); an editable install (``pip install -e .``) with ``dev-release``
