@@ -1,6 +1,5 @@
 //! `codeact._monty`: the native core of codeact, embedding the Monty interpreter.
 
-mod callback_hint;
 mod convert;
 mod engine;
 mod errors;
@@ -27,7 +26,7 @@ static ALLOC: memory::CountingAlloc = memory::CountingAlloc;
 #[pymodule]
 fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     memory::install_probe();
-    callback_hint::install();
+    engine::callback_hint::install();
     m.add_class::<py_api::MontyEngine>()?;
     m.add_class::<py_continuation::MontyContinuation>()?;
     m.add_class::<py_continuation::MontyCall>()?;

@@ -1,4 +1,4 @@
-//! The one file that talks to the `monty` crate: compile, step, drive, dump, load.
+//! The engine (this folder) is the one place that talks to the `monty` crate: compile, step, drive, dump, load.
 //!
 //! Everything a script does besides calling a tool (OS calls, name lookups, futures,
 //! refused call forms) is answered here, in place, so an advance only stops at a tool
@@ -26,6 +26,7 @@ use crate::os_policy::OsPolicy;
 use crate::output::{Printed, RunOutput};
 use crate::snapshot;
 
+pub(crate) mod callback_hint;
 mod drive;
 
 pub use monty::{DUMP_VERSION, MIN_SUPPORTED_DUMP_VERSION};
