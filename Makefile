@@ -132,9 +132,12 @@ stress: install-wheel  ## the step hand-off under contention for STRESS_STEPS ro
 	CODEACT_STRESS_STEPS=$(STRESS_STEPS) CODEACT_STRESS_THREADS=$(STRESS_THREADS) $(BIN)/python -m pytest -q tests/test_step_race.py
 
 LOOM_MAX_PREEMPTIONS ?= 3
+# Run from outside the checkout: cargo reads .cargo/config.toml from the working directory up, and
+# the checkout's [patch] entries (the Monty crates, which loom-step does not use) would change its lock.
 loom:  ## loom model check of the step hand-off (rust/src/slot.rs compiled under tools/loom-step; its own crate and lock)
-	cd tools/loom-step && PATH=$(RUST_PATH) RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
-		CARGO_TARGET_DIR=$(HOME)/.cache/codeact/target-loom cargo test --release --locked -- --nocapture --test-threads=1
+	cd $(HOME) && PATH=$(RUST_PATH) RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
+		CARGO_TARGET_DIR=$(HOME)/.cache/codeact/target-loom cargo test --release --locked \
+		--manifest-path $(CURDIR)/tools/loom-step/Cargo.toml -- --nocapture --test-threads=1
 
 LOAD_SESSIONS ?= 1000
 load: install-wheel  ## full-size load and isolation run: LOAD_SESSIONS concurrent sessions, figures printed
