@@ -329,8 +329,9 @@ pub(crate) fn os_calls_over(made: u64, limit: Option<u64>) -> Option<MontyExcept
         MontyException::new(
             ExcType::RuntimeError,
             Some(format!(
-                "the script made more than {limit} OS calls (clock reads, file or environment \
-                 access) in one run (max_os_calls)"
+                "OS call limit exceeded: the script made more than max_os_calls={limit} file, \
+                 clock, environment and sleep calls in this run; read fewer files or ask a \
+                 tool for the data"
             )),
         )
     })
