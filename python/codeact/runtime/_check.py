@@ -281,8 +281,9 @@ def _facts(tree: ast.AST) -> _Facts:
         elif isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Store):
                 f.defined.add(node.id)
-                if isinstance(parents.get(parents.get(node)), ast.ClassDef):  # a class-body name (a field)
-                    f.attributes.add(node.id)
+                statement = parents.get(node)
+                if statement is not None and isinstance(parents.get(statement), ast.ClassDef):
+                    f.attributes.add(node.id)  # a class-body name (a field)
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
             f.attributes.add(node.attr)
         elif isinstance(node, ast.arg):
