@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from agent_helpers import final, run, scripted_agent, texts
+from agent_helpers import fence, final, final_reply, run, scripted_agent, texts
 from codeact.testing import PlannedComplete
 
 pytestmark = pytest.mark.anyio
@@ -73,3 +73,22 @@ async def test_output_type_enforces_a_derived_schema() -> None:
     assert events[-1].text == '{\n  "answer": "hi"\n}'
     assert len(model.requests) == 2
     assert "did not match the required schema" in model.requests[1].contents[-1].text
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        '{"type": "observation", "value": {"n": 10 ** 5000}}',
+        '{"type": "final_result", "value": [1, 10 ** 5000]}',
+        "10 ** 5000",  # not a tagged dict, and too long to preview
+    ],
+)
+async def test_an_int_too_long_for_text_is_fed_back_and_the_run_goes_on(ending: str) -> None:
+    from codeact import CodeActAgent, MontyRuntime, ScriptedModel
+
+    model = ScriptedModel([fence(ending), final_reply("second")])
+    agent = CodeActAgent(name="a", model=model, runtime=MontyRuntime(), max_iterations=3)
+    events, _, _ = await run(agent)
+    assert "second" in events[-1].text
+    fed_back = model.requests[1].contents[-1].text
+    assert "digits" in fed_back and "x.bit_length()" in fed_back

@@ -191,6 +191,22 @@ def test_worker_refuses_a_store_that_is_not_postgres(tmp_path: Path) -> None:
     assert "postgresql://" in result.output and "--db" in result.output
 
 
+def test_worker_on_an_unreachable_database_ends_with_one_error_line() -> None:
+    import socket
+
+    from typer.testing import CliRunner
+
+    from codeact.cli import app
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"postgresql://nobody@127.0.0.1:{port}/nothing?connect_timeout=5"
+    result = CliRunner().invoke(app, ["worker", "--db", url, "--agent", "dbos_agent:build"])
+    assert result.exit_code == 1, result.output
+    assert "the worker could not start" in result.output and "Traceback" not in result.output
+
+
 def test_names_are_derived_from_the_run_key() -> None:
     assert workflow_id("a/b", "u", "s 1", "m:1") == "codeact/a%2Fb/u/s%201/m%3A1"
     assert partition_key("a", "u", "s") == "a/u/s"

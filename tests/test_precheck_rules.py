@@ -218,6 +218,25 @@ NOT_REFUSED = {
         "asyncio.run(main()) == 'caught'"
     ),
     "operator methods defined, never used": "class A:\n    def __lt__(self, o):\n        return True\nA() is not None",
+    "a dataclass field named as a str method (title, count)": (
+        "from dataclasses import dataclass\n@dataclass\nclass Book:\n    title: str\n    count: int\n"
+        "b = Book('Dune', 3)\nt = b.title\nn = b.count\n(t, n) == ('Dune', 3)"
+    ),
+    "an instance attribute named as a dict method (items, values)": (
+        "class Inv:\n    def __init__(self):\n        self.items = [1, 2]\n        self.values = {'a': 1}\n"
+        "    def total(self):\n        items = self.items\n        return sum(items)\n"
+        "i = Inv()\nv = i.values\n(i.total(), v) == (3, {'a': 1})"
+    ),
+    "an attribute named as a method, as key=": (
+        "class K:\n    pass\nk = K()\nk.index = lambda s: -len(s)\nsorted(['a', 'bb'], key=k.index) == ['bb', 'a']"
+    ),
+    "the script's own read_text(encoding=)": (
+        "class F:\n    def read_text(self, encoding=None):\n        return encoding\n"
+        "F().read_text(encoding='latin-1') == 'latin-1'"
+    ),
+    "the script's own format_map": (
+        "class T:\n    def format_map(self, m):\n        return 'own'\nT().format_map({'a': 1}) == 'own'"
+    ),
 }
 
 
@@ -226,6 +245,8 @@ def test_a_script_monty_runs_is_not_refused(name: str) -> None:
     script = NOT_REFUSED[name]
     assert check_script(script, rewrite=False).findings == ()
     assert probe_subset.BACKENDS["codeact"]([script]) == ["True"]
+    step = MontyRuntime().start(script)  # and the check's rewrites keep its meaning
+    assert isinstance(step, Complete) and step.value is True, step
 
 
 MONTY_CASES = Path(

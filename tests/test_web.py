@@ -14,10 +14,12 @@ import shutil
 import socket
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
@@ -501,3 +503,63 @@ def test_codeact_serve_refuses_to_bind_off_loopback_without_a_token(tmp_path: Pa
         assert client.get("/api/pending").status_code == 401
         listed = client.get("/api/pending", headers={"Authorization": f"Bearer {TOKEN}"}).json()
         assert [p["tool"] for p in listed["pending"]] == ["pay"]
+
+
+def test_a_host_that_is_not_loopback_is_refused_without_a_token(open_served: Served) -> None:
+    # A page of another site whose name was rebound to 127.0.0.1 (DNS rebinding) is
+    # same-origin to the browser: its requests carry its own name as Host and Origin.
+    call = open_served.call_of("pay-1")
+    port = open_served.url.rsplit(":", 1)[1]
+    rebound = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+    status, body = http(
+        "POST",
+        f"{open_served.url}/api/pending/{call['call_key']}/approve",
+        {"digest": call["digest"], "session_id": "pay-1"},
+        headers=rebound,
+    )
+    assert status == 403 and "loopback" in body["error"]
+    for path in ("/api/pending", "/inbox", "/api/sessions/pay-1/events"):
+        status, body = http("GET", f"{open_served.url}{path}", headers={"Host": f"evil.example:{port}"})
+        assert status == 403, path
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+        status, _ = http("GET", f"{open_served.url}/api/pending", headers={"Host": host})
+        assert status == 200
+    assert wf.PAID == []
+    assert open_served.call_of("pay-1")["digest"] == call["digest"]
+
+
+def test_odd_bodies_are_refused_with_a_status_and_nothing_runs(served: Served) -> None:
+    call = served.call_of("pay-1")
+    url = f"{served.url}/api/pending/{call['call_key']}/approve"
+    json_type = {"Content-Type": "application/json"}
+    status, body = http("POST", url, raw=b"[" * 100_000 + b"]" * 100_000, token=TOKEN, headers=json_type)
+    assert status == 400 and "nested" in body["error"]
+    lone = b'{"digest": "\\ud800", "session_id": "pay-1"}'  # valid JSON, not Unicode text
+    status, body = http("POST", url, raw=lone, token=TOKEN, headers=json_type)
+    assert status == 400 and "surrogate" in body["error"]
+    # Over MAX_BODY_BYTES by its Content-Length: refused before a byte of it is read.
+    conn = HTTPConnection(served.url.removeprefix("http://"), timeout=60)
+    conn.putrequest("POST", f"/api/pending/{call['call_key']}/approve")
+    for k, v in {**json_type, "Authorization": f"Bearer {TOKEN}", "Content-Length": str(9 * 1024 * 1024)}.items():
+        conn.putheader(k, v)
+    conn.endheaders()
+    resp = conn.getresponse()
+    assert resp.status == 413 and b"nothing ran" in resp.read()
+    conn.close()
+    assert wf.PAID == []
+    assert served.call_of("pay-1")["digest"] == call["digest"]
+
+
+def test_a_form_decision_lands_on_the_timeline_of_a_session_id_with_url_characters(served: Served) -> None:
+    odd = "pay 3?x=1#y"
+    in_thread(wf.start, served.runner, odd, "please pay dan", "dan")
+    call = served.call_of(odd)
+    form = urllib.parse.urlencode(
+        {"digest": call["digest"], "session_id": odd, "user_id": "dan", "csrf": "c5rf"}
+    ).encode()
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": "codeact_csrf=c5rf"}
+    status, page = http(
+        "POST", f"{served.url}/pending/{call['call_key']}/approve", raw=form, token=TOKEN, headers=headers
+    )
+    assert wf.PAID == [900]
+    assert status == 200 and "Approved" in page  # the redirect landed on that session's timeline

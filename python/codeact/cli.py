@@ -913,7 +913,12 @@ def worker(
         backend=backend,  # type: ignore[arg-type]
         polling_interval=poll,
     )
-    running.start()
+    try:
+        running.start()
+    except Exception as exc:  # the database unreachable, DBOS failing to launch: one line, exit 1
+        store.close()
+        _err().print(f"the worker could not start: {type(exc).__name__}: {exc}".strip(), style="red", markup=False)
+        raise typer.Exit(1) from None
     out = _out()
     out.print(f"worker {running.executor_id} ready: queue {running.queue_name}, {backend}", markup=False)
     while not stop.wait(0.2):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -121,6 +122,13 @@ def decode_script_output(value: Any, *, tools_ran: Sequence[str] = ()) -> Script
 
 
 def _problem(value: Any) -> str | None:
+    digits = _huge_int_digits(value)
+    if digits is not None:
+        return (
+            f"it holds an int of about {digits} digits, more than the {sys.get_int_max_str_digits()} "
+            "that can be turned into text (for the model or the store); return a part of it "
+            "(x % 10**100), its number of digits or x.bit_length() instead"
+        )
     if value is None:
         return "the last statement is not an expression, so the script returned None"
     if not isinstance(value, dict):
@@ -138,11 +146,37 @@ def _problem(value: Any) -> str | None:
     return None
 
 
+def _huge_int_digits(value: Any) -> int | None:
+    """About how many decimal digits the first int of ``value`` (walked through dicts, lists
+    and tuples) too long for ``str()`` has (``sys.get_int_max_str_digits``), or None."""
+    limit = sys.get_int_max_str_digits()
+    if not limit:
+        return None
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, int) and not isinstance(v, bool):
+            digits = int(abs(v).bit_length() * 0.30103) + 1
+            if digits > limit:
+                try:
+                    str(v)  # near the limit the estimate is one digit high; CPython refuses fast
+                except ValueError:
+                    return digits
+        elif isinstance(v, dict):
+            todo += [*v.keys(), *v.values()]
+        elif isinstance(v, (list, tuple)):
+            todo += v
+    return None
+
+
 def _preview(value: Any, limit: int = 300) -> str:
     try:
         text = compact_json(value)
     except (TypeError, ValueError):
-        text = repr(value)
+        try:
+            text = repr(value)
+        except ValueError:  # an int too long for str()
+            text = f"a {type(value).__name__}"
     return text if len(text) <= limit else text[:limit] + "..."
 
 

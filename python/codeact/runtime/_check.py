@@ -245,6 +245,7 @@ class _Facts:
     defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]  # the last def of each name, ast.walk order
     calls_in: dict[ast.AST, set[str]]  # each def -> the plain names called anywhere inside it
     methods: set[str]  # names of the methods the script's classes define
+    attributes: set[str]  # attribute names the script sets (``obj.x = ...``) or declares in a class body
     type_checking: set[ast.AST]  # the ``if TYPE_CHECKING:`` statements
 
 
@@ -262,7 +263,7 @@ def _facts(tree: ast.AST) -> _Facts:
     nodes: list[ast.AST] = []
     parents: dict[ast.AST, ast.AST] = {}
     enclosing: dict[ast.AST, ast.AST] = {}  # node -> innermost def around it
-    f = _Facts(nodes, parents, set(), set(), {}, {}, {}, {}, set(), set())
+    f = _Facts(nodes, parents, set(), set(), {}, {}, {}, {}, set(), set(), set())
     todo = [tree]
     i = 0
     while i < len(todo):
@@ -280,6 +281,11 @@ def _facts(tree: ast.AST) -> _Facts:
         elif isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Store):
                 f.defined.add(node.id)
+                statement = parents.get(node)
+                if statement is not None and isinstance(parents.get(statement), ast.ClassDef):
+                    f.attributes.add(node.id)  # a class-body name (a field)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            f.attributes.add(node.attr)
         elif isinstance(node, ast.arg):
             f.defined.add(node.arg)
         elif isinstance(node, ast.Call):
@@ -529,9 +535,11 @@ def _rewrites(
                 out.append((node, "json_default", json_default))
                 continue
             func = node.func
+            own = isinstance(func, ast.Attribute) and func.attr in _facts(tree).methods  # runs as written
             if (
                 isinstance(func, ast.Attribute)
                 and func.attr == "format_map"
+                and not own
                 and len(node.args) == 1
                 and not node.keywords
                 and isinstance(node.args[0], ast.Dict)
@@ -544,7 +552,7 @@ def _rewrites(
                 out.append((node, "format_map", ast.unparse(call)))
                 continue
             enc = _path_encoding(node)
-            if enc and _utf8_only(enc):
+            if enc and _utf8_only(enc) and not own:
                 call = ast.Call(func=func, args=node.args, keywords=[k for k in node.keywords if k not in enc])
                 out.append((node, "path_encoding", ast.unparse(call)))
                 continue
@@ -794,7 +802,8 @@ def _detect(tree: ast.Module, src: _Source, functions_style: bool, everything: b
                 isinstance(value.value, ast.Name)
                 and value.value.id not in modules
                 and value.attr in _METHOD_NAMES
-                and value.attr not in facts.methods  # perhaps a method of the script's own class: Monty has those
+                # perhaps a method, field or attribute of the script's own class: Monty has those
+                and value.attr not in facts.methods | facts.attributes
             ):
                 findings.append(_bound(src, value))
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
@@ -893,8 +902,9 @@ def _detect_call(
                     f"{func.id}(f'...{{value}}...') with everything in one message"
                 )
             found.append(_finding(src, node, "exception_args", text))
+    own = _facts(tree).methods  # a method of the script's own class runs as written
     if isinstance(func, ast.Attribute):
-        if func.attr == "format_map":
+        if func.attr == "format_map" and "format_map" not in own:
             found.append(
                 _finding(src, node, "format_map", "str.format_map() is not available; use template.format(**mapping)")
             )
@@ -914,7 +924,7 @@ def _detect_call(
             and any(k.arg in ("default", "cls") for k in node.keywords)
         ):
             found.append(_finding(src, node, "json_default", _json_default_message()))
-        elif _path_encoding(node):
+        elif _path_encoding(node) and func.attr not in own:
             found.append(
                 _finding(
                     src,
@@ -940,7 +950,7 @@ def _detect_call(
             isinstance(slot, ast.Attribute)
             and isinstance(slot.value, ast.Name)
             and slot.value.id not in modules
-            and slot.attr not in _facts(tree).methods  # perhaps a method of the script's own class
+            and slot.attr not in _facts(tree).methods | _facts(tree).attributes  # perhaps the script's own
         ):
             found.append(_bound(src, slot))
         calls_tool = (

@@ -10,7 +10,7 @@ import secrets as _secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 try:
     import jinja2
@@ -44,6 +44,8 @@ TOKEN_COOKIE = "codeact_token"
 CSRF_COOKIE = "codeact_csrf"
 CSRF_FIELD = "csrf"
 HERE = Path(__file__).parent
+MAX_BODY_BYTES = 8 * 1024 * 1024
+"""The largest request body served (a decision's JSON or a form); larger ones get 413."""
 VERBS = ("approve", "deny", "complete", "resolve")
 LABELS = {
     "user": "message",
@@ -124,7 +126,15 @@ class _Guard:
             return
         request = Request(scope)
         response: Response | None = None
-        if self.token is not None and not self._token_ok(request):
+        host = urlsplit("//" + request.headers.get("host", "")).hostname or ""
+        if self.token is None and not is_loopback(host):
+            # Without a token only this machine may ask: a page of another site whose name was
+            # rebound to 127.0.0.1 (DNS rebinding) sends its own name as Host, and is same-origin.
+            response = JSONResponse(
+                {"error": f"Host {host!r} is not a loopback name; without a token only localhost is served"},
+                status_code=403,
+            )
+        elif self.token is not None and not self._token_ok(request):
             response = JSONResponse(
                 {"error": "a valid token is required (Authorization: Bearer TOKEN, or ?token=TOKEN once)"},
                 status_code=401,
@@ -145,10 +155,30 @@ class _Guard:
             target = request.url.path + ("?" + urlencode(rest) if rest else "")
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+        if response is None and request.method == "POST":
+            length = request.headers.get("content-length", "")
+            if length.isdigit() and int(length) > MAX_BODY_BYTES:
+                response = JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes; nothing ran"}, 413)
         if response is not None:
             await response(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        await self.app(scope, _capped(receive) if request.method == "POST" else receive, send)
+
+
+def _capped(receive: Receive) -> Receive:
+    """``receive`` that stops a body without a Content-Length past ``MAX_BODY_BYTES``."""
+    seen = 0
+
+    async def capped() -> Any:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY_BYTES:
+                raise HttpError(413, f"the body is over {MAX_BODY_BYTES} bytes; nothing ran")
+        return message
+
+    return capped
 
 
 def _cross_site(request: Request) -> str:
@@ -409,7 +439,8 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         return {k: str(v) for k, v in form.items() if k != CSRF_FIELD}
 
     def _timeline_url(app_name: str, session_id: str, user_id: str, done: str) -> str:
-        return f"/sessions/{session_id}?" + urlencode({"app": app_name, "user": user_id, "done": done})
+        path = quote(session_id, safe="")  # an id may hold ?, # or spaces
+        return f"/sessions/{path}?" + urlencode({"app": app_name, "user": user_id, "done": done})
 
     async def decide_form(request: Request) -> Response:
         r = runner_for(request.query_params.get("app"))
@@ -425,6 +456,8 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
                     body["value"] = _strict_json(fields["value"])
                 except json.JSONDecodeError as exc:
                     raise HttpError(400, f"the value is not JSON: {exc}; nothing ran") from None
+                except RecursionError:
+                    raise HttpError(400, "the value is nested too deeply; nothing ran") from None
             elif verb == "complete":
                 raise HttpError(400, "give the call's result as JSON; nothing ran")
             result = await decide(r, verb, request.path_params["call_key"], body)
@@ -459,6 +492,8 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
             body = _strict_json(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise HttpError(400, f"the body is not JSON: {exc}; nothing ran") from None
+        except RecursionError:
+            raise HttpError(400, "the body is nested too deeply; nothing ran") from None
         if not isinstance(body, dict):
             raise HttpError(400, "the body must be a JSON object; nothing ran")
         return body
@@ -553,12 +588,32 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _strict_json(text: str | bytes) -> Any:
-    """``json.loads`` without the NaN and Infinity extensions.
+    """``json.loads`` without the NaN and Infinity extensions, nor lone surrogates (``"\\ud800"``:
+    no UTF-8 text holds them, so neither a response nor the store could).
 
     Raises:
         json.JSONDecodeError: not JSON.
+        RecursionError: nested too deeply.
     """
-    return json.loads(text, parse_constant=_refuse_constant)
+    value = json.loads(text, parse_constant=_refuse_constant)
+    _no_surrogates(value)
+    return value
+
+
+def _no_surrogates(value: Any) -> None:
+    """Raises ``json.JSONDecodeError`` for a string (key or value) that is not valid Unicode text."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise json.JSONDecodeError("a string holds a lone surrogate (\\ud800-\\udfff)", "", 0) from None
+        elif isinstance(v, dict):
+            todo += [*v.keys(), *v.values()]
+        elif isinstance(v, list):
+            todo += v
 
 
 def _query(request: Request) -> str:
