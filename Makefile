@@ -18,7 +18,7 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,dbos,web,test-web
 
-.PHONY: toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
+.PHONY: scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -138,6 +138,9 @@ loom:  ## loom model check of the step hand-off (rust/src/slot.rs compiled under
 	cd $(HOME) && PATH=$(RUST_PATH) RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
 		CARGO_TARGET_DIR=$(HOME)/.cache/codeact/target-loom cargo test --release --locked \
 		--manifest-path $(CURDIR)/tools/loom-step/Cargo.toml -- --nocapture --test-threads=1
+
+scale-out-scenario: install-wheel  ## the DBOS multi-process scenario (tests/test_dbos.py; needs PostgreSQL's initdb)
+	CODEACT_DBOS_SCENARIO=1 $(BIN)/python -m pytest -q tests/test_dbos.py
 
 LOAD_SESSIONS ?= 1000
 load: install-wheel  ## full-size load and isolation run: LOAD_SESSIONS concurrent sessions, figures printed
