@@ -374,7 +374,7 @@ def _diagnose(url: str) -> str:
     )
     executors = _query(url, "SELECT executor_id, pid FROM codeact_dbos_executors")
     turns = _query(url, "SELECT session_id, data FROM codeact_turns")
-    return f"workflows: {flows}\nexecutors: {executors}\nturns: {[(s, (d or "")[:300]) for s, d in turns]}"
+    return f"workflows: {flows}\nexecutors: {executors}\nturns: {[(s, (d or '')[:300]) for s, d in turns]}"
 
 
 def _pending_workflows(url: str) -> int:
