@@ -242,13 +242,18 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
 
     # ------------------------------------------------------------ data
 
-    async def session_view(r: Runner, session_id: str, user_id: str | None) -> dict[str, Any]:
+    async def found_session(r: Runner, session_id: str, user_id: str | None, after: str = "") -> Any:
+        """The session, or an HttpError: 400 for an ambiguous id, 404 (message + ``after``) when absent."""
         try:
             session = await views.find_session(r, session_id, user_id)
         except ValueError as exc:
             raise HttpError(400, str(exc)) from None
         if session is None:
-            raise HttpError(404, f"no session {session_id!r} in app {r.app_name!r}")
+            raise HttpError(404, f"no session {session_id!r} in app {r.app_name!r}{after}")
+        return session
+
+    async def session_view(r: Runner, session_id: str, user_id: str | None) -> dict[str, Any]:
+        session = await found_session(r, session_id, user_id)
         status, info = await views.session_status(r, session)
         pending = [views.pending_dict(session.user_id, session.id, p) for p in (info.pending if info else [])]
         detail = await views.turn_detail(r, session, info)
@@ -289,12 +294,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
                 raise HttpError(400, f"{name} must be a string")
         found = None
         if session_id is not None:
-            try:
-                session = await views.find_session(r, session_id, user_id)
-            except ValueError as exc:
-                raise HttpError(400, str(exc)) from None
-            if session is None:
-                raise HttpError(404, f"no session {session_id!r} in app {r.app_name!r}; nothing ran")
+            session = await found_session(r, session_id, user_id, "; nothing ran")
             user_id = session.user_id
             for p in await r.pending(user_id=user_id, session_id=session_id):
                 if p.call_key == call_key:
@@ -363,12 +363,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
             raise HttpError(400, str(exc)) from None
 
     async def recover(r: Runner, session_id: str, user_id: str | None) -> dict[str, Any]:
-        try:
-            session = await views.find_session(r, session_id, user_id)
-        except ValueError as exc:
-            raise HttpError(400, str(exc)) from None
-        if session is None:
-            raise HttpError(404, f"no session {session_id!r} in app {r.app_name!r}; nothing ran")
+        session = await found_session(r, session_id, user_id, "; nothing ran")
         events = await _drain(r.recover(user_id=session.user_id, session_id=session.id))
         return await _after(r, session.user_id, session.id, events)
 
