@@ -503,6 +503,76 @@ async def test_deep_result_is_the_tools_error_and_never_reruns(tmp_path: Path, d
     assert ledger.lines() == ["deep"]
 
 
+@pytest.mark.parametrize("tool", ["charge", "render", "note"])
+@pytest.mark.parametrize("digits", [4301, 5001])
+async def test_an_int_too_long_to_store_is_refused_at_the_call(tmp_path: Path, tool: str, digits: int) -> None:
+    # The journal and the stored events are JSON read back by pydantic, which takes ints of
+    # at most 4300 digits: a longer one (a gated call's pause event, a long-running call's
+    # announcement, an inline call's journal) is refused before anything is stored.
+    ledger = Ledger(tmp_path / "ledger")
+    arg = "item" if tool == "charge" else "scene" if tool == "render" else "text"
+    script = (
+        f'try:\n    r = call_tool("{tool}", {{"{arg}": 10 ** {digits - 1}}})\n'
+        "except ValueError as e:\n    r = 'caught: ' + str(e)\n"
+    )
+    with SqliteSessionService(tmp_path / "s.db") as service:
+        runner = Runner(
+            app_name=APP,
+            agent=agent_for(ledger, [fence(script + final_script("r"))]),
+            session_service=service,
+            auto_create_session=True,
+        )
+        events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+        assert events[-1].text == (
+            f"caught: the arguments of '{tool}'['{arg}'] is an int of more than 4300 digits, which cannot be "
+            "stored (at most 4300 digits); the tool did not run"
+        )
+        assert await runner.pending(user_id=USER, session_id=SESSION) == []
+    assert ledger.lines() == []
+
+
+async def test_an_int_of_4300_digits_crosses_and_is_stored(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger")
+
+    def pay(amount: int) -> int:
+        """Pays (needs approval)."""
+        ledger.add(f"pay {len(str(amount))}")
+        return amount + 1
+
+    script = 'r = call_tool("pay", {"amount": 10 ** 4299 - 1})\n' + final_script("len(str(r))")
+    model = ScriptedModel([fence(script)])
+    agent = CodeActAgent(
+        name="coder", model=model, runtime=MontyRuntime(), tools=[FunctionTool(pay, requires_confirmation=True)]
+    )
+    with SqliteSessionService(tmp_path / "s.db") as service:
+        runner = Runner(app_name=APP, agent=agent, session_service=service, auto_create_session=True)
+        await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+        (pending,) = await runner.pending(user_id=USER, session_id=SESSION)
+        assert pending.args == {"amount": 10**4299 - 1}
+        events = await collect(runner.approve(user_id=USER, session_id=SESSION, call_key=pending.call_key))
+    assert events[-1].text == "4300"  # 10 ** 4299: 4300 digits, stored in the journal and read back
+    assert ledger.lines() == ["pay 4299"]
+
+
+async def test_a_tool_result_with_an_int_too_long_to_store_is_the_tools_error(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger")
+
+    def huge() -> dict:
+        """Returns a huge number."""
+        ledger.add("huge")
+        return {"n": 10**5000}
+
+    script = 'try:\n    r = call_tool("huge")\nexcept ValueError as e:\n    r = "caught: " + str(e)\n'
+    agent = CodeActAgent(
+        name="coder", model=ScriptedModel([fence(script + final_script("r"))]), runtime=MontyRuntime(), tools=[huge]
+    )
+    with SqliteSessionService(tmp_path / "s.db") as service:
+        runner = Runner(app_name=APP, agent=agent, session_service=service, auto_create_session=True)
+        events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+    assert events[-1].text.startswith("caught: the result of 'huge'['n'] is an int of more than 4300 digits")
+    assert ledger.lines() == ["huge"]
+
+
 @pytest.mark.parametrize("size", [70_000, 300_000])
 async def test_large_result_is_stored_once_and_referenced(tmp_path: Path, size: int) -> None:
     def big(n: int) -> str:

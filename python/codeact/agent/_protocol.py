@@ -20,6 +20,7 @@ from ..sessions._turns import TURN_FORMAT
 __all__ = (
     "INLINE_VALUE_LIMIT",
     "CompletionError",
+    "MAX_INT_DIGITS",
     "MAX_VALUE_BYTES",
     "MAX_VALUE_DEPTH",
     "TURN_FORMAT",
@@ -40,6 +41,12 @@ journal holds its SHA-256."""
 MAX_VALUE_DEPTH = MAX_DEPTH
 """Deepest nesting of containers that crosses the boundary (arguments and results): the
 native ``MAX_VALUE_DEPTH``, one limit for every layer."""
+
+MAX_INT_DIGITS = 4300
+"""Most decimal digits of an int in a journaled or stored value (arguments, results,
+completions): the limit of pydantic's JSON reader, which reads the journal and the stored
+events back (CPython's default ``sys.get_int_max_str_digits()`` too). A larger int is
+refused at the call, before anything is stored, and the script is told."""
 
 MAX_VALUE_BYTES = 64 * 1024 * 1024
 """Largest encoded size (bytes) of an argument set or result that crosses the boundary."""
@@ -128,14 +135,14 @@ def value_problem(value: Any, what: str) -> str | None:
     """Why ``value`` (arguments bound from the script, a tool's converted result) cannot
     cross the boundary, or None: ``codeact.runtime._values.problem``, with strings holding
     lone surrogates let through (the driver escapes them before journaling)."""
-    return problem(value, what, lone_surrogates=True)
+    return problem(value, what, lone_surrogates=True, max_int_digits=MAX_INT_DIGITS)
 
 
 def plain_value_problem(value: Any, what: str) -> str | None:
     """Why a host-supplied ``value`` is not plain data that can cross the boundary (SPEC §3
     v3, ``codeact.runtime._values.problem``), or encodes to more than ``MAX_VALUE_BYTES``
     bytes in the journal; or None."""
-    found = problem(value, what)
+    found = problem(value, what, max_int_digits=MAX_INT_DIGITS)
     if found is not None:
         return found
     try:

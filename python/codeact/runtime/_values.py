@@ -39,11 +39,22 @@ def _article(word: str) -> str:
     return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
 
 
+def _int_too_long(where: str, limit: int) -> str:
+    return f"{where} is an int of more than {limit} digits, which cannot be stored (at most {limit} digits)"
+
+
 def _not_plain(where: str, type_name: str) -> str:
     return f"{where} is {_article(type_name)} {type_name}, which cannot cross the boundary (allowed: {PLAIN_TYPES})"
 
 
-def problem(value: Any, where: str = "value", *, lone_surrogates: bool = False) -> str | None:
+def _too_many_digits(value: int, limit: int) -> bool:
+    # a cheap bound first: fewer than ``limit`` digits whenever bit_length < limit * log2(10)
+    return value.bit_length() > limit * 3.3219 and abs(value) >= 10**limit
+
+
+def problem(
+    value: Any, where: str = "value", *, lone_surrogates: bool = False, max_int_digits: int | None = None
+) -> str | None:
     """Why ``value`` is not plain data, or None when it is.
 
     Args:
@@ -52,6 +63,8 @@ def problem(value: Any, where: str = "value", *, lone_surrogates: bool = False) 
             values are named from it (``value['rows'][2]``).
         lone_surrogates: accept strings holding lone surrogates (for a caller that escapes
             them before the value crosses).
+        max_int_digits: refuse an int of more decimal digits than this (None: any size;
+            a caller that stores the value as JSON passes the JSON reader's limit).
 
     Returns:
         None, or one sentence: ``<where> is a <type>, which cannot cross the boundary
@@ -60,6 +73,8 @@ def problem(value: Any, where: str = "value", *, lone_surrogates: bool = False) 
     """
     kind = type(value)
     if value is None or kind in _SCALARS:
+        if max_int_digits is not None and kind is int and _too_many_digits(value, max_int_digits):
+            return _int_too_long(where, max_int_digits)
         return None
     if kind is str and (lone_surrogates or value.isascii()):
         return None
@@ -72,6 +87,13 @@ def problem(value: Any, where: str = "value", *, lone_surrogates: bool = False) 
         if depth > MAX_DEPTH:
             return f"{path} nests deeper than {MAX_DEPTH} levels"
         if item is None or isinstance(item, _SCALARS):
+            if (
+                max_int_digits is not None
+                and isinstance(item, int)
+                and not isinstance(item, bool)
+                and _too_many_digits(int(item), max_int_digits)
+            ):
+                return _int_too_long(path, max_int_digits)
             continue
         if isinstance(item, str):
             if not lone_surrogates and not item.isascii():
