@@ -162,11 +162,15 @@ APPROVER = textwrap.dedent(
         return handle.result()
 
     results = {f"s{i}": wait(client.handle("u", f"s{i}", f"msg-{i}")) for i in range(n)}
-    keys = {}
+    keys, decided = {}, set()
     while True:
         handles = {}
         for sid, result in results.items():
             for call in result.paused:
+                # a call decided once pauses its run again: the decision was lost (each
+                # enqueue under the same key returns the same stored result: stop here)
+                assert call.call_key not in decided, f"{sid}: {call.call_key} paused again after its decision"
+                decided.add(call.call_key)
                 keys.setdefault(sid, []).append([call.kind, call.call_key])
                 if call.kind == "confirmation":
                     handles[sid] = client.approve("u", sid, call.call_key)
@@ -373,7 +377,14 @@ def _diagnose(url: str) -> str:
         "WHERE status <> 'SUCCESS' ORDER BY created_at",
     )
     executors = _query(url, "SELECT executor_id, pid FROM codeact_dbos_executors")
-    turns = _query(url, "SELECT session_id, data FROM codeact_turns")
+    turns = _query(url, "SELECT session_id, data FROM codeact_turns WHERE data <> ''")
+    for sid, _ in turns:
+        flows += _query(
+            url,
+            "SELECT workflow_uuid, status, executor_id, recovery_attempts, output FROM dbos.workflow_status "
+            "WHERE workflow_uuid LIKE %s ORDER BY created_at",
+            f"codeact/codeact/u/{sid}/%",
+        )
     return f"workflows: {flows}\nexecutors: {executors}\nturns: {[(s, (d or '')[:300]) for s, d in turns]}"
 
 

@@ -171,3 +171,121 @@ async def test_run_key_killed_before_its_pause_was_announced_announces_it(tmp_pa
         done = [e async for e in runner.complete(user_id="u", session_id="s", call_key=pending.call_key, value="ok")]
         assert done[-1].text == "ok"
     assert ledger.read_text().splitlines() == ["render a"]
+
+
+DECIDER = textwrap.dedent(
+    """
+    import sys, threading
+    import anyio
+    from codeact import (CodeActAgent, FunctionTool, LongRunningFunctionTool, MontyRuntime, Runner, ScriptedModel,
+                         SqliteSessionService)
+
+    db, ledger, barrier, kind = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+
+    class Stopping(SqliteSessionService):
+        async def save_turn(self, **kw):
+            version = await super().save_turn(**kw)
+            claim = (kw["data"] or {}).get("claim") or {}
+            if str(claim.get("run_key") or "").startswith(kind + ":"):
+                open(barrier, "w").close()  # the decision's claim is stored, its resume not journaled
+                threading.Event().wait(600)
+            return version
+
+    def pay(amount: int) -> str:
+        \"\"\"Pays.\"\"\"
+        with open(ledger, "a") as f:
+            f.write(f"pay {amount}\\n")
+        return f"paid {amount}"
+
+    def render(scene: str) -> dict:
+        \"\"\"Starts a render.\"\"\"
+        with open(ledger, "a") as f:
+            f.write("render " + scene + "\\n")
+        return {"status": "started"}
+
+    call = 'call_tool("pay", {"amount": 5})' if kind == "approve" else 'call_tool("render", {"scene": "a"})'
+    REPLIES = [f'```python\\nr = {call}\\n{{"type": "final_result", "value": r}}\\n```']
+
+    async def main():
+        with Stopping(db) as service:
+            agent = CodeActAgent(name="coder", model=ScriptedModel(REPLIES), runtime=MontyRuntime(),
+                                 tools=[FunctionTool(pay, requires_confirmation=True), LongRunningFunctionTool(render)])
+            runner = Runner(app_name="app", agent=agent, session_service=service, auto_create_session=True)
+            async for _ in runner.run_async(user_id="u", session_id="s", new_message="go", run_key="m-1"):
+                pass
+            (pending,) = await runner.pending(user_id="u", session_id="s")
+            key = kind + ":" + pending.call_key
+            if kind == "approve":
+                decision = runner.approve(user_id="u", session_id="s", call_key=pending.call_key, run_key=key)
+            else:
+                decision = runner.complete(user_id="u", session_id="s", call_key=pending.call_key, value="frame",
+                                           run_key=key)
+            async for _ in decision:
+                pass
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["approve", "complete"])
+async def test_a_keyed_decision_killed_after_its_claim_is_applied_by_its_redelivery(tmp_path: Path, kind: str) -> None:
+    """Found by the DBOS scenario (issue 25): a worker died after an approval's or a
+    completion's claim was stored, before the resume journaled the decision. DBOS redelivered
+    the same request under the same run key, which recovered the turn without the decision:
+    the run paused again at the same call, and that pause became the decision's stored result,
+    so the approver decided the same call under the same key forever."""
+    db, ledger, barrier = tmp_path / "s.db", tmp_path / "ledger", tmp_path / "barrier"
+    child = tmp_path / "child.py"
+    child.write_text(DECIDER)
+    proc = subprocess.Popen(
+        [sys.executable, str(child), str(db), str(ledger), str(barrier), kind],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not barrier.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
+        assert time.monotonic() < deadline, "the child never reached the barrier"
+        await anyio.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    before = ledger.read_text().splitlines() if ledger.exists() else []
+    assert before == ([] if kind == "approve" else ["render a"])
+
+    def pay(amount: int) -> str:
+        """Pays."""
+        with ledger.open("a") as f:
+            f.write(f"pay {amount}\n")
+        return f"paid {amount}"
+
+    def render(scene: str) -> dict:
+        """Starts a render."""
+        raise AssertionError("the render started once already")
+
+    tools = [FunctionTool(pay, requires_confirmation=True), LongRunningFunctionTool(render)]
+    agent = CodeActAgent(name="coder", model=ScriptedModel([]), runtime=MontyRuntime(), tools=tools)
+    with SqliteSessionService(db) as service:
+        runner = Runner(app_name="app", agent=agent, session_service=service)
+        (pending,) = await runner.pending(user_id="u", session_id="s")
+        key = f"{kind}:{pending.call_key}"
+
+        async def redeliver() -> list:
+            if kind == "approve":
+                decision = runner.approve(user_id="u", session_id="s", call_key=pending.call_key, run_key=key)
+            else:
+                decision = runner.complete(
+                    user_id="u", session_id="s", call_key=pending.call_key, value="frame", run_key=key
+                )
+            return [e async for e in decision]
+
+        events = await redeliver()
+        assert not events[-1].long_running_tool_ids and not events[-1].interrupted, events[-1]
+        assert events[-1].text == ("paid 5" if kind == "approve" else "frame")
+        assert await runner.pending(user_id="u", session_id="s") == []
+        again = await redeliver()  # the same key once more: the stored run, replayed
+        assert again[-1].text == events[-1].text
+        assert all((e.custom_metadata or {}).get("codeact_replayed") for e in again)
+    assert ledger.read_text().splitlines() == (["pay 5"] if kind == "approve" else ["render a"])

@@ -201,18 +201,22 @@ class Runner:
         session = await self._session(user_id, session_id, create=not decided)
         invocation_id = new_id()
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
-        stored_message = False
+        stored_message = redelivered = False
         if run_key is not None:
             mine = [e for e in session.events if (e.custom_metadata or {}).get(RUN_KEY) == run_key]
             record = _record_of(slot)
             held = record is not None and record.claim is not None and record.claim.run_key == run_key
             if held:
-                # interrupted (or still running elsewhere): recovered below, the message never stored again
-                content, responses, decided = None, [], False
-                run_config = run_config.model_copy(
-                    update={"tool_confirmation_decisions": {}, "in_doubt_decisions": {}, "decision_digests": {}}
-                )
-                stored_message = True
+                # Interrupted (or still running elsewhere): recovered below, the message never
+                # stored again. The decisions this redelivery carries were in memory only when
+                # the run stopped (they become durable in the journal record of the resume):
+                # they apply again to the calls still pending, and to nothing else. A
+                # completion's message is stored here if the run stopped before storing it.
+                stored_message = redelivered = True
+                if any(e.author == "user" for e in mine) or not responses:
+                    content = None
+                else:
+                    stored_message = False
             elif mine and not all(e.author == "user" for e in mine) and _paused_unannounced(record, run_key, mine[-1]):
                 # The run paused (its turn is stored, suspended) but stopped before its
                 # announcement was stored: the redelivery announces the pending calls again.
@@ -229,12 +233,21 @@ class Runner:
                     yield event.model_copy(update={"custom_metadata": meta})
                 return
             elif mine:
-                invocation_id, stored_message = mine[-1].invocation_id, True
+                invocation_id, stored_message, redelivered = mine[-1].invocation_id, True, True
         claim = new_claim(self.clock, run_config.claim_lease, run_key)
         try:
             async with aclosing(
                 self._run_claimed(
-                    session, slot, invocation_id, content, responses, decided, run_config, claim, stored_message
+                    session,
+                    slot,
+                    invocation_id,
+                    content,
+                    responses,
+                    decided,
+                    run_config,
+                    claim,
+                    stored_message,
+                    redelivered,
                 )
             ) as events:
                 async for event in events:
@@ -253,6 +266,7 @@ class Runner:
         run_config: RunConfig,
         claim: Claim,
         stored_message: bool,
+        redelivered: bool = False,
     ) -> AsyncGenerator[Event, None]:
         claimed = False
         results: dict[str, Any] = {}
@@ -275,6 +289,9 @@ class Runner:
                 in_flight = await self._in_flight(session, record, owner)
                 pending = [p for p in view.pending if p.call_key not in in_flight]
                 interrupted = record.status == "running" or record.claim is not None or bool(in_flight)
+                if redelivered:
+                    run_config, responses = _still_pending(run_config, responses, pending)
+                    decided = bool(run_config.tool_confirmation_decisions or run_config.in_doubt_decisions or responses)
                 if record.claim is not None and not claim_abandoned(record.claim, self.clock):
                     raise AlreadyResumingError(
                         f"session {session.id!r} is being resumed by another runner, {record.claim.describe()}; "
@@ -305,7 +322,7 @@ class Runner:
                     )
                     slot = await self._claim(session, slot, claim)
                     claimed = True
-        elif decided:
+        elif decided and not redelivered:
             raise NoPendingCallError(
                 f"session {session.id!r} has no pending call (its run finished or never paused); the decision or "
                 "function response matches nothing and nothing ran"
@@ -670,7 +687,8 @@ class Runner:
                 }
             )
         else:
-            rc = run_config or RunConfig()
+            # a redelivery: the decision applies again if its call is still pending (run_async)
+            rc = _redelivered(run_config, call_key, True, digest=digest)
         async with aclosing(
             self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
         ) as events:
@@ -711,7 +729,7 @@ class Runner:
                 }
             )
         else:
-            rc = run_config or RunConfig()
+            rc = _redelivered(run_config, call_key, False, digest=digest, reason=reason)
         async with aclosing(
             self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
         ) as events:
@@ -752,7 +770,9 @@ class Runner:
         else:
             _check_completion(value, call_key)
         if run_key is not None and await self._finished(user_id, session_id, run_key):
-            message = None
+            # a redelivery: the response applies again if its call still awaits it (run_async)
+            response = FunctionResponse(name="", response=value, id=call_key, error=error)
+            message = Content(role="user", parts=[Part(function_response=response)])
         else:
             info = await self._pick(user_id, session_id, call_key, "completion", "complete", run_config)
             message = Content(
@@ -800,7 +820,10 @@ class Runner:
                 update={"in_doubt_decisions": {call_key: InDoubtDecision(action=action, value=value, reason=reason)}}
             )
         else:
-            rc = run_config or RunConfig()
+            # a redelivery: the decision applies again if the call is still in doubt (run_async)
+            rc = (run_config or RunConfig()).model_copy(
+                update={"in_doubt_decisions": {call_key: InDoubtDecision(action=action, value=value, reason=reason)}}
+            )
         async with aclosing(
             self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
         ) as events:
@@ -991,6 +1014,55 @@ class Runner:
             raise AlreadyResumingError(
                 f"another runner is resuming session {session.id!r}; its turn was not discarded"
             ) from exc
+
+
+def _redelivered(
+    run_config: RunConfig | None,
+    call_key: str | None,
+    approve: bool,
+    *,
+    digest: str | None,
+    reason: str | None = None,
+) -> RunConfig:
+    """The decision of an approval or denial sent again under a run key already seen; a
+    decision without a call key cannot be matched again and is left out."""
+    rc = run_config or RunConfig()
+    if call_key is None:
+        return rc
+    update: dict[str, Any] = {"tool_confirmation_decisions": {call_key: approve}}
+    if digest is not None:
+        update["decision_digests"] = {call_key: digest}
+    if reason:
+        update["tool_denial_reasons"] = {call_key: reason}
+    return rc.model_copy(update=update)
+
+
+def _still_pending(
+    run_config: RunConfig, responses: list[FunctionResponse], pending: list[PendingCallInfo]
+) -> tuple[RunConfig, list[FunctionResponse]]:
+    """The decisions and function responses of a redelivered keyed run (the same request
+    again, after its runner stopped) that still apply: those naming a call that is still
+    pending, of the kind it awaits. The others were used by the run before it stopped (the
+    journal has them) and are dropped, not refused."""
+    kinds = {p.call_key: p.kind for p in pending}
+    completions = [p for p in pending if p.kind == "completion"]
+    decisions = {
+        k: v
+        for k, v in run_config.tool_confirmation_decisions.items()
+        if k in kinds and (kinds[k] == "confirmation" or not decision_value(v))
+    }
+    kept = [
+        r
+        for r in responses
+        if (r.id is None and len(completions) == 1) or (r.id is not None and kinds.get(r.id) == "completion")
+    ]
+    update = {
+        "tool_confirmation_decisions": decisions,
+        "tool_denial_reasons": {k: v for k, v in run_config.tool_denial_reasons.items() if k in decisions},
+        "decision_digests": {k: v for k, v in run_config.decision_digests.items() if k in decisions},
+        "in_doubt_decisions": {k: v for k, v in run_config.in_doubt_decisions.items() if kinds.get(k) == "in_doubt"},
+    }
+    return run_config.model_copy(update=update), kept
 
 
 def _paused_unannounced(record: TurnRecord | None, run_key: str, last: Event) -> bool:
