@@ -191,6 +191,13 @@ DECIDER = textwrap.dedent(
                 threading.Event().wait(600)
             return version
 
+        async def append_event(self, session, event):
+            key = str((event.custom_metadata or {}).get("codeact_run_key") or "")
+            if kind == "approve-paused" and key.startswith("approve:") and event.long_running_tool_ids:
+                open(barrier, "w").close()  # paid, suspended at the render: its announcement not stored
+                threading.Event().wait(600)
+            return await super().append_event(session, event)
+
     def pay(amount: int) -> str:
         \"\"\"Pays.\"\"\"
         with open(ledger, "a") as f:
@@ -205,6 +212,9 @@ DECIDER = textwrap.dedent(
 
     call = 'call_tool("pay", {"amount": 5})' if kind == "approve" else 'call_tool("render", {"scene": "a"})'
     REPLIES = [f'```python\\nr = {call}\\n{{"type": "final_result", "value": r}}\\n```']
+    if kind == "approve-paused":
+        REPLIES = ['```python\\np = call_tool("pay", {"amount": 5})\\nr = call_tool("render", {"scene": "a"})\\n'
+                   '{"type": "final_result", "value": p + "; " + r["frame"]}\\n```']
 
     async def main():
         with Stopping(db) as service:
@@ -214,8 +224,8 @@ DECIDER = textwrap.dedent(
             async for _ in runner.run_async(user_id="u", session_id="s", new_message="go", run_key="m-1"):
                 pass
             (pending,) = await runner.pending(user_id="u", session_id="s")
-            key = kind + ":" + pending.call_key
-            if kind == "approve":
+            key = kind.split("-")[0] + ":" + pending.call_key
+            if kind.startswith("approve"):
                 decision = runner.approve(user_id="u", session_id="s", call_key=pending.call_key, run_key=key)
             else:
                 decision = runner.complete(user_id="u", session_id="s", call_key=pending.call_key, value="frame",
@@ -289,3 +299,58 @@ async def test_a_keyed_decision_killed_after_its_claim_is_applied_by_its_redeliv
         assert again[-1].text == events[-1].text
         assert all((e.custom_metadata or {}).get("codeact_replayed") for e in again)
     assert ledger.read_text().splitlines() == (["pay 5"] if kind == "approve" else ["render a"])
+
+
+async def test_a_keyed_approval_killed_before_announcing_its_next_pause_announces_it(tmp_path: Path) -> None:
+    """Found by the DBOS scenario (issue 25): a worker died after an approved call ran and its
+    script suspended at the next call (a long-running render), before that pause was
+    announced. The redelivered approval found no event and no claim under its run key, took
+    itself for a first delivery and failed: the approved call was no longer pending."""
+    db, ledger, barrier = tmp_path / "s.db", tmp_path / "ledger", tmp_path / "barrier"
+    child = tmp_path / "child.py"
+    child.write_text(DECIDER)
+    proc = subprocess.Popen(
+        [sys.executable, str(child), str(db), str(ledger), str(barrier), "approve-paused"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not barrier.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
+        assert time.monotonic() < deadline, "the child never reached the barrier"
+        await anyio.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert ledger.read_text().splitlines() == ["pay 5", "render a"]
+
+    def pay(amount: int) -> str:
+        """Pays."""
+        raise AssertionError("paid once already")
+
+    def render(scene: str) -> dict:
+        """Starts a render."""
+        raise AssertionError("the render started once already")
+
+    tools = [FunctionTool(pay, requires_confirmation=True), LongRunningFunctionTool(render)]
+    agent = CodeActAgent(name="coder", model=ScriptedModel([]), runtime=MontyRuntime(), tools=tools)
+    with SqliteSessionService(db) as service:
+        runner = Runner(app_name="app", agent=agent, session_service=service)
+        (render_call,) = await runner.pending(user_id="u", session_id="s")
+        assert render_call.kind == "completion"
+        session = await service.get_session(app_name="app", user_id="u", session_id="s")
+        approvals = [e for e in session.events if e.actions.requested_tool_confirmations]
+        (pay_key,) = approvals[-1].actions.requested_tool_confirmations
+        events = [
+            e async for e in runner.approve(user_id="u", session_id="s", call_key=pay_key, run_key=f"approve:{pay_key}")
+        ]
+        assert render_call.call_key in (events[-1].long_running_tool_ids or [])  # announced again, nothing ran
+        done = [
+            e
+            async for e in runner.complete(
+                user_id="u", session_id="s", call_key=render_call.call_key, value={"frame": "f1"}, run_key="c-1"
+            )
+        ]
+        assert done[-1].text == "paid 5; f1"
+    assert ledger.read_text().splitlines() == ["pay 5", "render a"]

@@ -217,14 +217,18 @@ class Runner:
                     content = None
                 else:
                     stored_message = False
-            elif mine and not all(e.author == "user" for e in mine) and _paused_unannounced(record, run_key, mine[-1]):
+            elif _paused_unannounced(record, run_key, mine[-1] if mine else None):
                 # The run paused (its turn is stored, suspended) but stopped before its
-                # announcement was stored: the redelivery announces the pending calls again.
+                # announcement was stored (it may have stored no event at all: an approval
+                # whose call ran and whose script paused at the next one): the redelivery
+                # announces the pending calls again; its own decisions were used.
                 content, responses, decided = None, [], False
                 run_config = run_config.model_copy(
                     update={"tool_confirmation_decisions": {}, "in_doubt_decisions": {}, "decision_digests": {}}
                 )
-                invocation_id, stored_message = mine[-1].invocation_id, True
+                stored_message = True
+                if mine:
+                    invocation_id = mine[-1].invocation_id
             elif mine and not all(e.author == "user" for e in mine):
                 for event in mine:
                     if event.author == "user":
@@ -831,16 +835,19 @@ class Runner:
                 yield event
 
     async def _finished(self, user_id: str, session_id: str, run_key: str) -> bool:
-        """Whether a run with ``run_key`` happened already: it stored events, or it holds (or
-        held, and was interrupted) the session's turn. ``run_async`` then replays or recovers
-        it instead of deciding again."""
+        """Whether a run with ``run_key`` happened already: it stored events, it holds (or
+        held, and was interrupted) the session's turn, or it wrote the stored turn (it paused,
+        maybe before storing any event). ``run_async`` then replays, recovers or announces it
+        again instead of deciding again."""
         session = await self._session(user_id, session_id, create=False)
         if any((e.custom_metadata or {}).get(RUN_KEY) == run_key for e in session.events):
             return True
         record = _record_of(
             await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         )
-        return record is not None and record.claim is not None and record.claim.run_key == run_key
+        if record is None:
+            return False
+        return record.run_key == run_key or (record.claim is not None and record.claim.run_key == run_key)
 
     def _claim_for(
         self,
@@ -1065,12 +1072,13 @@ def _still_pending(
     return run_config.model_copy(update=update), kept
 
 
-def _paused_unannounced(record: TurnRecord | None, run_key: str, last: Event) -> bool:
+def _paused_unannounced(record: TurnRecord | None, run_key: str, last: Event | None) -> bool:
     """Whether the run with ``run_key`` suspended its turn (the stored turn is its own, at
-    rest) and its last stored event is not the announcement of the pending calls."""
+    rest) and its last stored event (``last``; None: it stored none) is not the
+    announcement of the pending calls."""
     if record is None or record.status != "suspended" or record.claim is not None or record.run_key != run_key:
         return False
-    return not (last.interrupted or last.long_running_tool_ids)
+    return last is None or not (last.interrupted or last.long_running_tool_ids)
 
 
 def _record_of(slot: TurnSlot | None) -> TurnRecord | None:
