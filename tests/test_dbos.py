@@ -118,6 +118,14 @@ class Fleet:
             done[pid] = (proc.wait(timeout=120), out.read_text())
         return done
 
+    def logs(self) -> str:
+        """Every worker's stderr (for a failure)."""
+        parts = []
+        for pid, (_, backend, out) in self.procs.items():
+            parts.append(f"--- worker {pid} ({backend}{', killed' if pid in self.killed else ''})")
+            parts.append(out.with_suffix(".err").read_text()[-4000:])
+        return "\n".join(parts)
+
     def kill_all(self) -> None:
         for proc, _, _ in self.procs.values():
             if proc.poll() is None:
@@ -218,11 +226,6 @@ def test_names_are_derived_from_the_run_key() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("CODEACT_DBOS_SCENARIO") != "1",
-    reason="the multi-process scenario runs with CODEACT_DBOS_SCENARIO=1 (make scale-out-scenario): its "
-    "approver hung twice in about ten runs (issue 25 stays open until that is found)",
-)
 def test_scenario_on_two_workers_with_kills_approvals_and_completions(tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
     from dbos import DBOSClient
 
@@ -281,7 +284,8 @@ def test_scenario_on_two_workers_with_kills_approvals_and_completions(tmp_path: 
 
         # every session reached the result of an uninterrupted run
         for i in range(SESSIONS):
-            assert (finals[f"s{i}"].status, finals[f"s{i}"].text) == ("done", expected(i)), (i, finals[f"s{i}"])
+            if (finals[f"s{i}"].status, finals[f"s{i}"].text) != ("done", expected(i)):
+                raise AssertionError(f"s{i}: {finals[f's{i}']!r}\n{_diagnose(url, f's{i}')}\n{fleet.logs()}")
 
         # the ledger: each call ran once, but for the calls in flight on a killed worker
         rows = _query(url, "SELECT call_key, pid, session, tool FROM ledger ORDER BY id")
@@ -369,8 +373,26 @@ def _session_events(url: str) -> dict[str, list[Any]]:
     return anyio.run(read)
 
 
-def _diagnose(url: str) -> str:
-    """The unfinished workflows, the registered executors and the turn slots (for a failure)."""
+def _diagnose(url: str, session: str | None = None, *, turn: bool = False) -> str:
+    """The unfinished workflows, the registered executors and the turn slots (for a failure);
+    with ``session``, also its workflows, ledger rows and stored events."""
+    if session is not None and not turn:
+        flows = _query(
+            url,
+            "SELECT workflow_uuid, status, executor_id, recovery_attempts, created_at, updated_at "
+            "FROM dbos.workflow_status WHERE workflow_uuid LIKE %s ORDER BY created_at",
+            f"codeact/codeact/u/{session}/%",
+        )
+        ledger = _query(url, "SELECT call_key, tool, pid, at FROM ledger WHERE session = %s ORDER BY id", session)
+        events = _session_events(url).get(session, [])
+        shown = [
+            (e.author, (e.custom_metadata or {}).get("codeact_run_key"), e.text[:60], bool(e.long_running_tool_ids))
+            for e in events
+        ]
+        return (
+            f"{session} workflows: {flows}\nledger: {ledger}\nevents: {shown}\n{_diagnose(url, session, turn=True)}"
+            f"\n{_diagnose(url)}"
+        )
     flows = _query(
         url,
         "SELECT workflow_uuid, name, status, executor_id, recovery_attempts FROM dbos.workflow_status "
@@ -378,6 +400,13 @@ def _diagnose(url: str) -> str:
     )
     executors = _query(url, "SELECT executor_id, pid FROM codeact_dbos_executors")
     turns = _query(url, "SELECT session_id, data FROM codeact_turns WHERE data <> ''")
+    if session is not None:
+        for sid, data in turns:
+            if sid == session:
+                record = json.loads(data)
+                return f"turn of {sid}: " + json.dumps(
+                    {k: record.get(k) for k in ("status", "turn", "run_key", "claim", "pending", "next_pos")}
+                )
     for sid, _ in turns:
         flows += _query(
             url,

@@ -880,6 +880,7 @@ def worker(
     """Run agent runs and decisions from the app's DBOS queue (codeact[dbos]; docs/scale-out.md)
     until SIGTERM or Ctrl-C: then stop dequeuing, let the runs in flight finish for up to
     --grace seconds and exit; runs still in flight are recovered by another worker."""
+    import logging
     import os
     import signal
     import threading
@@ -901,6 +902,10 @@ def worker(
         loaded = loaded()
     if not isinstance(loaded, BaseAgent):
         raise typer.BadParameter(f"{agent!r} is not an agent (got {type(loaded).__name__})", param_hint="--agent")
+    # the worker's own warnings (workflows that failed or waited for a claim, recoveries) on stderr
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.getLogger("codeact").addHandler(handler)
     store = PostgresSessionService(db, max_size=max(4, concurrency))
     runner = Runner(app_name=app_name, agent=loaded, session_service=store, auto_create_session=True)
     stop = threading.Event()

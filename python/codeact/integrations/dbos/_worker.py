@@ -280,9 +280,13 @@ class Worker:
             except (AlreadyResumingError, SessionStoreConnectionError) as exc:
                 attempt += 1
                 if events or attempt > self.claim_retries:
+                    _log.warning("workflow %s failed: %s: %s", workflow, type(exc).__name__, exc)
                     return _failed(exc, workflow, events)
-                await anyio.sleep(await self._wait_for(exc, r))
+                delay = await self._wait_for(exc, r)
+                _log.warning("workflow %s: %s; trying again in %.1f s", workflow, exc, delay)
+                await anyio.sleep(delay)
             except CodeActError as exc:
+                _log.warning("workflow %s failed: %s: %s", workflow, type(exc).__name__, exc)
                 return _failed(exc, workflow, events)
 
     async def _wait_for(self, exc: Exception, r: RunRequest) -> float:
