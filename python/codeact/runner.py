@@ -202,6 +202,7 @@ class Runner:
         invocation_id = new_id()
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         stored_message = redelivered = False
+        used: set[str] = set()
         if run_key is not None:
             mine = [e for e in session.events if (e.custom_metadata or {}).get(RUN_KEY) == run_key]
             record = _record_of(slot)
@@ -212,12 +213,20 @@ class Runner:
                 # the run stopped (they become durable in the journal record of the resume):
                 # they apply again to the calls still pending, and to nothing else. A
                 # completion's message is stored here if the run stopped before storing it.
-                stored_message = redelivered = True
-                if any(e.author == "user" for e in mine) or not responses:
+                # A message (a completion's, or one that decides by on_pending_message) is
+                # stored here if the run stopped before storing it. An in-doubt "rerun" the
+                # run announced was used (the call may have run again): it is not reapplied.
+                stored_message, redelivered = True, True
+                used = {
+                    str((e.custom_metadata or {}).get("call_key"))
+                    for e in mine
+                    if (e.custom_metadata or {}).get("codeact_kind") == "in_doubt"
+                }
+                if any(e.author == "user" for e in mine):
                     content = None
                 else:
                     stored_message = False
-            elif _paused_unannounced(record, run_key, mine[-1] if mine else None):
+            elif _paused_unannounced(record, run_key, mine):
                 # The run paused (its turn is stored, suspended) but stopped before its
                 # announcement was stored (it may have stored no event at all: an approval
                 # whose call ran and whose script paused at the next one): the redelivery
@@ -252,6 +261,7 @@ class Runner:
                     claim,
                     stored_message,
                     redelivered,
+                    used,
                 )
             ) as events:
                 async for event in events:
@@ -271,6 +281,7 @@ class Runner:
         claim: Claim,
         stored_message: bool,
         redelivered: bool = False,
+        used: set[str] | None = None,
     ) -> AsyncGenerator[Event, None]:
         claimed = False
         results: dict[str, Any] = {}
@@ -294,7 +305,7 @@ class Runner:
                 pending = [p for p in view.pending if p.call_key not in in_flight]
                 interrupted = record.status == "running" or record.claim is not None or bool(in_flight)
                 if redelivered:
-                    run_config, responses = _still_pending(run_config, responses, pending)
+                    run_config, responses = _still_pending(run_config, responses, pending, used or set())
                     decided = bool(run_config.tool_confirmation_decisions or run_config.in_doubt_decisions or responses)
                 if record.claim is not None and not claim_abandoned(record.claim, self.clock):
                     raise AlreadyResumingError(
@@ -692,7 +703,8 @@ class Runner:
             )
         else:
             # a redelivery: the decision applies again if its call is still pending (run_async)
-            rc = _redelivered(run_config, call_key, True, digest=digest)
+            key = call_key or await self._only_pending(user_id, session_id, ("confirmation",))
+            rc = _redelivered(run_config, key, True, digest=digest)
         async with aclosing(
             self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
         ) as events:
@@ -733,7 +745,8 @@ class Runner:
                 }
             )
         else:
-            rc = _redelivered(run_config, call_key, False, digest=digest, reason=reason)
+            key = call_key or await self._only_pending(user_id, session_id, ("confirmation", "completion", "in_doubt"))
+            rc = _redelivered(run_config, key, False, digest=digest, reason=reason)
         async with aclosing(
             self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
         ) as events:
@@ -775,7 +788,9 @@ class Runner:
             _check_completion(value, call_key)
         if run_key is not None and await self._finished(user_id, session_id, run_key):
             # a redelivery: the response applies again if its call still awaits it (run_async)
-            response = FunctionResponse(name="", response=value, id=call_key, error=error)
+            turn = await self.turn_info(user_id=user_id, session_id=session_id)
+            tool = next((p.tool for p in turn.pending if p.call_key == call_key), "") if turn is not None else ""
+            response = FunctionResponse(name=tool, response=value, id=call_key, error=error)
             message = Content(role="user", parts=[Part(function_response=response)])
         else:
             info = await self._pick(user_id, session_id, call_key, "completion", "complete", run_config)
@@ -833,6 +848,16 @@ class Runner:
         ) as events:
             async for event in events:
                 yield event
+
+    async def _only_pending(self, user_id: str, session_id: str, kinds: tuple[str, ...]) -> str | None:
+        """The key of the one call of ``kinds`` pending and not started, or None (none, or
+        several): what a redelivered decision without a call key named the first time
+        (it was accepted only when exactly one such call was pending)."""
+        info = await self.turn_info(user_id=user_id, session_id=session_id)
+        if info is None:
+            return None
+        keys = [p.call_key for p in info.pending if p.kind in kinds and p.call_key not in info.in_flight]
+        return keys[0] if len(keys) == 1 else None
 
     async def _finished(self, user_id: str, session_id: str, run_key: str) -> bool:
         """Whether a run with ``run_key`` happened already: it stored events, it holds (or
@@ -1045,12 +1070,14 @@ def _redelivered(
 
 
 def _still_pending(
-    run_config: RunConfig, responses: list[FunctionResponse], pending: list[PendingCallInfo]
+    run_config: RunConfig, responses: list[FunctionResponse], pending: list[PendingCallInfo], used: set[str]
 ) -> tuple[RunConfig, list[FunctionResponse]]:
     """The decisions and function responses of a redelivered keyed run (the same request
     again, after its runner stopped) that still apply: those naming a call that is still
-    pending, of the kind it awaits. The others were used by the run before it stopped (the
-    journal has them) and are dropped, not refused."""
+    pending, of the kind it awaits, and not ``used`` (calls whose in-doubt decision the run
+    announced before it stopped: a "rerun" may have run the tool again, so the call is in
+    doubt again and is asked about, not rerun once more). The others were used by the run
+    before it stopped (the journal has them) and are dropped, not refused."""
     kinds = {p.call_key: p.kind for p in pending}
     completions = [p for p in pending if p.kind == "completion"]
     decisions = {
@@ -1067,18 +1094,26 @@ def _still_pending(
         "tool_confirmation_decisions": decisions,
         "tool_denial_reasons": {k: v for k, v in run_config.tool_denial_reasons.items() if k in decisions},
         "decision_digests": {k: v for k, v in run_config.decision_digests.items() if k in decisions},
-        "in_doubt_decisions": {k: v for k, v in run_config.in_doubt_decisions.items() if kinds.get(k) == "in_doubt"},
+        "in_doubt_decisions": {
+            k: v for k, v in run_config.in_doubt_decisions.items() if kinds.get(k) == "in_doubt" and k not in used
+        },
     }
     return run_config.model_copy(update=update), kept
 
 
-def _paused_unannounced(record: TurnRecord | None, run_key: str, last: Event | None) -> bool:
+def _paused_unannounced(record: TurnRecord | None, run_key: str, mine: list[Event]) -> bool:
     """Whether the run with ``run_key`` suspended its turn (the stored turn is its own, at
-    rest) and its last stored event (``last``; None: it stored none) is not the
-    announcement of the pending calls."""
+    rest) and the announcement events at the end of what it stored (``mine``; maybe
+    nothing) do not name every pending call: it stopped before storing them all."""
     if record is None or record.status != "suspended" or record.claim is not None or record.run_key != run_key:
         return False
-    return last is None or not (last.interrupted or last.long_running_tool_ids)
+    announced: set[str] = set()
+    for event in reversed(mine):
+        if not (event.interrupted or event.long_running_tool_ids):
+            break
+        announced.update(event.actions.requested_tool_confirmations)
+        announced.update(event.long_running_tool_ids or ())
+    return not {p.call_key for p in record.pending} <= announced
 
 
 def _record_of(slot: TurnSlot | None) -> TurnRecord | None:
