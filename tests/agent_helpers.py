@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import inspect
+import signal
+import subprocess
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from codeact import (
@@ -208,3 +212,24 @@ class FakeTool(Tool):
                 out = await out
             return out
         return self.result
+
+
+def sigkill_at_barrier(args: Sequence[str], barrier: Path, *, timeout: float = 120.0) -> None:
+    """Starts ``args`` as a child process, waits until it creates the file ``barrier`` (polled
+    every 10 ms, at most ``timeout`` seconds), then kills it with SIGKILL and reaps it.
+
+    Raises:
+        AssertionError: the child ended before its barrier (with the tail of its output), or
+            never reached it.
+    """
+    barrier.unlink(missing_ok=True)
+    proc = subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout
+    while not barrier.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
+        assert time.monotonic() < deadline, "the child never reached the barrier"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agent_helpers import APP, SESSION, USER, fence
+from agent_helpers import APP, SESSION, USER, fence, sigkill_at_barrier
 from codeact import (
     AlreadyResumingError,
     CallsPendingError,
@@ -371,21 +370,7 @@ CHILD = textwrap.dedent(
 def kill_at_barrier(tmp_path: Path, db: Path, ledger: Ledger, mode: str) -> None:
     child, barrier = tmp_path / "child.py", tmp_path / "barrier"
     child.write_text(CHILD)
-    proc = subprocess.Popen(
-        [sys.executable, str(child), str(db), str(ledger.path), str(barrier), mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not barrier.exists():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the child ended before the barrier: {out[-2000:]} {err[-2000:]}")
-        assert time.monotonic() < deadline, "the child never reached the barrier"
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    sigkill_at_barrier([sys.executable, str(child), str(db), str(ledger.path), str(barrier), mode], barrier)
 
 
 @pytest.mark.parametrize("in_doubt", ["rerun", "fail", "ask"])

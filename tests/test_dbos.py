@@ -285,7 +285,7 @@ def test_scenario_on_two_workers_with_kills_approvals_and_completions(tmp_path: 
         # every session reached the result of an uninterrupted run
         for i in range(SESSIONS):
             if (finals[f"s{i}"].status, finals[f"s{i}"].text) != ("done", expected(i)):
-                raise AssertionError(f"s{i}: {finals[f's{i}']!r}\n{_diagnose(url, f's{i}')}\n{fleet.logs()}")
+                raise AssertionError(f"s{i}: {finals[f's{i}']!r}\n{_diagnose_session(url, f's{i}')}\n{fleet.logs()}")
 
         # the ledger: each call ran once, but for the calls in flight on a killed worker
         rows = _query(url, "SELECT call_key, pid, session, tool FROM ledger ORDER BY id")
@@ -373,26 +373,8 @@ def _session_events(url: str) -> dict[str, list[Any]]:
     return anyio.run(read)
 
 
-def _diagnose(url: str, session: str | None = None, *, turn: bool = False) -> str:
-    """The unfinished workflows, the registered executors and the turn slots (for a failure);
-    with ``session``, also its workflows, ledger rows and stored events."""
-    if session is not None and not turn:
-        flows = _query(
-            url,
-            "SELECT workflow_uuid, status, executor_id, recovery_attempts, created_at, updated_at "
-            "FROM dbos.workflow_status WHERE workflow_uuid LIKE %s ORDER BY created_at",
-            f"codeact/codeact/u/{session}/%",
-        )
-        ledger = _query(url, "SELECT call_key, tool, pid, at FROM ledger WHERE session = %s ORDER BY id", session)
-        events = _session_events(url).get(session, [])
-        shown = [
-            (e.author, (e.custom_metadata or {}).get("codeact_run_key"), e.text[:60], bool(e.long_running_tool_ids))
-            for e in events
-        ]
-        return (
-            f"{session} workflows: {flows}\nledger: {ledger}\nevents: {shown}\n{_diagnose(url, session, turn=True)}"
-            f"\n{_diagnose(url)}"
-        )
+def _diagnose(url: str) -> str:
+    """The unfinished workflows, the registered executors and the turn slots (for a failure)."""
     flows = _query(
         url,
         "SELECT workflow_uuid, name, status, executor_id, recovery_attempts FROM dbos.workflow_status "
@@ -400,13 +382,6 @@ def _diagnose(url: str, session: str | None = None, *, turn: bool = False) -> st
     )
     executors = _query(url, "SELECT executor_id, pid FROM codeact_dbos_executors")
     turns = _query(url, "SELECT session_id, data FROM codeact_turns WHERE data <> ''")
-    if session is not None:
-        for sid, data in turns:
-            if sid == session:
-                record = json.loads(data)
-                return f"turn of {sid}: " + json.dumps(
-                    {k: record.get(k) for k in ("status", "turn", "run_key", "claim", "pending", "next_pos")}
-                )
     for sid, _ in turns:
         flows += _query(
             url,
@@ -415,6 +390,25 @@ def _diagnose(url: str, session: str | None = None, *, turn: bool = False) -> st
             f"codeact/codeact/u/{sid}/%",
         )
     return f"workflows: {flows}\nexecutors: {executors}\nturns: {[(s, (d or '')[:300]) for s, d in turns]}"
+
+
+def _diagnose_session(url: str, session: str) -> str:
+    """One session's workflows, ledger rows, stored events and turn record, then ``_diagnose``."""
+    flows = _query(
+        url,
+        "SELECT workflow_uuid, status, executor_id, recovery_attempts, created_at, updated_at "
+        "FROM dbos.workflow_status WHERE workflow_uuid LIKE %s ORDER BY created_at",
+        f"codeact/codeact/u/{session}/%",
+    )
+    ledger = _query(url, "SELECT call_key, tool, pid, at FROM ledger WHERE session = %s ORDER BY id", session)
+    events = [
+        (e.author, (e.custom_metadata or {}).get("codeact_run_key"), e.text[:60], bool(e.long_running_tool_ids))
+        for e in _session_events(url).get(session, [])
+    ]
+    rows = _query(url, "SELECT data FROM codeact_turns WHERE session_id = %s AND data <> ''", session)
+    fields = ("status", "turn", "run_key", "claim", "pending", "next_pos")
+    turn = {k: json.loads(rows[0][0]).get(k) for k in fields} if rows else None
+    return f"{session} workflows: {flows}\nledger: {ledger}\nevents: {events}\nturn: {turn}\n{_diagnose(url)}"
 
 
 def _pending_workflows(url: str) -> int:

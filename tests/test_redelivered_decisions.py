@@ -11,16 +11,15 @@ again rather than run again. Found by a review of the first redelivery fixes."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_helpers import sigkill_at_barrier
 from codeact import (
     CodeActAgent,
     FunctionTool,
@@ -107,22 +106,12 @@ def _child(tmp: Path, spec: dict[str, Any], *, killed: bool = True) -> None:
     """Runs the child with ``spec``; when ``killed``, kills it at its barrier."""
     child, barrier = tmp / "child.py", tmp / "barrier"
     child.write_text(CHILD)
-    barrier.unlink(missing_ok=True)
     args = [sys.executable, str(child), str(tmp / "s.db"), str(tmp / "ledger"), str(barrier), json.dumps(spec)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if not killed:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err.decode()[-3000:]
+    if killed:
+        sigkill_at_barrier(args, barrier)
         return
-    deadline = time.monotonic() + 120
-    while not barrier.exists():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the child ended before its barrier: {out[-2000:]!r} {err[-2000:]!r}")
-        assert time.monotonic() < deadline, "the child never reached its barrier"
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    done = subprocess.run(args, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
 
 
 def _ledger(tmp: Path) -> list[str]:

@@ -5,16 +5,13 @@ barrier (the store signals once the reply is stored, then blocks), never after a
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
-import anyio
 import pytest
 
+from agent_helpers import sigkill_at_barrier
 from codeact import (
     CodeActAgent,
     FunctionTool,
@@ -90,20 +87,7 @@ async def test_run_key_killed_after_the_model_reply_recovers_the_run(tmp_path: P
     db, ledger, barrier = tmp_path / "s.db", tmp_path / "ledger", tmp_path / "barrier"
     child = tmp_path / "child.py"
     child.write_text(CHILD)
-    proc = subprocess.Popen(
-        [sys.executable, str(child), str(db), str(ledger), str(barrier), str(turns)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 120
-    while not barrier.exists():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
-        assert time.monotonic() < deadline, "the child never reached the barrier"
-        await anyio.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    sigkill_at_barrier([sys.executable, str(child), str(db), str(ledger), str(barrier), str(turns)], barrier)
     before = ledger.read_text().splitlines() if ledger.exists() else []
     assert before == (["a"] if turns == 2 else [])
 
@@ -138,20 +122,7 @@ async def test_run_key_killed_before_its_pause_was_announced_announces_it(tmp_pa
     db, ledger, barrier = tmp_path / "s.db", tmp_path / "ledger", tmp_path / "barrier"
     child = tmp_path / "child.py"
     child.write_text(CHILD)
-    proc = subprocess.Popen(
-        [sys.executable, str(child), str(db), str(ledger), str(barrier), "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 120
-    while not barrier.exists():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
-        assert time.monotonic() < deadline, "the child never reached the barrier"
-        await anyio.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    sigkill_at_barrier([sys.executable, str(child), str(db), str(ledger), str(barrier), "0"], barrier)
 
     def note(text: str) -> str:
         """Writes a note."""
@@ -248,20 +219,7 @@ async def test_a_keyed_decision_killed_after_its_claim_is_applied_by_its_redeliv
     db, ledger, barrier = tmp_path / "s.db", tmp_path / "ledger", tmp_path / "barrier"
     child = tmp_path / "child.py"
     child.write_text(DECIDER)
-    proc = subprocess.Popen(
-        [sys.executable, str(child), str(db), str(ledger), str(barrier), kind],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 120
-    while not barrier.exists():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
-        assert time.monotonic() < deadline, "the child never reached the barrier"
-        await anyio.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    sigkill_at_barrier([sys.executable, str(child), str(db), str(ledger), str(barrier), kind], barrier)
     before = ledger.read_text().splitlines() if ledger.exists() else []
     assert before == ([] if kind == "approve" else ["render a"])
 
@@ -309,20 +267,7 @@ async def test_a_keyed_approval_killed_before_announcing_its_next_pause_announce
     db, ledger, barrier = tmp_path / "s.db", tmp_path / "ledger", tmp_path / "barrier"
     child = tmp_path / "child.py"
     child.write_text(DECIDER)
-    proc = subprocess.Popen(
-        [sys.executable, str(child), str(db), str(ledger), str(barrier), "approve-paused"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 120
-    while not barrier.exists():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the child ended before the barrier: {out[-2000:]!r} {err[-2000:]!r}")
-        assert time.monotonic() < deadline, "the child never reached the barrier"
-        await anyio.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    sigkill_at_barrier([sys.executable, str(child), str(db), str(ledger), str(barrier), "approve-paused"], barrier)
     assert ledger.read_text().splitlines() == ["pay 5", "render a"]
 
     def pay(amount: int) -> str:

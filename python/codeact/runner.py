@@ -208,14 +208,13 @@ class Runner:
             record = _record_of(slot)
             held = record is not None and record.claim is not None and record.claim.run_key == run_key
             if held:
-                # Interrupted (or still running elsewhere): recovered below, the message never
-                # stored again. The decisions this redelivery carries were in memory only when
-                # the run stopped (they become durable in the journal record of the resume):
-                # they apply again to the calls still pending, and to nothing else. A
-                # completion's message is stored here if the run stopped before storing it.
-                # A message (a completion's, or one that decides by on_pending_message) is
-                # stored here if the run stopped before storing it. An in-doubt "rerun" the
-                # run announced was used (the call may have run again): it is not reapplied.
+                # Interrupted (or still running elsewhere): recovered below. The decisions this
+                # redelivery carries were in memory only when the run stopped (they become
+                # durable in the journal record of the resume): they apply again to the calls
+                # still pending, and to nothing else. Its message (a completion's, or one that
+                # decides by on_pending_message) is stored here only if the run stopped before
+                # storing it. An in-doubt "rerun" the run announced was used (the call may
+                # have run again): it is not reapplied.
                 stored_message, redelivered = True, True
                 used = {
                     str((e.custom_metadata or {}).get("call_key"))
