@@ -18,6 +18,7 @@ __all__ = [
     "ResumeValue",
     "MontySession",
     "StepTicket",
+    "SubsetScreen",
     "register_gather_type",
     "register_seam_types",
     "remaining_stack",
@@ -101,6 +102,28 @@ def register_gather_type(gather: type[Gather]) -> None:
 
 def remaining_stack() -> int | None:
     """Bytes of native stack left on the calling thread, or None when unknown."""
+
+@final
+class SubsetScreen:
+    """Whether a script needs the subset check (``codeact.runtime._check``): one parse with
+    Monty's own parser (ruff's, in Rust) and a walk that over-approximates every rule's
+    trigger. Built once from the check's name tables (each a list of names; ``gap_imports``
+    a list of ``(module, name)`` pairs)."""
+
+    def __init__(
+        self,
+        missing_builtins: list[str],
+        exception_names: list[str],
+        method_names: list[str],
+        gap_attributes: list[str],
+        call_attributes: list[str],
+        allowed_modules: list[str],
+        gap_imports: list[tuple[str, str]],
+    ) -> None: ...
+    def needs_check(self, script: str) -> bool:
+        """True when any rule of the check could apply to ``script``, or when the screen
+        cannot tell (a parse error, a source nested past Monty's bound); False means the
+        check would find nothing and rewrite nothing. Releases the GIL while it parses."""
 
 @final
 class MontyEngine:

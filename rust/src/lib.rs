@@ -10,6 +10,7 @@ mod output;
 mod py_api;
 mod py_continuation;
 mod py_repl;
+mod screen;
 mod seam;
 mod slot;
 mod snapshot;
@@ -34,6 +35,7 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<seam::ResumeValue>()?;
     m.add_class::<seam::ResumeError>()?;
     m.add_class::<py_repl::MontySession>()?;
+    m.add_class::<screen::SubsetScreen>()?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
     m.add_function(wrap_pyfunction!(py_continuation::register_gather_type, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;

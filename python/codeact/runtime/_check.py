@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
-from .._monty import remaining_stack
-from ._awaits import deferred_offsets
+from .._monty import SubsetScreen, remaining_stack
+from ._awaits import AWAIT_WORD, deferred_offsets
 from ._precheck import parse_script, parsed
 from ._subset import STDLIB_MODULES, SUBSET, SubsetEntry
 
@@ -1077,6 +1077,8 @@ def check_script(
         The script to run, the rewrites applied and the findings left (empty when the script
         passes). A script CPython cannot parse comes back unchanged with no findings.
     """
+    if not AWAIT_WORD.search(script) and not _SCREEN.needs_check(script):
+        return CheckResult(script)  # no rule could apply (the native screen), nothing awaited
     try:
         return _check(script, rewrite, functions_style, detect)
     except (RecursionError, MemoryError):  # absurd nesting: Monty reports it itself
@@ -1102,6 +1104,21 @@ def _check(script: str, rewrite: bool, functions_style: bool, detect: bool) -> C
             script, tree = new_script, new_tree
     findings = _detect(tree, _Source(script), functions_style) if detect else []
     return CheckResult(script, tuple(applied), tuple(findings), deferred_offsets(script, tree))
+
+
+_SCREEN = SubsetScreen(
+    sorted(_MISSING_BUILTINS),
+    sorted(_EXCEPTION_NAMES),
+    sorted(_METHOD_NAMES),
+    sorted({name for _module, name in _STDLIB_GAPS} | {"maketrans"}),
+    sorted({"format_map", *_DATETIME_GAPS}),
+    sorted(STDLIB_MODULES),
+    sorted(_STDLIB_GAPS),
+)
+"""Whether a script needs the check at all: one parse in Rust with Monty's own parser
+(ruff's), true when any rule here could apply (rust/src/screen.rs, which mirrors each
+rule's trigger in a weaker form; tests/test_subset_screen.py holds it to that). A script it
+passes has no finding and no rewrite, and is not parsed by CPython."""
 
 
 # ------------------------------------------------------------------ a stack the parser cannot overflow
