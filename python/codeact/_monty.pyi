@@ -105,9 +105,9 @@ def remaining_stack() -> int | None:
 
 @final
 class SubsetScreen:
-    """Whether a script needs the subset check (``codeact.runtime._check``): one parse with
-    Monty's own parser (ruff's, in Rust) and a walk that over-approximates every rule's
-    trigger. Built once from the check's name tables (each a list of names; ``gap_imports``
+    """Whether a script needs the subset check (``codeact.runtime._check``): a pass of the
+    lexer Monty's parser uses (ruff's, in Rust), then, only when the tokens do not clear the
+    script, one parse and a walk; both over-approximate every rule's trigger. Built once from the check's name tables (each a list of names; ``gap_imports``
     a list of ``(module, name)`` pairs)."""
 
     def __init__(
@@ -123,7 +123,12 @@ class SubsetScreen:
     def needs_check(self, script: str) -> bool:
         """True when any rule of the check could apply to ``script``, or when the screen
         cannot tell (a parse error, a source nested past Monty's bound); False means the
-        check would find nothing and rewrite nothing. Releases the GIL while it parses."""
+        check would find nothing and rewrite nothing, and no call is awaited. Releases the
+        GIL while it runs."""
+    def tokens_may_need_check(self, script: str) -> bool:
+        """The first gate of ``needs_check`` alone (the lexer pass), for tests."""
+    def tree_needs_check(self, script: str) -> bool:
+        """The second gate of ``needs_check`` alone (the parse and the walk), for tests."""
 
 @final
 class MontyEngine:

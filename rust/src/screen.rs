@@ -1,23 +1,28 @@
 //! The native screen in front of the static subset check (`codeact.runtime._check`).
 //!
 //! The subset check parses a script with CPython's `ast` and walks it several ways; on a
-//! 10 KB script that costs about ten times what Monty needs to start it. Most scripts
-//! contain nothing any of its rules looks at, so this screen parses the script once with
-//! the parser Monty itself uses (ruff's, in Rust) and answers one question: could any rule
-//! of the check (a finding or a same-meaning rewrite) apply? Only when it could does the
-//! Python check run; its answer is then the one that counts.
+//! 10 KB script that costs several times what Monty needs to start it. Most scripts contain
+//! nothing any of its rules looks at, so this screen answers one question first, natively:
+//! could any rule of the check (a finding or a same-meaning rewrite) apply, or is a call
+//! awaited? Only then does the Python check run; its answer is the one that counts.
 //!
-//! The screen over-approximates: every condition below is implied by (weaker than) the
-//! condition of a rule in `_check.py`, so a script the screen passes has no finding and no
-//! rewrite. The name tables come from Python (the same tables the rules read), so a name
-//! added there reaches the screen without a change here. `tests/test_subset_screen.py`
-//! holds the screen to that on every script the check's own tests and the corpora use.
+//! Two gates, both over-approximations (each condition is implied by the condition of a
+//! rule in `_check.py`, so a script either gate passes has no finding and no rewrite):
+//! one pass of the lexer Monty's parser uses (ruff's), about a fifth of a parse, with each
+//! trigger in a token-level form; and only for a script the tokens do not clear, one parse
+//! and a walk of the syntax tree with the trigger in a tree-level form. The name tables
+//! come from Python (the tables the rules read), so a name added there reaches the screen
+//! without a change here. `tests/test_subset_screen.py` holds each gate to that on every
+//! script the check's own tests, Monty's test cases and the shared corpus use.
 
 use pyo3::prelude::*;
 use ruff_python_ast::{
     self as ast, Expr, Stmt,
+    token::TokenKind,
     visitor::{Visitor, walk_expr, walk_stmt},
 };
+use ruff_python_parser::{Mode, lexer::lex};
+use ruff_text_size::TextRange;
 
 use rustc_hash::FxHashSet as HashSet;
 
@@ -82,22 +87,55 @@ impl SubsetScreen {
     /// screen cannot tell: a parse error, a source nested past Monty's bound). Releases the
     /// GIL while it parses.
     fn needs_check(&self, py: Python<'_>, script: &str) -> bool {
-        py.detach(|| {
-            let unscanned = STACK_BASE.saturating_add(script.len().saturating_mul(STACK_PER_BYTE));
-            if stacker::remaining_stack().is_some_and(|left| left >= unscanned) {
-                return self.screen(script);
-            }
-            // Too little stack to take the source's length as its depth: Monty's nesting
-            // pre-scan (one lexer pass) bounds the depth instead.
-            if !monty::source_within_nesting_bound(script, 0) {
-                return true;
-            }
-            with_stack(STACK_BASE, || self.screen(script))
-        })
+        py.detach(|| self.tokens_need_check(script) && self.tree_needs_check_here(script))
+    }
+
+    /// The first gate of `needs_check` alone: one lexer pass, no parse (for tests).
+    fn tokens_may_need_check(&self, py: Python<'_>, script: &str) -> bool {
+        py.detach(|| self.tokens_need_check(script))
+    }
+
+    /// The second gate of `needs_check` alone: the parse and the walk (for tests).
+    fn tree_needs_check(&self, py: Python<'_>, script: &str) -> bool {
+        py.detach(|| self.tree_needs_check_here(script))
     }
 }
 
 impl SubsetScreen {
+    fn tree_needs_check_here(&self, script: &str) -> bool {
+        let unscanned = STACK_BASE.saturating_add(script.len().saturating_mul(STACK_PER_BYTE));
+        if stacker::remaining_stack().is_some_and(|left| left >= unscanned) {
+            return self.screen(script);
+        }
+        // Too little stack to take the source's length as its depth: Monty's nesting
+        // pre-scan (one lexer pass) bounds the depth instead.
+        if !monty::source_within_nesting_bound(script, 0) {
+            return true;
+        }
+        with_stack(STACK_BASE, || self.screen(script))
+    }
+
+    /// The first gate: one lexer pass (about a fifth of a parse). Each rule's trigger in a
+    /// still weaker, token-level form; true also on a lexical error.
+    fn tokens_need_check(&self, script: &str) -> bool {
+        let mut lexer = lex(script, Mode::Module);
+        let mut tokens: Vec<(TokenKind, TextRange)> = Vec::with_capacity(script.len() / 4);
+        loop {
+            match lexer.next_token() {
+                TokenKind::EndOfFile => break,
+                TokenKind::Comment | TokenKind::NonLogicalNewline => {}
+                TokenKind::Unknown | TokenKind::IpyEscapeCommand => return true,
+                kind => tokens.push((kind, lexer.current_range())),
+            }
+        }
+        Tokens {
+            screen: self,
+            script,
+            tokens: &tokens,
+        }
+        .need_check()
+    }
+
     fn screen(&self, script: &str) -> bool {
         let Ok(parsed) = ruff_python_parser::parse_module(script) else {
             return true;
@@ -107,6 +145,8 @@ impl SubsetScreen {
             hit: false,
             defs: HashSet::default(),
             slot_names: Vec::new(),
+            modules: HashSet::default(),
+            gap_owners: Vec::new(),
         };
         for stmt in &parsed.syntax().body {
             walk.visit_stmt(stmt);
@@ -115,6 +155,289 @@ impl SubsetScreen {
             }
         }
         walk.slot_names.iter().any(|n| walk.defs.contains(n))
+            || walk
+                .gap_owners
+                .iter()
+                .any(|n| *n == "str" || walk.modules.contains(n))
+    }
+}
+
+/// The token-level gate over one script's significant tokens (comments and the newlines
+/// inside brackets left out).
+struct Tokens<'s, 'a> {
+    screen: &'s SubsetScreen,
+    script: &'a str,
+    tokens: &'a [(TokenKind, TextRange)],
+}
+
+impl<'a> Tokens<'_, 'a> {
+    fn kind(&self, i: usize) -> Option<TokenKind> {
+        self.tokens.get(i).map(|t| t.0)
+    }
+
+    fn text(&self, i: usize) -> &'a str {
+        &self.script[self.tokens[i].1]
+    }
+
+    /// Whether token `i` begins a statement (an `import` / `from` there is an import).
+    fn statement_start(&self, i: usize) -> bool {
+        i == 0
+            || matches!(
+                self.kind(i - 1),
+                Some(
+                    TokenKind::Newline
+                        | TokenKind::Indent
+                        | TokenKind::Dedent
+                        | TokenKind::Semi
+                        | TokenKind::Colon
+                )
+            )
+    }
+
+    fn need_check(&self) -> bool {
+        let s = self.screen;
+        let mut defs: HashSet<&str> = HashSet::default();
+        let mut modules: HashSet<&str> = HashSet::default();
+        let mut slot_names: Vec<&str> = Vec::new();
+        let mut gap_owners: Vec<&str> = Vec::new();
+        for i in 0..self.tokens.len() {
+            match self.tokens[i].0 {
+                // decorators (and `@` as an operator), `del`, `await`
+                TokenKind::At | TokenKind::Del | TokenKind::Await => return true,
+                // a class with bases or keywords (`class A:` and `class A():` have none)
+                TokenKind::Class => match (self.kind(i + 2), self.kind(i + 3)) {
+                    (Some(TokenKind::Colon), _)
+                    | (Some(TokenKind::Lpar), Some(TokenKind::Rpar)) => {}
+                    _ => return true,
+                },
+                TokenKind::Def => {
+                    if self.kind(i + 1) == Some(TokenKind::Name) {
+                        defs.insert(self.text(i + 1));
+                    }
+                }
+                TokenKind::Import | TokenKind::From if self.statement_start(i) => {
+                    if self.import_needs_check(i, &mut modules) {
+                        return true;
+                    }
+                }
+                TokenKind::Name => {
+                    let name = self.text(i);
+                    let next = self.kind(i + 1);
+                    let after_dot = i > 0 && self.kind(i - 1) == Some(TokenKind::Dot);
+                    if name == "gather" // its keywords, under any alias
+                        || (matches!(name, "default" | "cls" | "encoding" | "errors") && next == Some(TokenKind::Equal))
+                    {
+                        return true; // json's default= / cls=; read_text(encoding=)
+                    }
+                    if after_dot {
+                        if s.call_attributes.contains(name) || name == "sub" {
+                            return true;
+                        }
+                        // `x = obj.method` (also in parentheses)
+                        if s.method_names.contains(name)
+                            && matches!(
+                                next,
+                                None | Some(TokenKind::Newline | TokenKind::Semi | TokenKind::Rpar)
+                            )
+                        {
+                            return true;
+                        }
+                        if s.gap_attributes.contains(name) {
+                            match self.kind(i - 2) {
+                                Some(TokenKind::Name) => gap_owners.push(self.text(i - 2)),
+                                Some(TokenKind::Rpar) => return true, // `(module).name`
+                                _ => {}
+                            }
+                        }
+                        continue;
+                    }
+                    if s.missing_builtins.contains(name) || name == "next" {
+                        return true;
+                    }
+                    let parenthesized = i > 0
+                        && self.kind(i - 1) == Some(TokenKind::Lpar)
+                        && next == Some(TokenKind::Rpar);
+                    if s.exception_names.contains(name)
+                        && (parenthesized
+                            || (next == Some(TokenKind::Lpar) && self.odd_exception_args(i + 2)))
+                    {
+                        return true;
+                    }
+                    if name == "key"
+                        && next == Some(TokenKind::Equal)
+                        && self.slot_needs_check(i + 2, &mut slot_names)
+                    {
+                        return true;
+                    }
+                    if matches!(name, "map" | "filter")
+                        && (parenthesized
+                            || (next == Some(TokenKind::Lpar)
+                                && self.slot_needs_check(i + 2, &mut slot_names)))
+                    {
+                        return true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        slot_names.iter().any(|n| defs.contains(n))
+            || gap_owners
+                .iter()
+                .any(|n| *n == "str" || modules.contains(n))
+    }
+
+    /// An import statement at token `i`: true when a rule could report or rewrite it. Records
+    /// the names `import` binds (module aliases).
+    fn import_needs_check(&self, i: usize, modules: &mut HashSet<&'a str>) -> bool {
+        let s = self.screen;
+        let end = (i..self.tokens.len())
+            .find(|&j| matches!(self.kind(j), Some(TokenKind::Newline | TokenKind::Semi)))
+            .unwrap_or(self.tokens.len());
+        let statement = &self.tokens[i..end];
+        let name_at = |j: usize| {
+            (statement.get(j).map(|t| t.0) == Some(TokenKind::Name)).then(|| self.text(i + j))
+        };
+        if statement[0].0 == TokenKind::Import {
+            // import a.b [as c], d ...
+            let mut j = 1;
+            loop {
+                let Some(root) = name_at(j) else { return true };
+                if !s.allowed_modules.contains(root) {
+                    return true;
+                }
+                j += 1;
+                while statement.get(j).map(|t| t.0) == Some(TokenKind::Dot)
+                    && name_at(j + 1).is_some()
+                {
+                    j += 2;
+                }
+                let mut bound = root;
+                if statement.get(j).map(|t| t.0) == Some(TokenKind::As) {
+                    let Some(alias) = name_at(j + 1) else {
+                        return true;
+                    };
+                    bound = alias;
+                    j += 2;
+                }
+                modules.insert(bound);
+                match statement.get(j).map(|t| t.0) {
+                    None => return false,
+                    Some(TokenKind::Comma) => j += 1,
+                    Some(_) => return true,
+                }
+            }
+        }
+        // from a.b import x [as y], ... (relative imports and anything unexpected: true)
+        let Some(root) = name_at(1) else { return true };
+        if !s.allowed_modules.contains(root) || root == "asyncio" || root == "json" {
+            return true;
+        }
+        let mut j = 2;
+        while statement.get(j).map(|t| t.0) == Some(TokenKind::Dot) && name_at(j + 1).is_some() {
+            j += 2;
+        }
+        if statement.get(j).map(|t| t.0) != Some(TokenKind::Import) {
+            return true;
+        }
+        for (k, token) in statement.iter().enumerate().skip(j + 1) {
+            match token.0 {
+                TokenKind::Name => {
+                    let after_as = statement[k - 1].0 == TokenKind::As;
+                    if !after_as
+                        && s.gap_imports
+                            .contains(&(root.to_owned(), self.text(i + k).to_owned()))
+                    {
+                        return true;
+                    }
+                }
+                TokenKind::As | TokenKind::Comma | TokenKind::Lpar | TokenKind::Rpar => {}
+                _ => return true, // `*` and anything unexpected
+            }
+        }
+        false
+    }
+
+    /// The arguments of an exception class's call, from token `j` (after the `(`): two or
+    /// more, or a first one that is a literal other than a string.
+    fn odd_exception_args(&self, j: usize) -> bool {
+        match self.kind(j) {
+            Some(
+                TokenKind::Int
+                | TokenKind::Float
+                | TokenKind::Complex
+                | TokenKind::True
+                | TokenKind::False
+                | TokenKind::None
+                | TokenKind::Ellipsis,
+            ) => return true,
+            Some(TokenKind::String)
+                if self
+                    .text(j)
+                    .trim_start_matches(['r', 'R'])
+                    .starts_with(['b', 'B']) =>
+            {
+                return true;
+            }
+            _ => {}
+        }
+        let mut depth = 0usize;
+        for k in j..self.tokens.len() {
+            match self.tokens[k].0 {
+                TokenKind::Lpar | TokenKind::Lsqb | TokenKind::Lbrace => depth += 1,
+                TokenKind::Rpar | TokenKind::Rsqb | TokenKind::Rbrace => {
+                    if depth == 0 {
+                        return false;
+                    }
+                    depth -= 1;
+                }
+                TokenKind::Comma if depth == 0 => return true,
+                TokenKind::Newline => return true, // unbalanced: cannot tell
+                _ => {}
+            }
+        }
+        true
+    }
+
+    /// A callback argument from token `j` to the `,` or `)` that ends it: true when it holds
+    /// an attribute (a bound method) or is a lambda with a parenthesis (perhaps a call);
+    /// a bare name is recorded (a finding if it is one of the script's functions).
+    fn slot_needs_check(&self, j: usize, slot_names: &mut Vec<&'a str>) -> bool {
+        let mut depth = 0usize;
+        let mut end = self.tokens.len();
+        for k in j..self.tokens.len() {
+            match self.tokens[k].0 {
+                TokenKind::Lpar | TokenKind::Lsqb | TokenKind::Lbrace => depth += 1,
+                TokenKind::Rpar | TokenKind::Rsqb | TokenKind::Rbrace => {
+                    if depth == 0 {
+                        end = k;
+                        break;
+                    }
+                    depth -= 1;
+                }
+                TokenKind::Comma if depth == 0 => {
+                    end = k;
+                    break;
+                }
+                TokenKind::Newline => return true, // unbalanced: cannot tell
+                _ => {}
+            }
+        }
+        let argument = &self.tokens[j..end];
+        let has = |kind: TokenKind| argument.iter().any(|t| t.0 == kind);
+        if has(TokenKind::Dot) || (has(TokenKind::Lambda) && has(TokenKind::Lpar)) {
+            return true;
+        }
+        let names: Vec<usize> = (j..end)
+            .filter(|&k| self.tokens[k].0 == TokenKind::Name)
+            .collect();
+        if let [only] = names[..]
+            && argument
+                .iter()
+                .all(|t| matches!(t.0, TokenKind::Name | TokenKind::Lpar | TokenKind::Rpar))
+        {
+            slot_names.push(self.text(only));
+        }
+        false
     }
 }
 
@@ -125,6 +448,10 @@ struct Walk<'s, 'a> {
     defs: HashSet<&'a str>,
     /// Names passed where a callback goes (`sorted(key=f)`, `map(f, ...)`).
     slot_names: Vec<&'a str>,
+    /// Names `import` statements bind (`import m`, `import m as x`): the module aliases.
+    modules: HashSet<&'a str>,
+    /// `x` of each `x.<name Monty's module lacks>`: a finding when `x` is a module alias.
+    gap_owners: Vec<&'a str>,
 }
 
 fn keyword_named(arguments: &ast::Arguments, names: &[&str]) -> bool {
@@ -162,7 +489,7 @@ fn non_string_literal(expr: &Expr) -> bool {
 }
 
 impl<'a> Walk<'_, 'a> {
-    fn import_root<'n>(name: &'n str) -> &'n str {
+    fn import_root(name: &str) -> &str {
         name.split('.').next().unwrap_or(name)
     }
 

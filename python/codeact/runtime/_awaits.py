@@ -30,10 +30,9 @@ from __future__ import annotations
 import ast
 import re
 
-__all__ = ("AWAIT_WORD", "deferred_offsets")
+__all__ = ("deferred_offsets",)
 
-AWAIT_WORD = re.compile(r"\bawait\b")
-"""Matches a script that may await something (no match: no call is deferred)."""
+_AWAIT = re.compile(r"\bawait\b")
 _SPAWNERS = frozenset({"gather", "create_task", "ensure_future"})
 _PASS_THROUGH = frozenset({"list", "tuple", "reversed", "sorted", "iter"})
 _CONTAINER_VIEWS = frozenset({"values", "copy"})
@@ -156,7 +155,7 @@ def deferred_offsets(script: str, tree: ast.Module | None = None) -> tuple[int, 
         script: the exact source the interpreter runs.
         tree: ``ast.parse(script)`` when the caller has it already.
     """
-    if not AWAIT_WORD.search(script):
+    if "await" not in script or not _AWAIT.search(script):
         return ()
     if tree is None:
         try:

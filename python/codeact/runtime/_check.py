@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from .._monty import SubsetScreen, remaining_stack
-from ._awaits import AWAIT_WORD, deferred_offsets
+from ._awaits import deferred_offsets
 from ._precheck import parse_script, parsed
 from ._subset import STDLIB_MODULES, SUBSET, SubsetEntry
 
@@ -1077,8 +1077,8 @@ def check_script(
         The script to run, the rewrites applied and the findings left (empty when the script
         passes). A script CPython cannot parse comes back unchanged with no findings.
     """
-    if not AWAIT_WORD.search(script) and not _SCREEN.needs_check(script):
-        return CheckResult(script)  # no rule could apply (the native screen), nothing awaited
+    if not _SCREEN.needs_check(script):
+        return CheckResult(script)  # no rule could apply and nothing is awaited (the native screen)
     try:
         return _check(script, rewrite, functions_style, detect)
     except (RecursionError, MemoryError):  # absurd nesting: Monty reports it itself
@@ -1117,8 +1117,9 @@ _SCREEN = SubsetScreen(
 )
 """Whether a script needs the check at all: one parse in Rust with Monty's own parser
 (ruff's), true when any rule here could apply (rust/src/screen.rs, which mirrors each
-rule's trigger in a weaker form; tests/test_subset_screen.py holds it to that). A script it
-passes has no finding and no rewrite, and is not parsed by CPython."""
+rule's trigger in a weaker form, and any ``await``; tests/test_subset_screen.py holds it to
+that). A script it passes has no finding, no rewrite and no awaited call, and is not parsed by
+CPython."""
 
 
 # ------------------------------------------------------------------ a stack the parser cannot overflow
