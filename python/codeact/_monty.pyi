@@ -107,8 +107,9 @@ def remaining_stack() -> int | None:
 class SubsetScreen:
     """Whether a script needs the subset check (``codeact.runtime._check``): a pass of the
     lexer Monty's parser uses (ruff's, in Rust), then, only when the tokens do not clear the
-    script, one parse and a walk; both over-approximate every rule's trigger. Built once from the check's name tables (each a list of names; ``gap_imports``
-    a list of ``(module, name)`` pairs)."""
+    script, one parse and a walk; both over-approximate every rule's trigger. Built once from
+    the check's name tables (each a list of names; ``gap_imports`` a list of ``(module, name)``
+    pairs)."""
 
     def __init__(
         self,
