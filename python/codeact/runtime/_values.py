@@ -52,6 +52,24 @@ def _too_many_digits(value: int, limit: int) -> bool:
     return value.bit_length() > limit * 3.3219 and abs(value) >= 10**limit
 
 
+def _flat_plain(value: dict[Any, Any], lone_surrogates: bool, max_int_digits: int | None) -> bool:
+    """Whether ``value`` is a dict of str keys and scalar values (exact types) that
+    ``problem`` accepts; False (let the walk decide) for anything else."""
+    for k, v in value.items():
+        if type(k) is not str or not (lone_surrogates or k.isascii()):
+            return False
+        kind = type(v)
+        if kind is str:
+            if not (lone_surrogates or v.isascii()):
+                return False
+        elif kind is int:
+            if max_int_digits is not None and _too_many_digits(v, max_int_digits):
+                return False
+        elif v is not None and kind is not bool and kind is not float and kind is not bytes:
+            return False
+    return True
+
+
 def problem(
     value: Any, where: str = "value", *, lone_surrogates: bool = False, max_int_digits: int | None = None
 ) -> str | None:
@@ -78,6 +96,8 @@ def problem(
         return None
     if kind is str and (lone_surrogates or value.isascii()):
         return None
+    if kind is dict and _flat_plain(value, lone_surrogates, max_int_digits):
+        return None  # the common case (a call's arguments): no walk, no labels
     # Depth-first in order, as the native conversion walks, so the first problem is the same.
     stack: list[tuple[Any, int, str, bool]] = [(value, 0, where, False)]
     while stack:
