@@ -262,6 +262,7 @@ class TurnDriver:
             # Each call goes through the same policy; the calls to run now run together
             # (the calls of a gather concurrently), after their intents are written.
             resolved: list[tuple[Any, Any]] = []
+            notices: list[Event] = []
             handler_error: BaseException | None = None
             for call in calls:
                 try:
@@ -269,13 +270,14 @@ class TurnDriver:
                 except _HandlerFailed as failed:
                     handler_error = failed.cause
                     result = failed.suspend
+                if isinstance(result, _Notice):  # its call goes on as ``then`` (never one that ends the turn)
+                    notices.append(result.event)
+                    result = result.then
                 resolved.append((call, result))
                 if isinstance(result, (_Final, _Stop, _Budget)):
                     break
-            for _, result in resolved:
-                if isinstance(result, _Notice):  # an in-doubt notice, stored before the call goes on
-                    yield result.event
-            resolved = [(c, r.then if isinstance(r, _Notice) else r) for c, r in resolved]
+            for notice in notices:  # the in-doubt notices, stored before their calls go on
+                yield notice
             invokes = [r for _, r in resolved if isinstance(r, _Invoke)]
             if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)) and handler_error is None:
                 for inv in invokes:

@@ -154,15 +154,21 @@ def plain_value_problem(value: Any, what: str) -> str | None:
     return None
 
 
+_JSON_SCALARS = (str, bool, int, float)
+
+
 def _json_native(value: Any) -> bool:
     """Whether a JSON round trip gives ``value`` back exactly (no tuples, bytes, sets,
     non-str keys). Only called on values ``value_problem`` accepted (bounded depth)."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if value is None or isinstance(value, _JSON_SCALARS):
         return True
     if isinstance(value, list):
-        return all(_json_native(v) for v in value)
+        return all(v is None or isinstance(v, _JSON_SCALARS) or _json_native(v) for v in value)
     if isinstance(value, dict):
-        return all(isinstance(k, str) and _json_native(v) for k, v in value.items())
+        for k, v in value.items():
+            if not isinstance(k, str) or not (v is None or isinstance(v, _JSON_SCALARS) or _json_native(v)):
+                return False
+        return True
     return False
 
 

@@ -306,9 +306,9 @@ def bind_call_args(tool: Tool, positional: Sequence[Any], keyword: Mapping[str, 
             raises it into the script.
     """
     schema = tool.parameters
-    names = _parameter_names(schema)
     result = dict(keyword)
     if positional:
+        names = _parameter_names(schema)
         if names and len(positional) > len(names):
             raise TypeError(
                 f"tool {tool.name!r} takes at most {len(names)} positional argument(s) "
@@ -320,13 +320,15 @@ def bind_call_args(tool: Tool, positional: Sequence[Any], keyword: Mapping[str, 
                 raise TypeError(f"tool {tool.name!r} got multiple values for argument {key!r}")
             result[key] = value
     if schema and schema.get("additionalProperties") is False:
-        allowed = set(schema.get("properties", {}) or {})
-        unknown = [k for k in result if k not in allowed]
-        if unknown:
-            raise TypeError(
-                f"tool {tool.name!r} got an unexpected argument {unknown[0]!r}; "
-                f"its parameters are: {', '.join(names) or '(none)'}"
-            )
+        allowed = schema.get("properties", {}) or {}
+        if not isinstance(allowed, dict):
+            allowed = set(allowed)
+        for k in result:
+            if k not in allowed:
+                raise TypeError(
+                    f"tool {tool.name!r} got an unexpected argument {k!r}; "
+                    f"its parameters are: {', '.join(_parameter_names(schema)) or '(none)'}"
+                )
     return result
 
 

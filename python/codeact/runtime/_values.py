@@ -52,6 +52,48 @@ def _too_many_digits(value: int, limit: int) -> bool:
     return value.bit_length() > limit * 3.3219 and abs(value) >= 10**limit
 
 
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
+
+
+def _exact_plain(value: Any, depth: int, lone_surrogates: bool, max_int_digits: int | None) -> bool:
+    """Whether ``value``, a container of one of the exact types ``_CONTAINERS`` at ``depth``,
+    holds only plain data of exact types (dict keys: scalars and str) that ``problem``
+    accepts. False means: let the walk decide (a subclass, another key type, a problem, the
+    depth limit reached), so the fast path never changes a verdict or a message."""
+    if not value:
+        return True
+    if depth >= MAX_DEPTH:
+        return False
+    if type(value) is dict:
+        for k in value:
+            kind = type(k)
+            if kind is str:
+                if not (lone_surrogates or k.isascii()):
+                    return False
+            elif kind is int:
+                if max_int_digits is not None and _too_many_digits(k, max_int_digits):
+                    return False
+            elif k is not None and kind is not bool and kind is not float and kind is not bytes:
+                return False
+        items = value.values()
+    else:
+        items = value
+    for v in items:
+        kind = type(v)
+        if kind is str:
+            if not (lone_surrogates or v.isascii()):
+                return False
+        elif kind is int:
+            if max_int_digits is not None and _too_many_digits(v, max_int_digits):
+                return False
+        elif kind in _CONTAINERS:
+            if not _exact_plain(v, depth + 1, lone_surrogates, max_int_digits):
+                return False
+        elif v is not None and kind is not bool and kind is not float and kind is not bytes:
+            return False
+    return True
+
+
 def problem(
     value: Any, where: str = "value", *, lone_surrogates: bool = False, max_int_digits: int | None = None
 ) -> str | None:
@@ -78,14 +120,18 @@ def problem(
         return None
     if kind is str and (lone_surrogates or value.isascii()):
         return None
+    if kind in _CONTAINERS and _exact_plain(value, 0, lone_surrogates, max_int_digits):
+        return None  # the common case (arguments, a tool's result): no walk
     # Depth-first in order, as the native conversion walks, so the first problem is the same.
-    stack: list[tuple[Any, int, str, bool]] = [(value, 0, where, False)]
+    # A path is ``None`` (``where``) or ``(parent path, index or key, by index)``, spelled out
+    # only for the message (``_label``), not for every value walked.
+    stack: list[tuple[Any, int, Any, bool]] = [(value, 0, None, False)]
     while stack:
         item, depth, path, is_key = stack.pop()
         if is_key and isinstance(item, _UNHASHABLE):  # only a subclass that hashes gets here
-            return _not_plain(path, type(item).__name__)
+            return _not_plain(_label(where, path), type(item).__name__)
         if depth > MAX_DEPTH:
-            return f"{path} nests deeper than {MAX_DEPTH} levels"
+            return f"{_label(where, path)} nests deeper than {MAX_DEPTH} levels"
         if item is None or isinstance(item, _SCALARS):
             if (
                 max_int_digits is not None
@@ -93,30 +139,43 @@ def problem(
                 and not isinstance(item, bool)
                 and _too_many_digits(int(item), max_int_digits)
             ):
-                return _int_too_long(path, max_int_digits)
+                return _int_too_long(_label(where, path), max_int_digits)
             continue
         if isinstance(item, str):
             if not lone_surrogates and not item.isascii():
                 try:
                     item.encode("utf-8")
                 except UnicodeEncodeError:
-                    return _not_plain(path, "str with lone surrogates")
+                    return _not_plain(_label(where, path), "str with lone surrogates")
             continue
         if isinstance(item, _SEQUENCES):
-            stack.extend((v, depth + 1, f"{path}[{i}]", False) for i, v in reversed(list(enumerate(item))))
+            stack.extend((v, depth + 1, (path, i, True), False) for i, v in reversed(list(enumerate(item))))
             continue
         if isinstance(item, dict):
-            children: list[tuple[Any, int, str, bool]] = []
+            children: list[tuple[Any, int, Any, bool]] = []
             for k, v in item.items():
-                try:
-                    label = f"{path}[{k!r}]"
-                except Exception:
-                    label = f"{path}[?]"
+                label = (path, k, False)
                 children += [(k, depth + 1, label, True), (v, depth + 1, label, False)]
             stack.extend(reversed(children))
             continue
-        return _not_plain(path, type(item).__name__)
+        return _not_plain(_label(where, path), type(item).__name__)
     return None
+
+
+def _label(where: str, path: Any) -> str:
+    """The text of a path of ``problem``'s walk: ``where`` then ``[index]`` / ``[key!r]``
+    (``[?]`` for a key whose repr fails) from the outermost level in."""
+    parts: list[str] = []
+    while path is not None:
+        path, key, by_index = path
+        if by_index:
+            parts.append(f"[{key}]")
+        else:
+            try:
+                parts.append(f"[{key!r}]")
+            except Exception:
+                parts.append("[?]")
+    return f"{where}{''.join(reversed(parts))}" if parts else where
 
 
 def to_plain(value: Any) -> Any:

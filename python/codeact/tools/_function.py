@@ -45,6 +45,9 @@ QUICK_CALL = 0.001
 
 _QUICK_STREAK = 3
 
+_NEVER_AWAITABLE = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
+"""Result types (exact) that cannot be awaitable, so ``run`` skips the awaitable probe."""
+
 
 def _timed(timing: list[float], func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     started = time.perf_counter()
@@ -473,7 +476,7 @@ class FunctionTool(Tool):
                     self._quick_calls = self._quick_calls + 1 if timing and timing[0] <= QUICK_CALL else -1
         else:
             result = func(*positional, **values)
-        if inspect.isawaitable(result):
+        if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
             result = await result
         value = to_plain(result)
         found = problem(value, f"the result of {self.name!r}", lone_surrogates=True)
