@@ -1077,12 +1077,21 @@ class CodeActAgent(BaseAgent):
     def _turn_record(self, run: Run, script: str) -> TurnRecord:
         """The fixed part of a turn's record in the slot: what recovery needs besides the
         journal and the continuation (the driver adds the rest when it saves)."""
+        transcript = run.transcript
         cache = run.transcript_json
-        if cache is None or cache[0] != len(run.transcript):
-            cache = run.transcript_json = (
-                len(run.transcript),
-                [c.model_dump(mode="json", exclude_none=True) for c in run.transcript],
-            )
+        if (
+            cache is None
+            or cache[0] is not transcript
+            or len(cache[1]) > len(transcript)
+            or run.plugins
+            or self.before_model
+        ):
+            # A model hook sees the transcript's messages themselves (and may edit one in
+            # place): with hooks, every message is dumped each turn, as it stands.
+            cache = run.transcript_json = (transcript, [])
+        # The transcript only grows: the messages dumped for an earlier turn are kept.
+        dumped = cache[1]
+        dumped.extend(c.model_dump(mode="json", exclude_none=True) for c in transcript[len(dumped) :])
         return TurnRecord.model_construct(
             format=TURN_FORMAT,
             status="running",
@@ -1092,7 +1101,7 @@ class CodeActAgent(BaseAgent):
             iteration=run.iteration,
             script=script,
             system_prompt=run.system_prompt,
-            transcript=cache[1],
+            transcript=list(dumped),
             roster=list(run.roster),
             namespace=self._namespace_state(run),
             schema_retries=run.schema_retries,
