@@ -677,10 +677,11 @@ class CodeActAgent(BaseAgent):
         slot = ctx.turn_slot
         state: TurnState | None = None
         step: Any = None
+        uses_session = self._uses_session()  # once per run: a protocol isinstance costs ~15 us
         if slot is not None:
             run.slot_version = slot.version
             async with aclosing(
-                restore(run, slot, persist_namespace=self.persist_namespace, uses_session=self._uses_session())
+                restore(run, slot, persist_namespace=self.persist_namespace, uses_session=uses_session)
             ) as restored:
                 async for item in restored:
                     if isinstance(item, Event):
@@ -737,7 +738,7 @@ class CodeActAgent(BaseAgent):
                     self._feed_back(run, "Error during execution:\n" + hint, outcome=None)
                     continue
                 start: Callable[..., Any] = self.runtime.start
-                if self._uses_session():
+                if uses_session:
                     if run.session is None:
                         # An optional method of the runtime (checked by _uses_session).
                         run.session = self.runtime.start_session()  # type: ignore[attr-defined]
