@@ -677,10 +677,11 @@ class CodeActAgent(BaseAgent):
         slot = ctx.turn_slot
         state: TurnState | None = None
         step: Any = None
+        uses_session = self._uses_session()  # once per run: a protocol isinstance costs ~15 us
         if slot is not None:
             run.slot_version = slot.version
             async with aclosing(
-                restore(run, slot, persist_namespace=self.persist_namespace, uses_session=self._uses_session())
+                restore(run, slot, persist_namespace=self.persist_namespace, uses_session=uses_session)
             ) as restored:
                 async for item in restored:
                     if isinstance(item, Event):
@@ -737,7 +738,7 @@ class CodeActAgent(BaseAgent):
                     self._feed_back(run, "Error during execution:\n" + hint, outcome=None)
                     continue
                 start: Callable[..., Any] = self.runtime.start
-                if self._uses_session():
+                if uses_session:
                     if run.session is None:
                         # An optional method of the runtime (checked by _uses_session).
                         run.session = self.runtime.start_session()  # type: ignore[attr-defined]
@@ -1077,12 +1078,21 @@ class CodeActAgent(BaseAgent):
     def _turn_record(self, run: Run, script: str) -> TurnRecord:
         """The fixed part of a turn's record in the slot: what recovery needs besides the
         journal and the continuation (the driver adds the rest when it saves)."""
+        transcript = run.transcript
         cache = run.transcript_json
-        if cache is None or cache[0] != len(run.transcript):
-            cache = run.transcript_json = (
-                len(run.transcript),
-                [c.model_dump(mode="json", exclude_none=True) for c in run.transcript],
-            )
+        if (
+            cache is None
+            or cache[0] is not transcript
+            or len(cache[1]) > len(transcript)
+            or run.plugins
+            or self.before_model
+        ):
+            # A model hook sees the transcript's messages themselves (and may edit one in
+            # place): with hooks, every message is dumped each turn, as it stands.
+            cache = run.transcript_json = (transcript, [])
+        # The transcript only grows: the messages dumped for an earlier turn are kept.
+        dumped = cache[1]
+        dumped.extend(c.model_dump(mode="json", exclude_none=True) for c in transcript[len(dumped) :])
         return TurnRecord.model_construct(
             format=TURN_FORMAT,
             status="running",
@@ -1092,7 +1102,7 @@ class CodeActAgent(BaseAgent):
             iteration=run.iteration,
             script=script,
             system_prompt=run.system_prompt,
-            transcript=cache[1],
+            transcript=list(dumped),
             roster=list(run.roster),
             namespace=self._namespace_state(run),
             schema_retries=run.schema_retries,

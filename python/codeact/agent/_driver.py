@@ -61,7 +61,7 @@ from ._protocol import (
     value_problem,
 )
 from ._stepper import run_step
-from ._turn import call_digest, seal_journal, seal_record
+from ._turn import call_digest, record_data, seal_journal, seal_record
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -841,7 +841,7 @@ class TurnDriver:
                 app_name=app,
                 user_id=user,
                 session_id=sid,
-                data=record.model_dump(mode="json"),
+                data=record_data(record),
                 snapshot=snapshot,
                 expected_version=st.version,
             )

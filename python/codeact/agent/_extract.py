@@ -15,6 +15,7 @@ the one-block replies of OpenHands, LlamaIndex and MINT come out the same under 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 
@@ -110,6 +111,19 @@ def _is_magic(body: str) -> bool:
     return not _parses(body) and any(line.lstrip().startswith(("!", "%")) for line in body.splitlines() if line.strip())
 
 
+@functools.lru_cache(maxsize=64)
+def _closer_patterns(fence_char: str, size: int) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """The three closer lines of ``_closer`` for a fence of ``size`` ``fence_char``
+    characters: a full fence, a fence glued to a code line, a fence cut short (compiled
+    once per fence shape, not per block)."""
+    char = re.escape(fence_char)
+    return (
+        re.compile(rf"^[ \t]*{char}{{{size},}}[ \t]*(?:<end_code>?)?[ \t]*$", re.M),
+        re.compile(rf"^[^\n]*?[^\s{char}](?P<run>{char}{{{size},}})[ \t]*(?:<end_code>?)?[ \t]*$", re.M),
+        re.compile(rf"^[ \t]*{char}{{1,{size - 1}}}[ \t]*(?:<end_code>?)?[ \t]*$", re.M),
+    )
+
+
 def _closer(text: str, fence: str, start: int) -> tuple[int, int] | None:
     """(body end, resume position) of the fence opened by ``fence`` whose body starts at
     ``start``, or None when the block runs to the end of the reply.
@@ -120,12 +134,10 @@ def _closer(text: str, fence: str, start: int) -> tuple[int, int] | None:
     characters, as a stop sequence leaves it), taken only when it reads as the end of the
     code: what comes before it parses, or the block cannot parse anyway.
     """
-    char, size = re.escape(fence[0]), len(fence)
-    full = re.compile(rf"^[ \t]*{char}{{{size},}}[ \t]*(?:<end_code>?)?[ \t]*$", re.M).search(text, start)
-    glued = re.compile(rf"^[^\n]*?[^\s{char}](?P<run>{char}{{{size},}})[ \t]*(?:<end_code>?)?[ \t]*$", re.M).search(
-        text, start
-    )
-    short = re.compile(rf"^[ \t]*{char}{{1,{size - 1}}}[ \t]*(?:<end_code>?)?[ \t]*$", re.M).search(text, start)
+    full_closer, glued_closer, short_closer = _closer_patterns(fence[0], len(fence))
+    full = full_closer.search(text, start)
+    glued = glued_closer.search(text, start)
+    short = short_closer.search(text, start)
     candidates: list[tuple[int, int]] = []
     if full is not None:
         candidates.append((full.start(), full.end()))

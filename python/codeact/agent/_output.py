@@ -61,7 +61,7 @@ ScriptOutput = Observation | Error | FinalResult | TransferToAgent
 
 def compact_json(value: Any) -> str:
     """JSON with compact separators, non-ASCII kept, bytes as text when UTF-8 (else base64)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    return _COMPACT.encode(value)
 
 
 def _json_default(value: Any) -> Any:
@@ -75,6 +75,10 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     return repr(value)
+
+
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default)
+"""The encoder ``compact_json`` uses: what ``json.dumps`` with its options builds per call."""
 
 
 def render_final(value: Any) -> str:

@@ -101,7 +101,8 @@ class Run:
     transcript: list[Content] = field(default_factory=list)
     iteration: int = 0
     turn_stdout: str = ""
-    transcript_json: tuple[int, list[dict[str, Any]]] | None = None
+    # the JSON form of transcript[:len(transcript_json[1])], and the transcript list it was made from
+    transcript_json: tuple[list[Content], list[dict[str, Any]]] | None = None
     turn_invocation: str = ""  # set while a resumed turn runs: the invocation that started it
     schema_retries: int = 0
     namespace: Namespace = field(default_factory=Namespace)

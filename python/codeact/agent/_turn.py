@@ -37,6 +37,7 @@ __all__ = (
     "TurnView",
     "call_digest",
     "open_journal",
+    "record_data",
     "seal_journal",
     "seal_record",
     "verify_turn",
@@ -86,6 +87,18 @@ def seal_record(runtime: Any, record: TurnRecord) -> None:
     """Sets ``record.mac`` (None without a key)."""
     record.mac = None
     record.mac = _seal(runtime, pydantic_core.to_json(record.signed_part()))
+
+
+_RECORD_FIELDS = tuple(TurnRecord.model_fields)
+
+
+def record_data(record: TurnRecord) -> dict[str, Any]:
+    """``record.model_dump(mode="json")`` (the same keys, in the same order) without walking
+    the transcript again: its messages are JSON data already (``CodeActAgent._turn_record``
+    dumps each once), so the list holds the same message dicts, never changed after."""
+    data = record.model_dump(mode="json", exclude={"transcript"})
+    transcript = list(record.transcript)
+    return {name: transcript if name == "transcript" else data[name] for name in _RECORD_FIELDS}
 
 
 def seal_journal(runtime: Any, turn: str, record: JournalRecord) -> JournalRecord:

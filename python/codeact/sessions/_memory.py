@@ -183,7 +183,7 @@ class InMemorySessionService(BaseSessionService):
         # Serialization happened in prepare_append and the copies are made first; the
         # mutations below cannot fail, so the event and its delta land together or not at all.
         d = prepared.delta
-        session_delta, user_delta, app_delta = deepcopy(d.session), deepcopy(d.user), deepcopy(d.app)
+        session_delta, user_delta, app_delta = (deepcopy(part) if part else {} for part in (d.session, d.user, d.app))
         user_state = self._user_state.setdefault((session.app_name, session.user_id), {})
         app_state = self._app_state.setdefault(session.app_name, {})
         stored.events.append(prepared.json)

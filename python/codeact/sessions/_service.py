@@ -391,7 +391,9 @@ def prepare_append(event: Event) -> PreparedAppend:
     """
     delta = event.actions.state_delta
     kept = {k: v for k, v in delta.items() if not k.startswith(TEMP_PREFIX)}
-    stripped = event.model_copy(update={"actions": event.actions.model_copy(update={"state_delta": kept})})
+    stripped = event
+    if len(kept) != len(delta):  # only a delta with temp: keys needs the stripped copy
+        stripped = event.model_copy(update={"actions": event.actions.model_copy(update={"state_delta": kept})})
     try:
         text = stripped.model_dump_json()
     except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as e:

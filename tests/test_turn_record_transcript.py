@@ -1,0 +1,111 @@
+"""The transcript a turn record stores (``CodeActAgent._turn_record``, ``record_data``):
+the JSON of every message the model saw plus its reply, turn after turn, though each
+message is dumped once; with a model hook (which sees the messages themselves and may
+edit one in place), the record shows the messages as they stand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from codeact import CodeActAgent, Content, InMemorySessionService, MontyRuntime, Runner, ScriptedModel
+from codeact.agent._turn import record_data
+from codeact.plugins import Plugin
+from codeact.sessions._turns import TurnRecord
+
+pytestmark = pytest.mark.anyio
+
+
+def inc(x: int) -> int:
+    """Adds one.
+
+    Args:
+        x: a number.
+    """
+    return x + 1
+
+
+def _fence(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+REPLIES = [
+    _fence('v = call_tool("inc", {"x": 1})\n{"type": "observation", "value": v}'),
+    "no code in this reply",
+    _fence('v = call_tool("inc", {"x": 2})\nraise ValueError("boom")'),
+    _fence('v = call_tool("inc", {"x": 3})\n{"type": "final_result", "value": v}'),
+]
+
+
+class _Recording(InMemorySessionService):
+    """Keeps the data of each turn-slot write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved: list[dict[str, Any]] = []
+
+    async def save_turn(self, **kwargs: Any) -> int:
+        if kwargs["data"] is not None:
+            self.saved.append(kwargs["data"])
+        return await super().save_turn(**kwargs)
+
+
+class _EditFirstReply(Plugin):
+    """Edits the first model reply of the transcript in place before each later model call."""
+
+    name = "edit"
+
+    def before_model(self, ctx: Any, request: Any) -> None:
+        if len(request.contents) > 2:
+            request.contents[1].parts[0].text += " (edited)"
+
+
+def _dump(contents: list[Content]) -> list[dict[str, Any]]:
+    return [c.model_dump(mode="json", exclude_none=True) for c in contents]
+
+
+async def _turn_records(plugins: list[Any]) -> tuple[list[dict[str, Any]], ScriptedModel]:
+    service = _Recording()
+    model = ScriptedModel(REPLIES)
+    agent = CodeActAgent(name="a", model=model, runtime=MontyRuntime(), tools=[inc], plugins=plugins)
+    runner = Runner(app_name="app", agent=agent, session_service=service)
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    async for _ in runner.run_async(user_id="u", session_id="s", new_message="go"):
+        pass
+    first_saves: dict[str, dict[str, Any]] = {}
+    for data in service.saved:
+        first_saves.setdefault(data["turn"], data)
+    return list(first_saves.values()), model
+
+
+@pytest.mark.parametrize("plugins", [[], [_EditFirstReply()]], ids=["no hooks", "a hook edits a message"])
+async def test_each_record_holds_what_the_model_saw_and_its_reply(plugins: list[Any]) -> None:
+    records, model = await _turn_records(plugins)
+    # the turns that ran a script: the model's 1st, 3rd and 4th requests
+    requests = [model.requests[i] for i in (0, 2, 3)]
+    assert len(records) == len(requests)
+    for data, request in zip(records, requests, strict=True):
+        reply = Content.from_text(REPLIES[model.requests.index(request)], role="model")
+        assert data["transcript"] == _dump([*request.contents, reply])
+    edited = [m["parts"][0]["text"].endswith("(edited)") for m in records[-1]["transcript"][1:2]]
+    assert edited == [bool(plugins)]
+
+
+def test_record_data_is_model_dump_json_with_its_key_order() -> None:
+    record = TurnRecord(
+        format=3,
+        status="running",
+        agent_name="a",
+        turn="t:1",
+        invocation_id="t",
+        iteration=1,
+        script="1",
+        transcript=[{"role": "user", "parts": [{"text": "hi", "thought": False}]}],
+        roster=["inc"],
+        pending=[],
+    )
+    data = record_data(record)
+    assert data == record.model_dump(mode="json")
+    assert list(data) == list(record.model_dump(mode="json"))
+    assert data["transcript"] is not record.transcript
