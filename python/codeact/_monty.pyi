@@ -111,8 +111,8 @@ class SubsetScreen:
     the check's name tables (each a list of names; ``gap_imports`` a list of ``(module, name)``
     pairs)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         missing_builtins: list[str],
         exception_names: list[str],
         method_names: list[str],
@@ -120,7 +120,7 @@ class SubsetScreen:
         call_attributes: list[str],
         allowed_modules: list[str],
         gap_imports: list[tuple[str, str]],
-    ) -> None: ...
+    ) -> SubsetScreen: ...
     def needs_check(self, script: str) -> bool:
         """True when any rule of the check could apply to ``script``, or when the screen
         cannot tell (a parse error, a source nested past Monty's bound); False means the
