@@ -1115,11 +1115,11 @@ _SCREEN = SubsetScreen(
     sorted(STDLIB_MODULES),
     sorted(_STDLIB_GAPS),
 )
-"""Whether a script needs the check at all: one parse in Rust with Monty's own parser
-(ruff's), true when any rule here could apply (rust/src/screen.rs, which mirrors each
-rule's trigger in a weaker form, and any ``await``; tests/test_subset_screen.py holds it to
-that). A script it passes has no finding, no rewrite and no awaited call, and is not parsed by
-CPython."""
+"""Whether a script needs the check at all: a pass of the lexer Monty's parser uses (ruff's),
+then, for a script its tokens do not clear, one parse, in Rust (rust/src/screen.rs); true when
+any rule here could apply (each rule's trigger in a weaker form) or a call is awaited.
+tests/test_subset_screen.py holds it to that. A script it passes has no finding, no rewrite
+and no awaited call, and is not parsed by CPython."""
 
 
 # ------------------------------------------------------------------ a stack the parser cannot overflow

@@ -65,19 +65,15 @@ def _exact_plain(value: Any, depth: int, lone_surrogates: bool, max_int_digits: 
     if depth >= MAX_DEPTH:
         return False
     if type(value) is dict:
-        for k in value:
-            kind = type(k)
-            if kind is str:
-                if not (lone_surrogates or k.isascii()):
-                    return False
-            elif kind is int:
-                if max_int_digits is not None and _too_many_digits(k, max_int_digits):
-                    return False
-            elif k is not None and kind is not bool and kind is not float and kind is not bytes:
-                return False
-        items = value.values()
-    else:
-        items = value
+        return _exact_items(value, depth, lone_surrogates, max_int_digits, False) and _exact_items(
+            value.values(), depth, lone_surrogates, max_int_digits, True
+        )
+    return _exact_items(value, depth, lone_surrogates, max_int_digits, True)
+
+
+def _exact_items(items: Any, depth: int, lone_surrogates: bool, max_int_digits: int | None, containers: bool) -> bool:
+    """``_exact_plain`` over the items (or a dict's keys, ``containers=False``) of a
+    container at ``depth``."""
     for v in items:
         kind = type(v)
         if kind is str:
@@ -86,7 +82,7 @@ def _exact_plain(value: Any, depth: int, lone_surrogates: bool, max_int_digits: 
         elif kind is int:
             if max_int_digits is not None and _too_many_digits(v, max_int_digits):
                 return False
-        elif kind in _CONTAINERS:
+        elif containers and kind in _CONTAINERS:
             if not _exact_plain(v, depth + 1, lone_surrogates, max_int_digits):
                 return False
         elif v is not None and kind is not bool and kind is not float and kind is not bytes:
