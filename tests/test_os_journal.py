@@ -5,6 +5,9 @@ be replayed in order through ``os_replay``; a replay the script no longer follow
 
 from __future__ import annotations
 
+import os
+import warnings
+
 import pytest
 
 from codeact import MontyRuntime, ReplayDivergenceError, ResumeValue
@@ -86,3 +89,29 @@ def test_the_process_isolation_mode_logs_and_replays_too() -> None:
     first, log = _run(rt, [])
     second, _ = _run(rt, log)
     assert second == first
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is Unix-only")
+def test_a_forked_child_draws_other_seeds_than_its_parent() -> None:
+    # The seed mixes the process id, read once per process and forgotten in a forked child:
+    # parent and child share the key and the counter, so only the child's own id tells
+    # their next seeds apart.
+    rt = MontyRuntime(check_scripts=False, rewrite_scripts=False)
+    assert expect_complete(rt.start("1")).os_log[0][0] == "random_seed"  # the id is cached now
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the child only starts a script
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            seeds = [str(rt.start("1").os_log[0][1]) for _ in range(3)]
+            os.write(write, ",".join(seeds).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = pipe.read().split(",")
+    os.waitpid(pid, 0)
+    parent = [str(rt.start("1").os_log[0][1]) for _ in range(3)]
+    assert len(child) == 3
+    assert not set(child) & set(parent)
