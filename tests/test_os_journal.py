@@ -95,17 +95,24 @@ def test_the_process_isolation_mode_logs_and_replays_too() -> None:
 def test_a_forked_child_draws_other_seeds_than_its_parent() -> None:
     # The seed mixes the process id, read once per process and forgotten in a forked child:
     # parent and child share the key and the counter, so only the child's own id tells
-    # their next seeds apart.
+    # their next seeds apart. The same cached id picks the step-worker pool, whose threads
+    # do not survive a fork: the child's async step only completes on a pool of its own.
     rt = MontyRuntime(check_scripts=False, rewrite_scripts=False)
     assert expect_complete(rt.start("1")).os_log[0][0] == "random_seed"  # the id is cached now
+    warm = rt.start_async("1")
+    assert warm.wait(30.0)
+    assert expect_complete(warm.result()).value == 1  # the parent's pool exists now
     read, write = os.pipe()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the child only starts a script
+        # fork with threads: the child only starts scripts, on its own workers
+        warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
-            seeds = [str(rt.start("1").os_log[0][1]) for _ in range(3)]
-            os.write(write, ",".join(seeds).encode())
+            ticket = rt.start_async("2")
+            if ticket.wait(30.0) and expect_complete(ticket.result()).value == 2:
+                seeds = [str(rt.start("1").os_log[0][1]) for _ in range(3)]
+                os.write(write, ",".join(seeds).encode())
         finally:
             os._exit(0)
     os.close(write)
@@ -113,5 +120,5 @@ def test_a_forked_child_draws_other_seeds_than_its_parent() -> None:
         child = pipe.read().split(",")
     os.waitpid(pid, 0)
     parent = [str(rt.start("1").os_log[0][1]) for _ in range(3)]
-    assert len(child) == 3
+    assert len(child) == 3, "the child's async step did not complete on its own workers"
     assert not set(child) & set(parent)

@@ -99,46 +99,12 @@ fn fresh_seed() -> u64 {
         u64::from_le_bytes(buf)
     });
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut z = key ^ (u64::from(process_id()) << 40) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut z = key
+        ^ (u64::from(crate::process::process_id()) << 40)
+        ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
-}
-
-/// The process id, read from the OS once per process: `getpid` is a system call (about a
-/// twentieth of starting `1 + 1`). On Unix a fork handler forgets it in the child, which so
-/// reads its own id (and draws other seeds than its parent) at its first start.
-fn process_id() -> u32 {
-    #[cfg(unix)]
-    {
-        use std::sync::Once;
-        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-        static PID: AtomicU32 = AtomicU32::new(0);
-        static HOOKED: AtomicBool = AtomicBool::new(false);
-        static FORK_HOOK: Once = Once::new();
-        extern "C" fn forget_pid() {
-            PID.store(0, Ordering::Relaxed);
-        }
-        let pid = PID.load(Ordering::Relaxed);
-        if pid != 0 {
-            return pid;
-        }
-        FORK_HOOK.call_once(|| {
-            // SAFETY: registers a child handler that only stores to an atomic. When the
-            // registration fails the id is read anew at every start instead.
-            let rc = unsafe { libc::pthread_atfork(None, None, Some(forget_pid)) };
-            HOOKED.store(rc == 0, Ordering::Relaxed);
-        });
-        let pid = std::process::id();
-        if HOOKED.load(Ordering::Relaxed) {
-            PID.store(pid, Ordering::Relaxed);
-        }
-        pid
-    }
-    #[cfg(not(unix))]
-    {
-        std::process::id()
-    }
 }
 
 /// Fills `buf` from the OS entropy source (falls back to a time-and-address hash).

@@ -7,6 +7,7 @@ mod journal;
 mod memory;
 mod os_policy;
 mod output;
+mod process;
 mod py_api;
 mod py_continuation;
 mod py_repl;

@@ -34,7 +34,7 @@ static POOL: Mutex<Option<(u32, Sender<Job>)>> = Mutex::new(None);
 
 fn sender() -> Sender<Job> {
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    let pid = std::process::id();
+    let pid = crate::process::process_id();
     if let Some((owner, tx)) = pool.as_ref()
         && *owner == pid
     {
