@@ -7,6 +7,7 @@ import datetime
 import enum
 import functools
 import threading
+import time
 from typing import Annotated, Any, Literal, Optional
 
 import pytest
@@ -15,7 +16,7 @@ from pydantic import BaseModel, Field
 from codeact.exceptions import CodeActError
 from codeact.sessions._types import Session
 from codeact.tools import FunctionTool, LongRunningFunctionTool, Tool, ToolArgumentError, ToolContext, tool
-from codeact.tools._function import _parse_docstring
+from codeact.tools._function import QUICK_CALL, _parse_docstring
 
 pytestmark = pytest.mark.anyio
 
@@ -323,6 +324,63 @@ async def test_run_in_thread_runs_off_the_loop_thread() -> None:
     assert await t.run({"a": 1}, make_context()) == 2
     assert len(seen) == 1
     assert seen[0] != threading.get_ident()
+
+
+async def test_a_quick_sync_function_earns_inline_and_slow_calls_send_it_back_to_threads() -> None:
+    # Three quick threaded calls in a row put a sync function inline; an inline call slower
+    # than QUICK_CALL puts it back on threads (a busy host can preempt a quick call, so
+    # one is not for good); the third such overrun keeps it on threads for good.
+    loop_thread = threading.get_ident()
+    slow = threading.Event()
+    seen: list[bool] = []
+
+    def f(a: int) -> int:
+        seen.append(threading.get_ident() == loop_thread)
+        if slow.is_set():
+            time.sleep(QUICK_CALL * 5)
+        return a
+
+    t = FunctionTool(f)
+
+    async def calls(n: int) -> list[bool]:
+        seen.clear()
+        for i in range(n):
+            assert await t.run({"a": i}, make_context()) == i
+        return list(seen)
+
+    assert await calls(4) == [False, False, False, True]  # threaded three times, then inline
+    for overrun in range(2):
+        slow.set()
+        assert await calls(1) == [True]  # inline, and slow
+        slow.clear()
+        assert not t.runs_inline, overrun  # back on threads ...
+        assert await calls(4) == [False, False, False, True]  # ... until three quick calls again
+    slow.set()
+    assert await calls(1) == [True]  # the third slow inline call
+    slow.clear()
+    assert await calls(5) == [False] * 5  # on threads for good
+    assert not t.runs_inline
+
+
+async def test_a_slow_threaded_call_restarts_the_quick_streak() -> None:
+    slow = threading.Event()
+
+    def f(a: int) -> int:
+        if slow.is_set():
+            time.sleep(QUICK_CALL * 5)
+        return a
+
+    t = FunctionTool(f)
+    for i in range(2):
+        await t.run({"a": i}, make_context())
+    slow.set()
+    await t.run({"a": 2}, make_context())  # slow on its thread: the streak starts over
+    slow.clear()
+    for i in range(2):
+        await t.run({"a": i}, make_context())
+        assert not t.runs_inline
+    await t.run({"a": 3}, make_context())
+    assert t.runs_inline
 
 
 async def test_async_function_is_awaited() -> None:

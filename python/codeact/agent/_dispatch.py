@@ -155,45 +155,7 @@ async def run_tool(
             outcome.success = True
             return plain(replaced), None, outcome
 
-    attempts = 1 + (retry.max_retries if retry else 0)
-    delay = retry.delay if retry else 0.0
-    started = time.perf_counter()
-    value: Any = None
-    failure: ToolFailure | None = None
-    for attempt in range(attempts):
-        if attempt:
-            if delay:
-                await sleep(delay)
-            delay *= retry.backoff if retry else 1.0
-        outcome.attempts = attempt + 1
-        scope: anyio.CancelScope | None = None
-        try:
-            if timeout is None or getattr(tool, "runs_inline", False):
-                value = await tool.run(args, tool_context)
-            else:
-                with anyio.fail_after(timeout) as scope:
-                    value = await tool.run(args, tool_context)
-            failure = None
-            outcome.timed_out = False
-            break
-        except ToolHostError:
-            raise  # the host's failure, not the script's: it ends the run
-        except (Exception, SystemExit) as exc:
-            # SystemExit too: a tool calling sys.exit() must not end the host's run with the
-            # turn left running (it would run again at every recovery). KeyboardInterrupt
-            # and cancellation propagate.
-            if isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
-                failure = ToolFailure(f"tool {tool.name!r} timed out after {timeout:g} s", "TimeoutError")
-                outcome.timed_out, outcome.error_category = True, "timeout"
-            else:  # the tool's own exception, a TimeoutError of its own included
-                failure = _failure_of(tool, tool_context, exc)
-                outcome.timed_out, outcome.error_category = False, "exception"
-    outcome.duration = time.perf_counter() - started
-    outcome.success = failure is None
-    if failure is not None:
-        outcome.error_message = failure.message
-    else:
-        outcome.error_category = None
+    value, failure = await _attempts(tool, args, tool_context, outcome, timeout=timeout, retry=retry, sleep=sleep)
     breaker.record(tool.name, outcome.success)
 
     if failure is not None:
@@ -247,15 +209,106 @@ async def run_tool(
     return plain(value), None, outcome
 
 
-def _failure_of(tool: Tool, tool_context: ToolContext, exc: BaseException) -> ToolFailure:
+async def _attempts(
+    tool: Tool,
+    args: dict[str, Any],
+    tool_context: ToolContext | None,
+    outcome: ToolOutcome,
+    *,
+    timeout: float | None,
+    retry: RetryBudget | None,
+    sleep: Callable[[float], Awaitable[None]],
+    call_key: str | None = None,
+    session: Any = None,
+) -> tuple[Any, ToolFailure | None]:
+    """Runs ``tool`` up to ``1 + retry.max_retries`` times until it returns, each attempt
+    within ``timeout`` seconds (not enforced on a call that runs inline); fills ``outcome``.
+    ``tool_context`` is None only for a ``FunctionTool`` without a context parameter (which
+    never reads it); ``call_key`` / ``session`` then name the call in the failure log.
+    Returns ``(value, None)`` or ``(None, failure)``; ``ToolHostError`` propagates."""
+    attempts = 1 + (retry.max_retries if retry else 0)
+    delay = retry.delay if retry else 0.0
+    started = time.perf_counter()
+    value: Any = None
+    failure: ToolFailure | None = None
+    for attempt in range(attempts):
+        if attempt:
+            if delay:
+                await sleep(delay)
+            delay *= retry.backoff if retry else 1.0
+        outcome.attempts = attempt + 1
+        scope: anyio.CancelScope | None = None
+        try:
+            if timeout is None or getattr(tool, "runs_inline", False):
+                value = await tool.run(args, tool_context)  # type: ignore[arg-type]
+            else:
+                with anyio.fail_after(timeout) as scope:
+                    value = await tool.run(args, tool_context)  # type: ignore[arg-type]
+            failure = None
+            outcome.timed_out = False
+            break
+        except ToolHostError:
+            raise  # the host's failure, not the script's: it ends the run
+        except (Exception, SystemExit) as exc:
+            # SystemExit too: a tool calling sys.exit() must not end the host's run with the
+            # turn left running (it would run again at every recovery). KeyboardInterrupt
+            # and cancellation propagate.
+            if isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
+                failure = ToolFailure(f"tool {tool.name!r} timed out after {timeout:g} s", "TimeoutError")
+                outcome.timed_out, outcome.error_category = True, "timeout"
+            else:  # the tool's own exception, a TimeoutError of its own included
+                failure = _failure_of(tool, tool_context, exc, call_key, session)
+                outcome.timed_out, outcome.error_category = False, "exception"
+    outcome.duration = time.perf_counter() - started
+    outcome.success = failure is None
+    if failure is not None:
+        outcome.error_message = failure.message
+    else:
+        outcome.error_category = None
+
+    return value, failure
+
+
+async def run_bare_tool(
+    tool: Tool,
+    args: dict[str, Any],
+    call_key: str,
+    session: Any,
+    *,
+    timeout: float | None,
+    retry: RetryBudget | None,
+    breaker: CircuitBreaker,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+) -> tuple[Any, ToolFailure | None]:
+    """``run_tool`` for a call no callback, plugin or context parameter can see: a
+    ``FunctionTool`` whose function takes no ``ToolContext``, on an agent with no tool
+    callbacks and no plugins. The same timeout, retries and circuit breaker, without a
+    ``ToolContext`` built per call; the value is already plain (``FunctionTool.run``
+    converts and checks it). Returns ``(value, None)`` or ``(None, failure)``."""
+    outcome = ToolOutcome(tool_name=tool.name, args=args)
+    if breaker.is_open(tool.name):
+        return None, ToolFailure(
+            f"tool {tool.name!r} is temporarily disabled after {breaker.threshold} consecutive failures", "RuntimeError"
+        )
+    value, failure = await _attempts(
+        tool, args, None, outcome, timeout=timeout, retry=retry, sleep=sleep, call_key=call_key, session=session
+    )
+    breaker.record(tool.name, outcome.success)
+    return value, failure
+
+
+def _failure_of(
+    tool: Tool, tool_context: ToolContext | None, exc: BaseException, call_key: str | None = None, session: Any = None
+) -> ToolFailure:
     """The failure the script gets for a tool's exception; an exception whose text cannot be
     read (its ``__str__`` raises) or that is ``SystemExit`` still becomes a failure."""
     try:
-        session = getattr(tool_context, "session", None)
+        if tool_context is not None:
+            session, call_key = getattr(tool_context, "session", None), getattr(tool_context, "function_call_id", None)
         log_tool_exception(
             tool.name,
             exc,
-            call_key=getattr(tool_context, "function_call_id", None),
+            call_key=call_key,
             session_id=getattr(session, "id", None),
             level=getattr(exc, "log_level", logging.WARNING),  # INFO: a failure the tool's framework reported
         )

@@ -60,7 +60,7 @@ from ._protocol import (
     encode_outcome,
     value_problem,
 )
-from ._stepper import run_step
+from ._stepper import await_ticket, run_step
 from ._turn import call_digest, record_data, seal_journal, seal_record
 
 if TYPE_CHECKING:
@@ -71,13 +71,6 @@ __all__ = ("Journal", "TurnDriver", "TurnEnd", "TurnState")
 log = logging.getLogger("codeact.durability")
 
 Outcome = ResumeValue | ResumeError
-
-INLINE_ADVANCE = 0.0
-"""Seconds (CPU time of the calling thread) an inline advance may take before the turn's
-later advances go to workers (0: always workers). 0 since issue 20: an advance run inline
-cannot be interrupted, so a script that loops after a tool call held the event loop for its
-whole ``max_duration``; ``run_step`` still returns a short advance without an event-loop
-round trip (it waits ``INLINE_WAIT`` for it first)."""
 
 
 @dataclass(slots=True)
@@ -228,7 +221,6 @@ class TurnDriver:
         self._key = (ctx.session.app_name, ctx.session.user_id, ctx.session.id)
         self._service = ctx.session_service
         self._os_unwritten: list[JournalRecord] = []
-        self._inline = INLINE_ADVANCE > 0  # advances run inline until one overruns
         self._emit = ctx.run_config.emit_tool_events
         self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
         self._runtime = agent.runtime
@@ -343,33 +335,28 @@ class TurnDriver:
                 return
 
     async def _advance(self, step: Any, outcomes: dict[int, Outcome], gather: bool) -> Any:
-        """Resumes the script with the outcomes of its pending calls.
+        """Resumes the script with the outcomes of its pending calls, on a worker thread.
 
-        After a tool call the script usually runs for microseconds before its next stop,
-        far less than a round trip to a worker thread, so advances run inline on the
-        calling thread; the first one that takes longer than ``INLINE_ADVANCE`` puts the
-        rest of the turn on workers (``run_step``, which keeps the event loop free). The
-        event loop is thus held by at most one slow advance per turn (bounded by the
-        runtime's per-advance time limit); the script's start always runs on a worker.
+        Every advance runs off the event loop (issue 20: one run inline could not be
+        interrupted, so a script that looped after a tool call held the loop for its whole
+        ``max_duration``). The native ``resume_async`` of the runtime's continuations hands
+        the advance to a native worker that never takes the GIL; the loop blocks at most
+        ``INLINE_WAIT`` seconds for it (a short advance comes back without an event-loop
+        round trip), then awaits it without blocking. A runtime without that variant goes
+        through ``run_step``.
         """
         st = self.state
         await self._pacer.pace()
         st.advance += 1
         replay = st.journal.os.get(st.advance)
-        if gather:
-            fn: Callable[..., Any] = step.resume
-            arg: Any = outcomes
-        else:
-            fn, arg = step.call.resume, next(iter(outcomes.values()))
-        if replay:
-            fn = functools.partial(fn, os_replay=replay)
-        if self._inline and not isinstance(fn, functools.partial):
-            started = time.thread_time()  # CPU time: being preempted is no overrun
-            result = fn(arg)
-            if time.thread_time() - started > INLINE_ADVANCE:
-                self._inline = False  # overran: workers for the rest of the turn
-            return result
-        return await run_step(fn, arg)
+        target = step if gather else step.call
+        arg: Any = outcomes if gather else next(iter(outcomes.values()))
+        native = getattr(target, "resume_async", None)
+        if native is None:
+            fn = functools.partial(target.resume, os_replay=replay) if replay else target.resume
+            return await run_step(fn, arg)
+        ticket = native(arg, os_replay=replay) if replay else native(arg)
+        return await await_ticket(ticket)
 
     # ------------------------------------------------------------------ one call
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..events import Content, Event, EventActions, UsageMetadata
-from ..tools import Tool, ToolContext
+from ..tools import FunctionTool, Tool, ToolContext
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import CallbackContext, InvocationContext
-from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, merge_actions, run_tool
+from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, merge_actions, run_bare_tool, run_tool
 from ._namespace import Namespace, Prepared
 from ._turn import LeaseKeeper
 
@@ -84,6 +84,26 @@ def authored_event(author: str, ctx: InvocationContext, pending: EventActions, *
     return Event(invocation_id=ctx.invocation_id, author=author, actions=actions, **fields)
 
 
+NO_ACTIONS = EventActions()
+"""The actions of a tool call that had no ``ToolContext`` (``Run.execute``): empty, shared,
+never changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolHooks:
+    """The agent's tool callbacks, each as a list (``as_callbacks``)."""
+
+    before: list[Callback]
+    after: list[Callback]
+    after_full: list[Callback]
+    on_error: list[Callback]
+
+    @property
+    def any(self) -> bool:
+        """Whether any callback is set."""
+        return bool(self.before or self.after or self.after_full or self.on_error)
+
+
 @dataclass
 class Run:
     """The state of one run of the loop, the event factory, and the tool calls of its scripts."""
@@ -123,6 +143,7 @@ class Run:
     outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
     otel: AgentRun | None = None
     lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))
+    tool_hooks: ToolHooks | None = None  # the agent's tool callbacks as lists, read at the run's first call
 
     # ------------------------------------------------------------------ state
 
@@ -224,21 +245,39 @@ class Run:
     ) -> tuple[Any, ToolFailure | None, EventActions]:
         """Runs one tool call with the agent's timeout, retries, circuit breaker, callbacks and
         plugins; merges its actions into the pending ones. Returns ``(value, failure,
-        actions)``."""
+        actions)``.
+
+        A ``FunctionTool`` whose function takes no ``ToolContext``, on an agent with no tool
+        callbacks and no plugins, runs without one (nothing could read it or set actions
+        on it): its actions are ``NO_ACTIONS``, shared and never to be changed."""
         s = self.settings
-        tc = self.tool_context(call_key)
+        hooks = self.tool_hooks
+        if hooks is None:
+            hooks = self.tool_hooks = ToolHooks(
+                as_callbacks(s.before_tool),
+                as_callbacks(s.after_tool),
+                as_callbacks(s.after_tool_full),
+                as_callbacks(s.on_tool_error),
+            )
         self.tools_ran.append(tool.name)
+        retry = s.tool_retry_budgets.get(tool.name, s.default_retry_budget)
+        if not (self.plugins or hooks.any) and isinstance(tool, FunctionTool) and tool.context_parameter is None:
+            value, failure = await run_bare_tool(
+                tool, args, call_key, self.ctx.session, timeout=s.tool_timeout, retry=retry, breaker=self.breaker
+            )
+            return value, failure, NO_ACTIONS
+        tc = self.tool_context(call_key)
         value, failure, _outcome = await run_tool(
             tool,
             args,
             tc,
             timeout=s.tool_timeout,
-            retry=s.tool_retry_budgets.get(tool.name, s.default_retry_budget),
+            retry=retry,
             breaker=self.breaker,
-            before=as_callbacks(s.before_tool),
-            after=as_callbacks(s.after_tool),
-            after_full=as_callbacks(s.after_tool_full),
-            on_error=as_callbacks(s.on_tool_error),
+            before=hooks.before,
+            after=hooks.after,
+            after_full=hooks.after_full,
+            on_error=hooks.on_error,
             plugins=self.plugins,
         )
         merge_actions(self.pending, tc.actions)

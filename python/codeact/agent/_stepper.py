@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-__all__ = ("INLINE_WAIT", "run_step")
+__all__ = ("INLINE_WAIT", "await_ticket", "run_step")
 
 T = TypeVar("T")
 
@@ -25,6 +25,15 @@ INLINE_WAIT = 0.002
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
     max_workers=max(4, min(64, (os.cpu_count() or 2) * 4)), thread_name_prefix="codeact-step"
 )
+
+
+async def await_ticket(ticket: Any) -> Any:
+    """The step of a native ``StepTicket`` (``start_async`` / ``resume_async``): waits up to
+    ``INLINE_WAIT`` seconds in place, then without blocking the event loop. Exceptions of
+    the advance propagate."""
+    if not ticket.wait(INLINE_WAIT):
+        await anyio.to_thread.run_sync(ticket.wait, None, abandon_on_cancel=True)
+    return ticket.result()
 
 
 async def run_step(fn: Callable[..., T], *args: Any) -> T:
@@ -39,10 +48,7 @@ async def run_step(fn: Callable[..., T], *args: Any) -> T:
     owner = getattr(fn, "__self__", None)
     native = getattr(owner, f"{getattr(fn, '__name__', '')}_async", None) if owner is not None else None
     if native is not None:
-        ticket = native(*args)
-        if not ticket.wait(INLINE_WAIT):
-            await anyio.to_thread.run_sync(ticket.wait, None, abandon_on_cancel=True)
-        result: T = ticket.result()
+        result: T = await await_ticket(native(*args))
         return result
     future = _EXECUTOR.submit(fn, *args)
     try:

@@ -44,6 +44,10 @@ QUICK_CALL = 0.001
 """Seconds within which a sync tool's call counts as quick (see ``FunctionTool``)."""
 
 _QUICK_STREAK = 3
+"""Quick threaded calls in a row after which a sync tool runs inline."""
+
+_MAX_OVERRUNS = 3
+"""Inline calls slower than ``QUICK_CALL`` after which a sync tool stays on threads for good."""
 
 _NEVER_AWAITABLE = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
 """Result types (exact) that cannot be awaitable, so ``run`` skips the awaitable probe."""
@@ -298,10 +302,13 @@ class FunctionTool(Tool):
             killed, so it runs on and its late result is discarded (logged on the
             ``codeact.tools`` logger). A function whose first three calls each returned
             within 1 ms (``QUICK_CALL``) then runs inline, where a thread round trip would
-            cost more than the call; its first call slower than that puts it back on
-            threads for good (so at most one slow call ever runs inline, and a timeout
-            cannot interrupt an inline call). ``False`` always calls it inline on the event
-            loop thread. Ignored for async functions.
+            cost more than the call. An inline call slower than that puts it back on
+            threads, where three quick calls in a row earn it inline again; the third slow
+            inline call keeps it on threads for good (so at most three slow calls ever run
+            inline, and a timeout cannot interrupt an inline call; one slow call is not
+            enough, as a busy host can preempt a quick function for over a millisecond).
+            ``False`` always calls it inline on the event loop thread. Ignored for async
+            functions.
 
     Raises:
         TypeError: ``func`` is not callable, takes ``*args`` or ``**kwargs``, has two
@@ -401,7 +408,8 @@ class FunctionTool(Tool):
         )
         self.func = func
         self.run_in_thread = run_in_thread
-        self._quick_calls = 0  # threaded calls that each took <= QUICK_CALL; -1: always threaded
+        self._quick_calls = 0  # threaded calls in a row that each took <= QUICK_CALL; -1: always threaded
+        self._overruns = 0  # inline calls that took longer than QUICK_CALL
         self.context_parameter = context_parameter
         self._positional_only = tuple(positional_only)
         self._validate = adapter.validator.validate_python
@@ -466,14 +474,17 @@ class FunctionTool(Tool):
         elif self.run_in_thread:
             if self._quick_calls >= _QUICK_STREAK:
                 started = time.perf_counter()
-                result = func(*positional, **values)
-                if time.perf_counter() - started > QUICK_CALL:  # wall time: a sleep counts
-                    self._quick_calls = -1
+                try:
+                    result = func(*positional, **values)
+                finally:
+                    if time.perf_counter() - started > QUICK_CALL:  # wall time: a sleep counts
+                        self._overruns += 1
+                        self._quick_calls = -1 if self._overruns >= _MAX_OVERRUNS else 0
             else:
                 timing: list[float] = []
                 result = await _in_thread(self.name, functools.partial(_timed, timing, func, *positional, **values))
                 if self._quick_calls >= 0:
-                    self._quick_calls = self._quick_calls + 1 if timing and timing[0] <= QUICK_CALL else -1
+                    self._quick_calls = self._quick_calls + 1 if timing and timing[0] <= QUICK_CALL else 0
         else:
             result = func(*positional, **values)
         if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
