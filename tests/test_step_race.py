@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import threading
 
+import pytest
+
 from codeact.runtime import Call, Complete, MontyRuntime, ResumeValue
 
 STEPS = int(os.environ.get("CODEACT_STRESS_STEPS", "20000"))
@@ -70,3 +72,42 @@ def test_a_taken_result_is_refused_and_wait_still_returns() -> None:
         assert "already taken" in str(exc)
     else:
         raise AssertionError("a second result() must be refused")
+
+
+_WORKER_NAMES = """
+import os, sys, time
+from codeact import _monty
+from codeact.runtime import MontyRuntime
+
+def step_workers():
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/comm") as f:
+            names.append(f.read().strip())
+    return sum(1 for n in names if n.startswith("codeact-step"))
+
+before = step_workers()
+MontyRuntime().wake_workers()
+deadline = time.monotonic() + 10
+while step_workers() == 0 and time.monotonic() < deadline:
+    time.sleep(0.01)
+after = step_workers()
+ticket = MontyRuntime(check_scripts=False, rewrite_scripts=False).start_async("40 + 2")
+assert ticket.wait(30.0)
+print(before, after, ticket.result().value)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads thread names from /proc (Linux)")
+def test_waking_the_workers_starts_the_pool_before_any_step() -> None:
+    # A fresh process has no step workers; wake_workers() hands the pool an empty job, so
+    # the workers exist (and one is awake) before the first step, which then runs as usual.
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _WORKER_NAMES], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    before, after, value = out.stdout.split()
+    assert before == "0"
+    assert int(after) > 0
+    assert value == "42"

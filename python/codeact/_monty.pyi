@@ -22,6 +22,7 @@ __all__ = [
     "register_gather_type",
     "register_seam_types",
     "remaining_stack",
+    "wake_step_worker",
     "MONTY_VERSION",
     "SNAPSHOT_FORMAT_VERSION",
     "MONTY_DUMP_VERSION",
@@ -102,6 +103,11 @@ def register_gather_type(gather: type[Gather]) -> None:
 
 def remaining_stack() -> int | None:
     """Bytes of native stack left on the calling thread, or None when unknown."""
+
+def wake_step_worker() -> None:
+    """Wakes a native step worker ahead of a ``start_async`` / ``resume_async``: hands the
+    pool an empty job, so the step does not pay a parked thread's wake-up (about 0.2 ms on a
+    virtual machine)."""
 
 @final
 class SubsetScreen:

@@ -40,6 +40,7 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
     m.add_function(wrap_pyfunction!(py_continuation::register_gather_type, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;
+    m.add_function(wrap_pyfunction!(py_api::wake_step_worker, m)?)?;
     m.add("MONTY_VERSION", snapshot::MONTY_VERSION)?;
     m.add("SNAPSHOT_FORMAT_VERSION", snapshot::FORMAT_VERSION)?;
     m.add("MONTY_DUMP_VERSION", engine::DUMP_VERSION)?;

@@ -72,6 +72,12 @@ fn start_stack(cfg: &EngineConfig, script: &str) -> usize {
         + script.len().min(engine::MAX_SCRIPT_BYTES) * engine::STACK_PER_SOURCE_BYTE
 }
 
+/// Wakes a step worker ahead of a `start_async` / `resume_async` (see `worker::wake`).
+#[pyfunction]
+pub fn wake_step_worker() {
+    crate::worker::wake();
+}
+
 /// Bytes of native stack left on the calling thread, or None when unknown.
 #[pyfunction]
 pub fn remaining_stack() -> Option<usize> {

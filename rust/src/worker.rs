@@ -79,6 +79,14 @@ fn sender() -> Sender<Job> {
     tx
 }
 
+/// Wakes a step worker ahead of a step: hands the pool an empty job, which a parked worker
+/// takes, so it is still lingering (`WORKER_LINGER`) when the step itself is handed over.
+/// A parked worker's wake-up costs the step that finds it asleep a thread wake-up (measured
+/// here: about 0.2 ms on a virtual machine, against tens of microseconds for the step).
+pub fn wake() {
+    let _ = sender().send(Box::new(|| {}));
+}
+
 /// Runs `job` on a worker; its result lands in the returned slot. A panic that escapes the
 /// job becomes a `HostError::Internal` (the worker lives on).
 pub fn submit<R: Send + 'static>(

@@ -721,6 +721,9 @@ class CodeActAgent(BaseAgent):
                     yield run.error_event("codeact.usage_limit", limit)
                     return
                 reply = await self._call_model(run)
+                wake = getattr(self.runtime, "wake_workers", None)
+                if wake is not None:  # a step worker wakes while the reply is extracted and stored
+                    wake()
                 script = extract_code(reply)
                 run.transcript.append(Content.from_text(reply, role="model"))
                 model_event = self._model_event(run, reply, script)
