@@ -346,7 +346,8 @@ class TurnDriver:
         through ``run_step``.
         """
         st = self.state
-        await self._pacer.pace()
+        if self._pacer.due():
+            await self._pacer.pace()
         st.advance += 1
         replay = st.journal.os.get(st.advance)
         target = step if gather else step.call
@@ -402,7 +403,9 @@ class TurnDriver:
             args = bind_call_args(tool, call.positional_args, call.keyword_args)
         except TypeError as exc:
             return ResumeError(str(exc), "TypeError")
-        problem = value_problem(args, f"the arguments of {tool.name!r}")
+        problem = value_problem(args, "")  # the label is spelled out only for a message
+        if problem is not None:
+            problem = value_problem(args, f"the arguments of {tool.name!r}")
         if problem is not None:
             return ResumeError(f"{problem}; the tool did not run", "ValueError")
         try:
@@ -575,15 +578,7 @@ class TurnDriver:
         """Runs the tools of ``invokes`` (keyed by ``id()`` of each): their intents first, in
         one write (a decision becomes durable here, with the resume that uses it), then the
         tools, concurrently when there are several (the calls of one gather)."""
-        intents = [
-            JournalRecord(
-                "intent",
-                inv.pos,
-                _json([inv.tool.name, inv.digest, inv.decided] if inv.decided else [inv.tool.name, inv.digest]),
-            )
-            for inv in invokes
-            if not inv.journaled
-        ]
+        intents = [_intent(inv) for inv in invokes if not inv.journaled]
         if intents:
             await self._write(intents)
         if len(invokes) == 1:
@@ -645,7 +640,9 @@ class TurnDriver:
     def _checked_result(self, tool: Tool, value: Any) -> Outcome:
         if isinstance(value, CompletionError):  # the caller completed the call with an error
             return ResumeError(f"long-running call to {tool.name!r} failed: {value.message}", "RuntimeError")
-        problem = value_problem(value, f"the result of {tool.name!r}")
+        problem = value_problem(value, "")  # the label is spelled out only for a message
+        if problem is not None:
+            problem = value_problem(value, f"the result of {tool.name!r}")
         if problem is not None:
             return ResumeError(problem, "ValueError")
         return ResumeValue(value)
@@ -893,6 +890,16 @@ class _HandlerFailed(Exception):
         super().__init__(str(cause))
         self.cause = cause
         self.suspend = suspend
+
+
+def _intent(inv: _Invoke) -> JournalRecord:
+    """The intent record of a call about to run: its tool, argument digest and how it was
+    allowed to run, when it needed allowing."""
+    return JournalRecord(
+        "intent",
+        inv.pos,
+        _json([inv.tool.name, inv.digest, inv.decided] if inv.decided else [inv.tool.name, inv.digest]),
+    )
 
 
 def _verdict(verdict: Any) -> tuple[bool | None, str]:

@@ -33,6 +33,11 @@ class StopPacer:
         self._last = time.monotonic()
         self.yields = 0  # how often it yielded (for tests and benchmarks)
 
+    def due(self) -> bool:
+        """Whether ``PACE_SECONDS`` passed since the last yield (a clock read): the caller
+        awaits ``pace`` only then, and so skips creating a coroutine per stop."""
+        return time.monotonic() - self._last >= PACE_SECONDS
+
     async def pace(self) -> None:
         """Yields to the event loop when ``PACE_SECONDS`` passed since the last yield."""
         now = time.monotonic()
