@@ -89,21 +89,6 @@ NO_ACTIONS = EventActions()
 never changed."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolHooks:
-    """The agent's tool callbacks, each as a list (``as_callbacks``)."""
-
-    before: list[Callback]
-    after: list[Callback]
-    after_full: list[Callback]
-    on_error: list[Callback]
-
-    @property
-    def any(self) -> bool:
-        """Whether any callback is set."""
-        return bool(self.before or self.after or self.after_full or self.on_error)
-
-
 @dataclass
 class Run:
     """The state of one run of the loop, the event factory, and the tool calls of its scripts."""
@@ -143,7 +128,6 @@ class Run:
     outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
     otel: AgentRun | None = None
     lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))
-    tool_hooks: ToolHooks | None = None  # the agent's tool callbacks as lists, read at the run's first call
 
     # ------------------------------------------------------------------ state
 
@@ -247,21 +231,20 @@ class Run:
         plugins; merges its actions into the pending ones. Returns ``(value, failure,
         actions)``.
 
-        A ``FunctionTool`` whose function takes no ``ToolContext``, on an agent with no tool
-        callbacks and no plugins, runs without one (nothing could read it or set actions
-        on it): its actions are ``NO_ACTIONS``, shared and never to be changed."""
+        A ``FunctionTool`` (not a subclass with a ``run`` of its own) whose function takes no
+        ``ToolContext``, while the agent has no tool callbacks and the run no plugins, runs
+        without one (nothing could read it or set actions on it): its actions are
+        ``NO_ACTIONS``, shared and never to be changed. The callbacks are read at every
+        call, so one set during the run applies from the next call on."""
         s = self.settings
-        hooks = self.tool_hooks
-        if hooks is None:
-            hooks = self.tool_hooks = ToolHooks(
-                as_callbacks(s.before_tool),
-                as_callbacks(s.after_tool),
-                as_callbacks(s.after_tool_full),
-                as_callbacks(s.on_tool_error),
-            )
         self.tools_ran.append(tool.name)
         retry = s.tool_retry_budgets.get(tool.name, s.default_retry_budget)
-        if not (self.plugins or hooks.any) and isinstance(tool, FunctionTool) and tool.context_parameter is None:
+        if (
+            not (self.plugins or s.before_tool or s.after_tool or s.after_tool_full or s.on_tool_error)
+            and isinstance(tool, FunctionTool)
+            and type(tool).run is FunctionTool.run  # a subclass's own run may read its context
+            and tool.context_parameter is None
+        ):
             value, failure = await run_bare_tool(
                 tool, args, call_key, self.ctx.session, timeout=s.tool_timeout, retry=retry, breaker=self.breaker
             )
@@ -274,10 +257,10 @@ class Run:
             timeout=s.tool_timeout,
             retry=retry,
             breaker=self.breaker,
-            before=hooks.before,
-            after=hooks.after,
-            after_full=hooks.after_full,
-            on_error=hooks.on_error,
+            before=as_callbacks(s.before_tool),
+            after=as_callbacks(s.after_tool),
+            after_full=as_callbacks(s.after_tool_full),
+            on_error=as_callbacks(s.on_tool_error),
             plugins=self.plugins,
         )
         merge_actions(self.pending, tc.actions)

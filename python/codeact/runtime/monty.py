@@ -445,7 +445,10 @@ class MontyRuntime:
         step handed to a parked one waits for its wake-up (about 0.2 ms on a virtual machine,
         several times what starting a short script takes). The agent loop calls it when a
         model reply arrives, so the wake-up overlaps the reply's extraction and storage.
-        Costs one hand-off of an empty job; does nothing on a build without native workers."""
+        Costs one hand-off of an empty job; does nothing where steps do not run on native
+        workers (``isolation="process"``, a build without them)."""
+        if getattr(self._engine, "start_async", None) is None:  # process isolation: no native workers
+            return
         wake = getattr(_monty, "wake_step_worker", None)
         if wake is not None:
             wake()
