@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel
 from codeact.tools import FunctionTool, ToolContext
+from step_workers import run_fresh
 
 pytestmark = pytest.mark.anyio
 
@@ -74,17 +73,7 @@ async def test_a_tool_callback_set_during_the_run_applies_from_the_next_call() -
     assert json.loads(events[-1].text) == [1, 2, "replaced"]
 
 
-_THREADS = """
-import os, time
-from codeact.runtime import MontyRuntime
-
-def step_workers():
-    names = []
-    for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/comm") as f:
-            names.append(f.read().strip())
-    return sum(1 for n in names if n.startswith("codeact-step"))
-
+_WAKE_UNDER_PROCESS_ISOLATION = """
 MontyRuntime(isolation="process").wake_workers()
 time.sleep(0.2)
 print(step_workers())
@@ -93,6 +82,4 @@ print(step_workers())
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads thread names from /proc (Linux)")
 def test_waking_workers_under_process_isolation_starts_no_native_pool() -> None:
-    out = subprocess.run([sys.executable, "-c", _THREADS], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["0"]
+    assert run_fresh(_WAKE_UNDER_PROCESS_ISOLATION) == ["0"]

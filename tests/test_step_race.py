@@ -15,6 +15,7 @@ import threading
 import pytest
 
 from codeact.runtime import Call, Complete, MontyRuntime, ResumeValue
+from step_workers import run_fresh
 
 STEPS = int(os.environ.get("CODEACT_STRESS_STEPS", "20000"))
 THREADS = int(os.environ.get("CODEACT_STRESS_THREADS", "4"))
@@ -74,18 +75,7 @@ def test_a_taken_result_is_refused_and_wait_still_returns() -> None:
         raise AssertionError("a second result() must be refused")
 
 
-_WORKER_NAMES = """
-import os, sys, time
-from codeact import _monty
-from codeact.runtime import MontyRuntime
-
-def step_workers():
-    names = []
-    for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/comm") as f:
-            names.append(f.read().strip())
-    return sum(1 for n in names if n.startswith("codeact-step"))
-
+_WAKE_THEN_START = """
 before = step_workers()
 MontyRuntime().wake_workers()
 deadline = time.monotonic() + 10
@@ -102,12 +92,7 @@ print(before, after, ticket.result().value)
 def test_waking_the_workers_starts_the_pool_before_any_step() -> None:
     # A fresh process has no step workers; wake_workers() hands the pool an empty job, so
     # the workers exist (and one is awake) before the first step, which then runs as usual.
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-c", _WORKER_NAMES], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    before, after, value = out.stdout.split()
+    before, after, value = run_fresh(_WAKE_THEN_START)
     assert before == "0"
     assert int(after) > 0
     assert value == "42"

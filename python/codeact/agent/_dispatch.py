@@ -134,7 +134,7 @@ async def run_tool(
     """
     outcome = ToolOutcome(tool_name=tool.name, args=args)
     if breaker.is_open(tool.name):
-        msg = f"tool {tool.name!r} is temporarily disabled after {breaker.threshold} consecutive failures"
+        msg = _disabled(tool, breaker)
         outcome.error_message, outcome.error_category = msg, "circuit_open"
         return None, ToolFailure(msg, "RuntimeError"), outcome
 
@@ -287,14 +287,17 @@ async def run_bare_tool(
     converts and checks it). Returns ``(value, None)`` or ``(None, failure)``."""
     outcome = ToolOutcome(tool_name=tool.name, args=args)
     if breaker.is_open(tool.name):
-        return None, ToolFailure(
-            f"tool {tool.name!r} is temporarily disabled after {breaker.threshold} consecutive failures", "RuntimeError"
-        )
+        return None, ToolFailure(_disabled(tool, breaker), "RuntimeError")
     value, failure = await _attempts(
         tool, args, None, outcome, timeout=timeout, retry=retry, sleep=sleep, call_key=call_key, session=session
     )
     breaker.record(tool.name, outcome.success)
     return value, failure
+
+
+def _disabled(tool: Tool, breaker: CircuitBreaker) -> str:
+    """The script's message for a call refused by the open circuit breaker."""
+    return f"tool {tool.name!r} is temporarily disabled after {breaker.threshold} consecutive failures"
 
 
 def _failure_of(
