@@ -18,7 +18,7 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,dbos,web,test-web
 
-.PHONY: scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
+.PHONY: instructions scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,9 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/hostile.py
 	$(BIN)/python benchmarks/stores.py
 	$(BIN)/python benchmarks/scale_out.py
+
+instructions: install-wheel  ## instruction counts (callgrind) of start and the tool round trip beside the bare crate
+	PATH=$(RUST_PATH) $(BIN)/python benchmarks/instructions.py
 
 benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/runtime.py --quick

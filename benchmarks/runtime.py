@@ -218,7 +218,9 @@ def thread_ratio(fn: Any, repeats: int) -> float:
 # ---------------------------------------------------------------------------- bare crate
 
 
-def bench_bare(quick: bool, target_dir: Path, rebuild: bool) -> dict[str, float]:
+def bare_binary(target_dir: Path, rebuild: bool) -> Path:
+    """The bare-crate benchmark binary (``rust/bench``), built with ``cargo build --release``
+    first when it is missing or older than its sources."""
     binary = target_dir / "release" / "codeact-bench"
     sources = [ROOT / "rust" / "bench" / "Cargo.toml", *(ROOT / "rust" / "bench" / "src").rglob("*.rs")]
     stale = binary.exists() and max(p.stat().st_mtime for p in sources) > binary.stat().st_mtime
@@ -231,6 +233,11 @@ def bench_bare(quick: bool, target_dir: Path, rebuild: bool) -> dict[str, float]
         proc = subprocess.run([cargo, "build", "--release", "-p", "codeact-bench"], cwd=ROOT, env=env)
         if proc.returncode != 0 or not binary.exists():
             raise BenchError("cargo build --release -p codeact-bench failed")
+    return binary
+
+
+def bench_bare(quick: bool, target_dir: Path, rebuild: bool) -> dict[str, float]:
+    binary = bare_binary(target_dir, rebuild)
     proc = subprocess.run([str(binary), *(["--quick"] if quick else [])], capture_output=True, text=True)
     if proc.returncode != 0:
         raise BenchError(f"codeact-bench exited with {proc.returncode}: {proc.stderr.strip()[-2000:]}")

@@ -28,7 +28,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real(source, *args, **kwargs)
 
     _precheck.parsed.cache_clear()
-    _check._cached_check.cache_clear()
+    _check.clear_check_cache()
     monkeypatch.setattr(ast, "parse", counting)
     return seen
 
@@ -55,7 +55,7 @@ async def test_check_scripts_off_runs_no_check_and_no_hint(monkeypatch: pytest.M
     real_detect, real_precheck = _check._detect, _precheck.precheck
     monkeypatch.setattr(_check, "_detect", lambda tree, *a, **k: looked.append("check") or real_detect(tree, *a, **k))
     monkeypatch.setattr(_precheck, "precheck", lambda script, **k: looked.append("hint") or real_precheck(script, **k))
-    _check._cached_check.cache_clear()
+    _check.clear_check_cache()
     runtime = MontyRuntime(check_scripts=False, rewrite_scripts=False)
     first = "import statistics\n{'type': 'final_result', 'value': 1}"
     second = "d = {'a': 2, 'b': 1}\nsorted(d, key=d.get)\n{'type': 'final_result', 'value': 2}"

@@ -345,7 +345,7 @@ impl MontyEngine {
         let depth = engine::snapshot_depth(&snapshot)?;
         let slot = submit_interpreter(stack_needed(depth), move || {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
-            engine::resume(&cfg, Box::new(paused), outcome, journal)
+            engine::resume(&cfg, paused, outcome, journal)
         });
         Ok(StepTicket::new(&self.owner(), slot))
     }
@@ -366,7 +366,7 @@ impl MontyEngine {
         let depth = engine::snapshot_depth(&snapshot)?;
         let advance = run_interpreter(py, stack_needed(depth), move || {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
-            engine::resume(&cfg, Box::new(paused), outcome, journal)
+            engine::resume(&cfg, paused, outcome, journal)
         })?;
         build_step(py, &self.owner(), advance)
     }
@@ -430,9 +430,7 @@ impl MontyEngine {
             engine::load_any(&cfg, &snapshot)
         })?;
         let entries: Vec<CallInfo> = match loaded {
-            engine::Loaded::Gather(paused, ids) => {
-                held_calls(py, &Held::RunGather(Box::new(paused)), &ids)?
-            }
+            engine::Loaded::Gather(paused, ids) => held_calls(py, &Held::RunGather(paused), &ids)?,
             engine::Loaded::Call(paused, req) => {
                 let (positional, keyword) =
                     call_args_to_py(py, paused.arena(), &req.positional, &req.keyword)?;
@@ -488,7 +486,7 @@ impl MontyEngine {
 fn restored(loaded: engine::Loaded) -> Advance {
     let stop = match loaded {
         engine::Loaded::Call(paused, req) => Stop::Call(Held::RunCall(Box::new(paused)), req),
-        engine::Loaded::Gather(paused, ids) => Stop::Gather(Held::RunGather(Box::new(paused)), ids),
+        engine::Loaded::Gather(paused, ids) => Stop::Gather(Held::RunGather(paused), ids),
     };
     Advance {
         stop,

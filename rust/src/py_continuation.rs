@@ -172,7 +172,7 @@ fn advance(
     };
     match (owner, held) {
         (Owner::Run(cfg), Held::RunCall(paused)) => {
-            engine::resume(cfg, paused, one(settle)?, journal)
+            engine::resume(cfg, *paused, one(settle)?, journal)
         }
         (Owner::Run(cfg), Held::RunGather(paused)) => {
             engine::resume_gather(cfg, *paused, some(settle)?, journal)

@@ -65,7 +65,7 @@ impl MontySession {
             inner: Inner::new(Arc::clone(&engine.cfg)),
         };
         let cfg = Arc::clone(&session.inner.cfg);
-        let memory = Arc::clone(&session.inner.memory);
+        let memory = session.inner.memory.clone();
         let depth = crate::engine::snapshot_depth(&snapshot)?;
         let (loaded, awaits) = run_interpreter(py, stack_needed(depth), move || {
             session::load_session(&cfg, &memory, &snapshot)

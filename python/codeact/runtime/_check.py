@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
 import queue
 import re
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
@@ -1146,9 +1146,41 @@ _INLINE_STACK = 6 * 1024 * 1024
 parser stops deep nesting at its own limits (about 6,000 levels) well within this."""
 
 
-@functools.lru_cache(maxsize=512)
+_CACHE_SIZE = 512
+"""Check results kept (least recently used first out)."""
+
+_CheckKey = tuple[str, bool, bool, bool]
+_results: OrderedDict[_CheckKey, CheckResult] = OrderedDict()
+_results_lock = threading.Lock()
+
+
+def cached_check_result(key: _CheckKey) -> CheckResult | None:
+    """The stored result for ``(script, rewrite, functions_style, detect)``, or None."""
+    hit = _results.get(key)
+    if hit is not None:
+        try:
+            _results.move_to_end(key)
+        except KeyError:  # evicted by another thread in between: still a valid result
+            pass
+    return hit
+
+
 def _cached_check(script: str, rewrite: bool, functions_style: bool, detect: bool) -> CheckResult:
-    return check_script(script, rewrite=rewrite, functions_style=functions_style, detect=detect)
+    key = (script, rewrite, functions_style, detect)
+    result = cached_check_result(key)
+    if result is None:
+        result = check_script(script, rewrite=rewrite, functions_style=functions_style, detect=detect)
+        with _results_lock:
+            _results[key] = result
+            while len(_results) > _CACHE_SIZE:
+                _results.popitem(last=False)
+    return result
+
+
+def clear_check_cache() -> None:
+    """Forgets every stored check result (tests that count parses start from nothing)."""
+    with _results_lock:
+        _results.clear()
 
 
 def check_script_safely(
@@ -1164,6 +1196,9 @@ def check_script_safely(
     RecursionError) and the script then goes to Monty unchanged, which reports it. Results
     are cached (512 scripts), so a script started again costs a dictionary lookup.
     """
+    hit = cached_check_result((script, rewrite, functions_style, detect))
+    if hit is not None:  # the common restart: no stack probe, no parse
+        return hit
     if (remaining_stack() or 0) >= _INLINE_STACK:
         return _cached_check(script, rewrite, functions_style, detect)
     global _worker

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import _monty
 from ..exceptions import CodeRuntimeError, SnapshotError
-from ._check import check_script_safely, format_findings
+from ._check import cached_check_result, check_script_safely, format_findings
 from ._oneshot import RunResult, arun_script, run_script
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
 from ._subset import render_language_section
@@ -428,11 +428,12 @@ class MontyRuntime:
         if len(script) > _monty.MAX_SCRIPT_BYTES:  # refused by the engine; no point parsing it
             return script, None, ()
         functions_style = self.tool_style == "functions"
-        if self.rewrite_scripts or self.check_scripts:
-            checked = check_script_safely(
-                script, rewrite=self.rewrite_scripts, functions_style=functions_style, detect=self.check_scripts
+        rewrite, detect = self.rewrite_scripts, self.check_scripts
+        if rewrite or detect:
+            checked = cached_check_result((script, rewrite, functions_style, detect)) or check_script_safely(
+                script, rewrite=rewrite, functions_style=functions_style, detect=detect
             )
-            if checked.findings and self.check_scripts:
+            if checked.findings and detect:
                 return script, format_findings(checked.findings), ()
             return checked.script, None, checked.deferred
         if "await" in script:

@@ -210,6 +210,17 @@ fn main() {
         println!("{{\"round_trip_us\": {best:.4}}}");
         return;
     }
+    // `codeact-bench starts N`: only N starts of `1 + 1`, untimed (for instruction counts
+    // under callgrind, against the same loop in Python: `benchmarks/instructions.py`).
+    if std::env::args().nth(1).as_deref() == Some("starts") {
+        let n: usize = std::env::args()
+            .nth(2)
+            .map_or(1000, |n| n.parse().expect("a number of starts"));
+        for _ in 0..n {
+            assert_eq!(int(&run(black_box(START_COMPLETE)).0), 2);
+        }
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("repl") {
         let fields: Vec<(String, String)> = std::env::args()
             .skip(2)

@@ -109,12 +109,12 @@ pub struct EngineConfig {
 }
 
 /// A live continuation paused at a tool call.
-pub struct Paused(FunctionCall, Arc<RunCtx>);
+pub struct Paused(Box<FunctionCall>, Arc<RunCtx>);
 
 /// What a run carries from advance to advance besides Monty's state.
 pub struct RunCtx {
     /// The run's memory counter (see [`crate::memory`]).
-    memory: Arc<RunMemory>,
+    memory: RunMemory,
     /// The script and its name, when known (not for a run restored from bytes): name
     /// lookups read it to tell a called name from a bare reference.
     source: Option<(String, String)>,
@@ -170,7 +170,7 @@ pub struct Tasks {
 
 impl RunCtx {
     fn new(
-        memory: Arc<RunMemory>,
+        memory: RunMemory,
         source: Option<(String, String)>,
         tasks: Tasks,
         counts: RunCounts,
@@ -379,14 +379,14 @@ pub fn start(
 /// Resumes a paused call with `outcome` and runs to the next stop.
 pub fn resume(
     cfg: &EngineConfig,
-    paused: Box<Paused>,
+    paused: Paused,
     outcome: Outcome,
     mut journal: Journal,
 ) -> Result<Advance, HostError> {
-    // Boxed by the caller: the paused state is moved out of its box once, here.
-    let Paused(call, ctx) = *paused;
+    // Monty's paused state stays in its box until Monty's resume takes it.
+    let Paused(call, ctx) = paused;
     let _charging = charge_to(&ctx.memory);
-    guarded("resume", || {
+    guarded("resume", move || {
         // Monty restarts the turn budget (our per-advance time limit) at every resume.
         let eager = call.allow_eager_await;
         let result = ext_result_within(outcome, cfg.limits.max_memory, &mut ctx.memory.used());
@@ -398,9 +398,9 @@ pub fn resume(
                 ExtFunctionResult::Return(v) => Ok(v),
                 _ => unreachable!("ext_result gives a value or an error"),
             };
-            call.resume_eager(settled, PrintWriter::Callback(&mut out))
+            (*call).resume_eager(settled, PrintWriter::Callback(&mut out))
         } else {
-            call.resume(result, PrintWriter::Callback(&mut out))
+            (*call).resume(result, PrintWriter::Callback(&mut out))
         };
         let stop = run_stop(
             drive::<Run>(cfg, progress, &mut out, &mut journal, &mut &*ctx)?,
@@ -419,12 +419,12 @@ pub fn resume(
 /// Serializes a paused call into sealed snapshot bytes; hands the call back.
 pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, Paused) {
     let Paused(call, ctx) = paused;
-    let progress = RunProgress::FunctionCall(call);
+    let progress = RunProgress::FunctionCall(*call);
     let bytes = seal_progress(cfg, &progress, &ctx);
     let call = progress
         .into_function_call()
         .expect("just wrapped a function call");
-    (bytes, Paused(call, ctx))
+    (bytes, Paused(Box::new(call), ctx))
 }
 
 /// The recursion limit a snapshot runs under, read from its envelope header so the caller
@@ -450,7 +450,7 @@ pub fn load(cfg: &EngineConfig, bytes: &[u8]) -> Result<(Paused, ToolRequest), H
 pub enum Loaded {
     Call(Paused, ToolRequest),
     /// Paused where its tasks await started calls (sorted call ids).
-    Gather(PausedGather, Vec<u32>),
+    Gather(Box<PausedGather>, Vec<u32>),
 }
 
 /// Restores a paused call or a paused gather from sealed snapshot bytes.
@@ -464,7 +464,7 @@ pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
             Some(extra) => tasks_from_bytes(cfg.tool_style, extra)?,
             None => (Tasks::default(), RunCounts::default()),
         };
-        let ctx = Arc::new(RunCtx::new(Arc::clone(&memory), None, tasks, counts));
+        let ctx = Arc::new(RunCtx::new(memory.clone(), None, tasks, counts));
         let dump = monty::Dump::load(payload)
             .map_err(|e| HostError::Snapshot(format!("cannot decode the paused script: {e}")))?;
         let monty::Session::Running(progress) = dump.state else {
@@ -482,7 +482,7 @@ pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
                         "snapshot awaits tool calls it does not describe".into(),
                     ));
                 }
-                return Ok(Loaded::Gather(PausedGather(futures, ctx), ids));
+                return Ok(Loaded::Gather(Box::new(PausedGather(futures, ctx)), ids));
             }
             other => other,
         };
@@ -501,7 +501,10 @@ pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
                 ));
             }
         };
-        Ok(Loaded::Call(Paused(call, Arc::clone(&ctx)), request))
+        Ok(Loaded::Call(
+            Paused(Box::new(call), Arc::clone(&ctx)),
+            request,
+        ))
     })
 }
 

@@ -107,10 +107,10 @@ impl Feed {
 pub(crate) struct Inner {
     pub(crate) cfg: Arc<EngineConfig>,
     /// The session's memory counter, for its whole life (see [`crate::memory`]).
-    pub(crate) memory: Arc<RunMemory>,
+    pub(crate) memory: RunMemory,
     /// Where the rollback copy of a feed's starting session is charged: host bookkeeping,
     /// not the script's memory, so it does not count against `max_memory`.
-    pub(crate) spare: Arc<RunMemory>,
+    pub(crate) spare: RunMemory,
     /// The idle session; `None` while a feed runs or is paused at a tool call.
     pub(crate) repl: Mutex<Option<MontyRepl>>,
     /// The awaited-call offsets of the feeds that completed (see [`Feed::defers`]).
@@ -601,7 +601,7 @@ pub(crate) enum LoadedSession {
 /// Restores session bytes; also gives the completed feeds' awaited-call offsets.
 pub(crate) fn load_session(
     cfg: &EngineConfig,
-    memory: &Arc<RunMemory>,
+    memory: &RunMemory,
     bytes: &[u8],
 ) -> Result<(LoadedSession, Awaits), HostError> {
     let (payload, record) = open(cfg, bytes)?;
