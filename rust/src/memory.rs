@@ -44,9 +44,9 @@ struct Counter {
 /// atomic each. The scope settles the difference when it ends; a thread frees at most as
 /// many of the scope's blocks as the scope allocated, fewer than this by far (the cell is
 /// settled early past [`SETTLE_AT`]), so the counter stays alive while the scope lasts.
-const RESERVE: usize = 1 << 40;
+const RESERVE: usize = if usize::BITS >= 64 { 1 << 40 } else { 1 << 24 };
 /// Blocks a scope may allocate before its pending references are settled early.
-const SETTLE_AT: isize = 1 << 30;
+const SETTLE_AT: isize = (RESERVE >> 10) as isize;
 
 /// A handle on one run's memory counter: clones share the counter.
 #[derive(Debug)]
@@ -181,6 +181,8 @@ pub fn charge_to(run: &RunMemory) -> Charging {
 impl Drop for Charging {
     fn drop(&mut self) {
         LOCAL.with(|l| {
+            // Scopes end in the reverse order of their start: the thread charges this one.
+            debug_assert_eq!(l.run.get(), self.run, "charging scopes ended out of order");
             l.flush();
             l.run.set(self.previous);
         });
