@@ -5,8 +5,10 @@ beside the bare monty crate's (``codeact-bench``), per operation, with their rat
     python benchmarks/instructions.py --quick    # 300 starts, 2,000 round trips
 
 Timings on a shared virtual machine move by 20 % from one run to the next; instruction counts
-do not (they move by well under 1 %), so a change of a few percent in the per-call path shows
-here when it drowns in the timed benchmarks (``runtime.py``, ``round_trip.py``). Instructions
+move by about 1 % for the round trip and 3 % for a start (hash seeds and addresses differ per
+process; the driver fixes PYTHONHASHSEED and turns the cyclic GC off), whatever the load, so
+a change of a few percent in the per-call path shows here (compare a few runs) when it drowns
+in the timed benchmarks (``runtime.py``, ``round_trip.py``). Instructions
 are not time (a cache miss or a locked instruction costs many cycles, a simple move less than
 one), so the timed benchmarks stay the measure of the issue's targets; this one says where the
 instructions go. Each figure is the difference between a run of N operations and a run of
@@ -29,11 +31,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from runtime import DEFAULT_TARGET_DIR, BenchError, bare_binary  # noqa: E402
+from runtime import BenchError, add_target_dir, bare_binary  # noqa: E402
 
 # The Python side: `start` runs N starts of `1 + 1` through MontyRuntime.start; `round-trip`
 # runs one script making N tool calls, each answered through the step API.
 _PY_DRIVER = """
+import gc
 import sys
 import codeact
 from codeact import ResumeValue
@@ -45,6 +48,7 @@ def main(mode, n):
     # name lookups.
     rt = codeact.MontyRuntime(codeact.ResourceLimits(max_duration=60.0, max_memory=256 * 1024 * 1024))
     assert rt.start("1 + 1").value == 2
+    gc.disable()  # as timeit does: a collection's cost lands on whichever run it falls in
     if mode == "start":
         for _ in range(n):
             rt.start("1 + 1")
@@ -68,6 +72,7 @@ def _instructions(cmd: list[str]) -> int:
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *cmd],
             capture_output=True,
             text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},  # the same dict layouts in every run
         )
         if proc.returncode != 0:
             raise BenchError(f"{cmd[0]} under callgrind exited with {proc.returncode}: {proc.stderr[-1500:]}")
@@ -85,12 +90,7 @@ def per_op(cmd: list[str], base: int, n: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer operations (a minute or so)")
-    ap.add_argument(
-        "--target-dir",
-        type=Path,
-        default=Path(os.environ.get("CARGO_TARGET_DIR", DEFAULT_TARGET_DIR)),
-        help="cargo target dir holding release/codeact-bench (default: $CARGO_TARGET_DIR or %(default)s)",
-    )
+    add_target_dir(ap)
     args = ap.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("instructions.py: valgrind is not installed (apt-get install valgrind); nothing measured")
@@ -98,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     starts, calls = (300, 2000) if args.quick else (2000, 10000)
     try:
         bare = str(bare_binary(args.target_dir, rebuild=False))
-        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-            f.write(_PY_DRIVER)
-        py = [sys.executable, f.name]
+        py = [sys.executable, "-c", _PY_DRIVER]
         rows = [
             ("start → complete `1 + 1`", per_op([*py, "start"], 0, starts), per_op([bare, "starts"], 0, starts)),
             # The bare crate's round trip runs whole 1,000-call scripts: one run as the base.
@@ -113,9 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as e:
         print(f"instructions.py: {e}", file=sys.stderr)
         return 1
-    finally:
-        if "f" in locals():
-            os.unlink(f.name)
     print(f"instructions per operation under callgrind ({starts} starts, {calls} calls)")
     print(f"{'workload':<28}{'codeact':>12}{'bare crate':>14}{'codeact/bare':>15}")
     for label, ours, theirs in rows:

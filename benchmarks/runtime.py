@@ -236,6 +236,16 @@ def bare_binary(target_dir: Path, rebuild: bool) -> Path:
     return binary
 
 
+def add_target_dir(ap: argparse.ArgumentParser) -> None:
+    """The ``--target-dir`` option naming where ``bare_binary`` looks and builds."""
+    ap.add_argument(
+        "--target-dir",
+        type=Path,
+        default=Path(os.environ.get("CARGO_TARGET_DIR", DEFAULT_TARGET_DIR)),
+        help="cargo target dir holding release/codeact-bench (default: $CARGO_TARGET_DIR or %(default)s)",
+    )
+
+
 def bench_bare(quick: bool, target_dir: Path, rebuild: bool) -> dict[str, float]:
     binary = bare_binary(target_dir, rebuild)
     proc = subprocess.run([str(binary), *(["--quick"] if quick else [])], capture_output=True, text=True)
@@ -518,12 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="few repeats, for CI smoke (well under a minute)")
     ap.add_argument("--json", metavar="PATH", type=Path, help="also write the figures as JSON to PATH")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the bare-crate binary even if present")
-    ap.add_argument(
-        "--target-dir",
-        type=Path,
-        default=Path(os.environ.get("CARGO_TARGET_DIR", DEFAULT_TARGET_DIR)),
-        help="cargo target dir holding release/codeact-bench (default: $CARGO_TARGET_DIR or %(default)s)",
-    )
+    add_target_dir(ap)
     env_pm = os.environ.get("CODEACT_BENCH_PYDANTIC_MONTY_PYTHON")
     ap.add_argument(
         "--pydantic-monty-python",

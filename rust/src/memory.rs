@@ -81,7 +81,7 @@ impl RunMemory {
         self.counter().bytes.load(Ordering::Relaxed).max(0) as usize
     }
 
-    /// References held on the counter (handles and live blocks); for tests.
+    /// References held on the counter (handles, settled blocks, scope reservations); for tests.
     #[cfg(test)]
     fn refs(&self) -> usize {
         self.counter().refs.load(Ordering::Relaxed)
