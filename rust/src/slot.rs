@@ -30,9 +30,13 @@ const SPIN: Duration = Duration::from_micros(50);
 /// finds the value there until it is taken, and a waiter that wakes from the condition
 /// variable tests the same flag `result()` tests. (0.1.0 raised `done` after releasing
 /// the lock while waiters woke on the value: `wait()` could return True before `done`
-/// was set, and `result()` then refused.) Model-checked by `make loom`.
+/// was set, and `result()` then refused.) A waiter about to sleep raises `sleeping` under
+/// the lock, and the worker reads it under the lock: it wakes waiters only when one may be
+/// asleep, so the usual hand-off (the waiter still spinning) makes no `futex` system call.
+/// Model-checked by `make loom`.
 pub struct Slot<T> {
     done: AtomicBool,
+    sleeping: AtomicBool,
     value: Mutex<Option<T>>,
     ready: Condvar,
 }
@@ -42,18 +46,24 @@ impl<T> Slot<T> {
     pub fn new() -> Self {
         Self {
             done: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
             value: Mutex::new(None),
             ready: Condvar::new(),
         }
     }
 
-    /// Fills the slot (once) and wakes every waiter.
+    /// Fills the slot (once) and wakes every waiter that went to sleep.
     pub fn set(&self, value: T) {
         let mut guard = self.value.lock().unwrap_or_else(|e| e.into_inner());
         *guard = Some(value);
         self.done.store(true, Ordering::Release);
+        // Read under the lock: a waiter raises it under the lock before it sleeps, so either
+        // it is seen here or that waiter sees `done` before it sleeps.
+        let wake = self.sleeping.load(Ordering::Relaxed);
         drop(guard);
-        self.ready.notify_all();
+        if wake {
+            self.ready.notify_all();
+        }
     }
 
     /// Whether the job has finished.
@@ -71,6 +81,7 @@ impl<T> Slot<T> {
             sync::spin_loop();
         }
         let guard = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        self.sleeping.store(true, Ordering::Relaxed);
         // The flag, not the value: a value already taken by `take` must not make a
         // waiter sleep forever, and a value present means the flag is up (set under lock).
         let pending = |_: &mut Option<T>| !self.done.load(Ordering::Acquire);

@@ -7,10 +7,11 @@
 //! holds on them. After a `fork`, the child starts its own workers on first use.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, unbounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, unbounded};
 
 use crate::errors::HostError;
 pub use crate::slot::Slot;
@@ -30,6 +31,112 @@ const WORKER_LINGER: Duration = Duration::from_micros(1500);
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// Where a lingering worker takes its next job from: a job handed to it directly, without
+/// the channel. (Through the channel, each job would also wake a parked worker whenever one
+/// is parked, a `futex` call on the submitting side and a third runnable thread on two
+/// CPUs, only for it to find the job already taken.)
+#[derive(Default)]
+struct Mailbox {
+    full: AtomicBool,
+    job: Mutex<Option<Job>>,
+}
+
+/// The mailboxes of the workers lingering now (the one that lingered last is taken first:
+/// its caches are the warmest), and the process they belong to.
+struct Lingering {
+    pid: u32,
+    idle: Vec<Arc<Mailbox>>,
+}
+
+impl Lingering {
+    /// Forgets every mailbox when `pid` is another process's (a `fork` child inherits the
+    /// parent's list, not its threads).
+    fn reset(&mut self, pid: u32) {
+        if self.pid != pid {
+            self.pid = pid;
+            self.idle.clear();
+        }
+    }
+}
+
+static LINGERING: Mutex<Lingering> = Mutex::new(Lingering {
+    pid: 0,
+    idle: Vec::new(),
+});
+
+/// Hands `job` to a lingering worker of this process; gives it back when none lingers.
+fn hand_to_lingering(job: Job) -> Result<(), Job> {
+    let mut lingering = LINGERING.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = crate::process::process_id();
+    if lingering.pid != pid {
+        return Err(job);
+    }
+    match lingering.idle.pop() {
+        Some(mailbox) => {
+            // Filled before the list's lock is released: a worker that finds its mailbox
+            // gone from the list finds the job in it.
+            *mailbox.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+            mailbox.full.store(true, Ordering::Release);
+            Ok(())
+        }
+        None => Err(job),
+    }
+}
+
+/// A worker's linger after a job: takes jobs from its mailbox (listed in `LINGERING`) or
+/// the channel, busy-polling for `WORKER_SPIN` and yielding its CPU between polls until
+/// `WORKER_LINGER` passes with no job; then it leaves the list and returns, to park on the
+/// channel.
+fn linger(rx: &Receiver<Job>, mailbox: &Arc<Mailbox>, pid: u32) {
+    let list = || LINGERING.lock().unwrap_or_else(|e| e.into_inner());
+    {
+        let mut lingering = list();
+        if lingering.pid != pid {
+            return; // a stale worker (cannot happen: a fork child has none)
+        }
+        lingering.idle.push(Arc::clone(mailbox));
+    }
+    let mut idle = Instant::now();
+    loop {
+        if mailbox.full.load(Ordering::Acquire) {
+            let job = mailbox.job.lock().unwrap_or_else(|e| e.into_inner()).take();
+            mailbox.full.store(false, Ordering::Relaxed);
+            if let Some(job) = job {
+                job();
+            }
+            idle = Instant::now();
+            list().idle.push(Arc::clone(mailbox)); // the submitter took it off the list
+            continue;
+        }
+        match rx.try_recv() {
+            Ok(next) => {
+                next();
+                idle = Instant::now();
+                continue;
+            }
+            Err(TryRecvError::Disconnected) => {}
+            Err(TryRecvError::Empty) if idle.elapsed() < WORKER_SPIN => {
+                std::hint::spin_loop();
+                continue;
+            }
+            Err(TryRecvError::Empty) if idle.elapsed() < WORKER_LINGER => {
+                std::thread::yield_now();
+                continue;
+            }
+            Err(TryRecvError::Empty) => {}
+        }
+        // Leave the list; if a submitter took the mailbox off it meanwhile, its job is in it.
+        let mut lingering = list();
+        if let Some(at) = lingering.idle.iter().position(|m| Arc::ptr_eq(m, mailbox)) {
+            lingering.idle.swap_remove(at);
+            return;
+        }
+        drop(lingering);
+        // Not listed: a job is in the mailbox (the loop's next turn runs it and lists it again).
+        idle = Instant::now();
+    }
+}
+
 static POOL: Mutex<Option<(u32, Sender<Job>)>> = Mutex::new(None);
 
 fn sender() -> Sender<Job> {
@@ -41,6 +148,10 @@ fn sender() -> Sender<Job> {
         return tx.clone();
     }
     let (tx, rx) = unbounded::<Job>();
+    LINGERING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .reset(pid);
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(2, 16)
@@ -51,26 +162,12 @@ fn sender() -> Sender<Job> {
             .name(format!("codeact-step-{i}"))
             .stack_size(WORKER_STACK)
             .spawn(move || {
+                let mailbox = Arc::new(Mailbox::default());
                 while let Ok(job) = rx.recv() {
                     job();
                     // An agent resumes the same script again within microseconds of a
                     // step: stay awake briefly so the next step skips a thread wake-up.
-                    let mut idle = Instant::now();
-                    while idle.elapsed() < WORKER_LINGER {
-                        match rx.try_recv() {
-                            Ok(next) => {
-                                next();
-                                idle = Instant::now();
-                            }
-                            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
-                            Err(crossbeam_channel::TryRecvError::Empty)
-                                if idle.elapsed() < WORKER_SPIN =>
-                            {
-                                std::hint::spin_loop()
-                            }
-                            Err(crossbeam_channel::TryRecvError::Empty) => std::thread::yield_now(),
-                        }
-                    }
+                    linger(&rx, &mailbox, pid);
                 }
             })
             .expect("cannot start a codeact step worker thread");
@@ -99,6 +196,9 @@ pub fn submit<R: Send + 'static>(
             .unwrap_or_else(|_| Err(HostError::Internal("a step worker panicked".to_string())));
         out.set(result);
     });
+    let Err(task) = hand_to_lingering(task) else {
+        return slot;
+    };
     if let Err(err) = sender().send(task) {
         // The workers are gone (cannot happen while the process lives): run in place.
         (err.into_inner())();

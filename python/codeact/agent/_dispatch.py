@@ -257,7 +257,7 @@ async def _attempts(
                 failure = ToolFailure(f"tool {tool.name!r} timed out after {timeout:g} s", "TimeoutError")
                 outcome.timed_out, outcome.error_category = True, "timeout"
             else:  # the tool's own exception, a TimeoutError of its own included
-                failure = _failure_of(tool, tool_context, exc, call_key, session)
+                failure = failure_of(tool, tool_context, exc, call_key, session)
                 outcome.timed_out, outcome.error_category = False, "exception"
     outcome.duration = time.perf_counter() - started
     outcome.success = failure is None
@@ -300,7 +300,7 @@ def _disabled(tool: Tool, breaker: CircuitBreaker) -> str:
     return f"tool {tool.name!r} is temporarily disabled after {breaker.threshold} consecutive failures"
 
 
-def _failure_of(
+def failure_of(
     tool: Tool, tool_context: ToolContext | None, exc: BaseException, call_key: str | None = None, session: Any = None
 ) -> ToolFailure:
     """The failure the script gets for a tool's exception; an exception whose text cannot be

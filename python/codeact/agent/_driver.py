@@ -39,14 +39,15 @@ from ..exceptions import (
     ReplayDivergenceError,
     SnapshotError,
     ToolArgumentError,
+    ToolHostError,
     TurnConflictError,
 )
 from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
 from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
-from ..tools import Tool
-from ._dispatch import terminal_signal
+from ..tools import FunctionTool, Tool
+from ._dispatch import failure_of, terminal_signal
 from ._output import step_output
 from ._pacing import StopPacer
 from ._protocol import (
@@ -249,78 +250,84 @@ class TurnDriver:
                     st.next_pos += 1
             if self._checkpoint_due() and self._service is not None:
                 await self._checkpoint(step, calls)
-            outcomes: dict[int, Outcome] = {}
-            suspended: list[_Suspend] = []
-            # Each call goes through the same policy; the calls to run now run together
-            # (the calls of a gather concurrently), after their intents are written.
-            resolved: list[tuple[Any, Any]] = []
-            notices: list[Event] = []
-            handler_error: BaseException | None = None
-            for call in calls:
-                try:
-                    result = await self._resolve(call, st.positions[call.call_id])
-                except _HandlerFailed as failed:
-                    handler_error = failed.cause
-                    result = failed.suspend
-                if isinstance(result, _Notice):  # its call goes on as ``then`` (never one that ends the turn)
-                    notices.append(result.event)
-                    result = result.then
-                resolved.append((call, result))
-                if isinstance(result, (_Final, _Stop, _Budget)):
-                    break
-            for notice in notices:  # the in-doubt notices, stored before their calls go on
-                yield notice
-            invokes = [r for _, r in resolved if isinstance(r, _Invoke)]
-            if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)) and handler_error is None:
-                for inv in invokes:
-                    if self._emit and not (inv.tool.is_long_running and run.supports_suspension):
-                        yield self._call_event(inv)  # a long-running call's announcement shows it
-                ran = await self._invoke_all(invokes)
-                resolved = [(call, ran.get(id(r), r)) for call, r in resolved]
-            for call, result in resolved:
-                if isinstance(result, _Invoke):  # not run: a later call ends the turn, or the handler failed
-                    continue
-                if isinstance(result, _Final):
-                    yield TurnEnd("finished", result.step)
-                    return
-                if isinstance(result, _Stop):
-                    yield result.event
-                    yield TurnEnd("stopped")
-                    return
-                if isinstance(result, _Budget):
-                    yield TurnEnd("budget", message=result.message)
-                    return
-                if isinstance(result, _Ran):
-                    if run.pending.state_delta or run.pending.artifact_delta:
-                        # The tool's state / artifact changes are stored before its outcome:
-                        # a recorded outcome never runs again, so its changes must not be lost.
-                        yield run.event()
-                    result = await self._record(result.pos, result.tool, result.digest, result.outcome)
-                elif isinstance(result, _Recorded):
-                    result = result.outcome
-                if self._events:
-                    for event in self._events:
+            # The common inline call takes the short path (same records, same order); any
+            # other call, and any call the short path declines, goes through the policy below.
+            fast = None if gather else await self._fast_call(calls[0], st.positions[calls[0].call_id])
+            if fast is not None:
+                outcomes: dict[int, Outcome] = {calls[0].call_id: fast}
+            else:
+                outcomes = {}
+                suspended: list[_Suspend] = []
+                # Each call goes through the same policy; the calls to run now run together
+                # (the calls of a gather concurrently), after their intents are written.
+                resolved: list[tuple[Any, Any]] = []
+                notices: list[Event] = []
+                handler_error: BaseException | None = None
+                for call in calls:
+                    try:
+                        result = await self._resolve(call, st.positions[call.call_id])
+                    except _HandlerFailed as failed:
+                        handler_error = failed.cause
+                        result = failed.suspend
+                    if isinstance(result, _Notice):  # its call goes on as ``then`` (never one that ends the turn)
+                        notices.append(result.event)
+                        result = result.then
+                    resolved.append((call, result))
+                    if isinstance(result, (_Final, _Stop, _Budget)):
+                        break
+                for notice in notices:  # the in-doubt notices, stored before their calls go on
+                    yield notice
+                invokes = [r for _, r in resolved if isinstance(r, _Invoke)]
+                if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)) and handler_error is None:
+                    for inv in invokes:
+                        if self._emit and not (inv.tool.is_long_running and run.supports_suspension):
+                            yield self._call_event(inv)  # a long-running call's announcement shows it
+                    ran = await self._invoke_all(invokes)
+                    resolved = [(call, ran.get(id(r), r)) for call, r in resolved]
+                for call, result in resolved:
+                    if isinstance(result, _Invoke):  # not run: a later call ends the turn, or the handler failed
+                        continue
+                    if isinstance(result, _Final):
+                        yield TurnEnd("finished", result.step)
+                        return
+                    if isinstance(result, _Stop):
+                        yield result.event
+                        yield TurnEnd("stopped")
+                        return
+                    if isinstance(result, _Budget):
+                        yield TurnEnd("budget", message=result.message)
+                        return
+                    if isinstance(result, _Ran):
+                        if run.pending.state_delta or run.pending.artifact_delta:
+                            # The tool's state / artifact changes are stored before its outcome:
+                            # a recorded outcome never runs again, so its changes must not be lost.
+                            yield run.event()
+                        result = await self._record(result.pos, result.tool, result.digest, result.outcome)
+                    elif isinstance(result, _Recorded):
+                        result = result.outcome
+                    if self._events:
+                        for event in self._events:
+                            yield event
+                        self._events.clear()
+                    if isinstance(result, _Suspend):
+                        suspended.append(result)
+                    else:
+                        outcomes[call.call_id] = result
+                if handler_error is not None:
+                    # The handler failed: the call it was asked about stays pending, the run ends (the
+                    # other calls of a gather that were to run now run when the script resumes).
+                    async for event in self._suspend(step, calls, suspended):
                         yield event
-                    self._events.clear()
-                if isinstance(result, _Suspend):
-                    suspended.append(result)
-                else:
-                    outcomes[call.call_id] = result
-            if handler_error is not None:
-                # The handler failed: the call it was asked about stays pending, the run ends (the
-                # other calls of a gather that were to run now run when the script resumes).
-                async for event in self._suspend(step, calls, suspended):
-                    yield event
-                raise ConfirmationHandlerError(
-                    f"the tool confirmation handler raised {type(handler_error).__name__}: {handler_error}; the run "
-                    "ended and the call is left pending (approve or deny it, or run again)",
-                    [s.info for s in suspended],
-                ) from handler_error
-            if suspended:
-                async for event in self._suspend(step, calls, suspended):
-                    yield event
-                yield TurnEnd("suspended")
-                return
+                    raise ConfirmationHandlerError(
+                        f"the tool confirmation handler raised {type(handler_error).__name__}: {handler_error}; the "
+                        "run ended and the call is left pending (approve or deny it, or run again)",
+                        [s.info for s in suspended],
+                    ) from handler_error
+                if suspended:
+                    async for event in self._suspend(step, calls, suspended):
+                        yield event
+                    yield TurnEnd("suspended")
+                    return
             try:
                 step = await self._advance(step, outcomes, gather)
             except SnapshotError as exc:
@@ -381,6 +388,78 @@ class TurnDriver:
             digest=digest,
         )
         return _Suspend(entry, info)
+
+    async def _fast_call(self, call: Any, pos: int) -> Outcome | None:
+        """The short path of the most common call (issue 21): a live call (not journaled, not
+        pending) of a plain ``FunctionTool`` with no context parameter, no confirmation, no
+        long-running result, no timeout to enforce and no retries, on an agent with no tool
+        callbacks, plugins, tool events or tracing. It writes the same records in the same
+        order as the policy of ``_resolve`` / ``_invoke_all`` / ``Run.execute`` would: the
+        intent, then the tool runs, then its outcome.
+
+        Returns:
+            The recorded outcome the script resumes with, or None when the call is not of
+            that kind or its arguments would be refused (a budget, an open circuit breaker,
+            arguments that do not bind, are not plain or have no digest); nothing was done
+            then, and the caller takes the general path, which gives the same answer it
+            always did.
+
+        Raises:
+            AlreadyResumingError: another runner took the turn over (from ``_write``).
+            ToolHostError: the tool reported a host failure (the run ends).
+        """
+        run, st, agent = self.run, self.state, self.agent
+        if self._emit or pos in st.journal.calls or pos in st.pending:
+            return None
+        tool = run.tools.get(call.name)
+        if (
+            type(tool) is not FunctionTool  # a subclass may have its own run or policy
+            or tool.context_parameter is not None
+            or tool.is_long_running
+            or (agent.tool_timeout is not None and not tool.runs_inline)
+            or run.plugins
+            or agent.before_tool
+            or agent.after_tool
+            or agent.after_tool_full
+            or agent.on_tool_error
+            or (run.otel is not None and run.otel.active)
+            or run.pending.state_delta
+            or run.pending.artifact_delta
+            or run.needs_confirmation(tool)
+            or run.breaker.is_open(tool.name)
+        ):
+            return None
+        retry = agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget)
+        if retry is not None and retry.max_retries:
+            return None
+        if self._budget_breach(pos) is not None:
+            return None
+        try:
+            args = bind_call_args(tool, call.positional_args, call.keyword_args)
+        except TypeError:
+            return None
+        if value_problem(args, "") is not None:
+            return None
+        try:
+            digest = args_digest(args)
+        except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+            return None
+        # From here on, as the general path does for this call.
+        await self._write([JournalRecord("intent", pos, _json([tool.name, digest]))])
+        run.tools_ran.append(tool.name)
+        failure = None
+        try:
+            value = await tool.run(args, None)  # type: ignore[arg-type]
+        except ToolHostError:
+            raise  # the host's failure, not the script's: it ends the run
+        except (Exception, SystemExit) as exc:  # as ``_attempts``: SystemExit never ends the host's run
+            failure = failure_of(tool, None, exc, f"{st.turn}:{pos}", run.ctx.session)
+        run.breaker.record(tool.name, failure is None)
+        if failure is not None:
+            outcome: Outcome = ResumeError(failure.message, failure.exc_type)
+        else:
+            outcome = self._checked_result(tool, value)
+        return await self._record(pos, tool.name, digest, outcome)
 
     async def _resolve(self, call: Any, pos: int) -> Any:
         agent, run, st = self.agent, self.run, self.state
