@@ -1,0 +1,275 @@
+"""The turn driver's short path for the common inline call (``TurnDriver._fast_call``, issue
+21) against its general path, on the real interpreter and the in-memory store: for each kind
+of call the short path takes or declines, the journal writes (each write's records, in
+order), the events and the script's result are the same as when every call goes the general
+way, and the short path is really taken where it should be."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from codeact import CodeActAgent, InMemorySessionService, MontyRuntime, RetryBudget, Runner, ScriptedModel
+from codeact.agent._driver import TurnDriver
+from codeact.exceptions import ToolHostError
+from codeact.tools import FunctionTool
+
+pytestmark = pytest.mark.anyio
+
+
+class Recording(InMemorySessionService):
+    """Keeps every ``append_journal`` call's records (the turn id left out: it names the
+    invocation, which differs between two runs) and counts slot writes."""
+
+    writes: list[list[tuple[str, int, Any]]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[list[tuple[str, int, Any]]] = []
+        self.slot_writes = 0
+
+    async def append_journal(self, session: Any, turn: str, records: Any, *, expected_version: Any = None) -> None:
+        # An ``os`` record holds the run's random seed, which differs between two runs.
+        self.writes.append([(r.kind, r.seq, "seed" if r.kind == "os" else json.loads(r.data)) for r in records])
+        await super().append_journal(session, turn, records, expected_version=expected_version)
+
+    async def save_turn(self, **kwargs: Any) -> int:
+        self.slot_writes += 1
+        return await super().save_turn(**kwargs)
+
+
+def inc(x: int) -> int:
+    """Adds one.
+
+    Args:
+        x: a number.
+    """
+    return x + 1
+
+
+def fails(x: int) -> int:
+    """Always fails.
+
+    Args:
+        x: a number.
+    """
+    raise ValueError(f"no {x}")
+
+
+def exits(x: int) -> int:
+    """Calls sys.exit.
+
+    Args:
+        x: a number.
+    """
+    raise SystemExit(x)
+
+
+def opaque(x: int) -> Any:
+    """Returns something that is not plain data.
+
+    Args:
+        x: a number.
+    """
+    return object()
+
+
+def big(n: int) -> str:
+    """A long text (stored as a blob past the inline limit).
+
+    Args:
+        n: its length.
+    """
+    return "y" * n
+
+
+def host_down(x: int) -> int:
+    """Reports a host failure.
+
+    Args:
+        x: a number.
+    """
+    raise ToolHostError("the host is down")
+
+
+# Run on the event loop from the first call (a sync tool in its worker thread, the default
+# until it proved quick, has a timeout to enforce and so takes the general path).
+TOOLS = [FunctionTool(f, run_in_thread=False) for f in (inc, fails, exits, opaque, big, host_down)]
+
+SCRIPTS = {
+    "plain calls, keyword and positional": (
+        'a = call_tool("inc", {"x": 1})\nb = call_tool("inc", {"x": a})\n{"type": "final_result", "value": [a, b]}'
+    ),
+    "a tool error caught by the script": (
+        'try:\n    call_tool("fails", {"x": 3})\nexcept ValueError as e:\n    m = str(e)\n'
+        '{"type": "final_result", "value": m}'
+    ),
+    "arguments the tool refuses": (
+        'try:\n    call_tool("inc", {"x": "not a number"})\nexcept Exception as e:\n    m = type(e).__name__\n'
+        '{"type": "final_result", "value": m}'
+    ),
+    "an unknown argument name": (
+        'try:\n    call_tool("inc", {"y": 1})\nexcept Exception as e:\n    m = str(e)\n'
+        '{"type": "final_result", "value": m}'
+    ),
+    "SystemExit in the tool": (
+        'try:\n    call_tool("exits", {"x": 2})\nexcept Exception as e:\n    m = str(e)\n'
+        '{"type": "final_result", "value": m}'
+    ),
+    "a result that is not plain data": (
+        'try:\n    call_tool("opaque", {"x": 1})\nexcept Exception as e:\n    m = str(e)\n'
+        '{"type": "final_result", "value": m}'
+    ),
+    "a result past the inline limit (a blob)": (
+        'v = call_tool("big", {"n": 70000})\n{"type": "final_result", "value": len(v)}'
+    ),
+    "an unknown tool": (
+        'try:\n    call_tool("nope", {"x": 1})\nexcept Exception as e:\n    m = str(e)\n'
+        '{"type": "final_result", "value": m}'
+    ),
+    "an int argument too long to journal": (
+        'try:\n    call_tool("inc", {"x": 10 ** 5000})\nexcept Exception as e:\n    m = str(e)\n'
+        '{"type": "final_result", "value": m}'
+    ),
+    "the tool-call budget": (
+        'out = []\nfor i in range(5):\n    out.append(call_tool("inc", {"x": i}))\n'
+        '{"type": "final_result", "value": out}'
+    ),
+    "the circuit breaker opens": (
+        'out = []\nfor i in range(4):\n    try:\n        call_tool("fails", {"x": i})\n'
+        '    except Exception as e:\n        out.append(str(e))\n{"type": "final_result", "value": out}'
+    ),
+}
+
+OPTIONS: dict[str, dict[str, Any]] = {
+    "the tool-call budget": {"max_tool_calls": 3},
+    "the circuit breaker opens": {"circuit_breaker_threshold": 2},
+}
+
+
+async def _run(
+    script: str, short: bool, monkeypatch: pytest.MonkeyPatch, tools: Any = TOOLS, **options: Any
+) -> dict[str, Any]:
+    taken: list[bool] = []
+    real = TurnDriver._fast_call
+
+    async def counted(self: TurnDriver, call: Any, pos: int) -> Any:
+        if not short:
+            taken.append(False)
+            return None
+        try:
+            outcome = await real(self, call, pos)
+        except BaseException:
+            taken.append(True)  # it took the call and the call ended the run
+            raise
+        taken.append(outcome is not None)
+        return outcome
+
+    monkeypatch.setattr(TurnDriver, "_fast_call", counted)
+    service = Recording()
+    agent = CodeActAgent(
+        name="a",
+        model=ScriptedModel(
+            [f"```python\n{script}\n```", '```python\n{"type": "final_result", "value": "again"}\n```']
+        ),
+        runtime=MontyRuntime(),
+        tools=tools,
+        **options,
+    )
+    runner = Runner(app_name="app", agent=agent, session_service=service)
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    error = None
+    events: list[Any] = []
+    try:
+        async for event in runner.run_async(user_id="u", session_id="s", new_message="go"):
+            events.append(event)
+    except Exception as exc:  # a host failure ends the run, the same way on both paths
+        error = f"{type(exc).__name__}: {exc}"
+    monkeypatch.undo()
+    return {
+        "writes": service.writes,
+        "slot_writes": service.slot_writes,
+        "texts": [(e.author, e.kind, e.text) for e in events],
+        "error": error,
+        "taken": taken,
+    }
+
+
+@pytest.mark.parametrize("case", sorted(SCRIPTS))
+async def test_the_short_path_writes_and_answers_as_the_general_path(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = OPTIONS.get(case, {})
+    short = await _run(SCRIPTS[case], True, monkeypatch, **options)
+    general = await _run(SCRIPTS[case], False, monkeypatch, **options)
+    assert general["taken"] and not any(general["taken"])  # the general run never took it
+    for key in ("writes", "slot_writes", "texts", "error"):
+        assert short[key] == general[key], key
+    # A call refused before it runs (no such tool, arguments that cannot cross) is not journaled.
+    assert bool(short["writes"]) == (
+        case not in ("an unknown tool", "an int argument too long to journal", "an unknown argument name")
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("plain calls, keyword and positional", [True, True]),
+        ("a tool error caught by the script", [True]),
+        ("SystemExit in the tool", [True]),
+        ("an int argument too long to journal", [False]),
+        ("an unknown argument name", [False]),
+        ("an unknown tool", [False]),
+        ("the tool-call budget", [True, True, True, False]),
+        ("the circuit breaker opens", [True, True, False, False]),
+    ],
+)
+async def test_the_short_path_is_taken_only_where_it_applies(
+    case: str, expected: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = await _run(SCRIPTS[case], True, monkeypatch, **OPTIONS.get(case, {}))
+    assert result["taken"] == expected
+
+
+async def test_a_host_failure_ends_the_run_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = 'call_tool("host_down", {"x": 1})\n{"type": "final_result", "value": 1}'
+    short = await _run(script, True, monkeypatch)
+    general = await _run(script, False, monkeypatch)
+    assert short["error"] is not None and "the host is down" in short["error"]
+    assert short["taken"] == [True]
+    for key in ("writes", "texts", "error"):
+        assert short[key] == general[key], key
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"before_tool": lambda tool, args, ctx: None},
+        {"tool_timeout": 5.0, "tools": [inc]},
+        {"default_retry_budget": RetryBudget(max_retries=1)},
+        {"require_tool_confirmation": ["inc"]},
+    ],
+    ids=["a before_tool callback", "a timeout on a tool run in a thread", "retries", "a confirmation gate"],
+)
+async def test_the_short_path_declines_what_only_the_general_path_does(
+    options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = 'v = call_tool("inc", {"x": 1})\n{"type": "final_result", "value": v}'
+    result = await _run(script, True, monkeypatch, **options)
+    assert result["taken"] == [False]
+
+
+async def test_a_sync_tool_in_its_thread_takes_the_short_path_once_it_proved_quick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default: a sync tool runs in a worker thread (where the agent's ``tool_timeout``
+    applies) until three quick calls in a row, then on the event loop, where the short path
+    takes it."""
+    script = 'out = [call_tool("inc", {"x": i}) for i in range(5)]\n{"type": "final_result", "value": out}'
+    short = await _run(script, True, monkeypatch, tools=[inc])
+    assert short["taken"] == [False, False, False, True, True]
+    general = await _run(script, False, monkeypatch, tools=[inc])
+    for key in ("writes", "slot_writes", "texts", "error"):
+        assert short[key] == general[key], key
