@@ -41,37 +41,15 @@ struct Mailbox {
     job: Mutex<Option<Job>>,
 }
 
-/// The mailboxes of the workers lingering now (the one that lingered last is taken first:
-/// its caches are the warmest), and the process they belong to.
-struct Lingering {
-    pid: u32,
-    idle: Vec<Arc<Mailbox>>,
-}
+/// The mailboxes of one pool's workers lingering now (the one that lingered last is taken
+/// first: its caches are the warmest). Each pool has its own: a `fork` child starts a pool
+/// of its own and never takes a lock a parent's worker may have held at the fork.
+type Lingering = Arc<Mutex<Vec<Arc<Mailbox>>>>;
 
-impl Lingering {
-    /// Forgets every mailbox when `pid` is another process's (a `fork` child inherits the
-    /// parent's list, not its threads).
-    fn reset(&mut self, pid: u32) {
-        if self.pid != pid {
-            self.pid = pid;
-            self.idle.clear();
-        }
-    }
-}
-
-static LINGERING: Mutex<Lingering> = Mutex::new(Lingering {
-    pid: 0,
-    idle: Vec::new(),
-});
-
-/// Hands `job` to a lingering worker of this process; gives it back when none lingers.
-fn hand_to_lingering(job: Job) -> Result<(), Job> {
-    let mut lingering = LINGERING.lock().unwrap_or_else(|e| e.into_inner());
-    let pid = crate::process::process_id();
-    if lingering.pid != pid {
-        return Err(job);
-    }
-    match lingering.idle.pop() {
+/// Hands `job` to a lingering worker; gives it back when none lingers.
+fn hand_to_lingering(lingering: &Lingering, job: Job) -> Result<(), Job> {
+    let mut idle = lingering.lock().unwrap_or_else(|e| e.into_inner());
+    match idle.pop() {
         Some(mailbox) => {
             // Filled before the list's lock is released: a worker that finds its mailbox
             // gone from the list finds the job in it.
@@ -83,19 +61,13 @@ fn hand_to_lingering(job: Job) -> Result<(), Job> {
     }
 }
 
-/// A worker's linger after a job: takes jobs from its mailbox (listed in `LINGERING`) or
+/// A worker's linger after a job: takes jobs from its mailbox (listed in its pool's `Lingering`) or
 /// the channel, busy-polling for `WORKER_SPIN` and yielding its CPU between polls until
 /// `WORKER_LINGER` passes with no job; then it leaves the list and returns, to park on the
 /// channel.
-fn linger(rx: &Receiver<Job>, mailbox: &Arc<Mailbox>, pid: u32) {
-    let list = || LINGERING.lock().unwrap_or_else(|e| e.into_inner());
-    {
-        let mut lingering = list();
-        if lingering.pid != pid {
-            return; // a stale worker (cannot happen: a fork child has none)
-        }
-        lingering.idle.push(Arc::clone(mailbox));
-    }
+fn linger(rx: &Receiver<Job>, mailbox: &Arc<Mailbox>, lingering: &Lingering) {
+    let list = || lingering.lock().unwrap_or_else(|e| e.into_inner());
+    list().push(Arc::clone(mailbox));
     let mut idle = Instant::now();
     loop {
         if mailbox.full.load(Ordering::Acquire) {
@@ -105,7 +77,7 @@ fn linger(rx: &Receiver<Job>, mailbox: &Arc<Mailbox>, pid: u32) {
                 job();
             }
             idle = Instant::now();
-            list().idle.push(Arc::clone(mailbox)); // the submitter took it off the list
+            list().push(Arc::clone(mailbox)); // the submitter took it off the list
             continue;
         }
         match rx.try_recv() {
@@ -126,38 +98,38 @@ fn linger(rx: &Receiver<Job>, mailbox: &Arc<Mailbox>, pid: u32) {
             Err(TryRecvError::Empty) => {}
         }
         // Leave the list; if a submitter took the mailbox off it meanwhile, its job is in it.
-        let mut lingering = list();
-        if let Some(at) = lingering.idle.iter().position(|m| Arc::ptr_eq(m, mailbox)) {
-            lingering.idle.swap_remove(at);
+        let mut idle_list = list();
+        if let Some(at) = idle_list.iter().position(|m| Arc::ptr_eq(m, mailbox)) {
+            idle_list.swap_remove(at);
             return;
         }
-        drop(lingering);
+        drop(idle_list);
         // Not listed: a job is in the mailbox (the loop's next turn runs it and lists it again).
         idle = Instant::now();
     }
 }
 
-static POOL: Mutex<Option<(u32, Sender<Job>)>> = Mutex::new(None);
+/// The process's step workers: the process they belong to, their channel and their
+/// lingering list.
+static POOL: Mutex<Option<(u32, Sender<Job>, Lingering)>> = Mutex::new(None);
 
-fn sender() -> Sender<Job> {
+fn pool() -> (Sender<Job>, Lingering) {
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let pid = crate::process::process_id();
-    if let Some((owner, tx)) = pool.as_ref()
+    if let Some((owner, tx, lingering)) = pool.as_ref()
         && *owner == pid
     {
-        return tx.clone();
+        return (tx.clone(), Arc::clone(lingering));
     }
     let (tx, rx) = unbounded::<Job>();
-    LINGERING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .reset(pid);
+    let lingering: Lingering = Arc::default();
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(2, 16)
         * 4;
     for i in 0..threads {
         let rx = rx.clone();
+        let list = Arc::clone(&lingering);
         std::thread::Builder::new()
             .name(format!("codeact-step-{i}"))
             .stack_size(WORKER_STACK)
@@ -167,13 +139,13 @@ fn sender() -> Sender<Job> {
                     job();
                     // An agent resumes the same script again within microseconds of a
                     // step: stay awake briefly so the next step skips a thread wake-up.
-                    linger(&rx, &mailbox, pid);
+                    linger(&rx, &mailbox, &list);
                 }
             })
             .expect("cannot start a codeact step worker thread");
     }
-    *pool = Some((pid, tx.clone()));
-    tx
+    *pool = Some((pid, tx.clone(), Arc::clone(&lingering)));
+    (tx, lingering)
 }
 
 /// Wakes a step worker ahead of a step: hands the pool an empty job, which a parked worker
@@ -181,7 +153,7 @@ fn sender() -> Sender<Job> {
 /// A parked worker's wake-up costs the step that finds it asleep a thread wake-up (measured
 /// here: about 0.2 ms on a virtual machine, against tens of microseconds for the step).
 pub fn wake() {
-    let _ = sender().send(Box::new(|| {}));
+    let _ = pool().0.send(Box::new(|| {}));
 }
 
 /// Runs `job` on a worker; its result lands in the returned slot. A panic that escapes the
@@ -196,10 +168,11 @@ pub fn submit<R: Send + 'static>(
             .unwrap_or_else(|_| Err(HostError::Internal("a step worker panicked".to_string())));
         out.set(result);
     });
-    let Err(task) = hand_to_lingering(task) else {
+    let (tx, lingering) = pool();
+    let Err(task) = hand_to_lingering(&lingering, task) else {
         return slot;
     };
-    if let Err(err) = sender().send(task) {
+    if let Err(err) = tx.send(task) {
         // The workers are gone (cannot happen while the process lives): run in place.
         (err.into_inner())();
     }
