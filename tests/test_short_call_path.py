@@ -150,7 +150,12 @@ OPTIONS: dict[str, dict[str, Any]] = {
 
 
 async def _run(
-    script: str, short: bool, monkeypatch: pytest.MonkeyPatch, tools: Any = TOOLS, **options: Any
+    script: str,
+    short: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    tools: Any = TOOLS,
+    service: Recording | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     taken: list[bool] = []
     real = TurnDriver._fast_call
@@ -168,7 +173,7 @@ async def _run(
         return outcome
 
     monkeypatch.setattr(TurnDriver, "_fast_call", counted)
-    service = Recording()
+    service = service if service is not None else Recording()
     agent = CodeActAgent(
         name="a",
         model=ScriptedModel(
@@ -273,3 +278,55 @@ async def test_a_sync_tool_in_its_thread_takes_the_short_path_once_it_proved_qui
     general = await _run(script, False, monkeypatch, tools=[inc])
     for key in ("writes", "slot_writes", "texts", "error"):
         assert short[key] == general[key], key
+
+
+def nap(x: int) -> int:
+    """Sleeps 0.6 s.
+
+    Args:
+        x: returned.
+    """
+    import time
+
+    time.sleep(0.6)
+    return x
+
+
+async def test_a_tool_sent_back_to_its_thread_during_the_intent_write_keeps_its_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tool's thread mode is shared by every session of the agent: a slow call of the same
+    tool elsewhere, while this call's intent is being written, sends it back to its worker
+    thread, where the agent's ``tool_timeout`` applies. The short path reads the mode again
+    after the write, as the general path does (it reads it only then)."""
+
+    class Overrun(Recording):
+        def __init__(self, tool: FunctionTool) -> None:
+            super().__init__()
+            self.tool = tool
+
+        async def append_journal(self, session: Any, turn: str, records: Any, **kw: Any) -> None:
+            if any(r.kind == "intent" for r in records):
+                self.tool._quick_calls = 0  # another session's call of it overran meanwhile
+            await super().append_journal(session, turn, records, **kw)
+
+    results = []
+    for short in (True, False):
+        tool = FunctionTool(nap)
+        tool._quick_calls = 3  # proved quick: it runs on the event loop now
+        results.append(
+            await _run(
+                'try:\n    v = call_tool("nap", {"x": 1})\nexcept Exception as e:\n    v = type(e).__name__\n'
+                '{"type": "final_result", "value": v}',
+                short,
+                monkeypatch,
+                tools=[tool],
+                service=Overrun(tool),
+                tool_timeout=0.2,
+            )
+        )
+    short_run, general_run = results
+    assert short_run["texts"][-1][2] == "TimeoutError"
+    assert short_run["taken"] == [True]
+    for key in ("writes", "texts", "error"):
+        assert short_run[key] == general_run[key], key

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -96,3 +97,50 @@ def test_waking_the_workers_starts_the_pool_before_any_step() -> None:
     assert before == "0"
     assert int(after) > 0
     assert value == "42"
+
+
+def test_a_short_step_never_waits_behind_another_threads_long_step() -> None:
+    """A worker running a long step is never handed another step meanwhile: while one thread
+    runs long steps (each about 0.1-0.3 s), another thread's tiny steps, back to back with a
+    pause for host work between them, each come back in far less than a long step takes.
+
+    A lingering worker used to stay on the list of workers steps are handed to while it ran
+    a step it took from the channel; the next tiny step could then wait for that whole
+    long step."""
+    runtime = MontyRuntime()
+    long_script = "x = 0\nfor i in range(300000):\n    x += i\nx"
+    started = time.perf_counter()
+    ticket = runtime.start_async(long_script)
+    ticket.wait()
+    ticket.result()
+    long_seconds = time.perf_counter() - started
+    stop = threading.Event()
+    latencies: list[float] = []
+
+    def tiny_steps() -> None:
+        while not stop.is_set():
+            t = time.perf_counter()
+            small = runtime.start_async("1 + 1")
+            small.wait()
+            small.result()
+            latencies.append(time.perf_counter() - t)
+            time.sleep(0.0002)  # the host's work between two steps
+
+    def long_steps() -> None:
+        for _ in range(12):
+            big = runtime.start_async(long_script)
+            big.wait()
+            big.result()
+            time.sleep(0.005)
+
+    small_thread = threading.Thread(target=tiny_steps)
+    small_thread.start()
+    try:
+        long_steps()
+    finally:
+        stop.set()
+        small_thread.join()
+    assert len(latencies) > 100
+    assert max(latencies) < long_seconds / 2, (
+        f"a tiny step took {max(latencies) * 1e3:.0f} ms beside long steps of {long_seconds * 1e3:.0f} ms"
+    )

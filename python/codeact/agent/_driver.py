@@ -47,7 +47,7 @@ from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
 from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..tools import FunctionTool, Tool
-from ._dispatch import failure_of, terminal_signal
+from ._dispatch import failure_of, run_bare_tool, terminal_signal
 from ._output import step_output
 from ._pacing import StopPacer
 from ._protocol import (
@@ -61,7 +61,7 @@ from ._protocol import (
     encode_outcome,
     value_problem,
 )
-from ._stepper import await_ticket, run_step
+from ._stepper import INLINE_WAIT, await_ticket, run_step
 from ._turn import call_digest, record_data, seal_journal, seal_record
 
 if TYPE_CHECKING:
@@ -364,7 +364,9 @@ class TurnDriver:
             fn = functools.partial(target.resume, os_replay=replay) if replay else target.resume
             return await run_step(fn, arg)
         ticket = native(arg, os_replay=replay) if replay else native(arg)
-        return await await_ticket(ticket)
+        if ticket.wait(INLINE_WAIT):  # the usual short advance: no coroutine for the wait
+            return ticket.result()
+        return await await_ticket(ticket, waited=True)
 
     # ------------------------------------------------------------------ one call
 
@@ -402,7 +404,9 @@ class TurnDriver:
             that kind or its arguments would be refused (a budget, an open circuit breaker,
             arguments that do not bind, are not plain or have no digest); nothing was done
             then, and the caller takes the general path, which gives the same answer it
-            always did.
+            always did. The agent's callbacks and plugins are read before the intent's
+            write (the general path reads them just after it); the tool's thread mode, which
+            another session's call can change meanwhile, is read again after it.
 
         Raises:
             AlreadyResumingError: another runner took the turn over (from ``_write``).
@@ -448,18 +452,39 @@ class TurnDriver:
         await self._write([JournalRecord("intent", pos, _json([tool.name, digest]))])
         run.tools_ran.append(tool.name)
         failure = None
-        try:
-            value = await tool.run(args, None)  # type: ignore[arg-type]
-        except ToolHostError:
-            raise  # the host's failure, not the script's: it ends the run
-        except (Exception, SystemExit) as exc:  # as ``_attempts``: SystemExit never ends the host's run
-            failure = failure_of(tool, None, exc, f"{st.turn}:{pos}", run.ctx.session)
-        run.breaker.record(tool.name, failure is None)
+        if agent.tool_timeout is not None and not tool.runs_inline:
+            # Back in its worker thread since the check above (a slow call of the same tool in
+            # another session, during the intent's write): its timeout applies, as it would
+            # on the general path, which reads this after the write.
+            value, failure = await run_bare_tool(
+                tool,
+                args,
+                f"{st.turn}:{pos}",
+                run.ctx.session,
+                timeout=agent.tool_timeout,
+                retry=retry,
+                breaker=run.breaker,
+            )
+        else:
+            try:
+                value = await tool.run(args, None)  # type: ignore[arg-type]
+            except ToolHostError:
+                raise  # the host's failure, not the script's: it ends the run
+            except (Exception, SystemExit) as exc:  # as ``_attempts``: SystemExit never ends the host's run
+                failure = failure_of(tool, None, exc, f"{st.turn}:{pos}", run.ctx.session)
+            run.breaker.record(tool.name, failure is None)
         if failure is not None:
             outcome: Outcome = ResumeError(failure.message, failure.exc_type)
         else:
             outcome = self._checked_result(tool, value)
-        return await self._record(pos, tool.name, digest, outcome)
+        try:
+            data = encode_outcome(outcome)
+        except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+            data = b""
+        if not data or len(data) > INLINE_VALUE_LIMIT:  # escaped, refused or kept as a blob: as _record does
+            return await self._record(pos, tool.name, digest, outcome)
+        await self._write([JournalRecord("outcome", pos, data.decode())])
+        return outcome
 
     async def _resolve(self, call: Any, pos: int) -> Any:
         agent, run, st = self.agent, self.run, self.state

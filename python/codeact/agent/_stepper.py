@@ -27,11 +27,11 @@ _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
 )
 
 
-async def await_ticket(ticket: Any) -> Any:
+async def await_ticket(ticket: Any, *, waited: bool = False) -> Any:
     """The step of a native ``StepTicket`` (``start_async`` / ``resume_async``): waits up to
-    ``INLINE_WAIT`` seconds in place, then without blocking the event loop. Exceptions of
-    the advance propagate."""
-    if not ticket.wait(INLINE_WAIT):
+    ``INLINE_WAIT`` seconds in place (unless the caller did: ``waited``), then without
+    blocking the event loop. Exceptions of the advance propagate."""
+    if waited or not ticket.wait(INLINE_WAIT):
         await anyio.to_thread.run_sync(ticket.wait, None, abandon_on_cancel=True)
     return ticket.result()
 

@@ -490,7 +490,9 @@ class FunctionTool(Tool):
         if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
             result = await result
         value = to_plain(result)
-        found = problem(value, f"the result of {self.name!r}", lone_surrogates=True)
+        found = problem(value, "", lone_surrogates=True)  # the label is spelled out only for a message
+        if found is not None:
+            found = problem(value, f"the result of {self.name!r}", lone_surrogates=True)
         if found is not None:
             if found.endswith(f"nests deeper than {MAX_DEPTH} levels"):
                 raise ValueError(found)
