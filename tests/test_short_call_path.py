@@ -6,14 +6,17 @@ way, and the short path is really taken where it should be."""
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 import pytest
 
 from codeact import CodeActAgent, InMemorySessionService, MontyRuntime, RetryBudget, Runner, ScriptedModel
+from codeact.agent import _agent as agent_module
 from codeact.agent._driver import TurnDriver
 from codeact.exceptions import ToolHostError
+from codeact.telemetry import start_agent_run, tracing_available
 from codeact.tools import FunctionTool
 
 pytestmark = pytest.mark.anyio
@@ -155,8 +158,13 @@ async def _run(
     monkeypatch: pytest.MonkeyPatch,
     tools: Any = TOOLS,
     service: Recording | None = None,
+    traced: bool = False,
     **options: Any,
 ) -> dict[str, Any]:
+    """Runs ``script`` as the first turn's reply. The run is traced by a recording SDK
+    provider when ``traced``, and untraced otherwise, whatever global provider an earlier
+    test of the suite set (OpenTelemetry allows one per process; tracing declines the short
+    path)."""
     taken: list[bool] = []
     real = TurnDriver._fast_call
 
@@ -173,6 +181,17 @@ async def _run(
         return outcome
 
     monkeypatch.setattr(TurnDriver, "_fast_call", counted)
+    if tracing_available():
+        from opentelemetry import trace
+
+        provider: Any = trace.NoOpTracerProvider()
+        if traced:
+            from opentelemetry.sdk import trace as otel_sdk
+
+            provider = otel_sdk.TracerProvider()
+        monkeypatch.setattr(
+            agent_module, "start_agent_run", functools.partial(start_agent_run, tracer_provider=provider)
+        )
     service = service if service is not None else Recording()
     agent = CodeActAgent(
         name="a",
@@ -264,6 +283,16 @@ async def test_the_short_path_declines_what_only_the_general_path_does(
     script = 'v = call_tool("inc", {"x": 1})\n{"type": "final_result", "value": v}'
     result = await _run(script, True, monkeypatch, **options)
     assert result["taken"] == [False]
+
+
+async def test_a_traced_run_takes_the_general_path_and_writes_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra (opentelemetry-sdk) is not installed")
+    script = 'v = call_tool("inc", {"x": 1})\n{"type": "final_result", "value": v}'
+    traced = await _run(script, True, monkeypatch, traced=True)
+    untraced = await _run(script, True, monkeypatch)
+    assert traced["taken"] == [False] and untraced["taken"] == [True]
+    for key in ("writes", "slot_writes", "texts", "error"):
+        assert traced[key] == untraced[key], key
 
 
 async def test_a_sync_tool_in_its_thread_takes_the_short_path_once_it_proved_quick(
