@@ -19,6 +19,8 @@ __all__ = [
     "MontySession",
     "StepTicket",
     "SubsetScreen",
+    "parses",
+    "plain_json",
     "register_gather_type",
     "register_seam_types",
     "remaining_stack",
@@ -103,6 +105,18 @@ def register_gather_type(gather: type[Gather]) -> None:
 
 def remaining_stack() -> int | None:
     """Bytes of native stack left on the calling thread, or None when unknown."""
+
+def parses(script: str) -> bool:
+    """Whether ``script`` parses as a Python module with the parser Monty uses (ruff's, in
+    Rust; the GIL released). On a thread with a short stack, False also for a source nested
+    past Monty's bound (which Monty refuses to run)."""
+
+def plain_json(value: object, lone_surrogates: bool, max_int_digits: int | None = None) -> bool:
+    """Whether ``value`` is None, or an exact bool, int (within 64 bits, and of at most
+    ``max_int_digits`` decimal digits when given), float or str (without lone surrogates
+    unless ``lone_surrogates``), or an exact list of such values or exact dict with exact str
+    keys and such values, nested fewer than ``MAX_VALUE_DEPTH`` levels: plain data whose JSON
+    form gives it back as it was. Never raises; False means the caller's own check decides."""
 
 def wake_step_worker() -> None:
     """Wakes a native step worker ahead of a ``start_async`` / ``resume_async``: hands the

@@ -7,6 +7,7 @@ mod journal;
 mod memory;
 mod os_policy;
 mod output;
+mod plain;
 mod process;
 mod py_api;
 mod py_continuation;
@@ -37,6 +38,8 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<seam::ResumeError>()?;
     m.add_class::<py_repl::MontySession>()?;
     m.add_class::<screen::SubsetScreen>()?;
+    m.add_function(wrap_pyfunction!(screen::parses, m)?)?;
+    m.add_function(wrap_pyfunction!(plain::plain_json, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
     m.add_function(wrap_pyfunction!(py_continuation::register_gather_type, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;

@@ -19,7 +19,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from ..runtime._precheck import parsed
+from ..runtime._precheck import parsed, parses
 
 __all__ = ("NO_CODE_FEEDBACK", "explain_no_code", "extract_code")
 
@@ -76,7 +76,9 @@ class _Block:
 
 
 def _parses(code: str) -> bool:
-    return parsed(code) is not None  # cached: the check of the script that runs reuses the tree
+    # Monty's own parser, natively: ``ast.parse`` built a Python tree per block only to say
+    # yes, most of the extraction's cost on a long script (issue 21).
+    return parses(code)
 
 
 def _looks_like_code(text: str) -> bool:
@@ -108,7 +110,11 @@ def _classify(lang: str, body: str) -> str:
 
 def _is_magic(body: str) -> bool:
     """IPython shell escapes and magics (``!pip install``, ``%pip install``) that do not parse."""
-    return not _parses(body) and any(line.lstrip().startswith(("!", "%")) for line in body.splitlines() if line.strip())
+    return (
+        ("!" in body or "%" in body)
+        and any(line.lstrip().startswith(("!", "%")) for line in body.splitlines() if line.strip())
+        and not _parses(body)
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -136,7 +142,7 @@ def _closer(text: str, fence: str, start: int) -> tuple[int, int] | None:
     """
     full_closer, glued_closer, short_closer = _closer_patterns(fence[0], len(fence))
     full = full_closer.search(text, start)
-    glued = glued_closer.search(text, start)
+    glued = _glued_search(glued_closer, text, fence[0] * len(fence), start)
     short = short_closer.search(text, start)
     candidates: list[tuple[int, int]] = []
     if full is not None:
@@ -149,6 +155,24 @@ def _closer(text: str, fence: str, start: int) -> tuple[int, int] | None:
         if _parses(before) or not _parses(whole):
             candidates.append((short.start(), short.end()))
     return min(candidates) if candidates else None
+
+
+def _glued_search(pattern: re.Pattern[str], text: str, run: str, start: int) -> re.Match[str] | None:
+    """``pattern.search(text, start)`` for the glued closer, tried only on the lines that
+    hold ``run`` (the fence's characters, as many as it has): a line without them cannot
+    match, and the pattern's lazy prefix costs a backtracking scan of every other line."""
+    at = text.find(run, start)
+    while at != -1:
+        line = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        if line >= start:  # a line that begins before ``start`` is not one ``search`` tries
+            m = pattern.match(text, line)
+            if m is not None:
+                return m
+        if end == -1:
+            return None
+        at = text.find(run, end)
+    return None
 
 
 def _drop_stray_openers(body: str) -> str:
@@ -476,7 +500,8 @@ def extract_code(reply: str) -> str | None:
        it does not parse and the code up to a later closer does. A bare fence that shows
        program output (after a line such as ``Output:`` or ``This prints:``, or holding only
        values such as ``42`` after a Python block) is not joined: it would change the
-       script's result.
+       script's result. Whether a block parses is asked of the parser Monty itself runs
+       (ruff's, natively): what parses there is what the interpreter accepts.
 
     Returns:
         The script, or None (then ``explain_no_code(reply)`` is the message to feed back).

@@ -14,7 +14,7 @@ import pydantic_core
 
 from ..events import Content, Event, EventActions, FunctionCall, Part, PendingCallInfo, ToolConfirmation
 from ..runtime import ResumeError, ResumeValue
-from ..runtime._values import MAX_DEPTH, problem
+from ..runtime._values import MAX_DEPTH, plain_json, problem
 from ..sessions._turns import TURN_FORMAT
 
 __all__ = (
@@ -160,8 +160,8 @@ _JSON_SCALARS = (str, bool, int, float)
 def _json_native(value: Any) -> bool:
     """Whether a JSON round trip gives ``value`` back exactly (no tuples, bytes, sets,
     non-str keys). Only called on values ``value_problem`` accepted (bounded depth)."""
-    if value is None or isinstance(value, _JSON_SCALARS):
-        return True
+    if value is None or isinstance(value, _JSON_SCALARS) or plain_json(value, True):
+        return True  # the usual value: one native walk (``codeact._monty.plain_json``)
     if isinstance(value, list):
         return all(v is None or isinstance(v, _JSON_SCALARS) or _json_native(v) for v in value)
     if isinstance(value, dict):

@@ -21,11 +21,16 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .. import _monty
 
-__all__ = ("MAX_DEPTH", "PLAIN_TYPES", "in_script_check", "problem", "to_plain")
+__all__ = ("MAX_DEPTH", "PLAIN_TYPES", "in_script_check", "plain_json", "problem", "to_plain")
 
 MAX_DEPTH: int = _monty.MAX_VALUE_DEPTH
 """Deepest nesting of containers that may cross the boundary, in levels (the native
 ``MAX_VALUE_DEPTH``): a value nested inside more containers than this is refused."""
+
+plain_json = _monty.plain_json
+"""``plain_json(value, lone_surrogates, max_int_digits=None) -> bool``: the native quick
+verdict (``rust/src/plain.rs``): True only for plain data of exact JSON types that every
+check here and the journal's JSON form accept; False means: ask the Python check."""
 
 PLAIN_TYPES = "None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset"
 """The plain types, as the error messages name them."""
@@ -116,8 +121,10 @@ def problem(
         return None
     if kind is str and (lone_surrogates or value.isascii()):
         return None
-    if kind in _CONTAINERS and _exact_plain(value, 0, lone_surrogates, max_int_digits):
-        return None  # the common case (arguments, a tool's result): no walk
+    if kind in _CONTAINERS and (
+        plain_json(value, lone_surrogates, max_int_digits) or _exact_plain(value, 0, lone_surrogates, max_int_digits)
+    ):
+        return None  # the common case (arguments, a tool's result): one native walk, or no walk
     # Depth-first in order, as the native conversion walks, so the first problem is the same.
     # A path is ``None`` (``where``) or ``(parent path, index or key, by index)``, spelled out
     # only for the message (``_label``), not for every value walked.

@@ -1,0 +1,151 @@
+"""The native quick verdict on a value (``codeact._monty.plain_json``, ``rust/src/plain.rs``;
+issue 21) against the Python checks it stands in front of: it says yes only where
+``problem`` accepts the value and ``_json_native`` finds its JSON form exact, and it does say
+yes for plain data of exact JSON types (else the short path would never be taken)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from codeact.agent import _protocol  # noqa: E402
+from codeact.runtime import _values  # noqa: E402
+from codeact.runtime._values import MAX_DEPTH, plain_json  # noqa: E402
+
+
+class Text(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+class Items(list):  # type: ignore[type-arg]
+    pass
+
+
+class Mapping(dict):  # type: ignore[type-arg]
+    pass
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.sampled_from(["\ud800", "a\udfffb", "é", "\x00"]),  # lone surrogates, non-ASCII, a NUL
+    st.binary(max_size=3),
+    st.builds(Text, st.text(max_size=3)),
+    st.builds(Number, st.integers(-5, 5)),
+    st.sampled_from([object(), 1j, range(2)]),
+)
+_KEYS = st.one_of(st.text(max_size=4), st.sampled_from(["\udc80", "$t"]), st.integers(-3, 3), st.booleans(), st.none())
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(_KEYS, children, max_size=4),
+        st.tuples(children, children),
+        st.frozensets(st.integers(0, 5), max_size=3),
+        st.builds(Items, st.lists(children, max_size=2)),
+        st.builds(Mapping, st.dictionaries(st.text(max_size=2), children, max_size=2)),
+    ),
+    max_leaves=12,
+)
+
+_JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63) + 1, 2**63 - 1),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=6),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=4), children, max_size=4)
+    ),
+    max_leaves=15,
+)
+
+
+def _python_verdicts(value: Any, lone_surrogates: bool, digits: int | None, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both Python checks without the native shortcut."""
+    with monkeypatch.context() as m:
+        m.setattr(_values, "plain_json", lambda *args: False)
+        m.setattr(_protocol, "plain_json", lambda *args: False)
+        if _values.problem(value, lone_surrogates=lone_surrogates, max_int_digits=digits) is not None:
+            return False
+        return _protocol._json_native(value)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_VALUES, st.booleans(), st.sampled_from([None, 1, 4, 18, 19, 4300]))
+def test_a_yes_is_a_yes_of_both_python_checks(value: Any, lone_surrogates: bool, digits: int | None) -> None:
+    if plain_json(value, lone_surrogates, digits):
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            assert _python_verdicts(value, lone_surrogates, digits, monkeypatch), value
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+def test_plain_json_data_of_exact_types_gets_a_yes(value: Any) -> None:
+    assert plain_json(value, True, 4300)
+    assert plain_json(value, False, None) == all(
+        _no_surrogates(s) for s in _strings(value)
+    )  # lone surrogates are refused only when asked
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    return []
+
+
+def _no_surrogates(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_the_edges_go_to_the_python_check() -> None:
+    deep: Any = 1
+    for _ in range(MAX_DEPTH):
+        deep = [deep]
+    assert plain_json(deep, True)  # MAX_DEPTH containers: still plain
+    assert not plain_json([deep], True)  # one more: the Python check names the depth
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert not plain_json(cycle, True)  # a cycle ends at the depth bound, never loops
+    assert not plain_json(2**63, True) and plain_json(2**63 - 1, True)  # past 64 bits: Python's int rules
+    assert plain_json(9999, True, 4) and not plain_json(10000, True, 4) and not plain_json(-10000, True, 4)
+    assert not plain_json({1: 2}, True)  # a non-str key is tagged in the journal
+    assert not plain_json((1, 2), True) and not plain_json(b"x", True) and not plain_json({1}, True)
+    assert not plain_json(Text("a"), True) and not plain_json(Mapping(a=1), True)
+    assert plain_json({"a": "\ud800"}, True) and not plain_json({"a": "\ud800"}, False)
+    assert plain_json(math.nan, False) and plain_json(None, False)
+
+
+def test_the_digest_of_arguments_is_the_one_the_python_checks_give(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A journal written before the native verdict replays after it: same digests, same
+    outcome bytes."""
+    values = [{"x": 1}, {"q": "é", "n": [1.5, None, True]}, {"t": (1, 2)}, {"k": {1: "a"}}, {"b": b"\x00"}]
+    quick = [(_protocol.args_digest(v), _protocol.encode_outcome(_protocol.ResumeValue(v))) for v in values]
+    monkeypatch.setattr(_protocol, "plain_json", lambda *args: False)
+    monkeypatch.setattr(_values, "plain_json", lambda *args: False)
+    slow = [(_protocol.args_digest(v), _protocol.encode_outcome(_protocol.ResumeValue(v))) for v in values]
+    assert quick == slow
