@@ -292,18 +292,23 @@ async def _run_once(runner: Any, service: Any, sid: str) -> float:
 class ReplayModel(BaseLlm):
     """The peer column's kind of fake model: the reply for the turn the request is at, nothing
     recorded (``ScriptedModel`` deep-copies every request for the tests to read, which the
-    smolagents side's ``Scripted`` model does not do either)."""
+    smolagents side's ``Scripted`` model does not do either). Each reply's text is new, as a
+    model's is: a comment line with a serial number follows the fence's opening line, so no
+    cache keyed by script text (codeact's parse cache, before issue 21's native parse, served
+    the replayed script of every run after the first) hides a cost smolagents pays each time."""
 
     name = "replay"
 
     def __init__(self, replies: list[str]) -> None:
-        self.responses = [
-            LlmResponse(content=Content(role="model", parts=[Part(text=r)]), finish_reason="stop") for r in replies
-        ]
+        self.replies = replies
+        self.served = 0
 
     async def generate_content(self, request: Any) -> LlmResponse:
         """The reply for the request's turn (the number of model messages so far)."""
-        return self.responses[sum(1 for c in request.contents if c.role == "model")]
+        self.served += 1
+        text = self.replies[sum(1 for c in request.contents if c.role == "model")]
+        text = text.replace("\n", f"\n# reply {self.served}\n", 1)
+        return LlmResponse(content=Content(role="model", parts=[Part(text=text)]), finish_reason="stop")
 
 
 async def slope_us(small: list[str], big: list[str], steps: int, repeats: int, service_factory: Any) -> float:
