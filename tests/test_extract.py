@@ -474,3 +474,26 @@ def test_the_glued_closer_search_finds_what_the_regex_search_finds(fence: str) -
         assert (want.span(), want.span("run")) == (got.span(), got.span("run")) if want else got is None
 
     check()
+
+
+def test_the_one_line_fence_search_finds_what_the_regex_search_finds() -> None:
+    """``_inline_matches`` runs the one-line-fence pattern only on lines holding two runs of
+    three backticks (issue 21); from every start position it yields exactly the matches of
+    ``_INLINE.finditer``."""
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies
+
+    from codeact.agent._extract import _INLINE, _inline_matches
+
+    @hypothesis.settings(max_examples=600, deadline=None)
+    @hypothesis.given(
+        strategies.lists(strategies.sampled_from(["`", "```", "````", " ", "a", "py ", "\n", "\r", "~"]), max_size=25),
+        strategies.data(),
+    )
+    def check(parts: list[str], data: Any) -> None:
+        text = "".join(parts)
+        pos = data.draw(strategies.integers(0, len(text)))
+        want = [(m.span(), m.group("inner")) for m in _INLINE.finditer(text, pos)]
+        assert [(m.span(), m.group("inner")) for m in _inline_matches(text, pos)] == want
+
+    check()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..runtime._precheck import parsed, parses
@@ -227,7 +228,7 @@ def _is_value(node: ast.expr) -> bool:
 
 def _inline(text: str, pos: int) -> tuple[re.Match[str], _Block] | None:
     """The next one-line fence (```` ```python print('hi')``` ````) from ``pos``, as a block."""
-    for m in _INLINE.finditer(text, pos):
+    for m in _inline_matches(text, pos):
         inner = m.group("inner").strip()
         word, _, after = inner.partition(" ")
         lang = word.lower()
@@ -239,6 +240,21 @@ def _inline(text: str, pos: int) -> tuple[re.Match[str], _Block] | None:
             continue  # prose between triple backticks ("use ``` to open a block and ``` to close it")
         return m, _Block(lang, body, _classify(lang, body))
     return None
+
+
+def _inline_matches(text: str, pos: int) -> Iterator[re.Match[str]]:
+    """``_INLINE.finditer(text, pos)``, run only on the lines that hold two runs of three
+    backticks (a match never spans lines and needs both): the pattern's lookbehind makes
+    ``re`` try every position of every other line."""
+    at = text.find("```", pos)
+    while at != -1:
+        line = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        if end == -1:
+            end = len(text)
+        if text.count("```", at, end) >= 2:
+            yield from _INLINE.finditer(text, max(pos, line), end)
+        at = text.find("```", end)
 
 
 def _fences(text: str) -> list[_Block]:
