@@ -293,7 +293,8 @@ class ReplayModel(BaseLlm):
     """The peer column's kind of fake model: the reply for the turn the request is at, nothing
     recorded (``ScriptedModel`` deep-copies every request for the tests to read, which the
     smolagents side's ``Scripted`` model does not do either). Each reply's text is new, as a
-    model's is: a comment line with a serial number follows the fence's opening line, so no
+    model's is: a comment line with a serial number follows the reply's first line (the
+    fence's opening line in every reply here: the comment is the script's first line), so no
     cache keyed by script text (codeact's parse cache, before issue 21's native parse, served
     the replayed script of every run after the first) hides a cost smolagents pays each time."""
 

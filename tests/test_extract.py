@@ -497,3 +497,10 @@ def test_the_one_line_fence_search_finds_what_the_regex_search_finds() -> None:
         assert [(m.span(), m.group("inner")) for m in _inline_matches(text, pos)] == want
 
     check()
+
+
+def test_a_reply_with_lone_surrogates_is_read_as_before() -> None:
+    """The native parser takes UTF-8 only: a block holding a lone surrogate is asked of
+    CPython's parser, so ``extract_code`` still answers (no ``UnicodeEncodeError``)."""
+    assert extract_code('```python\nx = "\udce9"\n```') == 'x = "\udce9"'
+    assert extract_code("hi \udcff") is None

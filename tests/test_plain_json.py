@@ -138,6 +138,9 @@ def test_the_edges_go_to_the_python_check() -> None:
     assert not plain_json(Text("a"), True) and not plain_json(Mapping(a=1), True)
     assert plain_json({"a": "\ud800"}, True) and not plain_json({"a": "\ud800"}, False)
     assert plain_json(math.nan, False) and plain_json(None, False)
+    # A digit bound that is no non-negative 32-bit int is left to the Python check, no error.
+    for bound in (-1, 2**32, 4300.0, True):
+        assert not plain_json([5], True, bound)  # type: ignore[arg-type]
 
 
 def test_the_digest_of_arguments_is_the_one_the_python_checks_give(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,13 +26,22 @@ use crate::convert::MAX_DEPTH;
 pub fn plain_json(
     value: &Bound<'_, PyAny>,
     lone_surrogates: bool,
-    max_int_digits: Option<u32>,
+    max_int_digits: Option<&Bound<'_, PyAny>>,
 ) -> bool {
-    let rule = Rule {
-        lone_surrogates,
-        int_bound: max_int_digits.and_then(|d| 10u64.checked_pow(d)),
+    // A bound that is not a non-negative int of 32 bits (never what a caller passes) is left
+    // to the Python check, as is every other doubt.
+    let int_bound = match max_int_digits {
+        None => None,
+        Some(digits) => match digits.extract::<u32>() {
+            Ok(d) if digits.is_exact_instance_of::<PyInt>() => 10u64.checked_pow(d),
+            _ => return false,
+        },
     };
-    rule.accepts(value, 0)
+    Rule {
+        lone_surrogates,
+        int_bound,
+    }
+    .accepts(value, 0)
 }
 
 struct Rule {

@@ -48,8 +48,12 @@ def parses(script: str) -> bool:
     """Whether ``script`` parses with the parser Monty itself uses (ruff's, natively, the GIL
     released): what the interpreter would accept, without the Python object per node
     ``ast.parse`` builds (about 30 times as costly on a long script). On a thread with a
-    short stack, a source nested past Monty's bound reads as not parsing."""
-    return _native_parses(script)
+    short stack, a source nested past Monty's bound reads as not parsing. A script holding
+    lone surrogates (no UTF-8 form for the native parser) is asked of CPython's parser."""
+    try:
+        return _native_parses(script)
+    except UnicodeEncodeError:
+        return parsed(script) is not None
 
 
 def parse_script(script: str) -> ast.Module | None:
