@@ -165,8 +165,13 @@ class InMemorySessionService(BaseSessionService):
             SessionNotFoundError: the session does not exist (anymore).
             StaleSessionError: the stored session was updated after ``session`` was loaded.
             SessionStoreError: the event or a state value is not JSON-serializable.
+
+        A cancellation point that does not yield to the event loop when nothing is cancelled
+        (``anyio.lowlevel.checkpoint_if_cancelled``): the agent stores two events a turn, and
+        a round of the event loop for each cost more than the append itself (issue 21); the
+        turn driver yields at least every ``PACE_SECONDS`` anyway.
         """
-        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint_if_cancelled()
         prepared = prepare_append(event)
         stored = self._sessions.get((session.app_name, session.user_id, session.id))
         if stored is None:
