@@ -111,27 +111,30 @@ impl SubsetScreen {
 #[pyfunction]
 pub fn parses(py: Python<'_>, script: &str) -> bool {
     py.detach(|| {
-        let unscanned = STACK_BASE.saturating_add(script.len().saturating_mul(STACK_PER_BYTE));
-        let parse = || ruff_python_parser::parse_module(script).is_ok();
-        if stacker::remaining_stack().is_some_and(|left| left >= unscanned) {
-            return parse();
-        }
-        monty::source_within_nesting_bound(script, 0) && with_stack(STACK_BASE, parse)
+        with_source_stack(script, false, || {
+            ruff_python_parser::parse_module(script).is_ok()
+        })
     })
+}
+
+/// `f()`, which parses or walks `script`, with the stack that needs: on this thread when
+/// its stack can take the source's length as its depth; else, when Monty's nesting pre-scan
+/// (one lexer pass) finds the source within its bound, on a separate segment; else
+/// `too_deep` without running `f`.
+fn with_source_stack<R>(script: &str, too_deep: R, f: impl FnOnce() -> R) -> R {
+    let unscanned = STACK_BASE.saturating_add(script.len().saturating_mul(STACK_PER_BYTE));
+    if stacker::remaining_stack().is_some_and(|left| left >= unscanned) {
+        return f();
+    }
+    if !monty::source_within_nesting_bound(script, 0) {
+        return too_deep;
+    }
+    with_stack(STACK_BASE, f)
 }
 
 impl SubsetScreen {
     fn tree_needs_check_here(&self, script: &str) -> bool {
-        let unscanned = STACK_BASE.saturating_add(script.len().saturating_mul(STACK_PER_BYTE));
-        if stacker::remaining_stack().is_some_and(|left| left >= unscanned) {
-            return self.screen(script);
-        }
-        // Too little stack to take the source's length as its depth: Monty's nesting
-        // pre-scan (one lexer pass) bounds the depth instead.
-        if !monty::source_within_nesting_bound(script, 0) {
-            return true;
-        }
-        with_stack(STACK_BASE, || self.screen(script))
+        with_source_stack(script, true, || self.screen(script))
     }
 
     /// The first gate: one lexer pass (about a fifth of a parse). Each rule's trigger in a

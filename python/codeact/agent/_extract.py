@@ -76,10 +76,9 @@ class _Block:
     kind: str  # "python", "shell", "sql", "other", "unknown", "output" (program output shown after code)
 
 
-def _parses(code: str) -> bool:
-    # Monty's own parser, natively: ``ast.parse`` built a Python tree per block only to say
-    # yes, most of the extraction's cost on a long script (issue 21).
-    return parses(code)
+# Monty's own parser, natively: ``ast.parse`` built a Python tree per block only to say yes,
+# most of the extraction's cost on a long script (issue 21).
+_parses = parses
 
 
 def _looks_like_code(text: str) -> bool:
@@ -162,18 +161,24 @@ def _glued_search(pattern: re.Pattern[str], text: str, run: str, start: int) -> 
     """``pattern.search(text, start)`` for the glued closer, tried only on the lines that
     hold ``run`` (the fence's characters, as many as it has): a line without them cannot
     match, and the pattern's lazy prefix costs a backtracking scan of every other line."""
-    at = text.find(run, start)
-    while at != -1:
-        line = text.rfind("\n", 0, at) + 1
-        end = text.find("\n", at)
+    for line, _ in _lines_holding(text, run, start):
         if line >= start:  # a line that begins before ``start`` is not one ``search`` tries
             m = pattern.match(text, line)
             if m is not None:
                 return m
-        if end == -1:
-            return None
-        at = text.find(run, end)
     return None
+
+
+def _lines_holding(text: str, needle: str, start: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``text`` holding ``needle`` at or after ``start``, in
+    order: ``end`` is the line's newline, or the text's end."""
+    at = text.find(needle, start)
+    while at != -1:
+        end = text.find("\n", at)
+        if end == -1:
+            end = len(text)
+        yield text.rfind("\n", 0, at) + 1, end
+        at = text.find(needle, end)
 
 
 def _drop_stray_openers(body: str) -> str:
@@ -246,15 +251,9 @@ def _inline_matches(text: str, pos: int) -> Iterator[re.Match[str]]:
     """``_INLINE.finditer(text, pos)``, run only on the lines that hold two runs of three
     backticks (a match never spans lines and needs both): the pattern's lookbehind makes
     ``re`` try every position of every other line."""
-    at = text.find("```", pos)
-    while at != -1:
-        line = text.rfind("\n", 0, at) + 1
-        end = text.find("\n", at)
-        if end == -1:
-            end = len(text)
-        if text.count("```", at, end) >= 2:
+    for line, end in _lines_holding(text, "```", pos):
+        if text.count("```", max(pos, line), end) >= 2:
             yield from _INLINE.finditer(text, max(pos, line), end)
-        at = text.find("```", end)
 
 
 def _fences(text: str) -> list[_Block]:
