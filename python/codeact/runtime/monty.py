@@ -264,6 +264,8 @@ class _Deferred:
 
 
 _INLINE_CHECK_BYTES = 16 * 1024
+# Scripts each runtime remembers the check's answer for (MontyRuntime._checked).
+_CHECK_MEMO = 256
 """Scripts longer than this are checked (and started) on a helper thread by ``start_async``."""
 _CHECK_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="codeact-check")
 _OFFLOAD_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="codeact-offload")
@@ -348,9 +350,11 @@ class MontyRuntime:
         self.prompt_extra = prompt_extra
         if tool_style not in ("call_tool", "functions"):
             raise ValueError(f"tool_style must be 'call_tool' or 'functions', not {tool_style!r}")
-        self.tool_style = tool_style
-        self.rewrite_scripts = bool(rewrite_scripts)
-        self.check_scripts = bool(check_scripts)
+        # script text -> _checked's answer under the settings below (their setters clear it)
+        self._check_memo: dict[str, tuple[str, str | None, tuple[int, ...]]] = {}
+        self._tool_style = tool_style
+        self._rewrite_scripts = bool(rewrite_scripts)
+        self._check_scripts = bool(check_scripts)
         if max_stdout <= 0:
             raise ValueError("max_stdout must be a positive number of bytes")
         if snapshot_key is not None and (not isinstance(snapshot_key, bytes) or len(snapshot_key) < 16):
@@ -389,6 +393,38 @@ class MontyRuntime:
             supports_namespace_session=isolation == "in_process" and bool(namespace_sessions),
         )
 
+    @property
+    def tool_style(self) -> str:
+        """How tools are offered to scripts: ``"call_tool"`` or ``"functions"``."""
+        return self._tool_style
+
+    @tool_style.setter
+    def tool_style(self, style: str) -> None:
+        if style not in ("call_tool", "functions"):
+            raise ValueError(f"tool_style must be 'call_tool' or 'functions', not {style!r}")
+        self._tool_style = style
+        self._check_memo.clear()
+
+    @property
+    def rewrite_scripts(self) -> bool:
+        """Whether the subset check's rewrites are applied to scripts before they run."""
+        return self._rewrite_scripts
+
+    @rewrite_scripts.setter
+    def rewrite_scripts(self, on: bool) -> None:
+        self._rewrite_scripts = bool(on)
+        self._check_memo.clear()
+
+    @property
+    def check_scripts(self) -> bool:
+        """Whether scripts go through the static subset check before they run."""
+        return self._check_scripts
+
+    @check_scripts.setter
+    def check_scripts(self, on: bool) -> None:
+        self._check_scripts = bool(on)
+        self._check_memo.clear()
+
     def seal(self, data: bytes) -> str | None:
         """An HMAC-SHA256 (hex) of ``data`` under a key derived from ``snapshot_key``, or None
         without a key. The agent seals what it stores beside the continuation and what decides
@@ -416,17 +452,32 @@ class MontyRuntime:
             ``Call`` (paused at a tool call), ``Complete`` or ``Raised`` (syntax error,
             uncaught exception, limit hit, refused call form, subset check findings).
         """
-        script, findings, deferred = self._checked(script)
+        checked = self._check_memo.get(script)
+        if checked is None:
+            checked = self._checked(script)
+        text, findings, deferred = checked
         if findings is not None:
             return Raised(findings)
-        step: RunStep = self._engine.start(script, script_name, tuple(os_replay) or None, deferred or None)
+        step: RunStep = self._engine.start(text, script_name, tuple(os_replay) or None, deferred or None)
         return step
 
     def _checked(self, script: str) -> tuple[str, str | None, tuple[int, ...]]:
         """The script after the subset check's rewrites, the findings text (or None), and
-        the byte offsets of the tool calls it awaits (``_awaits.deferred_offsets``)."""
+        the byte offsets of the tool calls it awaits (``_awaits.deferred_offsets``).
+
+        Remembered per runtime by script text (``_check_memo``, up to ``_CHECK_MEMO``
+        scripts, then forgotten all at once): a script started again (the same turn
+        replayed, a benchmark's loop) costs one dictionary lookup in ``start``."""
         if len(script) > _monty.MAX_SCRIPT_BYTES:  # refused by the engine; no point parsing it
             return script, None, ()
+        checked = self._check_uncached(script)
+        memo = self._check_memo
+        if len(memo) >= _CHECK_MEMO:
+            memo.clear()
+        memo[script] = checked
+        return checked
+
+    def _check_uncached(self, script: str) -> tuple[str, str | None, tuple[int, ...]]:
         functions_style = self.tool_style == "functions"
         rewrite, detect = self.rewrite_scripts, self.check_scripts
         if rewrite or detect:
@@ -464,7 +515,10 @@ class MontyRuntime:
         if len(script) > _INLINE_CHECK_BYTES and (self.rewrite_scripts or self.check_scripts):
             # A long script's check takes milliseconds of CPython parsing: off the caller's thread.
             return _Deferred(_CHECK_POOL.submit(self.start, script, script_name, os_replay=os_replay))
-        script, findings, deferred = self._checked(script)
+        checked = self._check_memo.get(script)
+        if checked is None:
+            checked = self._checked(script)
+        script, findings, deferred = checked
         if findings is not None:
             return _Ready(Raised(findings))
         replay = tuple(os_replay) or None
