@@ -394,16 +394,10 @@ class MontyRuntime:
         )
 
     @property
-    def tool_style(self) -> str:
-        """How tools are offered to scripts: ``"call_tool"`` or ``"functions"``."""
+    def tool_style(self) -> Literal["call_tool", "functions"]:
+        """How tools are offered to scripts: ``"call_tool"`` or ``"functions"``; fixed at
+        construction (the native engine is built for it)."""
         return self._tool_style
-
-    @tool_style.setter
-    def tool_style(self, style: str) -> None:
-        if style not in ("call_tool", "functions"):
-            raise ValueError(f"tool_style must be 'call_tool' or 'functions', not {style!r}")
-        self._tool_style = style
-        self._check_memo.clear()
 
     @property
     def rewrite_scripts(self) -> bool:
