@@ -406,6 +406,7 @@ class MontyRuntime:
 
     @rewrite_scripts.setter
     def rewrite_scripts(self, on: bool) -> None:
+        """Turns the rewrites on or off; forgets the remembered check answers."""
         self._rewrite_scripts = bool(on)
         self._check_memo.clear()
 
@@ -416,6 +417,7 @@ class MontyRuntime:
 
     @check_scripts.setter
     def check_scripts(self, on: bool) -> None:
+        """Turns the subset check on or off; forgets the remembered check answers."""
         self._check_scripts = bool(on)
         self._check_memo.clear()
 
