@@ -362,3 +362,27 @@ def test_deep_nesting_does_not_crash_the_check() -> None:
 def test_rewritten_text_parses() -> None:
     for script in [*REWRITES.values(), *REWRITE_EXAMPLES.values()]:
         ast.parse(check_script(script).script)
+
+
+def test_changing_the_check_settings_forgets_what_the_runtime_remembered() -> None:
+    # A runtime remembers the check's answer per script text; a setting changed later must
+    # not be answered from that memory.
+    script = "d = {'a': 2, 'b': 1}\nsorted(d, key=d.get)"
+    rt = MontyRuntime()
+    first = rt.start(script)
+    assert isinstance(first, Complete) and first.value == ["b", "a"], first
+    rt.rewrite_scripts = False
+    rt.check_scripts = False
+    unchecked = rt.start(script)  # Monty's own answer to the bound method value
+    assert isinstance(unchecked, Raised) and "has no attribute 'get'" in unchecked.message, unchecked
+    rt.rewrite_scripts = True
+    again = rt.start(script)
+    assert isinstance(again, Complete) and again.value == ["b", "a"], again
+
+
+def test_the_remembered_check_answers_stay_bounded() -> None:
+    rt = MontyRuntime()
+    for i in range(600):
+        step = rt.start(f"{i} + 1")
+        assert isinstance(step, Complete) and step.value == i + 1
+    assert 0 < len(rt._check_memo) <= 256
