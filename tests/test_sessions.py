@@ -21,6 +21,7 @@ from codeact.sessions import (
     EventActions,
     FunctionCall,
     FunctionResponse,
+    JournalRecord,
     Part,
     Session,
     SessionExistsError,
@@ -29,6 +30,7 @@ from codeact.sessions import (
     SqliteSessionService,
     StaleSessionError,
     ToolConfirmation,
+    TurnConflictError,
 )
 from codeact.sessions import _memory as memory_module
 from codeact.sessions import _sqlite as sqlite_module
@@ -424,6 +426,50 @@ async def test_sqlite_reopen_finds_everything(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert conn.execute("SELECT version FROM schema_version").fetchone() == (sqlite_module.SCHEMA_VERSION,)
     conn.close()
+
+
+async def test_sqlite_one_journal_record_is_one_fenced_statement(tmp_path: Path) -> None:
+    """One journal record (the usual write of an inline call) commits with one fenced INSERT
+    and no BEGIN/SELECT/COMMIT round; a stale version writes nothing; while another
+    connection holds the write lock the record waits for it and then lands."""
+    path = tmp_path / "j.db"
+    async with SqliteSessionService(path) as service:
+        s = await service.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        await service.append_journal(s, "t", [JournalRecord("os", 0, "[0]")], expected_version=0)  # empty slot: 0
+        version = await service.save_turn(**key, data={"status": "running"}, snapshot=None, expected_version=0)
+        statements: list[str] = []
+        await service.append_journal(s, "t", [JournalRecord("intent", 0, '["a", "d"]')], expected_version=version)
+        conn = service._inline_conn
+        assert conn is not None
+        conn.set_trace_callback(statements.append)
+        await service.append_journal(s, "t", [JournalRecord("outcome", 0, "1")], expected_version=version)
+        await service.append_journal(s, "t", [JournalRecord("intent", 1, '["a", "e"]')], expected_version=version)
+        assert [x.split(" (")[0] for x in statements] == [
+            "INSERT OR IGNORE INTO journal",
+            "INSERT OR REPLACE INTO journal",
+        ]
+        with pytest.raises(TurnConflictError):
+            await service.append_journal(s, "t", [JournalRecord("outcome", 1, "2")], expected_version=version + 1)
+
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the database
+
+        async def release() -> None:
+            await anyio.sleep(0.05)
+            other.execute("COMMIT")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release)
+            await service.append_journal(s, "t", [JournalRecord("outcome", 1, "3")], expected_version=version)
+        other.close()
+        assert await service.read_journal(**key, turn="t") == [
+            JournalRecord("os", 0, "[0]"),
+            JournalRecord("intent", 0, '["a", "d"]'),
+            JournalRecord("outcome", 0, "1"),
+            JournalRecord("intent", 1, '["a", "e"]'),
+            JournalRecord("outcome", 1, "3"),
+        ]
 
 
 # --- concurrency ----------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ use chrono::{DateTime, Datelike, Local, NaiveDateTime, Offset, Timelike, Utc};
 use monty_fs::{MountCallOutcome, MountError, MountMode, MountTable};
 use monty_types::{
     DateTimeSource, ExcType, ExtFunctionResult, MontyDate, MontyDateTime, MontyException,
-    MontyObject, MontyTimeZone, OsFunctionCall, RandomSeed, RandomStart, ResourceTracker,
-    SandboxTimeZone, SleepMode,
+    MontyObject, MontyTimeZone, OsFunctionCall, ProcessTime, RandomSeed, RandomStart,
+    ResourceTracker, SandboxTimeZone, SleepMode,
 };
 use num_bigint::BigInt;
 
@@ -286,7 +286,9 @@ impl OsPolicy {
             timezone,
             sleep: SleepMode::System(SLEEP_CAP),
             random_start: RandomStart::Seed(RandomSeed::Int(BigInt::from(random_seed))),
-            ..monty_types::OsPolicy::default()
+            // Every field named: `..OsPolicy::default()` would build (and drop) a default
+            // zone, two allocations per start.
+            process_time: ProcessTime::default(),
         }
     }
 

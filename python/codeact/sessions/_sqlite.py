@@ -71,6 +71,17 @@ _INLINE_WAIT = 0.002
 
 _T = TypeVar("_T")
 
+_FENCE = (
+    "SELECT ?, ?, ?, ?, ?, ?, ? WHERE coalesce((SELECT CASE WHEN data IS NOT NULL THEN version ELSE 0 END "
+    "FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?), 0) = ?"
+)
+_JOURNAL_COLUMNS = "journal (app_name, user_id, session_id, turn, kind, seq, data)"
+_FENCED_RECORD = f"INSERT OR REPLACE INTO {_JOURNAL_COLUMNS} {_FENCE}"
+"""One journal record, written only while the turn slot is at the given version (an
+empty slot counts as version 0): the same fence ``append_journal``'s transaction checks."""
+_FENCED_OUTCOME = f"INSERT OR IGNORE INTO {_JOURNAL_COLUMNS} {_FENCE}"
+"""The same for an outcome, which never replaces one already stored (first writer wins)."""
+
 _BUSY_TIMEOUT_MS = 5000
 _MAX_ATTEMPTS = 8  # attempts of one operation while the database stays locked
 
@@ -626,6 +637,20 @@ class SqliteSessionService(BaseSessionService):
             SessionStoreError: SQLite failed.
         """
         key = (session.app_name, session.user_id, session.id)
+        if len(records) == 1 and expected_version is not None:
+            # The usual record (one intent, one outcome): one fenced statement, committed on
+            # its own, instead of BEGIN, a fence SELECT, the INSERT and COMMIT.
+            (record,) = records
+            sql = _FENCED_OUTCOME if record.kind == "outcome" else _FENCED_RECORD
+            params = (*key, turn, record.kind, record.seq, record.data, *key, expected_version)
+
+            def fused(conn: sqlite3.Connection) -> bool:
+                # rowcount 0: the fence failed, or an outcome already stored was ignored;
+                # the caller then runs the transaction below, which tells them apart.
+                return conn.execute(sql, params).rowcount == 1
+
+            if self._try_inline(fused, fused=True):
+                return
         outcomes = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind == "outcome"]
         others = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind != "outcome"]
 
@@ -681,12 +706,16 @@ class SqliteSessionService(BaseSessionService):
 
         await self._call_quick(txn, write=True)
 
-    def _try_inline(self, fn: Callable[[sqlite3.Connection], None]) -> bool:
+    def _try_inline(self, fn: Callable[[sqlite3.Connection], object], *, fused: bool = False) -> bool:
         """Runs a small write transaction on the calling thread when that cannot wait: on a
         second connection whose busy timeout is 0, only when nobody in this service holds
         it and no other writer holds the database. Returns False (nothing written) when it
         would have to wait; the caller then uses a worker thread. A journal record commits
-        in tens of microseconds, far less than a thread round trip."""
+        in tens of microseconds, far less than a thread round trip.
+
+        ``fused``: ``fn`` is one write statement that commits on its own (SQLite's autocommit
+        takes the write lock when the statement starts, as ``BEGIN IMMEDIATE`` does) and
+        returns whether it did its write; False from it is returned as is."""
         if self._closed or self._conn is None or not self._inline_lock.acquire(blocking=False):
             return False
         try:
@@ -696,6 +725,8 @@ class SqliteSessionService(BaseSessionService):
                 conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                 self._inline_conn = conn
             try:
+                if fused:
+                    return bool(fn(self._inline_conn))
                 _run_in_transaction(self._inline_conn, fn, write=True)
             except sqlite3.OperationalError as e:
                 if _is_locked(e):

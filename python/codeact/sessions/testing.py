@@ -480,6 +480,10 @@ class StoreContract:
             await store.append_journal(s, "t", batch, expected_version=old)  # the old owner, taken over
         assert await store.read_journal(**key, turn="t") == [JournalRecord("intent", 0, "[]")]  # nothing of it
         await store.append_journal(s, "t", [JournalRecord("outcome", 0, '"new"')], expected_version=new)
+        # a second outcome for the same call, fenced and current: accepted, and the first one stays
+        await store.append_journal(s, "t", [JournalRecord("outcome", 0, '"again"')], expected_version=new)
+        with pytest.raises(TurnConflictError):  # one record of the old owner
+            await store.append_journal(s, "t", [JournalRecord("outcome", 1, '"late"')], expected_version=old)
         with pytest.raises(TurnConflictError):
             await store.append_journal(s, "t", [], expected_version=old)
         await store.save_turn(**key, data=None, snapshot=None, expected_version=new)
