@@ -575,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--peers-only", action="store_true", help="only the rows of the smolagents comparison")
     args = parser.parse_args(argv)
+    if args.peers_only and args.before_tree:
+        parser.error("--before-tree compares the full run's rows; run it without --peers-only")
     print(
         f"codeact agent benchmark ({'quick' if args.quick else 'full'}), python {sys.version.split()[0]}, "
         f"{os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}"
