@@ -10,7 +10,7 @@
 //!
 //! What a run is charged: the live bytes of every block allocated while it was being
 //! advanced (snapshot loads included), wherever and whenever the block is freed: each block
-//! records its owner in a 16-byte header. Blocks allocated outside any run (values built
+//! records its owner in a header of 8 bytes (of the block's alignment when that is more). Blocks allocated outside any run (values built
 //! by the host) are never charged.
 //!
 //! The thread advancing a run keeps that run's byte count changes in a plain thread-local
@@ -214,8 +214,11 @@ pub fn install_probe() {
 }
 
 /// Bytes in front of every block: the owning run's counter (or null), right before the
-/// block, at an offset that keeps the block's alignment.
-const HEADER: usize = 16;
+/// block, at an offset that keeps the block's alignment (the block's alignment when that is
+/// more than 8). Most blocks are aligned to 8 or less: their header takes 8 bytes, so a block
+/// of n bytes often stays in the system allocator's size class of n (a 16-byte header moved
+/// half of them up one class: more bytes touched, fewer cache hits in malloc's bins).
+const HEADER: usize = 8;
 
 /// The block as the system allocator sees it: header room plus the caller's layout.
 fn outer(layout: Layout) -> Option<(Layout, usize)> {
@@ -252,7 +255,8 @@ impl CountingAlloc {
                 run
             })
             .unwrap_or(ptr::null());
-        // SAFETY: `base` has `offset >= 16` bytes of header room, aligned to at least 16.
+        // SAFETY: `base` has `offset >= 8` bytes of header room, and `offset` is a multiple of 8
+        // (a power of two at least 8), so the owner slot at `p - 8` is aligned for a pointer.
         unsafe {
             let p = base.add(offset);
             (p.sub(8) as *mut *const Counter).write(run);

@@ -485,7 +485,7 @@ impl MontyEngine {
 /// A restored continuation as the advance that paused it (nothing printed, nothing read).
 fn restored(loaded: engine::Loaded) -> Advance {
     let stop = match loaded {
-        engine::Loaded::Call(paused, req) => Stop::Call(Held::RunCall(Box::new(paused)), req),
+        engine::Loaded::Call(paused, req) => Stop::Call(Held::RunCall(paused), req),
         engine::Loaded::Gather(paused, ids) => Stop::Gather(Held::RunGather(paused), ids),
     };
     Advance {

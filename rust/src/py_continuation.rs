@@ -172,7 +172,7 @@ fn advance(
     };
     match (owner, held) {
         (Owner::Run(cfg), Held::RunCall(paused)) => {
-            engine::resume(cfg, *paused, one(settle)?, journal)
+            engine::resume(cfg, paused, one(settle)?, journal)
         }
         (Owner::Run(cfg), Held::RunGather(paused)) => {
             engine::resume_gather(cfg, *paused, some(settle)?, journal)
@@ -194,8 +194,8 @@ fn dump_held(owner: &Owner, held: Held) -> (Result<Vec<u8>, HostError>, Held) {
     let cfg = owner.cfg();
     match held {
         Held::RunCall(paused) => {
-            let (bytes, paused) = engine::dump(cfg, *paused);
-            (bytes, Held::RunCall(Box::new(paused)))
+            let (bytes, paused) = engine::dump(cfg, paused);
+            (bytes, Held::RunCall(paused))
         }
         Held::RunGather(paused) => {
             let (bytes, paused) = engine::dump_gather(cfg, *paused);
@@ -221,7 +221,7 @@ pub struct MontyContinuation {
     /// Whether it awaits a gather (settled with `{call_id: outcome}`).
     gather: bool,
     /// The ids of the calls it awaits, in call order.
-    ids: Vec<u32>,
+    ids: CallIds,
     /// The first call: the whole of a paused call.
     name: Py<PyString>,
     positional: Py<PyTuple>,
@@ -235,6 +235,23 @@ pub struct MontyContinuation {
     /// The latch: the held continuation until it is resumed. Boxed inside: the paused
     /// interpreter state is large and moves several times per resume.
     held: Mutex<Option<Held>>,
+}
+
+/// The ids of the calls a continuation awaits: a paused call's one id is kept inline (a
+/// continuation is made at every tool call; the allocation of a one-element list was a
+/// measurable part of a round trip, issue 21).
+enum CallIds {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl CallIds {
+    fn get(&self) -> &[u32] {
+        match self {
+            Self::One(id) => std::slice::from_ref(id),
+            Self::Many(ids) => ids,
+        }
+    }
 }
 
 impl MontyContinuation {
@@ -267,7 +284,7 @@ impl MontyContinuation {
 
     fn settle(&self, py: Python<'_>, outcome: &Bound<'_, PyAny>) -> PyResult<Settle> {
         if self.gather || outcome.is_instance_of::<PyDict>() {
-            return outcomes_from_py(py, outcome, &self.ids).map(Settle::Some);
+            return outcomes_from_py(py, outcome, self.ids.get()).map(Settle::Some);
         }
         outcome_from_py(py, outcome).map(Settle::One)
     }
@@ -300,13 +317,13 @@ impl MontyContinuation {
     /// The interpreter's call counter for this call (unique within one script run).
     #[getter]
     fn call_id(&self) -> u32 {
-        self.ids[0]
+        self.ids.get()[0]
     }
 
     /// The ids of the calls it awaits, in call order.
     #[getter]
     fn call_ids(&self) -> Vec<u32> {
-        self.ids.clone()
+        self.ids.get().to_vec()
     }
 
     /// Whether it awaits a gather of calls (resumed with `{call_id: outcome}`).
@@ -325,7 +342,7 @@ impl MontyContinuation {
                 this.name.clone_ref(py),
                 this.positional.clone_ref(py),
                 this.keyword.clone_ref(py),
-                this.ids[0],
+                this.ids.get()[0],
             )]
         } else {
             this.gathered
@@ -407,13 +424,13 @@ impl MontyContinuation {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         if self.gather {
-            return Ok(format!("MontyContinuation(call_ids={:?})", self.ids));
+            return Ok(format!("MontyContinuation(call_ids={:?})", self.ids.get()));
         }
         Ok(format!(
             "MontyContinuation(name={}, keyword_args={}, call_id={})",
             self.name.bind(py).repr()?,
             self.keyword.bind(py).repr()?,
-            self.ids[0]
+            self.ids.get()[0]
         ))
     }
 }
@@ -567,7 +584,7 @@ pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyR
             let continuation = MontyContinuation {
                 owner: owner.clone(),
                 gather: false,
-                ids: vec![req.call_id],
+                ids: CallIds::One(req.call_id),
                 name: name_to_py(py, &req.name).unbind(),
                 positional: positional.unbind(),
                 keyword: keyword.unbind(),
@@ -589,7 +606,7 @@ pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyR
                 name: name.clone_ref(py),
                 positional: positional.clone_ref(py),
                 keyword: keyword.clone_ref(py),
-                ids,
+                ids: CallIds::Many(ids),
                 gathered: calls
                     .iter()
                     .map(|(n, p, k, id)| (n.clone_ref(py), p.clone_ref(py), k.clone_ref(py), *id))

@@ -5,6 +5,7 @@
 //! call, at completion, or at an uncaught exception.
 
 use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::str::FromStr;
 use std::sync::Mutex;
@@ -244,7 +245,7 @@ impl PausedGather {
 /// A script paused at one or more tool calls, held live: the four cases of a continuation.
 pub enum Held {
     /// A run paused at one tool call.
-    RunCall(Box<Paused>),
+    RunCall(Paused),
     /// A run whose tasks all wait on started tool calls.
     RunGather(Box<PausedGather>),
     /// A namespace session's feed paused at one tool call.
@@ -363,7 +364,7 @@ pub fn start(
             PrintWriter::Callback(&mut out),
         );
         let stop = run_stop(
-            drive::<Run>(cfg, progress, &mut out, &mut journal, &mut &*ctx)?,
+            drive::<Run>(cfg, progress, &mut out, &mut journal, &mut &*ctx, None)?,
             &ctx,
         );
         ctx.output.keep(&out);
@@ -383,10 +384,11 @@ pub fn resume(
     outcome: Outcome,
     mut journal: Journal,
 ) -> Result<Advance, HostError> {
-    // Monty's paused state stays in its box until Monty's resume takes it.
     let Paused(call, ctx) = paused;
     let _charging = charge_to(&ctx.memory);
     guarded("resume", move || {
+        // Monty's resume takes the paused state by value; its box is kept for the next pause.
+        let (call, room) = unbox(call);
         // Monty restarts the turn budget (our per-advance time limit) at every resume.
         let eager = call.allow_eager_await;
         let result = ext_result_within(outcome, cfg.limits.max_memory, &mut ctx.memory.used());
@@ -398,12 +400,19 @@ pub fn resume(
                 ExtFunctionResult::Return(v) => Ok(v),
                 _ => unreachable!("ext_result gives a value or an error"),
             };
-            (*call).resume_eager(settled, PrintWriter::Callback(&mut out))
+            call.resume_eager(settled, PrintWriter::Callback(&mut out))
         } else {
-            (*call).resume(result, PrintWriter::Callback(&mut out))
+            call.resume(result, PrintWriter::Callback(&mut out))
         };
         let stop = run_stop(
-            drive::<Run>(cfg, progress, &mut out, &mut journal, &mut &*ctx)?,
+            drive::<Run>(
+                cfg,
+                progress,
+                &mut out,
+                &mut journal,
+                &mut &*ctx,
+                Some(room),
+            )?,
             &ctx,
         );
         ctx.output.keep(&out);
@@ -419,12 +428,26 @@ pub fn resume(
 /// Serializes a paused call into sealed snapshot bytes; hands the call back.
 pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, Paused) {
     let Paused(call, ctx) = paused;
-    let progress = RunProgress::FunctionCall(*call);
+    let (call, room) = unbox(call);
+    let progress = RunProgress::FunctionCall(call);
     let bytes = seal_progress(cfg, &progress, &ctx);
     let call = progress
         .into_function_call()
         .expect("just wrapped a function call");
-    (bytes, Paused(Box::new(call), ctx))
+    (bytes, Paused(Box::write(room, call), ctx))
+}
+
+/// Moves a value out of its box and hands back the box's allocation, emptied, for the
+/// next value of the type (`Box::write`): the paused call a resume takes and the one it
+/// stops at next share one allocation (see [`drive::Interp::Spare`]). Dropping the
+/// emptied box frees the allocation without dropping a value.
+fn unbox<T>(boxed: Box<T>) -> (T, Box<MaybeUninit<T>>) {
+    let raw = Box::into_raw(boxed);
+    // SAFETY: `raw` comes from `Box::into_raw`: valid, aligned and initialised. The value is
+    // read out once, and the allocation is handed back typed `MaybeUninit<T>`, which never
+    // drops its contents, so the value is dropped only by its new owner. `MaybeUninit<T>`
+    // has the layout of `T`, so the box frees the allocation with the layout it was made with.
+    unsafe { (raw.read(), Box::from_raw(raw.cast::<MaybeUninit<T>>())) }
 }
 
 /// The recursion limit a snapshot runs under, read from its envelope header so the caller
@@ -850,9 +873,7 @@ fn undefined_name(name: &str) -> MontyException {
 /// Where an advance of a run stopped, from where its drive ended.
 fn run_stop(driven: Driven<Run>, ctx: &Arc<RunCtx>) -> Stop {
     match driven {
-        Driven::Call(call, req) => {
-            Stop::Call(Held::RunCall(Box::new(Paused(call, Arc::clone(ctx)))), req)
-        }
+        Driven::Call(call, req) => Stop::Call(Held::RunCall(Paused(call, Arc::clone(ctx))), req),
         Driven::Gather(futures, ids) => Stop::Gather(
             Held::RunGather(Box::new(PausedGather(futures, Arc::clone(ctx)))),
             ids,
@@ -974,7 +995,7 @@ pub fn resume_gather(
         // Monty restarts the turn budget (our per-advance time limit) here too.
         let progress = futures.resume(results, PrintWriter::Callback(&mut out));
         let stop = run_stop(
-            drive::<Run>(cfg, progress, &mut out, &mut journal, &mut &*ctx)?,
+            drive::<Run>(cfg, progress, &mut out, &mut journal, &mut &*ctx, None)?,
             &ctx,
         );
         ctx.output.keep(&out);

@@ -468,7 +468,7 @@ pub(crate) fn feed(
             Vec::<(String, MontyObject)>::new(),
             PrintWriter::Callback(&mut out),
         );
-        let driven = drive::<Repl>(cfg, progress, &mut out, &mut journal, &mut feed)?;
+        let driven = drive::<Repl>(cfg, progress, &mut out, &mut journal, &mut feed, ())?;
         settle(inner, driven, feed, out, journal)
     });
     if result.is_err() {
@@ -492,7 +492,7 @@ fn go_on(
         let mut out = CappedOutput::continuing(cfg.max_stdout, feed.printed);
         // Monty restarts the turn budget (our per-advance time limit) at every resume.
         let progress = go(&mut feed, &mut out);
-        let driven = drive::<Repl>(cfg, progress, &mut out, &mut journal, &mut feed)?;
+        let driven = drive::<Repl>(cfg, progress, &mut out, &mut journal, &mut feed, ())?;
         settle(inner, driven, feed, out, journal)
     });
     if result.is_err() {
