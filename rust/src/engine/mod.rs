@@ -1177,6 +1177,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn unbox_moves_the_value_out_once_and_keeps_its_allocation() {
+        use std::rc::Rc;
+        let counted = Rc::new(());
+        let boxed = Box::new((Rc::clone(&counted), [7u8; 2048]));
+        let at = &*boxed as *const _ as usize;
+        let (value, room) = unbox(boxed);
+        assert_eq!(Rc::strong_count(&counted), 2, "moved, not copied nor dropped");
+        assert_eq!(value.1[2047], 7);
+        let again = Box::write(room, value);
+        assert_eq!(&*again as *const _ as usize, at, "the next value reuses the allocation");
+        let (value, room) = unbox(again);
+        drop(room); // frees the allocation without dropping the value
+        assert_eq!(Rc::strong_count(&counted), 2);
+        drop(value);
+        assert_eq!(Rc::strong_count(&counted), 1);
+    }
+
+    #[test]
     fn the_run_counters_read_back_from_formats_2_and_3() {
         let none: Vec<PendingRecord> = Vec::new();
         let v2 = postcard::to_allocvec(&(
