@@ -200,23 +200,22 @@ pub(crate) fn name_to_py<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyStrin
 pub(crate) fn call_args_to_py<'py>(
     py: Python<'py>,
     arena: &monty_types::unstable::MontyGraph,
-    positional: &[monty_types::unstable::NodeId],
-    keyword: &[(String, monty_types::unstable::NodeId)],
+    req: &crate::engine::ToolRequest,
 ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
-    let mut items = Vec::with_capacity(positional.len());
-    for (i, v) in positional.iter().enumerate() {
+    let mut items = Vec::with_capacity(req.positional.len());
+    for (i, v) in req.positional.iter().enumerate() {
         items.push(
             ref_to_py(py, V::at(arena, *v), &format!("argument {i}"))
                 .map_err(|e| HostError::Internal(e.describe()))?,
         );
     }
     let dict = PyDict::new(py);
-    for (k, v) in keyword {
+    req.try_keywords(arena, |k, v| {
         dict.set_item(
             name_to_py(py, k),
-            ref_to_py(py, V::at(arena, *v), k).map_err(|e| HostError::Internal(e.describe()))?,
-        )?;
-    }
+            ref_to_py(py, V::at(arena, v), k).map_err(|e| HostError::Internal(e.describe()))?,
+        )
+    })?;
     Ok((PyTuple::new(py, items)?, dict))
 }
 
@@ -432,10 +431,10 @@ impl MontyEngine {
         let entries: Vec<CallInfo> = match loaded {
             engine::Loaded::Gather(paused, ids) => held_calls(py, &Held::RunGather(paused), &ids)?,
             engine::Loaded::Call(paused, req) => {
-                let (positional, keyword) =
-                    call_args_to_py(py, paused.arena(), &req.positional, &req.keyword)?;
+                let arena = paused.arena();
+                let (positional, keyword) = call_args_to_py(py, arena, &req)?;
                 vec![(
-                    name_to_py(py, &req.name).unbind(),
+                    name_to_py(py, req.name(arena)).unbind(),
                     positional.unbind(),
                     keyword.unbind(),
                     req.call_id,

@@ -76,10 +76,9 @@ fn calls_in(
                 HostError::Internal(format!("the gather awaits an unknown call {id}"))
             })?;
             let arena = unstable::call_args_parts(&p.args).0;
-            let (positional, keyword) =
-                call_args_to_py(py, arena, &p.req.positional, &p.req.keyword)?;
+            let (positional, keyword) = call_args_to_py(py, arena, &p.req)?;
             Ok((
-                name_to_py(py, &p.req.name).unbind(),
+                name_to_py(py, p.req.name(arena)).unbind(),
                 positional.unbind(),
                 keyword.unbind(),
                 *id,
@@ -580,12 +579,12 @@ pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyR
                     return Err(HostError::Internal("a gather read as a paused call".into()).into());
                 }
             };
-            let (positional, keyword) = call_args_to_py(py, arena, &req.positional, &req.keyword)?;
+            let (positional, keyword) = call_args_to_py(py, arena, &req)?;
             let continuation = MontyContinuation {
                 owner: owner.clone(),
                 gather: false,
                 ids: CallIds::One(req.call_id),
-                name: name_to_py(py, &req.name).unbind(),
+                name: name_to_py(py, req.name(arena)).unbind(),
                 positional: positional.unbind(),
                 keyword: keyword.unbind(),
                 gathered: Vec::new(),

@@ -161,6 +161,21 @@ pub struct PendingTool {
     pub req: ToolRequest,
 }
 
+impl PendingTool {
+    /// The call as snapshot bytes keep it: `(call_id, name, positional ids, keyword names
+    /// and ids, arena)`, the shape of [`PendingRecord`].
+    pub(crate) fn record(&self, call_id: u32) -> PendingRecordRef<'_> {
+        let graph = unstable::call_args_parts(&self.args).0;
+        (
+            call_id,
+            self.req.name(graph),
+            &self.req.positional,
+            self.req.keyword_list(graph),
+            &self.args,
+        )
+    }
+}
+
 /// The awaited-call state of a run.
 #[derive(Default)]
 pub struct Tasks {
@@ -215,13 +230,74 @@ impl RunCtx {
 
 /// The tool call a paused script is waiting on, already checked. Arguments stay in the
 /// paused call's arena ([`Paused::args`]); they are converted when Python reads them.
+/// A `call_tool` request points into the arena for its name and its arguments too, so
+/// classifying it allocates nothing (issue 21: the name and key strings and the list of
+/// pairs were three allocations and three frees per round trip).
 pub struct ToolRequest {
-    pub name: String,
+    pub name: ToolName,
     /// Arena ids of the positional arguments (`Functions` style only).
     pub positional: Vec<NodeId>,
-    /// Names and arena ids of the keyword arguments (or the `call_tool` dict's items).
-    pub keyword: Vec<(String, NodeId)>,
+    /// The keyword arguments (or the `call_tool` dict's items).
+    pub keyword: Keywords,
     pub call_id: u32,
+}
+
+/// A requested tool's name.
+pub enum ToolName {
+    /// A string node of the call's arena (`call_tool`'s first argument).
+    At(NodeId),
+    /// The called name (`Functions` style), or a name read back from snapshot bytes.
+    Named(String),
+}
+
+/// A request's keyword arguments.
+pub enum Keywords {
+    /// The items of a dict node of the call's arena (`call_tool`'s second argument), whose
+    /// keys were checked to be strings.
+    Dict(NodeId),
+    /// Names and arena ids (`Functions` style keyword arguments, snapshot bytes; empty for a
+    /// `call_tool` call without a dict).
+    Listed(Vec<(String, NodeId)>),
+}
+
+impl ToolRequest {
+    /// The tool's name; `graph` is the arena of the call's arguments.
+    pub fn name<'a>(&'a self, graph: &'a unstable::MontyGraph) -> &'a str {
+        match &self.name {
+            ToolName::At(id) => graph.value(*id).as_str().unwrap_or_default(),
+            ToolName::Named(name) => name,
+        }
+    }
+
+    /// Calls `f` with each keyword argument's name and arena id, in the script's order,
+    /// until it fails.
+    pub fn try_keywords<'a, E>(
+        &'a self,
+        graph: &'a unstable::MontyGraph,
+        mut f: impl FnMut(&'a str, NodeId) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match &self.keyword {
+            Keywords::Dict(id) => {
+                if let unstable::MontyNode::Dict(pairs) = graph.node(*id) {
+                    for (k, v) in pairs {
+                        f(graph.value(*k).as_str().unwrap_or_default(), *v)?;
+                    }
+                }
+                Ok(())
+            }
+            Keywords::Listed(items) => items.iter().try_for_each(|(k, v)| f(k, *v)),
+        }
+    }
+
+    /// The keyword arguments as names and arena ids (snapshot bytes keep them so).
+    pub fn keyword_list(&self, graph: &unstable::MontyGraph) -> Vec<(String, NodeId)> {
+        let mut items = Vec::new();
+        let _ = self.try_keywords(graph, |k, v| {
+            items.push((k.to_owned(), v));
+            Ok::<(), ()>(())
+        });
+        items
+    }
 }
 
 impl Paused {
@@ -565,9 +641,9 @@ pub(crate) fn classify_parts(
                 keyword.push((k.to_owned(), *v));
             }
             let req = ToolRequest {
-                name: function_name.to_owned(),
+                name: ToolName::Named(function_name.to_owned()),
                 positional: arg_ids.to_vec(),
-                keyword,
+                keyword: Keywords::Listed(keyword),
                 call_id,
             };
             check_request(graph, &req)?;
@@ -575,8 +651,8 @@ pub(crate) fn classify_parts(
         }
         return Err(undefined_name(function_name));
     }
-    let name = match arg_ids.first().map(|id| graph.value(*id).as_str()) {
-        Some(Some(s)) => s.to_owned(),
+    let (name_id, name) = match arg_ids.first().map(|id| (*id, graph.value(*id).as_str())) {
+        Some((id, Some(s))) => (id, s),
         _ => {
             return Err(type_error(
                 "call_tool needs the tool name as its first argument, a string: \
@@ -597,24 +673,23 @@ pub(crate) fn classify_parts(
              call_tool(\"{name}\", {{\"arg\": value}})"
         )));
     }
-    let mut keyword = Vec::new();
+    let mut keyword = Keywords::Listed(Vec::new());
     if let Some(id) = arg_ids.get(1) {
         let arg = graph.value(*id);
         match graph.node(*id) {
             unstable::MontyNode::Dict(pairs) => {
-                keyword.reserve(pairs.len());
-                for (k, v) in pairs {
+                for (k, _) in pairs {
                     let key = graph.value(*k);
-                    let Some(key_str) = key.as_str() else {
+                    if key.as_str().is_none() {
                         return Err(type_error(format!(
                             "call_tool argument names must be strings, got the {} key {}: \
                              call_tool(\"{name}\", {{\"arg\": value}})",
                             key.type_name(),
                             key.py_repr()
                         )));
-                    };
-                    keyword.push((key_str.to_owned(), *v));
+                    }
                 }
+                keyword = Keywords::Dict(*id);
             }
             _ => {
                 return Err(type_error(format!(
@@ -626,7 +701,7 @@ pub(crate) fn classify_parts(
         }
     }
     let req = ToolRequest {
-        name,
+        name: ToolName::At(name_id),
         positional: Vec::new(),
         keyword,
         call_id,
@@ -643,24 +718,23 @@ fn check_request(graph: &unstable::MontyGraph, req: &ToolRequest) -> Result<(), 
         check_ref(V::at(graph, *v), &format!("argument {i}")).map_err(|e| {
             type_error(format!(
                 "tool '{}' got a value it cannot take: {}",
-                req.name,
+                req.name(graph),
                 e.describe()
             ))
         })?;
     }
-    for (k, v) in &req.keyword {
-        if is_scalar(graph, *v) {
-            continue;
+    req.try_keywords(graph, |k, v| {
+        if is_scalar(graph, v) {
+            return Ok(());
         }
-        check_ref(V::at(graph, *v), &format!("argument '{k}'")).map_err(|e| {
+        check_ref(V::at(graph, v), &format!("argument '{k}'")).map_err(|e| {
             type_error(format!(
                 "tool '{}' got a value it cannot take: {}",
-                req.name,
+                req.name(graph),
                 e.describe()
             ))
-        })?;
-    }
-    Ok(())
+        })
+    })
 }
 
 /// Whether a node is a plain scalar (always crosses the boundary; nothing to check).
@@ -875,7 +949,7 @@ fn run_stop(driven: Driven<Run>, ctx: &Arc<RunCtx>) -> Stop {
     match driven {
         Driven::Call(call, req) => Stop::Call(Held::RunCall(Paused(call, Arc::clone(ctx))), req),
         Driven::Gather(futures, ids) => Stop::Gather(
-            Held::RunGather(Box::new(PausedGather(futures, Arc::clone(ctx)))),
+            Held::RunGather(Box::new(PausedGather(*futures, Arc::clone(ctx)))),
             ids,
         ),
         Driven::Done((), Ok(value)) => Stop::Complete(value),
@@ -1052,6 +1126,14 @@ const TASKS_FORMAT_2: u8 = 2;
 /// A started call in bytes: call id, tool name, positional and keyword argument ids, their
 /// arena.
 pub(crate) type PendingRecord = (u32, String, Vec<NodeId>, Vec<(String, NodeId)>, CallArgs);
+/// A [`PendingRecord`] to serialize (the same bytes), borrowing what it can from the call.
+pub(crate) type PendingRecordRef<'a> = (
+    u32,
+    &'a str,
+    &'a [NodeId],
+    Vec<(String, NodeId)>,
+    &'a CallArgs,
+);
 type TasksRecord = (u8, String, Vec<u32>, Vec<PendingRecord>);
 /// Format 2: format 1 plus the run's counters (bytes printed, cut or not, OS calls).
 type TasksRecord2 = (u8, String, Vec<u32>, Vec<PendingRecord>, (u64, bool, u64));
@@ -1071,10 +1153,7 @@ fn tasks_to_bytes(ctx: &RunCtx) -> Result<Option<Vec<u8>>, HostError> {
         if d.offsets.is_empty() && t.is_empty() && counts.is_zero() {
             return Ok(None);
         }
-        let pending: Vec<_> = t
-            .iter()
-            .map(|(id, p)| (*id, &p.req.name, &p.req.positional, &p.req.keyword, &p.args))
-            .collect();
+        let pending: Vec<_> = t.iter().map(|(id, p)| p.record(*id)).collect();
         let c = (
             counts.printed.used as u64,
             counts.printed.truncated,
@@ -1099,19 +1178,19 @@ pub(crate) fn pending_table(
     let mut table = BTreeMap::new();
     for (call_id, name, positional, keyword, args) in records {
         let graph = unstable::call_args_parts(&args).0;
-        let req = ToolRequest {
-            name,
-            positional,
-            keyword,
-            call_id,
-        };
         let in_range = |id: &NodeId| (id.0 as usize) < graph.len();
-        if !req.positional.iter().all(in_range)
-            || !req.keyword.iter().all(|(_, v)| in_range(v))
-            || (style == ToolStyle::CallTool && !req.positional.is_empty())
+        if !positional.iter().all(in_range)
+            || !keyword.iter().all(|(_, v)| in_range(v))
+            || (style == ToolStyle::CallTool && !positional.is_empty())
         {
             return Err(bad("are malformed"));
         }
+        let req = ToolRequest {
+            name: ToolName::Named(name),
+            positional,
+            keyword: Keywords::Listed(keyword),
+            call_id,
+        };
         check_request(graph, &req).map_err(|_| bad("hold a value that cannot cross"))?;
         table.insert(call_id, PendingTool { args, req });
     }
@@ -1183,10 +1262,17 @@ mod tests {
         let boxed = Box::new((Rc::clone(&counted), [7u8; 2048]));
         let at = &*boxed as *const _ as usize;
         let (value, room) = unbox(boxed);
-        assert_eq!(Rc::strong_count(&counted), 2, "moved, not copied nor dropped");
+        assert_eq!(
+            Rc::strong_count(&counted),
+            2,
+            "moved, not copied nor dropped"
+        );
         assert_eq!(value.1[2047], 7);
         let again = Box::write(room, value);
-        assert_eq!(&*again as *const _ as usize, at, "the next value reuses the allocation");
+        assert_eq!(
+            &*again as *const _ as usize, at,
+            "the next value reuses the allocation"
+        );
         let (value, room) = unbox(again);
         drop(room); // frees the allocation without dropping the value
         assert_eq!(Rc::strong_count(&counted), 2);

@@ -217,7 +217,7 @@ fn section(kind: u8, feed: Option<&Feed>, awaits: &Awaits) -> Result<Vec<u8>, Ho
     let pending: Vec<_> = pending
         .into_iter()
         .flatten()
-        .map(|(id, p)| (*id, &p.req.name, &p.req.positional, &p.req.keyword, &p.args))
+        .map(|(id, p)| p.record(*id))
         .collect();
     if awaits.is_empty() && offsets.is_empty() && pending.is_empty() {
         postcard::to_allocvec(&(SESSION_MARK, SESSION_FORMAT, kind, record))
@@ -380,10 +380,8 @@ fn settle(
 ) -> Result<Advance, HostError> {
     feed.printed = out.printed();
     let stop = match driven {
-        Driven::Call(call, req) => Stop::Call(Held::SessionCall(Box::new(call), feed), req),
-        Driven::Gather(futures, ids) => {
-            Stop::Gather(Held::SessionGather(Box::new(futures), feed), ids)
-        }
+        Driven::Call(call, req) => Stop::Call(Held::SessionCall(call, feed), req),
+        Driven::Gather(futures, ids) => Stop::Gather(Held::SessionGather(futures, feed), ids),
         Driven::Done(repl, Ok(value)) => {
             *inner.awaits() = feed.awaits_after();
             *inner.repl() = Some(*repl);
