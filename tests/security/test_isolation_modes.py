@@ -44,18 +44,20 @@ def forged(snapshot: bytes, seed: int) -> bytes:
     """``snapshot`` with its payload altered and its SHA-256 recomputed (a forgery)."""
     import random
 
-    head = 4 + 2 + 1 + snapshot[6] + 1 + 4
+    # magic (4), format version (2), Monty version (1 + n), dump version (2), flags (1), depth (4)
+    head = 4 + 2 + 1 + snapshot[6] + 2 + 1 + 4
     plen = struct.unpack("<Q", snapshot[head : head + 8])[0]
     payload = bytearray(snapshot[head + 8 : head + 8 + plen])
     rng = random.Random(seed)
     for _ in range(rng.randint(1, 3)):
         payload[rng.randrange(len(payload))] = rng.randrange(256)
-    body = snapshot[:head] + struct.pack("<Q", len(payload)) + bytes(payload)
+    rest = snapshot[head + 8 + plen : -32]  # codeact's own section, when there is one
+    body = snapshot[:head] + struct.pack("<Q", len(payload)) + bytes(payload) + rest
     return body + hashlib.sha256(body).digest()
 
 
 def test_forged_unsigned_snapshots_cannot_crash_the_host_in_process_mode():
-    """The known in-process limitation (tests/test_snapshot.py, strict xfail) is contained:
+    """The known in-process limitation (docs/security.md, "What is not guaranteed") is contained:
     a worker may die, the call raises CodeRuntimeError, the pool replaces the worker."""
     rt = MontyRuntime(isolation="process")
     step = rt.start('data = [1, "two", {"k": 3.0}]\nr = call_tool("double", {"x": 21})\n[r, data]', "agent")
