@@ -18,7 +18,7 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,dbos,web,test-web
 
-.PHONY: instructions scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
+.PHONY: forged-snapshots instructions scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -125,6 +125,11 @@ fuzz: install-wheel  ## bounded fuzzing campaign: hypothesis properties at FUZZ_
 	CODEACT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz_native.py
 	mkdir -p $(HOME)/.cache/codeact/fuzz-corpus && cp -n fuzz/corpus/* $(HOME)/.cache/codeact/fuzz-corpus/
 	$(BIN)/python fuzz/atheris_harness.py $(HOME)/.cache/codeact/fuzz-corpus -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 -artifact_prefix=$(HOME)/.cache/codeact/
+
+FORGED_PROCESSES ?= 30
+FORGED_COUNT ?= 3000
+forged-snapshots: install-wheel  ## how often forged unsigned snapshots crash the host in process (docs/security.md): FORGED_PROCESSES children x FORGED_COUNT forgeries
+	$(BIN)/python fuzz/forged_snapshots.py --processes $(FORGED_PROCESSES) --count $(FORGED_COUNT)
 
 STRESS_STEPS ?= 2000000
 STRESS_THREADS ?= 4

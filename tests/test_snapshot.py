@@ -298,6 +298,45 @@ def test_forged_snapshots_are_refused_before_decoding_on_a_keyed_runtime(signed,
     assert expect_complete(rt.resume(signed, ResumeValue(5))).value["r"] == 5
 
 
+PANICS = """
+import hashlib, struct
+from codeact import CodeRuntimeError, MontyRuntime, ResumeValue
+rt = MontyRuntime()
+snapshot = rt.start({script!r}, "agent").call.dump()
+head = {length_at}
+plen = struct.unpack("<Q", snapshot[head : head + 8])[0]
+payload = snapshot[head + 8 : head + 8 + plen]
+rest = snapshot[head + 8 + plen : -32]
+for at, value in {forgeries!r}:
+    p = bytearray(payload)
+    p[at] = value
+    body = snapshot[:head] + struct.pack("<Q", len(p)) + bytes(p) + rest
+    try:
+        rt.resume(body + hashlib.sha256(body).digest(), ResumeValue(1))
+        print("resumed")
+    except CodeRuntimeError as exc:
+        print(str(exc).split(":")[0] + ":" + str(exc).split(":")[1])
+print(rt.start("1 + 1", "agent").value)
+"""
+# One byte of the paused bytecode changed (found with fuzz/forged_snapshots.py): Monty 1.4.0
+# panics on each (an index out of bounds, a range start past the end, an invalid opcode).
+PANICKING_FORGERIES = [(576, 22), (573, 178), (569, 210)]
+
+
+def test_a_monty_panic_is_a_typed_error_and_the_host_lives_on():
+    """A panic inside Monty is caught and raised as ``CodeRuntimeError`` (SPEC §3: the host
+    never crashes), in the wheel as shipped. The release wheel's unwinder (LLVM's libunwind,
+    linked by zig) writes a panic's exception object with 16-byte aligned moves; when the
+    counting allocator handed out blocks 8 bytes past a 16-byte boundary, each of these was a
+    segfault. Forged bytes are only the way to reach a panic from Python here."""
+    script = 'data = [1, "two", {"k": 3.0}]\nr = call_tool("double", {"x": 21})\n[r, data]'
+    child = run_child(PANICS.format(script=script, length_at=LENGTH_AT, forgeries=PANICKING_FORGERIES), timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
+    *answers, after = child.stdout.splitlines()
+    assert answers == ["interpreter error: Monty panicked during resume"] * len(PANICKING_FORGERIES), child.stdout
+    assert after == "2", child.stdout  # the runtime still works
+
+
 # ------------------------------------------------------------------ version pin
 
 

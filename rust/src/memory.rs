@@ -10,7 +10,7 @@
 //!
 //! What a run is charged: the live bytes of every block allocated while it was being
 //! advanced (snapshot loads included), wherever and whenever the block is freed: each block
-//! records its owner in a header of 8 bytes (of the block's alignment when that is more). Blocks allocated outside any run (values built
+//! records its owner in a header of 16 bytes (of the block's alignment when that is more). Blocks allocated outside any run (values built
 //! by the host) are never charged.
 //!
 //! The thread advancing a run keeps that run's byte count changes in a plain thread-local
@@ -213,12 +213,15 @@ pub fn install_probe() {
     let _ = monty_types::MEMORY_PROBE.set(probe);
 }
 
-/// Bytes in front of every block: the owning run's counter (or null), right before the
-/// block, at an offset that keeps the block's alignment (the block's alignment when that is
-/// more than 8). Most blocks are aligned to 8 or less: their header takes 8 bytes, so a block
-/// of n bytes often stays in the system allocator's size class of n (a 16-byte header moved
-/// half of them up one class: more bytes touched, fewer cache hits in malloc's bins).
-const HEADER: usize = 8;
+/// Bytes in front of every block: the owning run's counter (or null) in the last 8 of them,
+/// right before the block. The offset is 16 (the block's alignment when that is more), so
+/// every block starts on a 16-byte boundary as a block straight from `malloc` does, whatever
+/// alignment its layout asks for. Code outside Rust's rules relies on that: the unwinder
+/// zig links into the release wheel (LLVM's libunwind) stores into a panic's
+/// `_Unwind_Exception` with 16-byte aligned moves, while Rust allocates it with an 8-byte
+/// layout. With an 8-byte offset every caught panic of the release wheel was a segfault
+/// (`movaps` to an address 8 past a 16-byte boundary), found by `fuzz/forged_snapshots.py`.
+const HEADER: usize = 16;
 
 /// The block as the system allocator sees it: header room plus the caller's layout.
 fn outer(layout: Layout) -> Option<(Layout, usize)> {
@@ -255,8 +258,8 @@ impl CountingAlloc {
                 run
             })
             .unwrap_or(ptr::null());
-        // SAFETY: `base` has `offset >= 8` bytes of header room, and `offset` is a multiple of 8
-        // (a power of two at least 8), so the owner slot at `p - 8` is aligned for a pointer.
+        // SAFETY: `base` has `offset >= 16` bytes of header room, and `offset` is a multiple of 8
+        // (a power of two at least 16), so the owner slot at `p - 8` is aligned for a pointer.
         unsafe {
             let p = base.add(offset);
             (p.sub(8) as *mut *const Counter).write(run);
@@ -365,6 +368,41 @@ pub fn physical_memory() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_block_starts_on_a_16_byte_boundary_as_malloc_blocks_do() {
+        // A panic's exception object is allocated with an 8-byte layout and written with
+        // 16-byte aligned moves by LLVM's libunwind (the release wheel's unwinder).
+        let run = RunMemory::new();
+        let _g = charge_to(&run);
+        for (size, align) in [
+            (1, 1),
+            (8, 8),
+            (24, 8),
+            (56, 8),
+            (100, 4),
+            (4096, 8),
+            (48, 16),
+            (64, 32),
+        ] {
+            let layout = Layout::from_size_align(size, align).expect("layout");
+            // SAFETY: a non-zero layout; the block is freed with the same layout, after a
+            // resize to a size that is not a multiple of 16.
+            unsafe {
+                let p = CountingAlloc.alloc(layout);
+                assert!(!p.is_null());
+                assert_eq!(p as usize % 16, 0, "size {size}, align {align}");
+                assert_eq!(p as usize % align, 0);
+                let q = CountingAlloc.realloc(p, layout, size * 3 + 8);
+                assert_eq!(q as usize % 16, 0, "size {size}, align {align}, resized");
+                let grown = Layout::from_size_align(size * 3 + 8, align).expect("layout");
+                CountingAlloc.dealloc(q, grown);
+                let z = CountingAlloc.alloc_zeroed(layout);
+                assert_eq!(z as usize % 16, 0);
+                CountingAlloc.dealloc(z, layout);
+            }
+        }
+    }
 
     #[test]
     fn allocations_are_charged_to_the_current_run_only() {
