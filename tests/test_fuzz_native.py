@@ -321,10 +321,12 @@ def test_forged_unsigned_snapshots_are_contained_by_process_isolation(seed: int)
 
     count("forged_snapshots_process")
     snap = UNSIGNED_SNAP
-    head = 4 + 2 + 1 + snap[6] + 1 + 4
+    # magic (4), format version (2), Monty version (1 + n), dump version (2), flags (1), depth (4)
+    head = 4 + 2 + 1 + snap[6] + 2 + 1 + 4
     plen = struct.unpack("<Q", snap[head : head + 8])[0]
     payload = mutate(snap[head + 8 : head + 8 + plen], random.Random(seed))
-    body = snap[:head] + struct.pack("<Q", len(payload)) + payload
+    rest = snap[head + 8 + plen : -32]  # codeact's own section, when there is one
+    body = snap[:head] + struct.pack("<Q", len(payload)) + payload + rest
     try:
         step = PROCESS_RT.resume(body + hashlib.sha256(body).digest(), ResumeValue(1))
     except CodeRuntimeError:

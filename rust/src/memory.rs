@@ -328,7 +328,11 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let (full, offset) = outer(layout).expect("the layout was accepted at allocation");
-        let Some(new_full) = new_size.checked_add(offset) else {
+        // `System.realloc` asks for a size that stays a valid layout at the block's alignment.
+        let Some(new_full) = new_size
+            .checked_add(offset)
+            .filter(|n| Layout::from_size_align(*n, offset).is_ok())
+        else {
             return ptr::null_mut();
         };
         unsafe {
@@ -374,34 +378,51 @@ mod tests {
         // A panic's exception object is allocated with an 8-byte layout and written with
         // 16-byte aligned moves by LLVM's libunwind (the release wheel's unwinder).
         let run = RunMemory::new();
-        let _g = charge_to(&run);
-        for (size, align) in [
-            (1, 1),
-            (8, 8),
-            (24, 8),
-            (56, 8),
-            (100, 4),
-            (4096, 8),
-            (48, 16),
-            (64, 32),
-        ] {
-            let layout = Layout::from_size_align(size, align).expect("layout");
-            // SAFETY: a non-zero layout; the block is freed with the same layout, after a
-            // resize to a size that is not a multiple of 16.
-            unsafe {
-                let p = CountingAlloc.alloc(layout);
-                assert!(!p.is_null());
-                assert_eq!(p as usize % 16, 0, "size {size}, align {align}");
-                assert_eq!(p as usize % align, 0);
-                let q = CountingAlloc.realloc(p, layout, size * 3 + 8);
-                assert_eq!(q as usize % 16, 0, "size {size}, align {align}, resized");
-                let grown = Layout::from_size_align(size * 3 + 8, align).expect("layout");
-                CountingAlloc.dealloc(q, grown);
-                let z = CountingAlloc.alloc_zeroed(layout);
-                assert_eq!(z as usize % 16, 0);
-                CountingAlloc.dealloc(z, layout);
+        {
+            let _g = charge_to(&run);
+            let cases = [
+                (1, 1),
+                (8, 8),
+                (24, 8),
+                (56, 8),
+                (100, 4),
+                (4096, 8),
+                (48, 16),
+                (64, 32),
+                (8, 64),
+                (24, 4096),
+            ];
+            for (size, align) in cases {
+                let layout = Layout::from_size_align(size, align).expect("layout");
+                // Grown past its size, and shrunk back below it.
+                for new_size in [size * 3 + 8, size / 2 + 1] {
+                    // SAFETY: a non-zero layout; each block is resized once and freed with
+                    // the layout of its last size.
+                    unsafe {
+                        let p = CountingAlloc.alloc(layout);
+                        assert!(!p.is_null());
+                        assert_eq!(p as usize % 16, 0, "size {size}, align {align}");
+                        assert_eq!(p as usize % align, 0);
+                        let q = CountingAlloc.realloc(p, layout, new_size);
+                        assert!(!q.is_null());
+                        assert_eq!(
+                            q as usize % 16,
+                            0,
+                            "size {size} -> {new_size}, align {align}"
+                        );
+                        assert_eq!(q as usize % align, 0);
+                        let resized = Layout::from_size_align(new_size, align).expect("layout");
+                        CountingAlloc.dealloc(q, resized);
+                        let z = CountingAlloc.alloc_zeroed(layout);
+                        assert!(!z.is_null());
+                        assert_eq!(z as usize % 16, 0);
+                        CountingAlloc.dealloc(z, layout);
+                    }
+                }
             }
         }
+        // Every block was given back to the run it was charged to.
+        assert_eq!(run.used(), 0);
     }
 
     #[test]
