@@ -8,6 +8,7 @@ one store, to play several processes) and ``store_kind`` (which store), parametr
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -52,6 +53,38 @@ def expect_raised(step: object) -> Raised:
 def expect_call(step: object) -> Call:
     assert isinstance(step, Call), step
     return step
+
+
+def forge(snapshot: bytes, change: Callable[[bytes], bytes], *, claim_unsigned: bool = False) -> bytes:
+    """``snapshot`` with its payload replaced by ``change(payload)`` and a SHA-256 tag (32
+    bytes) computed over the result: what anyone who can write the session store can make
+    without the key. codeact's own section is kept; ``claim_unsigned`` clears the envelope's
+    signed bit. The envelope (rust/src/snapshot.rs): magic (4), format version (2), Monty
+    version (1 + n), dump version (2), flags (1), recursion depth (4), payload length (8),
+    payload, codeact's section when flagged, tag."""
+    import hashlib
+    import struct
+
+    flag_at = 4 + 2 + 1 + snapshot[6] + 2
+    head = flag_at + 1 + 4
+    plen = struct.unpack("<Q", snapshot[head : head + 8])[0]
+    payload = change(snapshot[head + 8 : head + 8 + plen])
+    body = bytearray(snapshot[:head] + struct.pack("<Q", len(payload)) + payload + snapshot[head + 8 + plen : -32])
+    if claim_unsigned:
+        body[flag_at] &= ~1
+    return bytes(body) + hashlib.sha256(body).digest()
+
+
+def change_bytes(rng: random.Random) -> Callable[[bytes], bytes]:
+    """A payload change for ``forge``: one to three bytes set to random values."""
+
+    def change(payload: bytes) -> bytes:
+        p = bytearray(payload)
+        for _ in range(rng.randint(1, 3)):
+            p[rng.randrange(len(p))] = rng.randrange(256)
+        return bytes(p)
+
+    return change
 
 
 def run_child(code: str, timeout: float = 60.0, **kwargs: object) -> subprocess.CompletedProcess[str]:

@@ -31,6 +31,7 @@ from codeact import (
     SnapshotError,
     ValueConversionError,
 )
+from conftest import forge
 
 EXAMPLES = int(os.environ.get("CODEACT_FUZZ_EXAMPLES", "150"))
 STATS = Path(os.environ.get("CODEACT_FUZZ_STATS", "")) if os.environ.get("CODEACT_FUZZ_STATS") else None
@@ -316,19 +317,10 @@ PROCESS_RT = MontyRuntime(LIMITS, isolation="process")
 @settings(FUZZ, max_examples=max(20, EXAMPLES // 3))
 @given(st.integers(min_value=0, max_value=2**32))
 def test_forged_unsigned_snapshots_are_contained_by_process_isolation(seed: int) -> None:
-    import hashlib
-    import struct
-
     count("forged_snapshots_process")
-    snap = UNSIGNED_SNAP
-    # magic (4), format version (2), Monty version (1 + n), dump version (2), flags (1), depth (4)
-    head = 4 + 2 + 1 + snap[6] + 2 + 1 + 4
-    plen = struct.unpack("<Q", snap[head : head + 8])[0]
-    payload = mutate(snap[head + 8 : head + 8 + plen], random.Random(seed))
-    rest = snap[head + 8 + plen : -32]  # codeact's own section, when there is one
-    body = snap[:head] + struct.pack("<Q", len(payload)) + payload + rest
+    forged = forge(UNSIGNED_SNAP, lambda payload: mutate(payload, random.Random(seed)))
     try:
-        step = PROCESS_RT.resume(body + hashlib.sha256(body).digest(), ResumeValue(1))
+        step = PROCESS_RT.resume(forged, ResumeValue(1))
     except CodeRuntimeError:
         return
     assert is_step(step)

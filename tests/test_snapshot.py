@@ -18,7 +18,7 @@ from codeact import (
     SnapshotError,
     _monty,
 )
-from conftest import expect_call, expect_complete, run_child, start
+from conftest import change_bytes, expect_call, expect_complete, forge, run_child, start
 
 KEY = b"k" * 32
 # The envelope (rust/src/snapshot.rs): magic (4), format version (2), Monty version's length (1)
@@ -261,26 +261,10 @@ def test_weak_or_non_bytes_keys_are_rejected(key):
 
 
 def forgeries(snapshot: bytes, count: int, *, claim_unsigned: bool = False) -> list[bytes]:
-    """``count`` copies of ``snapshot`` with one to three payload bytes changed and the
-    SHA-256 tag (32 bytes) recomputed over the result: what anyone who can write the store can make
-    without the key. ``claim_unsigned`` clears the envelope's signed flag (bit 0)."""
-    import hashlib
-
-    flag_at, head = FLAG_AT, LENGTH_AT
-    plen = struct.unpack("<Q", snapshot[head : head + 8])[0]
-    payload = snapshot[head + 8 : head + 8 + plen]
-    rng = random.Random(2)
-    out = []
-    for _ in range(count):
-        p = bytearray(payload)
-        for _ in range(rng.randint(1, 3)):
-            p[rng.randrange(len(p))] = rng.randrange(256)
-        rest = snapshot[head + 8 + plen : -32]  # codeact's own section, when there is one
-        body = bytearray(snapshot[:head] + struct.pack("<Q", len(p)) + bytes(p) + rest)
-        if claim_unsigned:
-            body[flag_at] &= ~1
-        out.append(bytes(body) + hashlib.sha256(body).digest())
-    return out
+    """``count`` keyless forgeries of ``snapshot`` (``conftest.forge``), one to three payload
+    bytes changed each."""
+    change = change_bytes(random.Random(2))
+    return [forge(snapshot, change, claim_unsigned=claim_unsigned) for _ in range(count)]
 
 
 @pytest.mark.parametrize("claim_unsigned", [False, True], ids=["signed-flag-kept", "signed-flag-cleared"])

@@ -3,10 +3,8 @@ pool; and crash containment (what ``in_process`` cannot promise, ``process`` doe
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +13,7 @@ import pytest
 
 from codeact import Call, CodeRuntimeError, Complete, MontyRuntime, ResourceLimits, ResumeValue, SnapshotError
 from codeact.runtime import _process
+from conftest import change_bytes, forge
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -41,19 +40,10 @@ def test_the_runtime_suite_passes_with_process_isolation():
 
 
 def forged(snapshot: bytes, seed: int) -> bytes:
-    """``snapshot`` with its payload altered and its SHA-256 recomputed (a forgery)."""
+    """``snapshot`` with one to three payload bytes altered and its SHA-256 recomputed."""
     import random
 
-    # magic (4), format version (2), Monty version (1 + n), dump version (2), flags (1), depth (4)
-    head = 4 + 2 + 1 + snapshot[6] + 2 + 1 + 4
-    plen = struct.unpack("<Q", snapshot[head : head + 8])[0]
-    payload = bytearray(snapshot[head + 8 : head + 8 + plen])
-    rng = random.Random(seed)
-    for _ in range(rng.randint(1, 3)):
-        payload[rng.randrange(len(payload))] = rng.randrange(256)
-    rest = snapshot[head + 8 + plen : -32]  # codeact's own section, when there is one
-    body = snapshot[:head] + struct.pack("<Q", len(payload)) + bytes(payload) + rest
-    return body + hashlib.sha256(body).digest()
+    return forge(snapshot, change_bytes(random.Random(seed)))
 
 
 def test_forged_unsigned_snapshots_cannot_crash_the_host_in_process_mode():
