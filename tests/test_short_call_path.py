@@ -43,6 +43,36 @@ class Recording(InMemorySessionService):
         return await super().save_turn(**kwargs)
 
 
+class RecordingInPlace(InMemorySessionService):
+    """Keeps the same record of writes as ``Recording`` without overriding ``append_journal``,
+    so the store's synchronous ``journal_appender`` stays on (the driver's hot path writes
+    through it) and ``in_place`` counts the writes made that way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[list[tuple[str, int, Any]]] = []
+        self.slot_writes = 0
+        self.in_place = 0
+
+    def journal_appender(self) -> Any:
+        appender = super().journal_appender()
+        assert appender is not None
+
+        def counted(session: Any, turn: str, records: Any, expected_version: Any) -> bool:
+            self.in_place += 1
+            return appender(session, turn, records, expected_version)
+
+        return counted
+
+    def _append_journal_now(self, session: Any, turn: str, records: Any, expected_version: Any) -> bool:
+        self.writes.append([(r.kind, r.seq, "seed" if r.kind == "os" else json.loads(r.data)) for r in records])
+        return super()._append_journal_now(session, turn, records, expected_version)
+
+    async def save_turn(self, **kwargs: Any) -> int:
+        self.slot_writes += 1
+        return await super().save_turn(**kwargs)
+
+
 def inc(x: int) -> int:
     """Adds one.
 
@@ -157,7 +187,7 @@ async def _run(
     short: bool,
     monkeypatch: pytest.MonkeyPatch,
     tools: Any = TOOLS,
-    service: Recording | None = None,
+    service: Recording | RecordingInPlace | None = None,
     traced: bool = False,
     **options: Any,
 ) -> dict[str, Any]:
@@ -235,6 +265,24 @@ async def test_the_short_path_writes_and_answers_as_the_general_path(
     assert bool(short["writes"]) == (
         case not in ("an unknown tool", "an int argument too long to journal", "an unknown argument name")
     )
+
+
+@pytest.mark.parametrize("case", sorted(SCRIPTS))
+async def test_the_stores_synchronous_appender_writes_as_append_journal(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The short path writes through the store's ``journal_appender`` when it has one: the
+    same records in the same order as the general path's awaited ``append_journal``."""
+    options = OPTIONS.get(case, {})
+    in_place = RecordingInPlace()
+    short = await _run(SCRIPTS[case], True, monkeypatch, service=in_place, **options)
+    general = await _run(SCRIPTS[case], False, monkeypatch, **options)
+    for key in ("writes", "slot_writes", "texts", "error"):
+        assert short[key] == general[key], key
+    if any(short["taken"]) and "blob" not in case:
+        # The appender was really used (a turn's first intent goes with the slot's first
+        # write, and a blob's outcome with its blob, both awaited).
+        assert in_place.in_place > 0
 
 
 @pytest.mark.parametrize(

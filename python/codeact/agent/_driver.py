@@ -196,6 +196,11 @@ class _Final:
     step: Complete
 
 
+_SHORT_SCALARS = frozenset({float, bool, type(None)})
+_SHORT_INT = 2**53
+"""Ints inside this bound (magnitude) have far fewer digits than ``MAX_INT_DIGITS``."""
+
+
 @dataclass(slots=True)
 class _Invoke:
     """The tool is to run now (after its intent is written)."""
@@ -227,6 +232,8 @@ class TurnDriver:
         self._runtime = agent.runtime
         self._sealed = getattr(agent.runtime, "seal", None) is not None and agent.runtime.seal(b"") is not None
         self._pacer = StopPacer()  # yields to the event loop between stops (issue 20)
+        self._fast_tools: dict[str, FunctionTool | None] = {}  # _fast_tool's answers this turn
+        self._appender = self._service.journal_appender() if self._service is not None else None
 
     # ------------------------------------------------------------------ the loop
 
@@ -413,30 +420,20 @@ class TurnDriver:
             ToolHostError: the tool reported a host failure (the run ends).
         """
         run, st, agent = self.run, self.state, self.agent
-        if self._emit or pos in st.journal.calls or pos in st.pending:
+        if pos in st.journal.calls or pos in st.pending:
             return None
-        tool = run.tools.get(call.name)
+        try:
+            tool = self._fast_tools[call.name]
+        except KeyError:
+            tool = self._fast_tools[call.name] = self._fast_tool(call.name)
         if (
-            type(tool) is not FunctionTool  # a subclass may have its own run or policy
-            or tool.context_parameter is not None
-            or tool.is_long_running
+            tool is None
             or (agent.tool_timeout is not None and not tool.runs_inline)
-            or run.plugins
-            or agent.before_tool
-            or agent.after_tool
-            or agent.after_tool_full
-            or agent.on_tool_error
-            or (run.otel is not None and run.otel.active)
             or run.pending.state_delta
             or run.pending.artifact_delta
-            or run.needs_confirmation(tool)
             or run.breaker.is_open(tool.name)
+            or ((agent.max_script_seconds is not None or agent.max_tool_calls is not None) and self._budget_breach(pos))
         ):
-            return None
-        retry = agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget)
-        if retry is not None and retry.max_retries:
-            return None
-        if self._budget_breach(pos) is not None:
             return None
         try:
             args = bind_call_args(tool, call.positional_args, call.keyword_args)
@@ -449,7 +446,9 @@ class TurnDriver:
         except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
             return None
         # From here on, as the general path does for this call.
-        await self._write([JournalRecord("intent", pos, _json([tool.name, digest]))])
+        intent = [JournalRecord("intent", pos, _json([tool.name, digest]))]
+        if not self._write_now(intent):
+            await self._write(intent)
         run.tools_ran.append(tool.name)
         failure = None
         if agent.tool_timeout is not None and not tool.runs_inline:
@@ -462,7 +461,7 @@ class TurnDriver:
                 f"{st.turn}:{pos}",
                 run.ctx.session,
                 timeout=agent.tool_timeout,
-                retry=retry,
+                retry=agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget),
                 breaker=run.breaker,
             )
         else:
@@ -473,18 +472,55 @@ class TurnDriver:
             except (Exception, SystemExit) as exc:  # as ``_attempts``: SystemExit never ends the host's run
                 failure = failure_of(tool, None, exc, f"{st.turn}:{pos}", run.ctx.session)
             run.breaker.record(tool.name, failure is None)
-        if failure is not None:
-            outcome: Outcome = ResumeError(failure.message, failure.exc_type)
-        else:
-            outcome = self._checked_result(tool, value)
-        try:
+        if failure is None and (
+            type(value) in _SHORT_SCALARS or (type(value) is int and -_SHORT_INT < value < _SHORT_INT)
+        ):
+            # A scalar result (a short int, a float, a bool, None) is plain: no walk, no
+            # length check (_checked_result's) and no blob.
+            outcome: Outcome = ResumeValue(value)
             data = encode_outcome(outcome)
-        except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-            data = b""
-        if not data or len(data) > INLINE_VALUE_LIMIT:  # escaped, refused or kept as a blob: as _record does
-            return await self._record(pos, tool.name, digest, outcome)
-        await self._write([JournalRecord("outcome", pos, data.decode())])
+        else:
+            if failure is not None:
+                outcome = ResumeError(failure.message, failure.exc_type)
+            else:
+                outcome = self._checked_result(tool, value)
+            try:
+                data = encode_outcome(outcome)
+            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+                data = b""
+            if not data or len(data) > INLINE_VALUE_LIMIT:  # escaped, refused or kept as a blob: as _record does
+                return await self._record(pos, tool.name, digest, outcome)
+        records = [JournalRecord("outcome", pos, data.decode())]
+        if not self._write_now(records):
+            await self._write(records)
         return outcome
+
+    def _fast_tool(self, name: str) -> FunctionTool | None:
+        """The tool ``name`` when its calls may take the short path as far as nothing that
+        changes within a turn forbids it (``_fast_call`` checks the rest per call): a plain
+        ``FunctionTool`` with no context parameter, no confirmation, no long-running result
+        and no retries, on an agent with no tool callbacks, plugins or tool events, in a run
+        that is not traced; else None. Read once per tool and turn (``_fast_tools``)."""
+        run, agent = self.run, self.agent
+        tool = run.tools.get(name)
+        if (
+            type(tool) is not FunctionTool  # a subclass may have its own run or policy
+            or tool.context_parameter is not None
+            or tool.is_long_running
+            or self._emit
+            or run.plugins
+            or agent.before_tool
+            or agent.after_tool
+            or agent.after_tool_full
+            or agent.on_tool_error
+            or (run.otel is not None and run.otel.active)
+            or run.needs_confirmation(tool)
+        ):
+            return None
+        retry = agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget)
+        if retry is not None and retry.max_retries:
+            return None
+        return tool
 
     async def _resolve(self, call: Any, pos: int) -> Any:
         agent, run, st = self.agent, self.run, self.state
@@ -858,6 +894,36 @@ class TurnDriver:
             data = pydantic_core.from_json(blob)
         return decode_outcome(data)
 
+    def _write_now(self, records: list[JournalRecord]) -> bool:
+        """``_write`` without awaiting, when the store has a ``journal_appender`` and the
+        slot is written: True when the records (after any OS answers not yet written) are
+        stored; False when nothing was written (the caller awaits ``_write``).
+
+        Raises:
+            AlreadyResumingError: another runner took the turn over; nothing was written.
+        """
+        st = self.state
+        if self._appender is None or not st.written:
+            return False
+        full = self._os_unwritten + records if self._os_unwritten else records
+        if self._sealed:
+            full = [seal_journal(self._runtime, st.turn, r) for r in full]
+        try:
+            if not self._appender(self.run.ctx.session, st.turn, full, st.version):
+                return False
+        except TurnConflictError as exc:
+            raise self._taken_over(exc) from exc
+        self._os_unwritten = []
+        if records[-1].kind == "outcome":
+            st.calls_since_checkpoint += 1
+        return True
+
+    def _taken_over(self, exc: TurnConflictError) -> AlreadyResumingError:
+        return AlreadyResumingError(
+            f"another runner took over turn {self.state.turn} of session {self._key[2]!r} ({exc}); this runner "
+            "wrote nothing more and stops"
+        )
+
     async def _write(self, records: list[JournalRecord]) -> None:
         """Appends journal records, fenced by the slot version this runner holds.
 
@@ -878,10 +944,7 @@ class TurnDriver:
                 self.run.ctx.session, self.state.turn, records, expected_version=self.state.version
             )
         except TurnConflictError as exc:
-            raise AlreadyResumingError(
-                f"another runner took over turn {self.state.turn} of session {self._key[2]!r} ({exc}); this runner "
-                "wrote nothing more and stops"
-            ) from exc
+            raise self._taken_over(exc) from exc
         if records[-1].kind == "outcome":
             self.state.calls_since_checkpoint += 1
 

@@ -283,7 +283,10 @@ def _fences(text: str) -> list[_Block]:
         indent = _opener_indent(text, m.start())
         end = _closer(text, fence, m.end())
         body = _fence_body(text, m.end(), end, indent)
-        if end is not None and lang in _PYTHON and not _parses(body):
+        # A closer inside a string literal is looked past only when text follows the closer:
+        # with nothing after it, a longer block would hold the closer's characters (never
+        # Python) or equal this one, so the usual reply costs no parse here.
+        if end is not None and lang in _PYTHON and not _blank_from(text, end[1]) and not _parses(body):
             end, body = _past_closers_in_strings(text, fence, m.end(), end, indent)
         block = _Block(lang, body, _classify(lang, body))
         if lang == "" and block.kind in ("python", "unknown"):
@@ -296,6 +299,11 @@ def _fences(text: str) -> list[_Block]:
         if end is None:
             return blocks
         pos = end[1]
+
+
+def _blank_from(text: str, pos: int) -> bool:
+    """Whether ``text`` holds only blank space from ``pos`` on."""
+    return not text[pos:].strip()
 
 
 def _opener_indent(text: str, opener_start: int) -> int:

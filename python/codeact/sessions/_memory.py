@@ -13,6 +13,7 @@ from ._journal import JournalRecord, TurnSlot
 from ._service import (
     BaseSessionService,
     Durability,
+    JournalAppender,
     PreparedAppend,
     SessionExistsError,
     SessionNotFoundError,
@@ -254,6 +255,18 @@ class InMemorySessionService(BaseSessionService):
             TurnConflictError: the slot is not at ``expected_version``.
             SessionNotFoundError: the session does not exist.
         """
+        self._append_journal_now(session, turn, records, expected_version)
+
+    def journal_appender(self) -> JournalAppender | None:
+        """``BaseSessionService.journal_appender``: an in-memory append never waits (None
+        for a subclass that overrides ``append_journal``)."""
+        if type(self).append_journal is not InMemorySessionService.append_journal:
+            return None
+        return self._append_journal_now
+
+    def _append_journal_now(
+        self, session: Session, turn: str, records: list[JournalRecord], expected_version: int | None
+    ) -> bool:
         # No await: each call is atomic with respect to other tasks.
         stored = self._stored(session.app_name, session.user_id, session.id)
         if expected_version is not None:
@@ -268,6 +281,7 @@ class InMemorySessionService(BaseSessionService):
                 journal.setdefault((record.kind, record.seq), record.data)
             else:
                 journal[(record.kind, record.seq)] = record.data
+        return True
 
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float

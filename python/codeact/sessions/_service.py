@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
@@ -56,6 +57,11 @@ Durability = Literal["process", "power"]
 process (the store's default; the last writes before a power loss or an OS crash may be
 lost), or ``"power"``, a power loss too (each commit flushed to disk). The in-memory store
 survives neither and accepts both."""
+
+
+JournalAppender = Callable[[Session, str, list[JournalRecord], "int | None"], bool]
+"""``BaseSessionService.journal_appender``'s callable: ``(session, turn, records,
+expected_version) -> written``."""
 
 
 class BaseSessionService(ABC):
@@ -211,6 +217,21 @@ class BaseSessionService(ABC):
             SessionStoreError: the store failed.
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
+
+    def journal_appender(self) -> JournalAppender | None:
+        """An optional synchronous form of ``append_journal`` for the turn driver's hot path
+        (issue 21: two awaited coroutines per record cost more than an in-memory append).
+
+        Returns:
+            None (the default: the store has none), or a callable
+            ``(session, turn, records, expected_version) -> bool`` that either writes the
+            records as ``append_journal`` would (the same fencing, first-writer-wins and
+            errors, ``TurnConflictError`` and ``SessionStoreError``) and returns True, or
+            writes nothing and returns False when it would have to wait (the caller then
+            awaits ``append_journal``). The stores here return None for a subclass that
+            overrides ``append_journal``, so the override sees every write.
+        """
+        return None
 
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float

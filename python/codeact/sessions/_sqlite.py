@@ -39,6 +39,7 @@ from ._journal import JournalRecord, TurnSlot
 from ._service import (
     BaseSessionService,
     Durability,
+    JournalAppender,
     PreparedAppend,
     ScopedState,
     SessionExistsError,
@@ -636,21 +637,9 @@ class SqliteSessionService(BaseSessionService):
             TurnConflictError: the slot is not at ``expected_version``.
             SessionStoreError: SQLite failed.
         """
+        if self._append_journal_now(session, turn, records, expected_version):
+            return
         key = (session.app_name, session.user_id, session.id)
-        if len(records) == 1 and expected_version is not None:
-            # The usual record (one intent, one outcome): one fenced statement, committed on
-            # its own, instead of BEGIN, a fence SELECT, the INSERT and COMMIT.
-            (record,) = records
-            sql = _FENCED_OUTCOME if record.kind == "outcome" else _FENCED_RECORD
-            params = (*key, turn, record.kind, record.seq, record.data, *key, expected_version)
-
-            def fused(conn: sqlite3.Connection) -> bool:
-                # rowcount 0: the fence failed, or an outcome already stored was ignored;
-                # the caller then runs the transaction below, which tells them apart.
-                return conn.execute(sql, params).rowcount == 1
-
-            if self._try_inline(fused, fused=True):
-                return
         outcomes = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind == "outcome"]
         others = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind != "outcome"]
 
@@ -678,6 +667,34 @@ class SqliteSessionService(BaseSessionService):
 
         if not self._try_inline(txn):
             await self._call_quick(txn, write=True)
+
+    def journal_appender(self) -> JournalAppender | None:
+        """``BaseSessionService.journal_appender``: one record (an intent, an outcome) as one
+        fenced statement on the calling thread when the database is free (None for a
+        subclass that overrides ``append_journal``)."""
+        if type(self).append_journal is not SqliteSessionService.append_journal:
+            return None
+        return self._append_journal_now
+
+    def _append_journal_now(
+        self, session: Session, turn: str, records: list[JournalRecord], expected_version: int | None
+    ) -> bool:
+        """The usual record (one intent, one outcome, fenced): one statement, committed on its
+        own on the calling thread, instead of BEGIN, a fence SELECT, the INSERT and COMMIT.
+        False when it wrote nothing: another shape of write, the database is busy, the fence
+        failed or an outcome was already stored (``append_journal``'s transaction then tells
+        those apart)."""
+        if len(records) != 1 or expected_version is None:
+            return False
+        (record,) = records
+        sql = _FENCED_OUTCOME if record.kind == "outcome" else _FENCED_RECORD
+        key = (session.app_name, session.user_id, session.id)
+        params = (*key, turn, record.kind, record.seq, record.data, *key, expected_version)
+
+        def fused(conn: sqlite3.Connection) -> bool:
+            return conn.execute(sql, params).rowcount == 1
+
+        return self._try_inline(fused, fused=True)
 
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
