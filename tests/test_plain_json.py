@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+import pydantic_core  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -152,3 +153,36 @@ def test_the_digest_of_arguments_is_the_one_the_python_checks_give(monkeypatch: 
     monkeypatch.setattr(_values, "plain_json", lambda *args: False)
     slow = [(_protocol.args_digest(v), _protocol.encode_outcome(_protocol.ResumeValue(v))) for v in values]
     assert quick == slow
+
+
+def _digest_or_none(args: dict[str, Any]) -> str | None:
+    """What the short call path did before ``plain_args_digest``: ``value_problem``, then
+    ``args_digest``."""
+    if _protocol.value_problem(args, "") is not None:
+        return None
+    try:
+        return _protocol.args_digest(args)
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+        return None
+
+
+def test_the_short_paths_one_walk_digest_is_the_two_checks_digest() -> None:
+    """``plain_args_digest`` (one native walk) gives the digest ``value_problem`` then
+    ``args_digest`` give, and None exactly where either refuses."""
+    values: list[dict[str, Any]] = [
+        {"x": 1},
+        {"q": "é", "n": [1.5, None, True]},
+        {"t": (1, 2)},
+        {"k": {1: "a"}},
+        {"b": b"\x00"},
+        {"s": "\ud800"},  # a lone surrogate: let through (escaped before it is journaled)
+        {"big": 10**5000},  # past MAX_INT_DIGITS: refused
+        {"wide": 2**70},  # past 64 bits, within the digit bound: the Python checks decide
+        {"o": object()},  # not plain: refused
+        {"long": "y" * (_protocol.MAX_VALUE_BYTES + 1)},  # past MAX_VALUE_BYTES: no digest
+        {"nan": math.nan},
+        {},
+    ]
+    results = [_protocol.plain_args_digest(v) for v in values]
+    assert results == [_digest_or_none(v) for v in values]
+    assert results[0] is not None and results[6] is None and results[8] is None and results[9] is None

@@ -59,6 +59,7 @@ from ._protocol import (
     args_digest,
     decode_outcome,
     encode_outcome,
+    plain_args_digest,
     value_problem,
 )
 from ._stepper import INLINE_WAIT, await_ticket, run_step
@@ -439,11 +440,8 @@ class TurnDriver:
             args = bind_call_args(tool, call.positional_args, call.keyword_args)
         except TypeError:
             return None
-        if value_problem(args, "") is not None:
-            return None
-        try:
-            digest = args_digest(args)
-        except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+        digest = plain_args_digest(args)
+        if digest is None:
             return None
         # From here on, as the general path does for this call.
         intent = [JournalRecord("intent", pos, _json([tool.name, digest]))]

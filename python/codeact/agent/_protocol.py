@@ -27,6 +27,7 @@ __all__ = (
     "PendingCallInfo",
     "announcement_events",
     "args_digest",
+    "plain_args_digest",
     "decode_outcome",
     "encode_outcome",
     "plain_value_problem",
@@ -245,6 +246,26 @@ def args_digest(args: dict[str, Any]) -> str:
     if len(data) > MAX_VALUE_BYTES:
         raise ValueError(f"they are larger than {MAX_VALUE_BYTES} bytes")
     return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def plain_args_digest(args: dict[str, Any]) -> str | None:
+    """``args_digest(args)`` for arguments ``value_problem`` accepts, else None (no digest,
+    or arguments that cannot cross: the caller's general path says why). Plain arguments of
+    exact JSON types, the usual call's, take one native walk instead of two."""
+    if type(args) is dict and plain_json(args, True, MAX_INT_DIGITS):
+        try:
+            data = _to_json(args)
+        except pydantic_core.PydanticSerializationError:  # a lone surrogate has no JSON form
+            return None
+        if len(data) > MAX_VALUE_BYTES:
+            return None
+        return hashlib.blake2b(data, digest_size=8).hexdigest()
+    if value_problem(args, "") is not None:
+        return None
+    try:
+        return args_digest(args)
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+        return None
 
 
 def encode_outcome(outcome: ResumeValue | ResumeError) -> bytes:
