@@ -368,7 +368,10 @@ def smolagents_column(quick: bool, python: Path | None, site: Path | None) -> di
     env = dict(os.environ)
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
-    probe = subprocess.run([exe, "-c", "import smolagents"], env=env, capture_output=True, text=True)
+    try:
+        probe = subprocess.run([exe, "-c", "import smolagents"], env=env, capture_output=True, text=True)
+    except OSError as exc:  # no such interpreter
+        return f"smolagents column skipped: cannot run {exe} ({exc.strerror})"
     if probe.returncode != 0:
         return f"smolagents column skipped: smolagents not importable by {exe}" + (f" with {site}" if site else "")
     helper = Path(__file__).with_name("_smolagents_bench.py")

@@ -261,10 +261,8 @@ class TurnDriver:
             # The common inline call takes the short path (same records, same order); any
             # other call, and any call the short path declines, goes through the policy below.
             fast = None if gather else await self._fast_call(calls[0], st.positions[calls[0].call_id])
-            if fast is not None:
-                outcomes: dict[int, Outcome] = {calls[0].call_id: fast}
-            else:
-                outcomes = {}
+            outcomes: dict[int, Outcome] = {}
+            if fast is None:
                 suspended: list[_Suspend] = []
                 # Each call goes through the same policy; the calls to run now run together
                 # (the calls of a gather concurrently), after their intents are written.
@@ -337,7 +335,10 @@ class TurnDriver:
                     yield TurnEnd("suspended")
                     return
             try:
-                step = await self._advance(step, outcomes, gather)
+                if fast is not None:
+                    step = await self._advance(step, fast, False)
+                else:
+                    step = await self._advance(step, outcomes if gather else next(iter(outcomes.values())), gather)
             except SnapshotError as exc:
                 run.end("error", keep_slot=True)
                 yield run.stale_event(str(exc))
@@ -349,7 +350,7 @@ class TurnDriver:
                 yield TurnEnd("stopped")
                 return
 
-    async def _advance(self, step: Any, outcomes: dict[int, Outcome], gather: bool) -> Any:
+    async def _advance(self, step: Any, arg: Outcome | dict[int, Outcome], gather: bool) -> Any:
         """Resumes the script with the outcomes of its pending calls, on a worker thread.
 
         Every advance runs off the event loop (issue 20: one run inline could not be
@@ -359,6 +360,8 @@ class TurnDriver:
         ``INLINE_WAIT`` seconds for it (a short advance comes back without an event-loop
         round trip), then awaits it without blocking. A runtime without that variant goes
         through ``run_step``.
+
+        ``arg``: the outcome of the paused call, or of a gather its outcomes by call id.
         """
         st = self.state
         if self._pacer.due():
@@ -366,7 +369,6 @@ class TurnDriver:
         st.advance += 1
         replay = st.journal.os.get(st.advance)
         target = step if gather else step.call
-        arg: Any = outcomes if gather else next(iter(outcomes.values()))
         native = getattr(target, "resume_async", None)
         if native is None:
             fn = functools.partial(target.resume, os_replay=replay) if replay else target.resume
