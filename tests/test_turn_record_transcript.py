@@ -109,3 +109,65 @@ def test_record_data_is_model_dump_json_with_its_key_order() -> None:
     assert data == record.model_dump(mode="json")
     assert list(data) == list(record.model_dump(mode="json"))
     assert data["transcript"] is not record.transcript
+
+
+def test_slot_data_is_the_dump_of_the_updated_record() -> None:
+    """``slot_data`` (what the driver saves, from the record's JSON made once a turn) is
+    ``record_data`` of the record copied with the save's fields, key for key and in order,
+    for a running slot with a claim, a suspended one with pending calls at a gather, and one
+    with a snapshot digest."""
+    from codeact.agent._turn import slot_data
+    from codeact.sessions._turns import CallPosition, Claim, PendingEntry
+
+    record = TurnRecord(
+        format=3,
+        status="running",
+        agent_name="a",
+        turn="t:1",
+        invocation_id="t",
+        iteration=1,
+        script="x = call_tool('inc', {'x': 1})",
+        transcript=[{"role": "user", "parts": [{"text": "hi"}]}],
+        roster=["inc"],
+        namespace={"vars": {"a": 1}},
+        created_at=12.5,
+    )
+    base = record_data(record)
+    claim = Claim(owner="h:1:x", host="h", pid=1, taken_at=99.0, renewed_at=100.0, lease=30.0, run_key="k1")
+    updates: list[dict[str, Any]] = [
+        {
+            "format": 3,
+            "status": "running",
+            "turn_stdout": "out\n",
+            "next_pos": 2,
+            "advance": 3,
+            "at": [],
+            "gather": False,
+            "pending": [],
+            "snapshot_sha256": None,
+            "claim": claim,
+            "run_key": "k1",
+        },
+        {
+            "format": 3,
+            "status": "suspended",
+            "turn_stdout": "",
+            "next_pos": 3,
+            "advance": 1,
+            "at": [CallPosition(call_id=4, pos=1), CallPosition(call_id=5, pos=2)],
+            "gather": True,
+            "pending": [
+                PendingEntry(call_key="t:1:1", pos=1, call_id=4, kind="confirmation", hint=None),
+                PendingEntry(call_key="t:1:2", pos=2, call_id=5, kind="completion", hint="started"),
+            ],
+            "snapshot_sha256": "ab" * 32,
+            "claim": None,
+            "run_key": None,
+        },
+    ]
+    for update in updates:
+        expected = record_data(record.model_copy(update=update))
+        data = slot_data(base, update)
+        assert data == expected
+        assert list(data) == list(expected)
+    assert base == record_data(record)  # the base is left as it was

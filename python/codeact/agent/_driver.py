@@ -63,7 +63,7 @@ from ._protocol import (
     value_problem,
 )
 from ._stepper import INLINE_WAIT, await_ticket, run_step
-from ._turn import call_digest, record_data, seal_journal, seal_record
+from ._turn import call_digest, record_data, seal_journal, seal_record, slot_data
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -139,6 +139,8 @@ class TurnState:
         in_doubt: call key -> the human's decision on a call in doubt.
         next_pos / advance: the next call position and advance index.
         positions: the interpreter's call id -> position, for the calls of this turn.
+        record_data: ``record``'s JSON form (``record_data``), made at the first save of a
+            turn without a snapshot key and reused by each later save (``slot_data``).
     """
 
     turn: str
@@ -154,6 +156,7 @@ class TurnState:
     advance: int = 0
     positions: dict[int, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    record_data: dict[str, Any] | None = None
     last_checkpoint: float = field(default_factory=time.monotonic)
     calls_since_checkpoint: int = 0
 
@@ -965,34 +968,38 @@ class TurnDriver:
             AlreadyResumingError: another runner wrote the slot since (it owns the turn now).
         """
         st, run = self.state, self.run
-        record = st.record.model_copy(
-            update={
-                "format": TURN_FORMAT,
-                "status": status,
-                "turn_stdout": run.turn_stdout,
-                "next_pos": st.next_pos,
-                "advance": st.advance,
-                "at": at or [],
-                "gather": gather,
-                "pending": pending or [],
-                "snapshot_sha256": hashlib.sha256(snapshot).hexdigest() if snapshot is not None else None,
-                # A suspended turn at rest has no owner; a running one is this run's.
-                "claim": run.ctx.claim if status == "running" else None,
-                "run_key": run.ctx.run_key,
-            }
-        )
-        if self._sealed:
-            seal_record(self._runtime, record)
         app, user, sid = self._key
         if self._service is None:  # a run without a store (direct agent runs): nothing is durable
             st.written = True
             return
+        update = {
+            "format": TURN_FORMAT,
+            "status": status,
+            "turn_stdout": run.turn_stdout,
+            "next_pos": st.next_pos,
+            "advance": st.advance,
+            "at": at or [],
+            "gather": gather,
+            "pending": pending or [],
+            "snapshot_sha256": hashlib.sha256(snapshot).hexdigest() if snapshot is not None else None,
+            # A suspended turn at rest has no owner; a running one is this run's.
+            "claim": run.ctx.claim if status == "running" else None,
+            "run_key": run.ctx.run_key,
+        }
+        if self._sealed:
+            record = st.record.model_copy(update=update)
+            seal_record(self._runtime, record)
+            data = record_data(record)
+        else:
+            if st.record_data is None:  # the fixed part's JSON form, made once a turn
+                st.record_data = record_data(st.record)
+            data = slot_data(st.record_data, update)
         try:
             st.version = await self._service.save_turn(
                 app_name=app,
                 user_id=user,
                 session_id=sid,
-                data=record_data(record),
+                data=data,
                 snapshot=snapshot,
                 expected_version=st.version,
             )

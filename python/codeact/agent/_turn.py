@@ -20,6 +20,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import pydantic_core
+from pydantic import BaseModel
 
 from ..exceptions import SnapshotError
 from ..runtime import Call, Gather, SessionRestoringRuntime, SuspendingRuntime, bind_call_args
@@ -99,6 +100,22 @@ def record_data(record: TurnRecord) -> dict[str, Any]:
     data = record.model_dump(mode="json", exclude={"transcript"})
     transcript = list(record.transcript)
     return {name: transcript if name == "transcript" else data[name] for name in _RECORD_FIELDS}
+
+
+def _json_item(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+def slot_data(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``record_data(record.model_copy(update=update))`` for the record whose ``record_data``
+    is ``base``, without copying and dumping the record again (the driver saves the slot at
+    least once a turn; issue 21): ``base``'s keys in their order, those of ``update`` given
+    their JSON form (models, and models in lists, dumped as ``model_dump(mode="json")``
+    does). ``base`` is not changed."""
+    data = dict(base)
+    for name, value in update.items():
+        data[name] = [_json_item(v) for v in value] if isinstance(value, list) else _json_item(value)
+    return data
 
 
 def seal_journal(runtime: Any, turn: str, record: JournalRecord) -> JournalRecord:
