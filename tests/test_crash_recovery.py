@@ -7,6 +7,9 @@ Boundaries (SPEC §5 v2), per inline tool call:
 - ``after_effect``: the tool's side effect happened, the outcome is not stored;
 - ``after_outcome``: the outcome is stored, the script has not gone on.
 
+The kill comes at the same boundaries whichever way a record is written: the store's
+synchronous ``journal_appender`` (the short call path's, issue 21) or ``append_journal``.
+
 After each kill the harness restarts the agent (recovering the turn in flight: its script
 replayed from the start against the journal) until it finishes, then checks: every event
 stored before the kill is still there; each tool's side effect happened exactly once, except
@@ -32,9 +35,9 @@ CHILD = textwrap.dedent(
     '''
     import json, os, signal, sys
     from pathlib import Path
-    from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSessionService
+    from codeact import CodeActAgent, FunctionTool, MontyRuntime, Runner, ScriptedModel, SqliteSessionService
 
-    db, ledger, kill = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    db, ledger, kill, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
     boundary, _, target = kill.partition(":")
 
     def die():
@@ -74,6 +77,23 @@ CHILD = textwrap.dedent(
             if (hit("intent") and boundary == "after_intent") or (hit("outcome") and boundary == "after_outcome"):
                 die()
 
+        def journal_appender(self):
+            # The store's synchronous write (the short call path's), killed at the same
+            # boundaries: a record it declines goes through append_journal above instead.
+            def now(session, turn, records, expected_version):
+                kinds = {r.kind for r in records}
+                after = {k: seen[k] + (k in kinds) for k in ("intent", "outcome")}
+                hit = lambda kind: kind in kinds and after[kind] == ORDER.get(target)
+                if hit("intent") and boundary == "before_intent":
+                    die()
+                if not SqliteSessionService._append_journal_now(self, session, turn, records, expected_version):
+                    return False
+                seen.update(after)
+                if (hit("intent") and boundary == "after_intent") or (hit("outcome") and boundary == "after_outcome"):
+                    die()
+                return True
+            return now
+
     with KillingSqlite(db) as service:
         import asyncio
         async def main():
@@ -83,7 +103,9 @@ CHILD = textwrap.dedent(
                 await service.create_session(app_name="app", user_id="u", session_id="s")
             elif await service.load_turn(app_name="app", user_id="u", session_id="s") is not None:
                 message = None  # recover the turn in flight
-            agent = CodeActAgent(name="coder", model=ScriptedModel(reply), runtime=MontyRuntime(), tools=[charge])
+            # inline: the short call path from the first call
+            tool = FunctionTool(charge, run_in_thread=mode == "thread")
+            agent = CodeActAgent(name="coder", model=ScriptedModel(reply), runtime=MontyRuntime(), tools=[tool])
             runner = Runner(app_name="app", agent=agent, session_service=service)
             async for e in runner.run_async(user_id="u", session_id="s", new_message=message):
                 pass
@@ -95,9 +117,11 @@ CHILD = textwrap.dedent(
 )
 
 
-def run_child(tmp: Path, kill: str) -> subprocess.CompletedProcess[str]:
+def run_child(tmp: Path, kill: str, mode: str = "thread") -> subprocess.CompletedProcess[str]:
+    """The agent in a child process; ``mode``: ``thread`` (the tool in its worker thread, the
+    general call path) or ``inline`` (on the event loop: the short call path)."""
     return subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp / "s.db"), str(tmp / "ledger"), kill],
+        [sys.executable, "-c", CHILD, str(tmp / "s.db"), str(tmp / "ledger"), kill, mode],
         capture_output=True,
         text=True,
         timeout=120,
@@ -128,17 +152,18 @@ def uninterrupted(tmp_path_factory) -> dict:
     return result
 
 
+@pytest.mark.parametrize("mode", ["thread", "inline"])
 @pytest.mark.parametrize("call", CALLS)
 @pytest.mark.parametrize("boundary", BOUNDARIES)
-def test_kill_at_every_journal_boundary(tmp_path, uninterrupted, boundary, call):
-    first = run_child(tmp_path, f"{boundary}:{call}")
+def test_kill_at_every_journal_boundary(tmp_path, uninterrupted, boundary, call, mode):
+    first = run_child(tmp_path, f"{boundary}:{call}", mode)
     assert first.returncode == -signal.SIGKILL, f"the child was not killed at {boundary}:{call}\n{first.stderr[-3000:]}"
     before = stored_events(tmp_path / "s.db")
     ledger_at_kill = (tmp_path / "ledger").read_text().split() if (tmp_path / "ledger").exists() else []
 
     restarts = 0
     while True:
-        again = run_child(tmp_path, "none:")
+        again = run_child(tmp_path, "none:", mode)
         restarts += 1
         assert again.returncode == 0, again.stderr[-3000:]
         state = json.loads(again.stdout.strip().splitlines()[-1])

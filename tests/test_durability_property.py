@@ -115,6 +115,27 @@ class World:
                     world.crash_at = None
                     raise Crash
 
+            def journal_appender(self) -> Any:
+                # The store's synchronous write, which the driver tries first: the same
+                # crashes, counted by the writes it takes (one it declines is counted above).
+                def now(session: Any, turn: str, records: Any, expected_version: Any) -> bool:
+                    hit = world.crash_at is not None and world.crash_at[0] == self.writes + 1
+                    if hit and world.crash_at[1]:
+                        self.writes += 1
+                        world.crash_at = None
+                        if any(r.kind == "outcome" for r in records):
+                            world.allowed_reruns.update(r.seq for r in records if r.kind == "outcome")
+                        raise Crash
+                    if not SqliteSessionService._append_journal_now(self, session, turn, records, expected_version):
+                        return False
+                    self.writes += 1
+                    if hit:
+                        world.crash_at = None
+                        raise Crash
+                    return True
+
+                return now
+
         return Crashing(self.db)
 
     def journal_outcomes(self) -> dict[int, Any]:

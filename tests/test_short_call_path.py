@@ -407,3 +407,44 @@ async def test_a_tool_sent_back_to_its_thread_during_the_intent_write_keeps_its_
     assert short_run["taken"] == [True]
     for key in ("writes", "texts", "error"):
         assert short_run[key] == general_run[key], key
+
+
+async def test_a_patched_append_journal_sees_every_write(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """``journal_appender`` is off whenever the store's ``append_journal`` is not its own: a
+    subclass's, a function patched on the instance or a mock patched on the class. The
+    patch then sees every journal write of the short path, and a failure it injects ends the
+    run as before."""
+    from unittest import mock
+
+    from codeact import SqliteSessionService
+    from codeact.exceptions import SessionStoreError
+
+    for make in (InMemorySessionService, lambda: SqliteSessionService(tmp_path / f"s{id(object())}.db")):
+        store = make()
+        assert store.journal_appender() is not None  # its own append_journal: on
+        seen: list[str] = []
+        real = store.append_journal
+
+        async def wrapped(
+            session: Any, turn: str, records: Any, *, seen: list[str] = seen, real: Any = real, **kwargs: Any
+        ) -> None:
+            seen.extend(r.kind for r in records)
+            if any(r.kind == "outcome" for r in records):
+                raise SessionStoreError("injected")
+            await real(session, turn, records, **kwargs)
+
+        store.append_journal = wrapped  # type: ignore[method-assign]
+        assert store.journal_appender() is None
+        script = 'a = call_tool("inc", {"x": 1})\nb = call_tool("inc", {"x": a})\n{"type": "final_result", "value": b}'
+        agent = CodeActAgent(
+            name="a", model=ScriptedModel([f"```python\n{script}\n```"]), runtime=MontyRuntime(), tools=TOOLS
+        )
+        runner = Runner(app_name="app", agent=agent, session_service=store)
+        await store.create_session(app_name="app", user_id="u", session_id="s")
+        with pytest.raises(SessionStoreError, match="injected"):
+            async for _ in runner.run_async(user_id="u", session_id="s", new_message="go"):
+                pass
+        assert seen == ["os", "intent", "outcome"]  # the outcome's write went through the patch
+        with mock.patch.object(type(store), "append_journal", mock.AsyncMock()):
+            assert store.journal_appender() is None
+        store.close()

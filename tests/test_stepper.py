@@ -1,7 +1,7 @@
-"""``submit_step`` / ``run_step`` (``codeact.agent._stepper``): a step handed to a worker
-comes back with its result or its exception, on the real interpreter's native workers and on
-the thread pool, and the agent stores a model reply before the script started for it is
-awaited (issue 21), with an error handing the script over surfacing after the reply."""
+"""``run_step`` (``codeact.agent._stepper``): a step handed to a worker comes back with its
+result or its exception, on the real interpreter's native workers and on the thread pool;
+and the agent stores a model reply before it starts the script (nothing of the script runs
+while its reply is not stored), so a start that fails ends the run after the reply."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ from typing import Any
 import pytest
 
 from codeact import CodeActAgent, Complete, InMemorySessionService, MontyRuntime, Runner, ScriptedModel
-from codeact.agent._stepper import run_step, submit_step
+from codeact.agent._stepper import run_step
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_a_native_step_runs_on_a_worker_and_returns_its_result() -> None:
     runtime = MontyRuntime()
-    pending = submit_step(runtime.start, "1 + 1", "main.py")
-    step = await pending.result()
+    step = await run_step(runtime.start, "1 + 1", "main.py")
     assert isinstance(step, Complete) and step.value == 2
 
 
@@ -33,19 +32,6 @@ async def test_a_plain_callable_runs_on_the_pool_off_the_calling_thread() -> Non
 
     assert await run_step(work, 21) == 42
     assert seen and seen[0] != caller
-
-
-async def test_an_error_handing_the_step_over_is_raised_by_result() -> None:
-    class Owner:
-        def start(self, script: str) -> Any:  # pragma: no cover - the native variant is used
-            raise AssertionError("not called")
-
-        def start_async(self, script: str) -> Any:
-            raise RuntimeError(f"refused {script}")
-
-    pending = submit_step(Owner().start, "x")  # no exception here
-    with pytest.raises(RuntimeError, match="refused x"):
-        await pending.result()
 
 
 async def test_the_step_raises_through_result() -> None:
@@ -79,5 +65,5 @@ async def test_the_model_reply_is_stored_before_a_start_error_ends_the_run() -> 
     stored = await service.get_session(app_name="app", user_id="u", session_id="s")
     assert stored is not None
     kinds = [(e.custom_metadata or {}).get("codeact_kind") for e in stored.events]
-    assert kinds[-1] == "model_reply"  # the reply was stored, then the hand-over's error ended the run
+    assert kinds[-1] == "model_reply"  # the reply was stored, then the start's error ended the run
     assert [e.id for e in seen] == [e.id for e in stored.events[1:]]

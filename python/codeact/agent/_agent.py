@@ -58,7 +58,7 @@ from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfe
 from ._protocol import TURN_FORMAT, claim_decisions
 from ._recovery import drop_slot, release_claim, restore
 from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event
-from ._stepper import run_step, submit_step
+from ._stepper import run_step
 from ._turn import LeaseKeeper, verify_turn
 
 __all__ = (
@@ -761,12 +761,8 @@ class CodeActAgent(BaseAgent):
                     # is stored: a crash from here on leaves the run recoverable under its run
                     # key (Runner.run_async) instead of looking finished.
                     await TurnDriver(run, state).save("running")
-                # The script starts on a step worker while its model reply is stored (issue 21):
-                # nothing it does before its first stop is journaled or seen before the step is
-                # awaited, and an error handing it over is raised there, after the reply.
-                starting = submit_step(start, script, SCRIPT_NAME)
                 yield model_event
-                step = await starting.result()
+                step = await run_step(start, script, SCRIPT_NAME)
 
             # One turn: the driver advances the script until it ends, suspends or stops the run.
             end: TurnEnd | None = None

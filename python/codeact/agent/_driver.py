@@ -928,7 +928,8 @@ class TurnDriver:
         )
 
     async def _write(self, records: list[JournalRecord]) -> None:
-        """Appends journal records, fenced by the slot version this runner holds.
+        """Appends journal records, fenced by the slot version this runner holds: through
+        the store's ``journal_appender`` when it takes them (``_write_now``), else awaited.
 
         Raises:
             AlreadyResumingError: another runner took the turn over; nothing was written.
@@ -937,6 +938,8 @@ class TurnDriver:
             return
         if not self.state.written:
             await self.save("running")
+        if self._write_now(records):
+            return
         if self._os_unwritten:
             records = self._os_unwritten + records
             self._os_unwritten = []

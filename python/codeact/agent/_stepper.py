@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-__all__ = ("INLINE_WAIT", "PendingStep", "await_ticket", "run_step", "submit_step")
+__all__ = ("INLINE_WAIT", "await_ticket", "run_step")
 
 T = TypeVar("T")
 
@@ -36,58 +36,23 @@ async def await_ticket(ticket: Any, *, waited: bool = False) -> Any:
     return ticket.result()
 
 
-class PendingStep:
-    """A step handed to a worker (``submit_step``); ``result`` awaits it."""
-
-    __slots__ = ("_error", "_future", "_ticket")
-
-    def __init__(self, ticket: Any = None, future: Any = None, error: BaseException | None = None) -> None:
-        self._ticket = ticket
-        self._future = future
-        self._error = error
-
-    async def result(self) -> Any:
-        """The step's result: waits up to ``INLINE_WAIT`` seconds in place, then without
-        blocking the event loop.
-
-        Raises:
-            Exception: what the step raised (also an exception raised while handing it over).
-        """
-        if self._error is not None:
-            raise self._error
-        if self._ticket is not None:
-            return await await_ticket(self._ticket)
-        try:
-            return self._future.result(timeout=INLINE_WAIT)
-        except concurrent.futures.TimeoutError:
-            pass
-        return await anyio.to_thread.run_sync(self._future.result, abandon_on_cancel=True)
-
-
-def submit_step(fn: Callable[..., Any], *args: Any) -> PendingStep:
-    """Hands ``fn(*args)`` to a worker and returns at once; ``await pending.result()`` gives
-    its result (the caller may do other work meanwhile, such as storing an event).
+async def run_step(fn: Callable[..., T], *args: Any) -> T:
+    """Runs ``fn(*args)`` off the event loop and returns its result.
 
     When ``fn`` is a method whose object also offers ``<name>_async`` (``MontyRuntime`` and
     its pending calls do), that native variant runs the advance on a worker thread that never
     takes the GIL and hands back a ticket; otherwise ``fn`` runs on a Python thread pool.
-    An exception raised while handing the step over is raised by ``result``, as if the step
-    had raised it. A step never awaited runs to its first stop and is dropped.
+    Either way the calling event loop blocks at most ``INLINE_WAIT`` seconds; past that, the
+    result is awaited without blocking. Exceptions raised by ``fn`` propagate.
     """
     owner = getattr(fn, "__self__", None)
     native = getattr(owner, f"{getattr(fn, '__name__', '')}_async", None) if owner is not None else None
+    if native is not None:
+        result: T = await await_ticket(native(*args))
+        return result
+    future = _EXECUTOR.submit(fn, *args)
     try:
-        if native is not None:
-            return PendingStep(ticket=native(*args))
-        return PendingStep(future=_EXECUTOR.submit(fn, *args))
-    except Exception as exc:  # handed to the caller with the result
-        return PendingStep(error=exc)
-
-
-async def run_step(fn: Callable[..., T], *args: Any) -> T:
-    """Runs ``fn(*args)`` off the event loop and returns its result (``submit_step``, then
-    its ``result``): the calling event loop blocks at most ``INLINE_WAIT`` seconds; past
-    that, the result is awaited without blocking. Exceptions raised by ``fn`` propagate.
-    """
-    result: T = await submit_step(fn, *args).result()
-    return result
+        return future.result(timeout=INLINE_WAIT)
+    except concurrent.futures.TimeoutError:
+        pass
+    return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)

@@ -259,9 +259,9 @@ class InMemorySessionService(BaseSessionService):
 
     def journal_appender(self) -> JournalAppender | None:
         """``BaseSessionService.journal_appender``: an in-memory append never waits (None
-        for a subclass that overrides ``append_journal``)."""
-        if type(self).append_journal is not InMemorySessionService.append_journal:
-            return None
+        when ``append_journal`` is overridden, or patched on the class or the instance)."""
+        if getattr(self.append_journal, "__func__", None) is not _APPEND_JOURNAL:
+            return None  # overridden, or patched on the class or the instance
         return self._append_journal_now
 
     def _append_journal_now(
@@ -332,3 +332,7 @@ class InMemorySessionService(BaseSessionService):
         """``BaseSessionService.get_blob``: the bytes stored under ``digest``, or ``None``."""
         stored = self._sessions.get((app_name, user_id, session_id))
         return stored.blobs.get(digest) if stored is not None else None
+
+
+_APPEND_JOURNAL = InMemorySessionService.append_journal
+"""The store's own ``append_journal``: ``journal_appender`` is on only while it is the one called."""

@@ -228,8 +228,9 @@ class BaseSessionService(ABC):
             records as ``append_journal`` would (the same fencing, first-writer-wins and
             errors, ``TurnConflictError`` and ``SessionStoreError``) and returns True, or
             writes nothing and returns False when it would have to wait (the caller then
-            awaits ``append_journal``). The stores here return None for a subclass that
-            overrides ``append_journal``, so the override sees every write.
+            awaits ``append_journal``). The stores here return None when ``append_journal``
+            is overridden or patched (on the class or the instance), so the override sees
+            every write.
         """
         return None
 

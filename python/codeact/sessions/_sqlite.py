@@ -670,10 +670,10 @@ class SqliteSessionService(BaseSessionService):
 
     def journal_appender(self) -> JournalAppender | None:
         """``BaseSessionService.journal_appender``: one record (an intent, an outcome) as one
-        fenced statement on the calling thread when the database is free (None for a
-        subclass that overrides ``append_journal``)."""
-        if type(self).append_journal is not SqliteSessionService.append_journal:
-            return None
+        fenced statement on the calling thread when the database is free (None when
+        ``append_journal`` is overridden, or patched on the class or the instance)."""
+        if getattr(self.append_journal, "__func__", None) is not _APPEND_JOURNAL:
+            return None  # overridden, or patched on the class or the instance
         return self._append_journal_now
 
     def _append_journal_now(
@@ -822,3 +822,7 @@ class SqliteSessionService(BaseSessionService):
             return bytes(row[0]) if row is not None else None
 
         return await self._call(txn, write=False)
+
+
+_APPEND_JOURNAL = SqliteSessionService.append_journal
+"""The store's own ``append_journal``: ``journal_appender`` is on only while it is the one called."""
