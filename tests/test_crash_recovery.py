@@ -80,13 +80,17 @@ CHILD = textwrap.dedent(
         def journal_appender(self):
             # The store's synchronous write (the short call path's), killed at the same
             # boundaries: a record it declines goes through append_journal above instead.
+            own = getattr(SqliteSessionService, "_append_journal_now", None)
+            if own is None:
+                return None  # a store without one (the PostgreSQL run of this child)
+
             def now(session, turn, records, expected_version):
                 kinds = {r.kind for r in records}
                 after = {k: seen[k] + (k in kinds) for k in ("intent", "outcome")}
                 hit = lambda kind: kind in kinds and after[kind] == ORDER.get(target)
                 if hit("intent") and boundary == "before_intent":
                     die()
-                if not SqliteSessionService._append_journal_now(self, session, turn, records, expected_version):
+                if not own(self, session, turn, records, expected_version):
                     return False
                 seen.update(after)
                 if (hit("intent") and boundary == "after_intent") or (hit("outcome") and boundary == "after_outcome"):

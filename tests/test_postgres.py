@@ -345,7 +345,7 @@ def test_kill_at_a_journal_boundary_then_recover(postgres_url: str, tmp_path: Pa
 
     def run(kill: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-c", child, postgres_url, str(tmp_path / "ledger"), kill],
+            [sys.executable, "-c", child, postgres_url, str(tmp_path / "ledger"), kill, "thread"],
             capture_output=True,
             text=True,
             timeout=120,
