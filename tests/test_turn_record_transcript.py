@@ -92,19 +92,24 @@ async def test_each_record_holds_what_the_model_saw_and_its_reply(plugins: list[
     assert edited == [bool(plugins)]
 
 
+def _record(**fields: Any) -> TurnRecord:
+    """A running turn record of agent ``a`` (``fields`` override or add to it)."""
+    values: dict[str, Any] = {
+        "format": 3,
+        "status": "running",
+        "agent_name": "a",
+        "turn": "t:1",
+        "invocation_id": "t",
+        "iteration": 1,
+        "script": "1",
+        "transcript": [{"role": "user", "parts": [{"text": "hi", "thought": False}]}],
+        "roster": ["inc"],
+    }
+    return TurnRecord(**{**values, **fields})
+
+
 def test_record_data_is_model_dump_json_with_its_key_order() -> None:
-    record = TurnRecord(
-        format=3,
-        status="running",
-        agent_name="a",
-        turn="t:1",
-        invocation_id="t",
-        iteration=1,
-        script="1",
-        transcript=[{"role": "user", "parts": [{"text": "hi", "thought": False}]}],
-        roster=["inc"],
-        pending=[],
-    )
+    record = _record(pending=[])
     data = record_data(record)
     assert data == record.model_dump(mode="json")
     assert list(data) == list(record.model_dump(mode="json"))
@@ -119,19 +124,7 @@ def test_slot_data_is_the_dump_of_the_updated_record() -> None:
     from codeact.agent._turn import slot_data
     from codeact.sessions._turns import CallPosition, Claim, PendingEntry
 
-    record = TurnRecord(
-        format=3,
-        status="running",
-        agent_name="a",
-        turn="t:1",
-        invocation_id="t",
-        iteration=1,
-        script="x = call_tool('inc', {'x': 1})",
-        transcript=[{"role": "user", "parts": [{"text": "hi"}]}],
-        roster=["inc"],
-        namespace={"vars": {"a": 1}},
-        created_at=12.5,
-    )
+    record = _record(script="x = call_tool('inc', {'x': 1})", namespace={"vars": {"a": 1}}, created_at=12.5)
     base = record_data(record)
     claim = Claim(owner="h:1:x", host="h", pid=1, taken_at=99.0, renewed_at=100.0, lease=30.0, run_key="k1")
     updates: list[dict[str, Any]] = [

@@ -451,7 +451,7 @@ class TurnDriver:
         # From here on, as the general path does for this call.
         intent = [JournalRecord("intent", pos, _json([tool.name, digest]))]
         if not self._write_now(intent):
-            await self._write(intent)
+            await self._write_awaited(intent)
         run.tools_ran.append(tool.name)
         failure = None
         if agent.tool_timeout is not None and not tool.runs_inline:
@@ -495,7 +495,7 @@ class TurnDriver:
                 return await self._record(pos, tool.name, digest, outcome)
         records = [JournalRecord("outcome", pos, data.decode())]
         if not self._write_now(records):
-            await self._write(records)
+            await self._write_awaited(records)
         return outcome
 
     def _fast_tool(self, name: str) -> FunctionTool | None:
@@ -934,12 +934,18 @@ class TurnDriver:
         Raises:
             AlreadyResumingError: another runner took the turn over; nothing was written.
         """
+        if not self._write_now(records):
+            await self._write_awaited(records)
+
+    async def _write_awaited(self, records: list[JournalRecord]) -> None:
+        """``_write`` once ``_write_now`` declined: the turn's first write saves the slot
+        first (then tries the appender again), any other awaits ``append_journal``."""
         if self._service is None:
             return
         if not self.state.written:
             await self.save("running")
-        if self._write_now(records):
-            return
+            if self._write_now(records):
+                return
         if self._os_unwritten:
             records = self._os_unwritten + records
             self._os_unwritten = []

@@ -242,7 +242,15 @@ def args_digest(args: dict[str, Any]) -> str:
         ValueError: the arguments are larger than ``MAX_VALUE_BYTES`` encoded, or have no
             JSON form.
     """
-    data = _to_json(args) if _json_native(args) else _to_json(_tag(args))
+    return _digest(_to_json(args) if _json_native(args) else _to_json(_tag(args)))
+
+
+def _digest(data: bytes) -> str:
+    """``args_digest``'s hash of the arguments' JSON form ``data``.
+
+    Raises:
+        ValueError: ``data`` is larger than ``MAX_VALUE_BYTES``.
+    """
     if len(data) > MAX_VALUE_BYTES:
         raise ValueError(f"they are larger than {MAX_VALUE_BYTES} bytes")
     return hashlib.blake2b(data, digest_size=8).hexdigest()
@@ -252,18 +260,12 @@ def plain_args_digest(args: dict[str, Any]) -> str | None:
     """``args_digest(args)`` for arguments ``value_problem`` accepts, else None (no digest,
     or arguments that cannot cross: the caller's general path says why). Plain arguments of
     exact JSON types, the usual call's, take one native walk instead of two."""
-    if type(args) is dict and plain_json(args, True, MAX_INT_DIGITS):
-        try:
-            data = _to_json(args)
-        except pydantic_core.PydanticSerializationError:  # a lone surrogate has no JSON form
-            return None
-        if len(data) > MAX_VALUE_BYTES:
-            return None
-        return hashlib.blake2b(data, digest_size=8).hexdigest()
-    if value_problem(args, "") is not None:
+    plain = type(args) is dict and plain_json(args, True, MAX_INT_DIGITS)
+    if not plain and value_problem(args, "") is not None:
         return None
     try:
-        return args_digest(args)
+        # A lone surrogate has no JSON form; past MAX_VALUE_BYTES there is no digest.
+        return _digest(_to_json(args)) if plain else args_digest(args)
     except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
         return None
 

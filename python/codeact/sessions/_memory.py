@@ -260,9 +260,7 @@ class InMemorySessionService(BaseSessionService):
     def journal_appender(self) -> JournalAppender | None:
         """``BaseSessionService.journal_appender``: an in-memory append never waits (None
         when ``append_journal`` is overridden, or patched on the class or the instance)."""
-        if getattr(self.append_journal, "__func__", None) is not _APPEND_JOURNAL:
-            return None  # overridden, or patched on the class or the instance
-        return self._append_journal_now
+        return self._appender_while_own(_APPEND_JOURNAL, self._append_journal_now)
 
     def _append_journal_now(
         self, session: Session, turn: str, records: list[JournalRecord], expected_version: int | None

@@ -234,6 +234,11 @@ class BaseSessionService(ABC):
         """
         return None
 
+    def _appender_while_own(self, own: Callable[..., Any], appender: JournalAppender) -> JournalAppender | None:
+        """``appender`` while ``append_journal`` is ``own`` (the store's, not overridden nor
+        patched on the class or the instance), else None: a store's ``journal_appender``."""
+        return appender if getattr(self.append_journal, "__func__", None) is own else None
+
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
     ) -> None:

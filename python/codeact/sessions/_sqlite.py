@@ -672,9 +672,7 @@ class SqliteSessionService(BaseSessionService):
         """``BaseSessionService.journal_appender``: one record (an intent, an outcome) as one
         fenced statement on the calling thread when the database is free (None when
         ``append_journal`` is overridden, or patched on the class or the instance)."""
-        if getattr(self.append_journal, "__func__", None) is not _APPEND_JOURNAL:
-            return None  # overridden, or patched on the class or the instance
-        return self._append_journal_now
+        return self._appender_while_own(_APPEND_JOURNAL, self._append_journal_now)
 
     def _append_journal_now(
         self, session: Session, turn: str, records: list[JournalRecord], expected_version: int | None
