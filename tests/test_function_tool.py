@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 import enum
 import functools
+import inspect
 import threading
 import time
 from typing import Annotated, Any, Literal, Optional
@@ -360,6 +361,51 @@ async def test_a_quick_sync_function_earns_inline_and_slow_calls_send_it_back_to
     slow.clear()
     assert await calls(5) == [False] * 5  # on threads for good
     assert not t.runs_inline
+
+
+async def test_run_inline_is_run_without_a_coroutine() -> None:
+    """``run_inline`` (the agent's short call path) validates, counts quick calls and
+    converts the result as ``run`` does, on the calling thread; it refuses a call that is
+    not inline and hands an awaitable result back to be awaited."""
+    loop_thread = threading.get_ident()
+    slow = threading.Event()
+    seen: list[bool] = []
+
+    class Point(BaseModel):
+        x: int
+
+    def f(a: int) -> Point:
+        seen.append(threading.get_ident() == loop_thread)
+        if slow.is_set():
+            time.sleep(QUICK_CALL * 5)
+        return Point(x=a)
+
+    t = FunctionTool(f)
+    with pytest.raises(RuntimeError, match="does not run inline"):
+        t.run_inline({"a": 1})  # threaded until three quick calls
+    for i in range(3):
+        assert await t.run({"a": i}, make_context()) == {"x": i}
+    assert t.runs_inline and t.run_inline({"a": "7"}) == {"x": 7} and seen[-1]  # lax "7", plain dict
+    with pytest.raises(ToolArgumentError):
+        t.run_inline({"a": "seven"})
+    slow.set()
+    assert t.run_inline({"a": 1}) == {"x": 1}  # slow: an overrun sends it back to threads, as run's would
+    assert not t.runs_inline
+    slow.clear()
+
+    async def later(a: int) -> int:
+        return a
+
+    def gives_awaitable(a: int) -> Any:
+        return later(a + 1)
+
+    g = FunctionTool(gives_awaitable, run_in_thread=False)
+    pending = g.run_inline({"a": 1})
+    assert inspect.isawaitable(pending) and g.plain_result(await pending) == 2
+    with pytest.raises(RuntimeError, match="does not run inline"):
+        FunctionTool(later).run_inline({"a": 1})  # an async tool runs on the loop through run
+    with pytest.raises(TypeError, match="not plain data"):
+        FunctionTool(lambda: object(), name="obj", run_in_thread=False).run_inline({})
 
 
 async def test_a_slow_threaded_call_restarts_the_quick_streak() -> None:

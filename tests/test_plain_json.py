@@ -186,3 +186,72 @@ def test_the_short_paths_one_walk_digest_is_the_two_checks_digest() -> None:
     results = [_protocol.plain_args_digest(v) for v in values]
     assert results == [_digest_or_none(v) for v in values]
     assert results[0] is not None and results[6] is None and results[8] is None and results[9] is None
+
+
+def _pydantic_digest(value: Any) -> str:
+    """``args_digest``'s hash of ``pydantic_core.to_json``'s bytes (``_protocol._digest``)."""
+    return _protocol._digest(pydantic_core.to_json(value, inf_nan_mode="constants"))
+
+
+def _has_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, list):
+        return any(_has_float(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    return False
+
+
+_CONTROL = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x9F), max_size=8)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.recursive(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(-(2**63), 2**63 - 1),
+            st.text(max_size=6),
+            _CONTROL,  # every control character, DEL and the C1 range: serde_json's escapes
+            st.floats(allow_nan=True, allow_infinity=True),
+        ),
+        lambda children: st.one_of(
+            st.lists(children, max_size=4), st.dictionaries(st.one_of(st.text(max_size=4), _CONTROL), children, max_size=4)
+        ),
+        max_leaves=15,
+    )
+)
+def test_the_native_digest_is_pydantics_json_hashed(value: Any) -> None:
+    """``plain_json_digest`` writes pydantic_core's JSON byte for byte (so a journal written
+    before it replays after it) and answers for every float-free JSON value; a float is left
+    to the Python path."""
+    digest = _values.plain_json_digest(value, _protocol.MAX_INT_DIGITS, _protocol.MAX_VALUE_BYTES)
+    if _has_float(value) or not all(_no_surrogates(s) for s in _strings(value)):
+        assert digest is None
+    else:
+        assert digest == _pydantic_digest(value), value
+
+
+def test_the_native_digest_leaves_every_edge_to_the_python_path() -> None:
+    digest = _values.plain_json_digest
+    assert digest({"x": 1}, 4300, 100) == _pydantic_digest({"x": 1}) == _protocol.args_digest({"x": 1})
+    assert digest({"x": 1}, 4300, 6) is None and digest({"x": 1}, 4300, 7) is not None  # `{"x":1}` is 7 bytes
+    assert digest({"s": "\ud800"}, 4300, 100) is None  # a lone surrogate has no JSON form
+    assert digest({"w": 2**63}, 4300, 100) is None  # past 64 bits
+    assert digest({"n": 10000}, 4, 100) is None and digest({"n": 9999}, 4, 100) is not None
+    assert digest({"t": (1,)}, 4300, 100) is None and digest({1: 2}, 4300, 100) is None
+    assert digest({"b": b"x"}, 4300, 100) is None and digest(Mapping(a=1), 4300, 100) is None
+    assert digest({"a": Text("x")}, 4300, 100) is None and digest({"a": Number(1)}, 4300, 100) is None
+    assert digest({"f": 1.0}, 4300, 100) is None  # a float's text is pydantic's to write
+    for bound in (-1, 2**32, 4300.0, True):  # no non-negative 32-bit int: the Python path
+        assert digest({"x": 1}, bound, 100) is None  # type: ignore[arg-type]
+    deep: Any = 1
+    for _ in range(MAX_DEPTH):
+        deep = [deep]
+    assert digest(deep, 4300, 10_000) == _pydantic_digest(deep)
+    assert digest([deep], 4300, 10_000) is None  # one level more: the Python check names the depth
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert digest(cycle, 4300, 10_000) is None

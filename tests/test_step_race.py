@@ -149,3 +149,23 @@ def test_a_short_step_never_waits_behind_another_threads_long_step() -> None:
         f"{len(slow)} tiny steps took {', '.join(f'{t * 1e3:.0f}' for t in slow)} ms beside long steps of "
         f"{long_seconds * 1e3:.0f} ms"
     )
+
+
+def test_resume_within_returns_the_step_or_the_ticket_of_a_longer_advance() -> None:
+    """``resume_within`` (the agent's one native call per advance) gives the step of an
+    advance that ends within its timeout, the ticket of one that does not (which then
+    finishes as ``resume_async``'s would), and refuses a bad timeout keeping the call
+    resumable."""
+    runtime = MontyRuntime(check_scripts=False, rewrite_scripts=False)
+    step = runtime.start('a = call_tool("f", {})\nb = call_tool("g", {"a": a})\nt = 0\nfor i in range(300000):\n    t += i\nt + b')
+    assert isinstance(step, Call)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="timeout must be >= 0 seconds"):
+            step.call.resume_within(ResumeValue(1), bad)
+    nxt = step.call.resume_within(ResumeValue(1), 5.0)  # still pending after the refusals
+    assert isinstance(nxt, Call) and nxt.call.name == "g" and nxt.call.keyword_args == {"a": 1}
+    ticket = nxt.call.resume_within(ResumeValue(2), 0.0)  # a loop of 300,000 steps: not done at once
+    assert type(ticket).__name__ == "StepTicket"
+    assert ticket.wait(None)
+    end = ticket.result()
+    assert isinstance(end, Complete) and end.value == sum(range(300000)) + 2

@@ -21,6 +21,7 @@ __all__ = [
     "SubsetScreen",
     "parses",
     "plain_json",
+    "plain_json_digest",
     "register_gather_type",
     "register_seam_types",
     "remaining_stack",
@@ -117,6 +118,12 @@ def plain_json(value: object, lone_surrogates: bool, max_int_digits: int | None 
     unless ``lone_surrogates``), or an exact list of such values or exact dict with exact str
     keys and such values, nested fewer than ``MAX_VALUE_DEPTH`` levels: plain data whose JSON
     form gives it back as it was. Never raises; False means the caller's own check decides."""
+
+def plain_json_digest(value: object, max_int_digits: int, max_bytes: int) -> str | None:
+    """16 hex digits of BLAKE2b (8-byte digest) over ``value``'s compact JSON, byte for byte
+    ``pydantic_core.to_json``'s, for a value ``plain_json(value, False, max_int_digits)``
+    accepts that holds no float and whose JSON is at most ``max_bytes`` bytes; None for any
+    other value (the caller's own path decides). Never raises."""
 
 def wake_step_worker() -> None:
     """Wakes a native step worker ahead of a ``start_async`` / ``resume_async``: hands the
@@ -243,6 +250,18 @@ class MontyContinuation:
         outcome: ResumeValue | ResumeError | Mapping[int, ResumeValue | ResumeError],
         os_replay: Sequence[tuple[str, Any]] | None = None,
     ) -> StepTicket: ...
+    def resume_within(
+        self,
+        outcome: ResumeValue | ResumeError | Mapping[int, ResumeValue | ResumeError],
+        timeout: float,
+        os_replay: Sequence[tuple[str, Any]] | None = None,
+    ) -> _Step | StepTicket:
+        """``resume_async``, then waits up to ``timeout`` seconds with the GIL released: the
+        step when the advance finished by then, else the ``StepTicket`` to wait on.
+
+        Raises:
+            ValueError: ``timeout`` is negative or not finite.
+        """
 
 @final
 class MontyCall:

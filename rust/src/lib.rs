@@ -40,6 +40,7 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<screen::SubsetScreen>()?;
     m.add_function(wrap_pyfunction!(screen::parses, m)?)?;
     m.add_function(wrap_pyfunction!(plain::plain_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plain::plain_json_digest, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;
     m.add_function(wrap_pyfunction!(py_continuation::register_gather_type, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::remaining_stack, m)?)?;

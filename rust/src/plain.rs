@@ -87,3 +87,150 @@ impl Rule {
         self.lone_surrogates || s.to_str().is_ok()
     }
 }
+
+/// `args_digest(value)` in one native walk, for the usual arguments (issue 21): 16 hex
+/// digits of BLAKE2b (8-byte digest) over `value`'s compact JSON, byte for byte what
+/// `pydantic_core.to_json` writes. Only for a value `plain_json(value, False,
+/// max_int_digits)` accepts that holds no float (a float's text is left to pydantic) and
+/// whose JSON is at most `max_bytes` long; for any other value it returns None and the
+/// caller's Python path decides, as before. Never raises.
+#[pyfunction]
+#[pyo3(signature = (value, max_int_digits, max_bytes))]
+pub fn plain_json_digest(
+    value: &Bound<'_, PyAny>,
+    max_int_digits: &Bound<'_, PyAny>,
+    max_bytes: usize,
+) -> Option<String> {
+    use blake2::Blake2bVar;
+    use blake2::digest::{Update, VariableOutput};
+
+    let int_bound = match max_int_digits.extract::<u32>() {
+        Ok(d) if max_int_digits.is_exact_instance_of::<PyInt>() => 10u64.checked_pow(d),
+        _ => return None,
+    };
+    let mut out = Vec::with_capacity(64);
+    if !write_json(&mut out, value, 0, int_bound, max_bytes) || out.len() > max_bytes {
+        return None;
+    }
+    let mut hasher = Blake2bVar::new(8).ok()?;
+    hasher.update(&out);
+    let mut digest = [0u8; 8];
+    hasher.finalize_variable(&mut digest).ok()?;
+    let mut hex = String::with_capacity(16);
+    for byte in digest {
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    Some(hex)
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `value`'s compact JSON (serde_json's form, which pydantic_core writes) to `out`;
+/// false for anything `plain_json_digest` leaves to Python (see there), or once `out` is past
+/// `max_bytes`.
+fn write_json(
+    out: &mut Vec<u8>,
+    value: &Bound<'_, PyAny>,
+    depth: usize,
+    int_bound: Option<u64>,
+    max_bytes: usize,
+) -> bool {
+    if out.len() > max_bytes {
+        return false;
+    }
+    if value.is_none() {
+        out.extend_from_slice(b"null");
+        return true;
+    }
+    if value.is_exact_instance_of::<PyBool>() {
+        out.extend_from_slice(if value.is_truthy().unwrap_or(false) { b"true" } else { b"false" });
+        return true;
+    }
+    if let Ok(s) = value.cast_exact::<PyString>() {
+        return s.to_str().is_ok_and(|s| {
+            write_str(out, s);
+            true
+        });
+    }
+    if value.is_exact_instance_of::<PyInt>() {
+        return match value.extract::<i64>() {
+            Ok(i) if int_bound.is_none_or(|bound| i.unsigned_abs() < bound) => {
+                out.extend_from_slice(i.to_string().as_bytes());
+                true
+            }
+            _ => false,
+        };
+    }
+    if depth >= MAX_DEPTH {
+        return false;
+    }
+    if let Ok(list) = value.cast_exact::<PyList>() {
+        out.push(b'[');
+        for (i, item) in list.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            if !write_json(out, &item, depth + 1, int_bound, max_bytes) {
+                return false;
+            }
+        }
+        out.push(b']');
+        return true;
+    }
+    if let Ok(dict) = value.cast_exact::<PyDict>() {
+        out.push(b'{');
+        for (i, (k, v)) in dict.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let Ok(key) = k.cast_exact::<PyString>() else {
+                return false;
+            };
+            let Ok(key) = key.to_str() else {
+                return false;
+            };
+            write_str(out, key);
+            out.push(b':');
+            if !write_json(out, &v, depth + 1, int_bound, max_bytes) {
+                return false;
+            }
+        }
+        out.push(b'}');
+        return true;
+    }
+    false
+}
+
+/// `s` as a JSON string the way serde_json escapes it: `"` and `\`, the short escapes
+/// `\b \t \n \f \r`, other control characters as `\u00XX` (lowercase hex); everything
+/// else as its UTF-8 bytes.
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            0x0c => b"\\f",
+            b'\r' => b"\\r",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 0xf)]);
+        } else {
+            out.extend_from_slice(escape);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}

@@ -421,6 +421,28 @@ impl MontyContinuation {
         Ok(StepTicket::new(&self.owner, slot))
     }
 
+    /// `resume_async`, then waits up to `timeout` seconds with the GIL released: the step
+    /// when the advance finished by then, else the `StepTicket` to wait on (one call for
+    /// the usual short advance instead of `resume_async`, `wait` and `result`).
+    ///
+    /// Raises:
+    ///     ValueError: `timeout` is negative or not finite.
+    #[pyo3(signature = (outcome, timeout, os_replay=None))]
+    fn resume_within(
+        &self,
+        py: Python<'_>,
+        outcome: &Bound<'_, PyAny>,
+        timeout: f64,
+        os_replay: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let timeout = wait_timeout(Some(timeout))?;
+        let ticket = self.resume_async(py, outcome, os_replay)?;
+        if ticket.wait_released(py, timeout) {
+            return ticket.result(py);
+        }
+        Ok(Py::new(py, ticket)?.into_any())
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         if self.gather {
             return Ok(format!("MontyContinuation(call_ids={:?})", self.ids.get()));
@@ -638,6 +660,28 @@ impl StepTicket {
             slot,
         }
     }
+
+    /// Waits up to `timeout` (forever when None) with the GIL released; whether the
+    /// advance finished.
+    fn wait_released(&self, py: Python<'_>, timeout: Option<Duration>) -> bool {
+        if self.slot.is_done() {
+            return true;
+        }
+        let slot = Arc::clone(&self.slot);
+        // Not an entry into Monty: only waits for the worker's result.
+        py.detach(move || slot.wait(timeout))
+    }
+}
+
+/// A `wait` timeout in seconds (None: forever) as a duration.
+fn wait_timeout(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    match timeout {
+        None => Ok(None),
+        Some(t) if t.is_finite() && t >= 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) => Err(PyValueError::new_err(format!(
+            "timeout must be >= 0 seconds, got {t}"
+        ))),
+    }
 }
 
 #[pymethods]
@@ -646,21 +690,7 @@ impl StepTicket {
     /// whether the advance finished.
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
-        let timeout = match timeout {
-            None => None,
-            Some(t) if t.is_finite() && t >= 0.0 => Some(Duration::from_secs_f64(t)),
-            Some(t) => {
-                return Err(PyValueError::new_err(format!(
-                    "timeout must be >= 0 seconds, got {t}"
-                )));
-            }
-        };
-        if self.slot.is_done() {
-            return Ok(true);
-        }
-        let slot = Arc::clone(&self.slot);
-        // Not an entry into Monty: only waits for the worker's result.
-        Ok(py.detach(move || slot.wait(timeout)))
+        Ok(self.wait_released(py, wait_timeout(timeout)?))
     }
 
     /// Whether the advance has finished.

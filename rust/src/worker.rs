@@ -104,7 +104,8 @@ fn linger(rx: &Receiver<Job>, mailbox: &Arc<Mailbox>, lingering: &Lingering) {
             }
             Err(TryRecvError::Disconnected) => {}
             Err(TryRecvError::Empty) if idle.elapsed() < WORKER_SPIN => {
-                std::hint::spin_loop();
+                // No `pause` here, as in the slot's spin (slot.rs): on a virtual machine a
+                // loop of them exits to the hypervisor, and the next job waits microseconds.
                 continue;
             }
             Err(TryRecvError::Empty) if idle.elapsed() < WORKER_LINGER => {

@@ -43,7 +43,7 @@ from ..exceptions import (
     TurnConflictError,
 )
 from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
-from ..runtime.monty import FINAL_ANSWER, final_answer_step
+from ..runtime.monty import FINAL_ANSWER, StepTicket, final_answer_step
 from ..sessions._journal import JournalRecord
 from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..tools import FunctionTool, Tool
@@ -201,6 +201,7 @@ class _Final:
 
 
 _SHORT_SCALARS = frozenset({float, bool, type(None)})
+_NEVER_AWAITABLE = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
 _SHORT_INT = 2**53
 """Ints inside this bound (magnitude) have far fewer digits than ``MAX_INT_DIGITS``."""
 
@@ -372,6 +373,14 @@ class TurnDriver:
         st.advance += 1
         replay = st.journal.os.get(st.advance)
         target = step if gather else step.call
+        within = getattr(target, "resume_within", None)
+        if within is not None:
+            # One native call hands the advance over and waits for it: the usual short one
+            # comes back as its step, a longer one as its ticket, awaited without blocking.
+            got = within(arg, INLINE_WAIT, replay)
+            if type(got) is StepTicket:
+                return await await_ticket(got, waited=True)
+            return got
         native = getattr(target, "resume_async", None)
         if native is None:
             fn = functools.partial(target.resume, os_replay=replay) if replay else target.resume
@@ -469,7 +478,12 @@ class TurnDriver:
             )
         else:
             try:
-                value = await tool.run(args, None)  # type: ignore[arg-type]
+                if tool.runs_inline:  # the usual quick sync tool: no coroutine for the call
+                    value = tool.run_inline(args)
+                    if type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value):
+                        value = tool.plain_result(await value)
+                else:
+                    value = await tool.run(args, None)  # type: ignore[arg-type]
             except ToolHostError:
                 raise  # the host's failure, not the script's: it ends the run
             except (Exception, SystemExit) as exc:  # as ``_attempts``: SystemExit never ends the host's run
@@ -479,9 +493,10 @@ class TurnDriver:
             type(value) in _SHORT_SCALARS or (type(value) is int and -_SHORT_INT < value < _SHORT_INT)
         ):
             # A scalar result (a short int, a float, a bool, None) is plain: no walk, no
-            # length check (_checked_result's) and no blob.
+            # length check (_checked_result's) and no blob; an int's record is written here,
+            # as encode_outcome would write it.
             outcome: Outcome = ResumeValue(value)
-            data = encode_outcome(outcome)
+            text = '{"v":%d}' % value if type(value) is int else encode_outcome(outcome).decode()
         else:
             if failure is not None:
                 outcome = ResumeError(failure.message, failure.exc_type)
@@ -493,7 +508,8 @@ class TurnDriver:
                 data = b""
             if not data or len(data) > INLINE_VALUE_LIMIT:  # escaped, refused or kept as a blob: as _record does
                 return await self._record(pos, tool.name, digest, outcome)
-        records = [JournalRecord("outcome", pos, data.decode())]
+            text = data.decode()
+        records = [JournalRecord("outcome", pos, text)]
         if not self._write_now(records):
             await self._write_awaited(records)
         return outcome

@@ -14,7 +14,7 @@ import pydantic_core
 
 from ..events import Content, Event, EventActions, FunctionCall, Part, PendingCallInfo, ToolConfirmation
 from ..runtime import ResumeError, ResumeValue
-from ..runtime._values import MAX_DEPTH, plain_json, problem
+from ..runtime._values import MAX_DEPTH, plain_json, plain_json_digest, problem
 from ..sessions._turns import TURN_FORMAT
 
 __all__ = (
@@ -259,7 +259,13 @@ def _digest(data: bytes) -> str:
 def plain_args_digest(args: dict[str, Any]) -> str | None:
     """``args_digest(args)`` for arguments ``value_problem`` accepts, else None (no digest,
     or arguments that cannot cross: the caller's general path says why). Plain arguments of
-    exact JSON types, the usual call's, take one native walk instead of two."""
+    exact JSON types, the usual call's, take one native walk instead of two; without a
+    float among them, that walk also writes their JSON and hashes it
+    (``plain_json_digest``, the same bytes and digest)."""
+    if type(args) is dict:
+        digest = plain_json_digest(args, MAX_INT_DIGITS, MAX_VALUE_BYTES)
+        if digest is not None:
+            return digest
     plain = type(args) is dict and plain_json(args, True, MAX_INT_DIGITS)
     if not plain and value_problem(args, "") is not None:
         return None

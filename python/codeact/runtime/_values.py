@@ -21,7 +21,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .. import _monty
 
-__all__ = ("MAX_DEPTH", "PLAIN_TYPES", "in_script_check", "plain_json", "problem", "to_plain")
+__all__ = ("MAX_DEPTH", "PLAIN_TYPES", "in_script_check", "plain_json", "plain_json_digest", "problem", "to_plain")
 
 MAX_DEPTH: int = _monty.MAX_VALUE_DEPTH
 """Deepest nesting of containers that may cross the boundary, in levels (the native
@@ -31,6 +31,12 @@ plain_json = _monty.plain_json
 """``plain_json(value, lone_surrogates, max_int_digits=None) -> bool``: the native quick
 verdict (``rust/src/plain.rs``): True only for plain data of exact JSON types that every
 check here and the journal's JSON form accept; False means: ask the Python check."""
+
+plain_json_digest = _monty.plain_json_digest
+"""``plain_json_digest(value, max_int_digits, max_bytes) -> str | None``: the native
+argument digest (``rust/src/plain.rs``): BLAKE2b-64 hex over ``pydantic_core.to_json``'s
+bytes, for float-free values ``plain_json(value, False, max_int_digits)`` accepts whose
+JSON is at most ``max_bytes`` long; None means: take the Python path."""
 
 PLAIN_TYPES = "None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset"
 """The plain types, as the error messages name them."""

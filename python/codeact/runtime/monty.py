@@ -41,6 +41,10 @@ __all__ = (
     "final_answer_step",
 )
 
+StepTicket = _monty.StepTicket
+"""The native ticket of an advance on a step worker (``start_async``, ``resume_async``,
+``resume_within``): ``wait(timeout=None) -> bool``, ``done``, ``result() -> RunStep``."""
+
 _monty.register_seam_types(Call, Complete, Raised, ResumeValue, ResumeError)
 _monty.register_gather_type(Gather)
 

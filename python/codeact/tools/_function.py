@@ -461,25 +461,13 @@ class FunctionTool(Tool):
             ValueError: the result nests deeper than ``MAX_VALUE_DEPTH`` levels.
             Exception: whatever the function raises, unchanged.
         """
-        try:
-            values = self._validate(args if args is not None else {})
-        except ValidationError as e:
-            raise ToolArgumentError(self.name, self._describe_errors(e)) from e
-        if self.context_parameter is not None:
-            values[self.context_parameter] = tool_context
+        positional, values = self._bind(args, tool_context)
         func = self.func
-        positional = [values.pop(n) for n in self._positional_only] if self._positional_only else ()
         if self._is_async:
             result = await func(*positional, **values)
         elif self.run_in_thread:
             if self._quick_calls >= _QUICK_STREAK:
-                started = time.perf_counter()
-                try:
-                    result = func(*positional, **values)
-                finally:
-                    if time.perf_counter() - started > QUICK_CALL:  # wall time: a sleep counts
-                        self._overruns += 1
-                        self._quick_calls = -1 if self._overruns >= _MAX_OVERRUNS else 0
+                result = self._call_timed(positional, values)
             else:
                 timing: list[float] = []
                 result = await _in_thread(self.name, functools.partial(_timed, timing, func, *positional, **values))
@@ -489,6 +477,65 @@ class FunctionTool(Tool):
             result = func(*positional, **values)
         if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
             result = await result
+        return self._plain(result)
+
+    def run_inline(self, args: dict[str, Any]) -> Any:
+        """``run`` without a coroutine, for a call that runs on the calling thread
+        (``runs_inline``) of a tool without a context parameter (the agent's short call path,
+        issue 21): the same validation, the same quick-call bookkeeping, the same result.
+
+        Returns:
+            The result as plain data, as ``run`` returns it; or, when the function returned an
+            awaitable, that awaitable (the caller awaits it and passes its value to
+            ``plain_result``).
+
+        Raises:
+            ToolArgumentError, TypeError, ValueError, Exception: as ``run``.
+            RuntimeError: the call does not run inline, or the tool takes a context.
+        """
+        if not self.runs_inline or self.context_parameter is not None:
+            raise RuntimeError(f"tool {self.name!r}: this call does not run inline; use run")
+        positional, values = self._bind(args, None)
+        if self.run_in_thread:
+            result = self._call_timed(positional, values)
+        else:
+            result = self.func(*positional, **values)
+        if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
+            return result
+        return self._plain(result)
+
+    def plain_result(self, result: Any) -> Any:
+        """``result`` (what the function returned, awaited) as plain data, as ``run`` returns it.
+
+        Raises:
+            TypeError: the result cannot be converted to plain data.
+            ValueError: the result nests deeper than ``MAX_VALUE_DEPTH`` levels.
+        """
+        return self._plain(result)
+
+    def _bind(self, args: dict[str, Any] | None, tool_context: Any) -> tuple[Any, dict[str, Any]]:
+        """The validated arguments as (positional-only values, keyword values)."""
+        try:
+            values = self._validate(args if args is not None else {})
+        except ValidationError as e:
+            raise ToolArgumentError(self.name, self._describe_errors(e)) from e
+        if self.context_parameter is not None:
+            values[self.context_parameter] = tool_context
+        positional = [values.pop(n) for n in self._positional_only] if self._positional_only else ()
+        return positional, values
+
+    def _call_timed(self, positional: Any, values: dict[str, Any]) -> Any:
+        """Calls a threaded tool's function inline (its quick streak); a call slower than
+        ``QUICK_CALL`` counts as an overrun, and enough of them send the tool back to threads."""
+        started = time.perf_counter()
+        try:
+            return self.func(*positional, **values)
+        finally:
+            if time.perf_counter() - started > QUICK_CALL:  # wall time: a sleep counts
+                self._overruns += 1
+                self._quick_calls = -1 if self._overruns >= _MAX_OVERRUNS else 0
+
+    def _plain(self, result: Any) -> Any:
         value = to_plain(result)
         found = problem(value, "", lone_surrogates=True)  # the label is spelled out only for a message
         if found is not None:
