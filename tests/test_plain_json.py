@@ -218,7 +218,8 @@ _CONTROL = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x9F), 
             st.floats(allow_nan=True, allow_infinity=True),
         ),
         lambda children: st.one_of(
-            st.lists(children, max_size=4), st.dictionaries(st.one_of(st.text(max_size=4), _CONTROL), children, max_size=4)
+            st.lists(children, max_size=4),
+            st.dictionaries(st.one_of(st.text(max_size=4), _CONTROL), children, max_size=4),
         ),
         max_leaves=15,
     )

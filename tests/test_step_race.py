@@ -157,7 +157,9 @@ def test_resume_within_returns_the_step_or_the_ticket_of_a_longer_advance() -> N
     finishes as ``resume_async``'s would), and refuses a bad timeout keeping the call
     resumable."""
     runtime = MontyRuntime(check_scripts=False, rewrite_scripts=False)
-    step = runtime.start('a = call_tool("f", {})\nb = call_tool("g", {"a": a})\nt = 0\nfor i in range(300000):\n    t += i\nt + b')
+    step = runtime.start(
+        'a = call_tool("f", {})\nb = call_tool("g", {"a": a})\nt = 0\nfor i in range(300000):\n    t += i\nt + b'
+    )
     assert isinstance(step, Call)
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="timeout must be >= 0 seconds"):

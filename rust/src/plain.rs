@@ -144,7 +144,11 @@ fn write_json(
         return true;
     }
     if value.is_exact_instance_of::<PyBool>() {
-        out.extend_from_slice(if value.is_truthy().unwrap_or(false) { b"true" } else { b"false" });
+        out.extend_from_slice(if value.is_truthy().unwrap_or(false) {
+            b"true"
+        } else {
+            b"false"
+        });
         return true;
     }
     if let Ok(s) = value.cast_exact::<PyString>() {

@@ -496,7 +496,7 @@ class TurnDriver:
             # length check (_checked_result's) and no blob; an int's record is written here,
             # as encode_outcome would write it.
             outcome: Outcome = ResumeValue(value)
-            text = '{"v":%d}' % value if type(value) is int else encode_outcome(outcome).decode()
+            text = f'{{"v":{value}}}' if type(value) is int else encode_outcome(outcome).decode()
         else:
             if failure is not None:
                 outcome = ResumeError(failure.message, failure.exc_type)
