@@ -381,8 +381,7 @@ async def test_run_inline_is_run_without_a_coroutine() -> None:
         return Point(x=a)
 
     t = FunctionTool(f)
-    with pytest.raises(RuntimeError, match="does not run inline"):
-        t.run_inline({"a": 1})  # threaded until three quick calls
+    assert t.run_inline({"a": 1}) is NotImplemented and not seen  # threaded until three quick calls
     for i in range(3):
         assert await t.run({"a": i}, make_context()) == {"x": i}
     assert t.runs_inline and t.run_inline({"a": "7"}) == {"x": 7} and seen[-1]  # lax "7", plain dict
@@ -402,10 +401,25 @@ async def test_run_inline_is_run_without_a_coroutine() -> None:
     g = FunctionTool(gives_awaitable, run_in_thread=False)
     pending = g.run_inline({"a": 1})
     assert inspect.isawaitable(pending) and g.plain_result(await pending) == 2
-    with pytest.raises(RuntimeError, match="does not run inline"):
-        FunctionTool(later).run_inline({"a": 1})  # an async tool runs on the loop through run
+    assert FunctionTool(later).run_inline({"a": 1}) is NotImplemented  # an async tool: through run
     with pytest.raises(TypeError, match="not plain data"):
         FunctionTool(lambda: object(), name="obj", run_in_thread=False).run_inline({})
+
+    def with_context(a: int, tool_context: ToolContext) -> int:
+        return a
+
+    with pytest.raises(RuntimeError, match="takes a context"):
+        FunctionTool(with_context, run_in_thread=False).run_inline({"a": 1})
+
+    def stops(a: int) -> int:
+        raise StopIteration(a)
+
+    s = FunctionTool(stops, run_in_thread=False)
+    with pytest.raises(RuntimeError, match=r"^coroutine raised StopIteration$") as inline:
+        s.run_inline({"a": 1})
+    assert isinstance(inline.value.__cause__, StopIteration)
+    with pytest.raises(RuntimeError, match=r"^coroutine raised StopIteration$"):
+        await s.run({"a": 1}, make_context())  # the same as run, a coroutine, raises
 
 
 async def test_a_slow_threaded_call_restarts_the_quick_streak() -> None:

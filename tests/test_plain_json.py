@@ -229,10 +229,14 @@ def test_the_native_digest_is_pydantics_json_hashed(value: Any) -> None:
     before it replays after it) and answers for every float-free JSON value; a float is left
     to the Python path."""
     digest = _values.plain_json_digest(value, _protocol.MAX_INT_DIGITS, _protocol.MAX_VALUE_BYTES)
-    if _has_float(value) or not all(_no_surrogates(s) for s in _strings(value)):
+    if not all(_no_surrogates(s) for s in _strings(value)):
         assert digest is None
+    elif _has_float(value):
+        assert digest == ""  # plain: pydantic writes the float's text, hashed in Python
     else:
         assert digest == _pydantic_digest(value), value
+    if isinstance(value, dict):
+        assert _protocol.plain_args_digest(value) == _digest_or_none(value)
 
 
 def test_the_native_digest_leaves_every_edge_to_the_python_path() -> None:
@@ -245,9 +249,13 @@ def test_the_native_digest_leaves_every_edge_to_the_python_path() -> None:
     assert digest({"t": (1,)}, 4300, 100) is None and digest({1: 2}, 4300, 100) is None
     assert digest({"b": b"x"}, 4300, 100) is None and digest(Mapping(a=1), 4300, 100) is None
     assert digest({"a": Text("x")}, 4300, 100) is None and digest({"a": Number(1)}, 4300, 100) is None
-    assert digest({"f": 1.0}, 4300, 100) is None  # a float's text is pydantic's to write
+    assert digest({"f": 1.0}, 4300, 100) == ""  # plain, but a float's text is pydantic's to write
+    assert digest({"f": 1.0, "t": (1,)}, 4300, 100) is None  # not plain after the float: checked on
+    assert digest([1.0, [math.nan, {"s": "\ud800"}]], 4300, 100) is None
     for bound in (-1, 2**32, 4300.0, True):  # no non-negative 32-bit int: the Python path
         assert digest({"x": 1}, bound, 100) is None  # type: ignore[arg-type]
+    for limit in (-1, 2**64, 1.5, None, "7", True):  # never raises, whatever it is given
+        assert digest({"x": 1}, 4300, limit) is None  # type: ignore[arg-type]
     deep: Any = 1
     for _ in range(MAX_DEPTH):
         deep = [deep]

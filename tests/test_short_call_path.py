@@ -118,6 +118,25 @@ def big(n: int) -> str:
     return "y" * n
 
 
+def stops(x: int) -> int:
+    """Raises StopIteration (a coroutine turns it into RuntimeError, PEP 479).
+
+    Args:
+        x: a number.
+    """
+    raise StopIteration(x)
+
+
+def scale(x: float, by: float = 2.0) -> float:
+    """Multiplies.
+
+    Args:
+        x: a number.
+        by: the factor.
+    """
+    return x * by
+
+
 def host_down(x: int) -> int:
     """Reports a host failure.
 
@@ -129,7 +148,7 @@ def host_down(x: int) -> int:
 
 # Run on the event loop from the first call (a sync tool in its worker thread, the default
 # until it proved quick, has a timeout to enforce and so takes the general path).
-TOOLS = [FunctionTool(f, run_in_thread=False) for f in (inc, fails, exits, opaque, big, host_down)]
+TOOLS = [FunctionTool(f, run_in_thread=False) for f in (inc, fails, exits, opaque, big, host_down, stops, scale)]
 
 SCRIPTS = {
     "plain calls, keyword and positional": (
@@ -150,6 +169,14 @@ SCRIPTS = {
     "SystemExit in the tool": (
         'try:\n    call_tool("exits", {"x": 2})\nexcept Exception as e:\n    m = str(e)\n'
         '{"type": "final_result", "value": m}'
+    ),
+    "StopIteration in the tool": (
+        'try:\n    call_tool("stops", {"x": 2})\nexcept Exception as e:\n    m = type(e).__name__ + ": " + str(e)\n'
+        '{"type": "final_result", "value": m}'
+    ),
+    "float arguments and result": (
+        'a = call_tool("scale", {"x": 1.5})\nb = call_tool("scale", {"x": a, "by": 0.1})\n'
+        '{"type": "final_result", "value": [a, b]}'
     ),
     "a result that is not plain data": (
         'try:\n    call_tool("opaque", {"x": 1})\nexcept Exception as e:\n    m = str(e)\n'

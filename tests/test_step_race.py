@@ -164,7 +164,7 @@ def test_resume_within_returns_the_step_or_the_ticket_of_a_longer_advance() -> N
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="timeout must be >= 0 seconds"):
             step.call.resume_within(ResumeValue(1), bad)
-    nxt = step.call.resume_within(ResumeValue(1), 5.0)  # still pending after the refusals
+    nxt = step.call.resume_within(ResumeValue(1), 1e300)  # still pending after the refusals; past a duration: forever
     assert isinstance(nxt, Call) and nxt.call.name == "g" and nxt.call.keyword_args == {"a": 1}
     ticket = nxt.call.resume_within(ResumeValue(2), 0.0)  # a loop of 300,000 steps: not done at once
     assert type(ticket).__name__ == "StepTicket"

@@ -122,8 +122,9 @@ def plain_json(value: object, lone_surrogates: bool, max_int_digits: int | None 
 def plain_json_digest(value: object, max_int_digits: int, max_bytes: int) -> str | None:
     """16 hex digits of BLAKE2b (8-byte digest) over ``value``'s compact JSON, byte for byte
     ``pydantic_core.to_json``'s, for a value ``plain_json(value, False, max_int_digits)``
-    accepts that holds no float and whose JSON is at most ``max_bytes`` bytes; None for any
-    other value (the caller's own path decides). Never raises."""
+    accepts whose JSON is at most ``max_bytes`` bytes; ``""`` for such a value that holds a
+    float (its JSON is pydantic's to write); None for any other value, and for arguments of
+    the wrong kind (the caller's own path decides). Never raises."""
 
 def wake_step_worker() -> None:
     """Wakes a native step worker ahead of a ``start_async`` / ``resume_async``: hands the

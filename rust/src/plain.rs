@@ -90,16 +90,17 @@ impl Rule {
 
 /// `args_digest(value)` in one native walk, for the usual arguments (issue 21): 16 hex
 /// digits of BLAKE2b (8-byte digest) over `value`'s compact JSON, byte for byte what
-/// `pydantic_core.to_json` writes. Only for a value `plain_json(value, False,
-/// max_int_digits)` accepts that holds no float (a float's text is left to pydantic) and
-/// whose JSON is at most `max_bytes` long; for any other value it returns None and the
-/// caller's Python path decides, as before. Never raises.
+/// `pydantic_core.to_json` writes, for a value `plain_json(value, False, max_int_digits)`
+/// accepts whose JSON is at most `max_bytes` long. When such a value holds a float (whose
+/// text is pydantic's to write), the empty string: the value is plain, hash its JSON in
+/// Python. None for every other value (the caller's Python path decides, as before).
+/// Never raises: arguments of the wrong kind give None too.
 #[pyfunction]
 #[pyo3(signature = (value, max_int_digits, max_bytes))]
 pub fn plain_json_digest(
     value: &Bound<'_, PyAny>,
     max_int_digits: &Bound<'_, PyAny>,
-    max_bytes: usize,
+    max_bytes: &Bound<'_, PyAny>,
 ) -> Option<String> {
     use blake2::Blake2bVar;
     use blake2::digest::{Update, VariableOutput};
@@ -108,12 +109,24 @@ pub fn plain_json_digest(
         Ok(d) if max_int_digits.is_exact_instance_of::<PyInt>() => 10u64.checked_pow(d),
         _ => return None,
     };
-    let mut out = Vec::with_capacity(64);
-    if !write_json(&mut out, value, 0, int_bound, max_bytes) || out.len() > max_bytes {
+    let max_bytes = match max_bytes.extract::<usize>() {
+        Ok(n) if max_bytes.is_exact_instance_of::<PyInt>() => n,
+        _ => return None,
+    };
+    let mut writer = JsonWriter {
+        out: Vec::with_capacity(64),
+        int_bound,
+        max_bytes,
+        float_seen: false,
+    };
+    if !writer.value(value, 0) || writer.out.len() > max_bytes {
         return None;
     }
+    if writer.float_seen {
+        return Some(String::new());
+    }
     let mut hasher = Blake2bVar::new(8).ok()?;
-    hasher.update(&out);
+    hasher.update(&writer.out);
     let mut digest = [0u8; 8];
     hasher.finalize_variable(&mut digest).ok()?;
     let mut hex = String::with_capacity(16);
@@ -126,84 +139,95 @@ pub fn plain_json_digest(
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// Appends `value`'s compact JSON (serde_json's form, which pydantic_core writes) to `out`;
-/// false for anything `plain_json_digest` leaves to Python (see there), or once `out` is past
-/// `max_bytes`.
-fn write_json(
-    out: &mut Vec<u8>,
-    value: &Bound<'_, PyAny>,
-    depth: usize,
+/// The walk of [`plain_json_digest`]: appends a value's compact JSON (serde_json's form,
+/// which pydantic_core writes) to `out`.
+struct JsonWriter {
+    out: Vec<u8>,
     int_bound: Option<u64>,
     max_bytes: usize,
-) -> bool {
-    if out.len() > max_bytes {
-        return false;
-    }
-    if value.is_none() {
-        out.extend_from_slice(b"null");
-        return true;
-    }
-    if value.is_exact_instance_of::<PyBool>() {
-        out.extend_from_slice(if value.is_truthy().unwrap_or(false) {
-            b"true"
-        } else {
-            b"false"
-        });
-        return true;
-    }
-    if let Ok(s) = value.cast_exact::<PyString>() {
-        return s.to_str().is_ok_and(|s| {
-            write_str(out, s);
-            true
-        });
-    }
-    if value.is_exact_instance_of::<PyInt>() {
-        return match value.extract::<i64>() {
-            Ok(i) if int_bound.is_none_or(|bound| i.unsigned_abs() < bound) => {
-                out.extend_from_slice(i.to_string().as_bytes());
+    /// A float was met: nothing is written for it (the JSON is then only checked, not
+    /// hashed), and the rest of the value is still checked.
+    float_seen: bool,
+}
+
+impl JsonWriter {
+    /// Appends `value`'s JSON; false for anything `plain_json_digest` leaves to Python (see
+    /// there), or once `out` is past `max_bytes`.
+    fn value(&mut self, value: &Bound<'_, PyAny>, depth: usize) -> bool {
+        if self.out.len() > self.max_bytes {
+            return false;
+        }
+        if value.is_none() {
+            self.out.extend_from_slice(b"null");
+            return true;
+        }
+        if value.is_exact_instance_of::<PyBool>() {
+            let text: &[u8] = if value.is_truthy().unwrap_or(false) {
+                b"true"
+            } else {
+                b"false"
+            };
+            self.out.extend_from_slice(text);
+            return true;
+        }
+        if value.is_exact_instance_of::<PyFloat>() {
+            self.float_seen = true;
+            return true;
+        }
+        if let Ok(s) = value.cast_exact::<PyString>() {
+            return s.to_str().is_ok_and(|s| {
+                write_str(&mut self.out, s);
                 true
-            }
-            _ => false,
-        };
-    }
-    if depth >= MAX_DEPTH {
-        return false;
-    }
-    if let Ok(list) = value.cast_exact::<PyList>() {
-        out.push(b'[');
-        for (i, item) in list.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            if !write_json(out, &item, depth + 1, int_bound, max_bytes) {
-                return false;
-            }
+            });
         }
-        out.push(b']');
-        return true;
-    }
-    if let Ok(dict) = value.cast_exact::<PyDict>() {
-        out.push(b'{');
-        for (i, (k, v)) in dict.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            let Ok(key) = k.cast_exact::<PyString>() else {
-                return false;
+        if value.is_exact_instance_of::<PyInt>() {
+            return match value.extract::<i64>() {
+                Ok(i) if self.int_bound.is_none_or(|bound| i.unsigned_abs() < bound) => {
+                    self.out.extend_from_slice(i.to_string().as_bytes());
+                    true
+                }
+                _ => false,
             };
-            let Ok(key) = key.to_str() else {
-                return false;
-            };
-            write_str(out, key);
-            out.push(b':');
-            if !write_json(out, &v, depth + 1, int_bound, max_bytes) {
-                return false;
-            }
         }
-        out.push(b'}');
-        return true;
+        if depth >= MAX_DEPTH {
+            return false;
+        }
+        if let Ok(list) = value.cast_exact::<PyList>() {
+            self.out.push(b'[');
+            for (i, item) in list.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(b',');
+                }
+                if !self.value(&item, depth + 1) {
+                    return false;
+                }
+            }
+            self.out.push(b']');
+            return true;
+        }
+        if let Ok(dict) = value.cast_exact::<PyDict>() {
+            self.out.push(b'{');
+            for (i, (k, v)) in dict.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(b',');
+                }
+                let Ok(key) = k.cast_exact::<PyString>() else {
+                    return false;
+                };
+                let Ok(key) = key.to_str() else {
+                    return false;
+                };
+                write_str(&mut self.out, key);
+                self.out.push(b':');
+                if !self.value(&v, depth + 1) {
+                    return false;
+                }
+            }
+            self.out.push(b'}');
+            return true;
+        }
+        false
     }
-    false
 }
 
 /// `s` as a JSON string the way serde_json escapes it: `"` and `\`, the short escapes

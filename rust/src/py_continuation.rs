@@ -673,11 +673,12 @@ impl StepTicket {
     }
 }
 
-/// A `wait` timeout in seconds (None: forever) as a duration.
+/// A `wait` timeout in seconds (None: forever) as a duration; one past what a duration
+/// holds (about 5.8e11 years) is forever too.
 fn wait_timeout(timeout: Option<f64>) -> PyResult<Option<Duration>> {
     match timeout {
         None => Ok(None),
-        Some(t) if t.is_finite() && t >= 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) if t.is_finite() && t >= 0.0 => Ok(Duration::try_from_secs_f64(t).ok()),
         Some(t) => Err(PyValueError::new_err(format!(
             "timeout must be >= 0 seconds, got {t}"
         ))),

@@ -478,12 +478,13 @@ class TurnDriver:
             )
         else:
             try:
-                if tool.runs_inline:  # the usual quick sync tool: no coroutine for the call
-                    value = tool.run_inline(args)
-                    if type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value):
-                        value = tool.plain_result(await value)
-                else:
+                # The usual quick sync tool runs without a coroutine; run_inline reads the
+                # tool's mode once and declines (NotImplemented) when the call is not inline.
+                value = tool.run_inline(args)
+                if value is NotImplemented:
                     value = await tool.run(args, None)  # type: ignore[arg-type]
+                elif type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value):
+                    value = tool.plain_result(await value)
             except ToolHostError:
                 raise  # the host's failure, not the script's: it ends the run
             except (Exception, SystemExit) as exc:  # as ``_attempts``: SystemExit never ends the host's run

@@ -259,13 +259,18 @@ def _digest(data: bytes) -> str:
 def plain_args_digest(args: dict[str, Any]) -> str | None:
     """``args_digest(args)`` for arguments ``value_problem`` accepts, else None (no digest,
     or arguments that cannot cross: the caller's general path says why). Plain arguments of
-    exact JSON types, the usual call's, take one native walk instead of two; without a
-    float among them, that walk also writes their JSON and hashes it
-    (``plain_json_digest``, the same bytes and digest)."""
+    exact JSON types, the usual call's, take one native walk instead of two: it writes their
+    JSON and hashes it (``plain_json_digest``, the same bytes and digest), or, when they hold
+    a float, only checks them and pydantic writes the JSON hashed here."""
     if type(args) is dict:
         digest = plain_json_digest(args, MAX_INT_DIGITS, MAX_VALUE_BYTES)
-        if digest is not None:
+        if digest:
             return digest
+        if digest == "":  # plain, with a float
+            try:
+                return _digest(_to_json(args))
+            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+                return None
     plain = type(args) is dict and plain_json(args, True, MAX_INT_DIGITS)
     if not plain and value_problem(args, "") is not None:
         return None

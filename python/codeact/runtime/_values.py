@@ -35,8 +35,9 @@ check here and the journal's JSON form accept; False means: ask the Python check
 plain_json_digest = _monty.plain_json_digest
 """``plain_json_digest(value, max_int_digits, max_bytes) -> str | None``: the native
 argument digest (``rust/src/plain.rs``): BLAKE2b-64 hex over ``pydantic_core.to_json``'s
-bytes, for float-free values ``plain_json(value, False, max_int_digits)`` accepts whose
-JSON is at most ``max_bytes`` long; None means: take the Python path."""
+bytes, for values ``plain_json(value, False, max_int_digits)`` accepts whose JSON is at
+most ``max_bytes`` long; ``""`` for such a value holding a float (plain: hash pydantic's
+JSON in Python); None means: take the Python path."""
 
 PLAIN_TYPES = "None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset"
 """The plain types, as the error messages name them."""

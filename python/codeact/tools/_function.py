@@ -482,27 +482,36 @@ class FunctionTool(Tool):
     def run_inline(self, args: dict[str, Any]) -> Any:
         """``run`` without a coroutine, for a call that runs on the calling thread
         (``runs_inline``) of a tool without a context parameter (the agent's short call path,
-        issue 21): the same validation, the same quick-call bookkeeping, the same result.
+        issue 21): the same validation, the same quick-call bookkeeping, the same result, the
+        same exceptions (a ``StopIteration`` out of the tool becomes the ``RuntimeError`` a
+        coroutine turns it into, PEP 479).
 
         Returns:
-            The result as plain data, as ``run`` returns it; or, when the function returned an
+            The result as plain data, as ``run`` returns it; when the function returned an
             awaitable, that awaitable (the caller awaits it and passes its value to
-            ``plain_result``).
+            ``plain_result``); ``NotImplemented`` when the call does not run inline now (an
+            async tool, or a threaded one outside its quick streak: the caller awaits ``run``
+            instead, so the mode is read once per call).
 
         Raises:
             ToolArgumentError, TypeError, ValueError, Exception: as ``run``.
-            RuntimeError: the call does not run inline, or the tool takes a context.
+            RuntimeError: the tool takes a context parameter.
         """
-        if not self.runs_inline or self.context_parameter is not None:
-            raise RuntimeError(f"tool {self.name!r}: this call does not run inline; use run")
-        positional, values = self._bind(args, None)
-        if self.run_in_thread:
-            result = self._call_timed(positional, values)
-        else:
-            result = self.func(*positional, **values)
-        if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
-            return result
-        return self._plain(result)
+        if self.context_parameter is not None:
+            raise RuntimeError(f"tool {self.name!r} takes a context; use run")
+        if not self.runs_inline:
+            return NotImplemented
+        try:
+            positional, values = self._bind(args, None)
+            if self.run_in_thread:
+                result = self._call_timed(positional, values)
+            else:
+                result = self.func(*positional, **values)
+            if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
+                return result
+            return self._plain(result)
+        except StopIteration as exc:
+            raise RuntimeError("coroutine raised StopIteration") from exc
 
     def plain_result(self, result: Any) -> Any:
         """``result`` (what the function returned, awaited) as plain data, as ``run`` returns it.
