@@ -400,7 +400,7 @@ async def test_run_inline_is_run_without_a_coroutine() -> None:
 
     g = FunctionTool(gives_awaitable, run_in_thread=False)
     pending = g.run_inline({"a": 1})
-    assert inspect.isawaitable(pending) and g.plain_result(await pending) == 2
+    assert inspect.iscoroutine(pending) and await pending == 2
     assert FunctionTool(later).run_inline({"a": 1}) is NotImplemented  # an async tool: through run
     with pytest.raises(TypeError, match="not plain data"):
         FunctionTool(lambda: object(), name="obj", run_in_thread=False).run_inline({})

@@ -28,68 +28,23 @@ pub fn plain_json(
     lone_surrogates: bool,
     max_int_digits: Option<&Bound<'_, PyAny>>,
 ) -> bool {
-    // A bound that is not a non-negative int of 32 bits (never what a caller passes) is left
-    // to the Python check, as is every other doubt.
     let int_bound = match max_int_digits {
         None => None,
-        Some(digits) => match digits.extract::<u32>() {
-            Ok(d) if digits.is_exact_instance_of::<PyInt>() => 10u64.checked_pow(d),
-            _ => return false,
+        Some(digits) => match digit_bound(digits) {
+            Some(bound) => bound,
+            None => return false,
         },
     };
     Rule {
         lone_surrogates,
         int_bound,
+        json: None,
     }
     .accepts(value, 0)
 }
 
-struct Rule {
-    lone_surrogates: bool,
-    /// Ints of this magnitude or more have too many digits (None: every `i64` fits).
-    int_bound: Option<u64>,
-}
-
-impl Rule {
-    fn accepts(&self, value: &Bound<'_, PyAny>, depth: usize) -> bool {
-        if value.is_none()
-            || value.is_exact_instance_of::<PyBool>()
-            || value.is_exact_instance_of::<PyFloat>()
-        {
-            return true;
-        }
-        if let Ok(s) = value.cast_exact::<PyString>() {
-            return self.string(s);
-        }
-        if value.is_exact_instance_of::<PyInt>() {
-            return match value.extract::<i64>() {
-                Ok(i) => self.int_bound.is_none_or(|bound| i.unsigned_abs() < bound),
-                Err(_) => false,
-            };
-        }
-        if depth >= MAX_DEPTH {
-            return false;
-        }
-        if let Ok(list) = value.cast_exact::<PyList>() {
-            return list.iter().all(|item| self.accepts(&item, depth + 1));
-        }
-        if let Ok(dict) = value.cast_exact::<PyDict>() {
-            return dict.iter().all(|(k, v)| {
-                k.cast_exact::<PyString>().is_ok_and(|k| self.string(k))
-                    && self.accepts(&v, depth + 1)
-            });
-        }
-        false
-    }
-
-    fn string(&self, s: &Bound<'_, PyString>) -> bool {
-        // `to_str` fails exactly on a string with lone surrogates (no UTF-8 form).
-        self.lone_surrogates || s.to_str().is_ok()
-    }
-}
-
-/// `args_digest(value)` in one native walk, for the usual arguments (issue 21): 16 hex
-/// digits of BLAKE2b (8-byte digest) over `value`'s compact JSON, byte for byte what
+/// `args_digest(value)` in the same walk, for the usual arguments (issue 21): 16 hex digits
+/// of BLAKE2b (8-byte digest) over `value`'s compact JSON, byte for byte what
 /// `pydantic_core.to_json` writes, for a value `plain_json(value, False, max_int_digits)`
 /// accepts whose JSON is at most `max_bytes` long. When such a value holds a float (whose
 /// text is pydantic's to write), the empty string: the value is plain, hash its JSON in
@@ -105,28 +60,32 @@ pub fn plain_json_digest(
     use blake2::Blake2bVar;
     use blake2::digest::{Update, VariableOutput};
 
-    let int_bound = match max_int_digits.extract::<u32>() {
-        Ok(d) if max_int_digits.is_exact_instance_of::<PyInt>() => 10u64.checked_pow(d),
-        _ => return None,
-    };
+    let int_bound = digit_bound(max_int_digits)?;
     let max_bytes = match max_bytes.extract::<usize>() {
         Ok(n) if max_bytes.is_exact_instance_of::<PyInt>() => n,
         _ => return None,
     };
-    let mut writer = JsonWriter {
-        out: Vec::with_capacity(64),
+    let mut rule = Rule {
+        lone_surrogates: false,
         int_bound,
-        max_bytes,
-        float_seen: false,
+        json: Some(Json {
+            bytes: Vec::with_capacity(64),
+            max_bytes,
+            float_seen: false,
+        }),
     };
-    if !writer.value(value, 0) || writer.out.len() > max_bytes {
+    if !rule.accepts(value, 0) {
         return None;
     }
-    if writer.float_seen {
+    let json = rule.json?;
+    if json.bytes.len() > max_bytes {
+        return None;
+    }
+    if json.float_seen {
         return Some(String::new());
     }
     let mut hasher = Blake2bVar::new(8).ok()?;
-    hasher.update(&writer.out);
+    hasher.update(&json.bytes);
     let mut digest = [0u8; 8];
     hasher.finalize_variable(&mut digest).ok()?;
     let mut hex = String::with_capacity(16);
@@ -137,53 +96,70 @@ pub fn plain_json_digest(
     Some(hex)
 }
 
+/// The int bound for `max_int_digits`: None when it is no exact non-negative int of 32 bits
+/// (never what a caller passes: the Python check then decides), else the magnitude ints
+/// must stay under (None inside: every `i64` fits).
+fn digit_bound(digits: &Bound<'_, PyAny>) -> Option<Option<u64>> {
+    match digits.extract::<u32>() {
+        Ok(d) if digits.is_exact_instance_of::<PyInt>() => Some(10u64.checked_pow(d)),
+        _ => None,
+    }
+}
+
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// The walk of [`plain_json_digest`]: appends a value's compact JSON (serde_json's form,
-/// which pydantic_core writes) to `out`.
-struct JsonWriter {
-    out: Vec<u8>,
+struct Rule {
+    lone_surrogates: bool,
+    /// Ints of this magnitude or more have too many digits (None: every `i64` fits).
     int_bound: Option<u64>,
+    /// Where the walk writes the value's JSON (`plain_json_digest`); None for `plain_json`.
+    json: Option<Json>,
+}
+
+/// The JSON `plain_json_digest`'s walk writes (serde_json's compact form, which
+/// pydantic_core writes).
+struct Json {
+    bytes: Vec<u8>,
     max_bytes: usize,
     /// A float was met: nothing is written for it (the JSON is then only checked, not
     /// hashed), and the rest of the value is still checked.
     float_seen: bool,
 }
 
-impl JsonWriter {
-    /// Appends `value`'s JSON; false for anything `plain_json_digest` leaves to Python (see
-    /// there), or once `out` is past `max_bytes`.
-    fn value(&mut self, value: &Bound<'_, PyAny>, depth: usize) -> bool {
-        if self.out.len() > self.max_bytes {
+impl Rule {
+    fn accepts(&mut self, value: &Bound<'_, PyAny>, depth: usize) -> bool {
+        if let Some(json) = &self.json
+            && json.bytes.len() > json.max_bytes
+        {
             return false;
         }
         if value.is_none() {
-            self.out.extend_from_slice(b"null");
+            self.write(b"null");
             return true;
         }
         if value.is_exact_instance_of::<PyBool>() {
-            let text: &[u8] = if value.is_truthy().unwrap_or(false) {
+            self.write(if value.is_truthy().unwrap_or(false) {
                 b"true"
             } else {
                 b"false"
-            };
-            self.out.extend_from_slice(text);
+            });
             return true;
         }
         if value.is_exact_instance_of::<PyFloat>() {
-            self.float_seen = true;
+            if let Some(json) = &mut self.json {
+                json.float_seen = true;
+            }
             return true;
         }
         if let Ok(s) = value.cast_exact::<PyString>() {
-            return s.to_str().is_ok_and(|s| {
-                write_str(&mut self.out, s);
-                true
-            });
+            return self.string(s);
         }
         if value.is_exact_instance_of::<PyInt>() {
             return match value.extract::<i64>() {
                 Ok(i) if self.int_bound.is_none_or(|bound| i.unsigned_abs() < bound) => {
-                    self.out.extend_from_slice(i.to_string().as_bytes());
+                    if let Some(json) = &mut self.json {
+                        json.bytes.extend_from_slice(i.to_string().as_bytes());
+                    }
                     true
                 }
                 _ => false,
@@ -193,40 +169,62 @@ impl JsonWriter {
             return false;
         }
         if let Ok(list) = value.cast_exact::<PyList>() {
-            self.out.push(b'[');
+            self.write(b"[");
             for (i, item) in list.iter().enumerate() {
                 if i > 0 {
-                    self.out.push(b',');
+                    self.write(b",");
                 }
-                if !self.value(&item, depth + 1) {
+                if !self.accepts(&item, depth + 1) {
                     return false;
                 }
             }
-            self.out.push(b']');
+            self.write(b"]");
             return true;
         }
         if let Ok(dict) = value.cast_exact::<PyDict>() {
-            self.out.push(b'{');
+            self.write(b"{");
             for (i, (k, v)) in dict.iter().enumerate() {
                 if i > 0 {
-                    self.out.push(b',');
+                    self.write(b",");
                 }
                 let Ok(key) = k.cast_exact::<PyString>() else {
                     return false;
                 };
-                let Ok(key) = key.to_str() else {
+                if !self.string(key) {
                     return false;
-                };
-                write_str(&mut self.out, key);
-                self.out.push(b':');
-                if !self.value(&v, depth + 1) {
+                }
+                self.write(b":");
+                if !self.accepts(&v, depth + 1) {
                     return false;
                 }
             }
-            self.out.push(b'}');
+            self.write(b"}");
             return true;
         }
         false
+    }
+
+    /// A string value or key: accepted unless it has lone surrogates where they are refused
+    /// (`to_str` fails exactly on those: no UTF-8 form); written as JSON when writing.
+    fn string(&mut self, s: &Bound<'_, PyString>) -> bool {
+        if self.json.is_none() && self.lone_surrogates {
+            return true; // nothing to write, nothing refused: no UTF-8 form is made
+        }
+        match s.to_str() {
+            Ok(text) => {
+                if let Some(json) = &mut self.json {
+                    write_str(&mut json.bytes, text);
+                }
+                true
+            }
+            Err(_) => self.lone_surrogates,
+        }
+    }
+
+    fn write(&mut self, text: &[u8]) {
+        if let Some(json) = &mut self.json {
+            json.bytes.extend_from_slice(text);
+        }
     }
 }
 

@@ -201,7 +201,6 @@ class _Final:
 
 
 _SHORT_SCALARS = frozenset({float, bool, type(None)})
-_NEVER_AWAITABLE = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
 _SHORT_INT = 2**53
 """Ints inside this bound (magnitude) have far fewer digits than ``MAX_INT_DIGITS``."""
 
@@ -483,8 +482,8 @@ class TurnDriver:
                 value = tool.run_inline(args)
                 if value is NotImplemented:
                     value = await tool.run(args, None)  # type: ignore[arg-type]
-                elif type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value):
-                    value = tool.plain_result(await value)
+                elif inspect.iscoroutine(value):  # the function returned an awaitable
+                    value = await value
             except ToolHostError:
                 raise  # the host's failure, not the script's: it ends the run
             except (Exception, SystemExit) as exc:  # as ``_attempts``: SystemExit never ends the host's run

@@ -488,9 +488,9 @@ class FunctionTool(Tool):
 
         Returns:
             The result as plain data, as ``run`` returns it; when the function returned an
-            awaitable, that awaitable (the caller awaits it and passes its value to
-            ``plain_result``); ``NotImplemented`` when the call does not run inline now (an
-            async tool, or a threaded one outside its quick streak: the caller awaits ``run``
+            awaitable, a coroutine to await for that (``inspect.iscoroutine`` tells it from
+            plain data); ``NotImplemented`` when the call does not run inline now (an async
+            tool, or a threaded one outside its quick streak: the caller awaits ``run``
             instead, so the mode is read once per call).
 
         Raises:
@@ -508,19 +508,13 @@ class FunctionTool(Tool):
             else:
                 result = self.func(*positional, **values)
             if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
-                return result
+                return self._settle(result)
             return self._plain(result)
         except StopIteration as exc:
             raise RuntimeError("coroutine raised StopIteration") from exc
 
-    def plain_result(self, result: Any) -> Any:
-        """``result`` (what the function returned, awaited) as plain data, as ``run`` returns it.
-
-        Raises:
-            TypeError: the result cannot be converted to plain data.
-            ValueError: the result nests deeper than ``MAX_VALUE_DEPTH`` levels.
-        """
-        return self._plain(result)
+    async def _settle(self, result: Any) -> Any:
+        return self._plain(await result)
 
     def _bind(self, args: dict[str, Any] | None, tool_context: Any) -> tuple[Any, dict[str, Any]]:
         """The validated arguments as (positional-only values, keyword values)."""
