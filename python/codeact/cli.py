@@ -5,9 +5,10 @@
 - ``codeact chat --model NAME [--base-url URL] [--tools module:attr] [--db FILE]``: an
   interactive CodeAct agent on an OpenAI-compatible endpoint (or ``--model-from module:attr``
   for any codeact model object), events printed with ``codeact.console.EventPrinter``.
-- ``codeact sessions list|show|pending|approve|deny|complete --db FILE|URL``: the sessions in a
-  SQLite file or a PostgreSQL database (a ``postgresql://`` URL, ``codeact[postgres]``), the
-  calls waiting for a human, and approving, denying or completing them
+- ``codeact sessions list|show|pending|approve|deny|complete|discard --db FILE|URL``: the
+  sessions in a SQLite file or a PostgreSQL database (a ``postgresql://`` URL,
+  ``codeact[postgres]``), the calls waiting for a human, approving, denying or completing
+  them, and discarding a turn that cannot resume
   (these rebuild the agent to resume the run: ``--agent module:attr``, or the options chat was
   started with). In chat, a paused call is answered at the prompt.
 - ``codeact serve --db FILE|URL --agent module:attr [--host 127.0.0.1 --port 8000] [--token T]``:
@@ -611,7 +612,12 @@ def sessions_pending(
             assert info.claim is not None
             _out().print(f"nothing pending: turn {info.turn} is being run by {info.claim.describe()}")
         elif info is not None and info.status == "stale":
-            _out().print(f"nothing pending: the stored turn cannot be read here ({info.reason})")
+            _out().print(
+                f"nothing pending: the stored turn cannot be read here ({info.reason}); drop it with "
+                f"`codeact sessions discard {session_id} --db ...`",
+                markup=False,
+                highlight=False,
+            )
         else:
             _out().print("nothing pending")
         return
@@ -779,6 +785,30 @@ def sessions_recover(
 
     if _call(go):
         raise typer.Exit(1)
+
+
+@sessions_app.command("discard")
+def sessions_discard(
+    session_id: str,
+    db: DbOption,
+    app_name: AppOption = DEFAULT_APP,
+    user: UserOption = DEFAULT_USER,
+) -> None:
+    """Drop a session's in-flight turn: a paused script, an interrupted turn, or one this
+    version cannot resume, such as a turn sealed by codeact 0.2.0
+    (Runner.discard_pending_checkpoint). Nothing runs; the next message starts fresh."""
+    runner = _runner(db, app_name, None)
+
+    async def go() -> bool:
+        try:
+            return bool(await runner.discard_pending_checkpoint(user_id=user, session_id=session_id))
+        finally:
+            await _close(runner.session_service)
+
+    if _call(go):
+        _out().print(f"discarded the in-flight turn of session {session_id!r}; nothing ran", highlight=False)
+    else:
+        _out().print(f"session {session_id!r} has no turn in flight", highlight=False)
 
 
 @sessions_app.command("resolve")

@@ -29,6 +29,7 @@ from .exceptions import (
     DecisionMismatchError,
     NoPendingCallError,
     SnapshotError,
+    StaleCheckpointError,
     StaleSessionError,
     TurnConflictError,
     ValueConversionError,
@@ -61,6 +62,9 @@ class TurnInfo:
         pending: the calls awaiting a decision or a result, from the verified continuation.
         in_flight: call keys that started and have no recorded outcome (in doubt).
         reason: why the turn is stale.
+        seal_failed: the turn is stale because a seal does not hold in this session (an
+            edited record, one copied from another session, or one sealed by 0.2.0):
+            decisions on it raise ``StaleCheckpointError``.
     """
 
     status: Literal["suspended", "running", "interrupted", "stale"]
@@ -69,6 +73,7 @@ class TurnInfo:
     pending: list[PendingCallInfo] = field(default_factory=list)
     in_flight: list[str] = field(default_factory=list)
     reason: str = ""
+    seal_failed: bool = False
 
 
 class Runner:
@@ -290,6 +295,12 @@ class Runner:
         if slot is not None:
             owner = self._agent_for(session, slot)
             view = await self._view(owner, session, slot, run_config)
+            in_flight: set[str] = set()
+            if view.stale is None and view.record is not None:
+                try:
+                    in_flight = await self._in_flight(session, view.record, owner)
+                except SnapshotError as exc:  # a journal record fails its seal: stale, nothing runs
+                    view = TurnView(stale=str(exc), seal_failed=True)
             if view.stale is not None:
                 # Not claimed: the agent reports the stale turn with an event and the slot is left
                 # exactly as it was (the call stays pending for an agent that can resume it).
@@ -300,7 +311,6 @@ class Runner:
             else:
                 record = view.record
                 assert record is not None
-                in_flight = await self._in_flight(session, record, owner)
                 pending = [p for p in view.pending if p.call_key not in in_flight]
                 interrupted = record.status == "running" or record.claim is not None or bool(in_flight)
                 if redelivered:
@@ -516,9 +526,12 @@ class Runner:
         strict = owner.name == slot.data.get("agent_name")
         view = await self._view(owner, session, slot, RunConfig(), strict=strict)
         if view.stale is not None or view.record is None:
-            return TurnInfo(status="stale", reason=view.stale or "")
+            return TurnInfo(status="stale", reason=view.stale or "", seal_failed=view.seal_failed)
         record = view.record
-        in_flight = await self._in_flight(session, record, owner)
+        try:
+            in_flight = await self._in_flight(session, record, owner)
+        except SnapshotError as exc:  # a journal record that fails its seal: nothing of the turn runs
+            return TurnInfo(status="stale", turn=record.turn, reason=str(exc), seal_failed=True)
         pending = [p for p in view.pending if p.call_key not in in_flight]
         status: Literal["suspended", "running", "interrupted", "stale"]
         if record.claim is not None and not claim_abandoned(record.claim, self.clock):
@@ -543,11 +556,16 @@ class Runner:
             SessionNotFoundError: no such session.
             NoPendingCallError: there is no interrupted turn (nothing ran).
             AlreadyResumingError: a live runner holds the turn (its lease has not expired).
+            StaleCheckpointError: the stored turn cannot be resumed here (a changed roster,
+                another format, or a seal that does not hold in this session: edited,
+                copied from another session, or sealed by 0.2.0); nothing ran.
         """
         replay = run_key is not None and await self._finished(user_id, session_id, run_key)
         info = None if replay else await self.turn_info(user_id=user_id, session_id=session_id)
         if replay:
             pass  # a recovery sent again: run_async replays (or resumes) the run with that key
+        elif info is not None and info.status == "stale":
+            raise StaleCheckpointError(f"cannot recover session {session_id!r}: {info.reason}; nothing ran")
         elif info is None or info.status not in ("interrupted", "running"):
             what = "no turn in flight" if info is None else f"its turn is {info.status}"
             raise NoPendingCallError(f"nothing to recover in session {session_id!r}: {what}; nothing ran")
@@ -578,16 +596,18 @@ class Runner:
 
     async def _in_flight(self, session: Session, record: TurnRecord, owner: BaseAgent) -> set[str]:
         """Call keys of the pending calls the journal shows as decided already: a
-        confirmation whose intent is written (it started), or any call with an outcome."""
-        if not record.pending:
-            return set()
+        confirmation whose intent is written (it started), or any call with an outcome.
+
+        Raises:
+            SnapshotError: a journal record of the turn fails its seal in this session (the
+                turn is stale: nothing of it may run).
+        """
         runtime = getattr(owner, "runtime", None)
         records = await self.session_service.read_journal(
             app_name=session.app_name, user_id=session.user_id, session_id=session.id, turn=record.turn
         )
-        try:
-            records = open_journal(runtime, record.turn, records)
-        except SnapshotError:
+        records = open_journal(runtime, (session.app_name, session.user_id, session.id), record.turn, records)
+        if not record.pending:
             return set()
         intents = {r.seq for r in records if r.kind == "intent"}
         outcomes = {r.seq for r in records if r.kind == "outcome"}
@@ -610,6 +630,10 @@ class Runner:
                 f"the {verb} resumes; call Runner.discard_pending_checkpoint() instead. Nothing ran"
             )
         info = await self.turn_info(user_id=user_id, session_id=session_id)
+        if info is not None and info.status == "stale" and info.seal_failed:
+            # Not this session's turn as sealed (edited, copied from another session, or
+            # sealed by 0.2.0): nothing it names is decided and nothing is stored.
+            raise StaleCheckpointError(f"cannot {verb} in session {session_id!r}: {info.reason}")
         if info is not None and info.status == "stale":
             # The run that follows reports the stale turn with an event and claims nothing:
             # the decision is never used, the call stays as it was. Only a key the stored
@@ -686,8 +710,11 @@ class Runner:
                 there, once), or the call already started under a runner that stopped
                 (``recover`` the turn).
             DecisionMismatchError: ``digest`` is not the pending call's.
-            StaleCheckpointError: this agent cannot resume the paused script (the call stays
-                pending).
+            StaleCheckpointError: the stored turn's seal does not hold in this session (an
+                edited record, one copied from another session, or one sealed by 0.2.0:
+                discard it); nothing was claimed or stored and no tool ran. Other stale turns
+                (a changed roster) are reported by the run's stale-checkpoint event, the call
+                left pending.
             ValueError: ``run_config`` asks to discard the pending checkpoint (nothing ran).
         """
         if run_key is None or not await self._finished(user_id, session_id, run_key):

@@ -1120,6 +1120,7 @@ class CodeActAgent(BaseAgent):
             claim=None,
             run_key=None,
             mac=None,
+            seal=None,
         )
 
     async def verify_turn(self, ctx: InvocationContext, slot: TurnSlot, *, strict: bool = True) -> Any:
@@ -1149,9 +1150,11 @@ class CodeActAgent(BaseAgent):
         tools = await self._resolve_tools(run)
         by_name = {t.name: t for t in tools}
         agent_name = self.name if strict else str(slot.data.get("agent_name", self.name))
+        s = ctx.session
         return await verify_turn(
             self.runtime,
             slot,
+            session_key=(s.app_name, s.user_id, s.id),
             agent_name=agent_name,
             tools=by_name,
             roster=sorted(by_name) if strict else None,

@@ -63,7 +63,7 @@ from ._protocol import (
     value_problem,
 )
 from ._stepper import INLINE_WAIT, await_ticket, run_step
-from ._turn import call_digest, record_data, seal_journal, seal_record, slot_data
+from ._turn import call_digest, journal_scope, record_data, seal_journal, seal_record, slot_data
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -235,6 +235,8 @@ class TurnDriver:
         self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
         self._runtime = agent.runtime
         self._sealed = getattr(agent.runtime, "seal", None) is not None and agent.runtime.seal(b"") is not None
+        # what every journal seal of this turn binds: the session and the turn (issue 46)
+        self._scope = journal_scope(self._key, state.turn) if self._sealed else ""
         self._pacer = StopPacer()  # yields to the event loop between stops (issue 20)
         self._fast_tools: dict[str, FunctionTool | None] = {}  # _fast_tool's answers this turn
         self._appender = self._service.journal_appender() if self._service is not None else None
@@ -926,7 +928,7 @@ class TurnDriver:
             return False
         full = self._os_unwritten + records if self._os_unwritten else records
         if self._sealed:
-            full = [seal_journal(self._runtime, st.turn, r) for r in full]
+            full = [seal_journal(self._runtime, self._scope, r) for r in full]
         try:
             if not self._appender(self.run.ctx.session, st.turn, full, st.version):
                 return False
@@ -966,7 +968,7 @@ class TurnDriver:
             records = self._os_unwritten + records
             self._os_unwritten = []
         if self._sealed:
-            records = [seal_journal(self._runtime, self.state.turn, r) for r in records]
+            records = [seal_journal(self._runtime, self._scope, r) for r in records]
         try:
             await self._service.append_journal(
                 self.run.ctx.session, self.state.turn, records, expected_version=self.state.version
@@ -1013,7 +1015,7 @@ class TurnDriver:
         }
         if self._sealed:
             record = st.record.model_copy(update=update)
-            seal_record(self._runtime, record)
+            seal_record(self._runtime, record, self._key)
             data = record_data(record)
         else:
             if st.record_data is None:  # the fixed part's JSON form, made once a turn

@@ -42,9 +42,11 @@ async def restore(
     stale-checkpoint event, or the ``TurnState`` and first step to drive. The calls the
     continuation waits on come from the verified continuation, never from the record."""
     runtime = run.settings.runtime
+    s = run.ctx.session
     view = await verify_turn(
         runtime,
         slot,
+        session_key=(s.app_name, s.user_id, s.id),
         agent_name=run.settings.name,
         tools=run.tools,
         roster=run.roster,
@@ -77,10 +79,10 @@ async def restore(
         run.end("error", keep_slot=True)
         yield run.stale_event(f"the stored turn is malformed ({first_line(exc)})")
         return
-    s = run.ctx.session
     try:
         records = open_journal(
             runtime,
+            (s.app_name, s.user_id, s.id),
             record.turn,
             await run.ctx.session_service.read_journal(  # type: ignore[union-attr]
                 app_name=s.app_name, user_id=s.user_id, session_id=s.id, turn=record.turn

@@ -11,7 +11,9 @@ call are always taken from the continuation, never from the record, so what
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
+import shlex
 import threading
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -25,7 +27,7 @@ from pydantic import BaseModel
 from ..exceptions import SnapshotError
 from ..runtime import Call, Gather, SessionRestoringRuntime, SuspendingRuntime, bind_call_args
 from ..sessions._journal import JournalRecord, TurnSlot
-from ..sessions._turns import TurnRecord, record_problem
+from ..sessions._turns import SEAL_VERSION, TurnRecord, record_problem
 from ..tools import Tool
 from ._protocol import PendingCallInfo, args_digest
 from ._stepper import run_step
@@ -35,12 +37,16 @@ log = logging.getLogger("codeact.durability")
 __all__ = (
     "CallView",
     "LeaseKeeper",
+    "SessionKey",
     "TurnView",
     "call_digest",
+    "journal_scope",
     "open_journal",
     "record_data",
+    "record_seal_problem",
     "seal_journal",
     "seal_record",
+    "upgrade_reason",
     "verify_turn",
 )
 
@@ -70,6 +76,9 @@ class TurnView:
     and not resumed: what a resumed turn drives."""
     session: Any = None
     """For a turn paused in a namespace session, the session restored with ``step``."""
+    seal_failed: bool = False
+    """``stale`` because a seal does not hold in this session (edited, copied from another
+    session, or sealed by 0.2.0): decisions on it are refused (``StaleCheckpointError``)."""
 
 
 def call_digest(call_key: str, tool: str, digest: str) -> str:
@@ -84,10 +93,51 @@ def _seal(runtime: Any, data: bytes) -> str | None:
     return seal(data) if seal is not None else None
 
 
-def seal_record(runtime: Any, record: TurnRecord) -> None:
-    """Sets ``record.mac`` (None without a key)."""
+SessionKey = tuple[str, str, str]
+"""``(app_name, user_id, session_id)``: the session a seal binds a record to."""
+
+def upgrade_reason(what: str, session_key: SessionKey) -> str:
+    """The reason given for a turn or journal record sealed by 0.2.0 (whose seals bind no
+    session): it names the upgrade and the command that discards the turn."""
+    app, user, sid = (shlex.quote(v) for v in session_key)
+    return (
+        f"the stored {what} was sealed by codeact 0.2.0, whose seal does not bind the session it belongs to; "
+        "this version does not resume it and nothing ran. Discard it with "
+        f"`codeact sessions discard {sid} --db ... --app {app} --user {user}` (or Runner.discard_pending_checkpoint) "
+        "and run again"
+    )
+
+
+def seal_record(runtime: Any, record: TurnRecord, session_key: SessionKey) -> None:
+    """Sets ``record.mac`` and ``record.seal`` under the runtime's key, bound to the session
+    ``session_key`` (both None without a key)."""
     record.mac = None
-    record.mac = _seal(runtime, pydantic_core.to_json(record.signed_part()))
+    record.seal = SEAL_VERSION if _seal(runtime, b"") is not None else None
+    record.mac = _seal(runtime, pydantic_core.to_json(record.signed_part(session_key)))
+
+
+def record_seal_problem(runtime: Any, record: TurnRecord, session_key: SessionKey) -> str | None:
+    """Why ``record``'s seal does not hold in the session ``session_key`` under the runtime's
+    key (None: it holds, or there is no key): edited, written without the key, sealed for
+    another session, or sealed by 0.2.0 (the reason names the upgrade and the discard
+    command). ``record`` is not changed."""
+    if _seal(runtime, b"") is None:
+        return None
+    mac = record.mac
+    if mac is None:
+        return "the stored turn record fails its seal (it was written without the key)"
+    if record.seal is None:
+        legacy = _seal(runtime, pydantic_core.to_json(record.signed_part()))
+        if _equal(mac, legacy or ""):
+            return upgrade_reason("turn", session_key)
+        return "the stored turn record fails its seal (it was edited, or written without the key)"
+    expected = _seal(runtime, pydantic_core.to_json(record.signed_part(session_key)))
+    if record.seal != SEAL_VERSION or not _equal(mac, expected or ""):
+        return (
+            "the stored turn record fails its seal for this session (it was edited, written without the key, or "
+            "copied from another session)"
+        )
+    return None
 
 
 _RECORD_FIELDS = tuple(TurnRecord.model_fields)
@@ -118,47 +168,69 @@ def slot_data(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def seal_journal(runtime: Any, turn: str, record: JournalRecord) -> JournalRecord:
-    """``record`` with its data wrapped as ``{"p": data, "m": mac}`` under a key (unchanged
-    without one)."""
-    mac = _seal(runtime, f"{turn}\0{record.kind}\0{record.seq}\0{record.data}".encode())
+def journal_scope(session_key: SessionKey, turn: str) -> str:
+    """What a journal record's seal binds besides the record itself: the seal scheme, the
+    session and the turn, as JSON (``seal_journal``; one per turn)."""
+    return pydantic_core.to_json([SEAL_VERSION, *session_key, turn]).decode()
+
+
+def seal_journal(runtime: Any, scope: str, record: JournalRecord) -> JournalRecord:
+    """``record`` with its data wrapped as ``{"p": data, "m": mac, "s": SEAL_VERSION}`` under a
+    key, the MAC covering ``scope`` (``journal_scope``: the session and turn) and the record;
+    unchanged without a key."""
+    mac = _seal(runtime, f"{scope}\0{record.kind}\0{record.seq}\0{record.data}".encode())
     if mac is None:
         return record
-    return JournalRecord(record.kind, record.seq, pydantic_core.to_json({"p": record.data, "m": mac}).decode())
+    return JournalRecord(
+        record.kind, record.seq, pydantic_core.to_json({"p": record.data, "m": mac, "s": SEAL_VERSION}).decode()
+    )
 
 
-def open_journal(runtime: Any, turn: str, records: list[JournalRecord]) -> list[JournalRecord]:
-    """The journal records with their seals checked and removed (under a key).
+def open_journal(runtime: Any, session_key: SessionKey, turn: str, records: list[JournalRecord]) -> list[JournalRecord]:
+    """The journal records of ``turn`` in the session ``session_key``, with their seals checked
+    and removed (under a key).
 
     Raises:
-        SnapshotError: a record is unsealed or its seal does not match (edited in the store).
+        SnapshotError: a record is unsealed, its seal does not match (edited in the store, or
+            copied from another session or turn), or it was sealed by 0.2.0 (the message names
+            the upgrade and the discard command). Callers treat the turn as stale: nothing runs.
     """
     if _seal(runtime, b"") is None:
         return records
+    scope = journal_scope(session_key, turn)
     out = []
     for r in records:
         try:
             wrapped = pydantic_core.from_json(r.data)
             data, mac = wrapped["p"], wrapped["m"]
-        except (ValueError, TypeError, KeyError) as exc:
+            scheme = wrapped.get("s")
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise SnapshotError(f"journal record {r.kind} {r.seq} of turn {turn} is not sealed") from exc
-        expected = _seal(runtime, f"{turn}\0{r.kind}\0{r.seq}\0{data}".encode())
-        if not isinstance(mac, str) or not _equal(mac, expected or ""):
-            raise SnapshotError(f"journal record {r.kind} {r.seq} of turn {turn} fails its seal (it was edited)")
+        if not isinstance(data, str) or not isinstance(mac, str):
+            raise SnapshotError(f"journal record {r.kind} {r.seq} of turn {turn} is not sealed")
+        if scheme is None:
+            legacy = _seal(runtime, f"{turn}\0{r.kind}\0{r.seq}\0{data}".encode())
+            if _equal(mac, legacy or ""):
+                raise SnapshotError(upgrade_reason(f"journal of turn {turn}", session_key))
+        expected = _seal(runtime, f"{scope}\0{r.kind}\0{r.seq}\0{data}".encode())
+        if scheme != SEAL_VERSION or not _equal(mac, expected or ""):
+            raise SnapshotError(
+                f"journal record {r.kind} {r.seq} of turn {turn} fails its seal for this session (it was edited, or "
+                "copied from another session)"
+            )
         out.append(JournalRecord(r.kind, r.seq, data))
     return out
 
 
 def _equal(a: str, b: str) -> bool:
-    import hmac
-
-    return hmac.compare_digest(a, b)
+    return hmac.compare_digest(a.encode(), b.encode())
 
 
 async def verify_turn(
     runtime: Any,
     slot: TurnSlot,
     *,
+    session_key: SessionKey,
     agent_name: str,
     tools: dict[str, Tool] | None,
     roster: list[str] | None,
@@ -169,6 +241,8 @@ async def verify_turn(
     calls. Never raises for a bad turn: the reason comes back as ``TurnView.stale``.
 
     Args:
+        session_key: ``(app_name, user_id, session_id)`` of the session the slot was read
+            from: under a key the record's seal must bind it.
         tools / roster: the agent's tools for this run (None: not checked; the pending calls
             then show the continuation's raw arguments).
     """
@@ -182,12 +256,9 @@ async def verify_turn(
             stale=f"the tool roster changed since the run paused (was {record.roster}, now {roster}); the paused "
             "script cannot resume"
         )
-    expected_mac = _seal(runtime, b"")
-    if expected_mac is not None:
-        mac = record.mac
-        seal_record(runtime, record)
-        if mac is None or not _equal(mac, record.mac or ""):
-            return TurnView(stale="the stored turn record fails its seal (it was edited, or written without the key)")
+    problem = record_seal_problem(runtime, record, session_key)
+    if problem is not None:
+        return TurnView(stale=problem, seal_failed=True)
     in_session = persist_namespace and isinstance(record.namespace, dict) and "session" in record.namespace
     if in_session and not uses_session:
         return TurnView(stale="the stored turn's namespace is an interpreter session; this runtime cannot load it")

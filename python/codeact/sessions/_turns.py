@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = (
     "DEFAULT_CLAIM_LEASE",
+    "SEAL_VERSION",
     "TURN_FORMAT",
     "CallPosition",
     "Claim",
@@ -48,6 +49,13 @@ TURN_FORMAT = 3
 """The turn record format this version writes. Format 2 (0.2.0 development builds, whose
 records carried the pending call's arguments and the decisions) and format 1 (0.1.0
 checkpoints in session state) are reported as stale; see docs/durability.md."""
+
+SEAL_VERSION = 2
+"""The seal scheme this version writes (``TurnRecord.seal``, and ``"s"`` in a sealed journal
+record): the MAC binds the record to its session, ``(app_name, user_id, session_id)``, so a
+sealed turn or journal record copied into another session fails its seal. Records sealed by
+0.2.0 carry no scheme (their MAC binds no session) and are refused, naming the upgrade and
+``codeact sessions discard``; see docs/durability.md."""
 
 DEFAULT_CLAIM_LEASE = 30.0
 """Seconds a claim stays valid without renewal (``RunConfig.claim_lease``)."""
@@ -147,8 +155,10 @@ class TurnRecord(BaseModel):
         snapshot_sha256: SHA-256 (hex) of the continuation bytes, or None.
         claim: who drives the turn (None: nobody; a suspended turn at rest).
         run_key: the run key of the run that wrote the turn, if it had one.
-        mac: HMAC-SHA256 (hex) of the fields that decide what runs, under the runtime's
-            ``snapshot_key`` (None without a key).
+        mac: HMAC-SHA256 (hex) of the fields that decide what runs and of the session the
+            record is stored in, under the runtime's ``snapshot_key`` (None without a key).
+        seal: the scheme of ``mac``: ``SEAL_VERSION`` (binds the session), or None (no key, or
+            a record sealed by 0.2.0, whose MAC binds no session).
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -176,27 +186,35 @@ class TurnRecord(BaseModel):
     claim: Claim | None = None
     run_key: str | None = None
     mac: str | None = None
+    seal: int | None = None
 
-    def signed_part(self) -> dict[str, Any]:
-        """The fields covered by ``mac``: everything that decides what the turn runs."""
-        return self.model_dump(
-            mode="json",
-            include={
-                "format",
-                "agent_name",
-                "turn",
-                "invocation_id",
-                "script",
-                "roster",
-                "namespace",
-                "at",
-                "gather",
-                "pending",
-                "snapshot_sha256",
-                "next_pos",
-                "advance",
-            },
-        )
+    def signed_part(self, session_key: tuple[str, str, str] | None = None) -> dict[str, Any]:
+        """The data covered by ``mac``: every field that decides what the turn runs and, with
+        ``session_key`` (``(app_name, user_id, session_id)``, seal ``SEAL_VERSION``), the seal
+        scheme and the session, so the record verifies only in the session it was sealed
+        for. Without ``session_key``: the part 0.2.0 sealed (no session)."""
+        part = self.model_dump(mode="json", include=_SIGNED)
+        if session_key is not None:
+            part["seal"] = self.seal
+            part["session"] = list(session_key)
+        return part
+
+
+_SIGNED: set[str] = {
+    "format",
+    "agent_name",
+    "turn",
+    "invocation_id",
+    "script",
+    "roster",
+    "namespace",
+    "at",
+    "gather",
+    "pending",
+    "snapshot_sha256",
+    "next_pos",
+    "advance",
+}
 
 
 def record_problem(data: dict[str, Any]) -> tuple[TurnRecord | None, str | None]:

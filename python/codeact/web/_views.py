@@ -225,7 +225,9 @@ async def turn_detail(runner: Runner, session: Session, info: Any) -> dict[str, 
         app_name=runner.app_name, user_id=session.user_id, session_id=session.id, turn=info.turn
     )
     try:
-        records = open_journal(getattr(runner.agent, "runtime", None), info.turn, records)
+        records = open_journal(
+            getattr(runner.agent, "runtime", None), (runner.app_name, session.user_id, session.id), info.turn, records
+        )
     except CodeActError:
         return {"ran": ran, "stdout": stdout}
     tools: dict[int, str] = {}
