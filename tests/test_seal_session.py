@@ -277,7 +277,7 @@ async def test_journal_sealed_by_0_2_0_is_refused_naming_the_upgrade(tmp_path: P
         assert slot is not None and "seal" not in slot.data and slot.data["mac"]
         turn = slot.data["turn"]
         records = await service.read_journal(app_name=APP, user_id="alice", session_id="s1", turn=turn)
-    assert {r.kind for r in records} == {"intent", "outcome"}  # note("before") ran
+    assert {"intent", "outcome"} <= {r.kind for r in records}  # note("before") ran
     with pytest.raises(SnapshotError, match=r"journal of turn .* sealed by codeact 0\.2\.0.*sessions discard s1"):
         open_journal(MontyRuntime(snapshot_key=FIXTURE_KEY), (APP, "alice", "s1"), turn, records)
     with pytest.raises(SnapshotError, match="fails its seal"):  # another key: not the upgrade's message
