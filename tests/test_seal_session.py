@@ -302,7 +302,9 @@ def test_cli_discards_the_0_2_0_turn_and_the_session_runs_again(tmp_path: Path) 
 
     async def rerun() -> list[Any]:
         with SqliteSessionService(db) as service:
-            runner = Runner(app_name=APP, agent=agent_for(ledger, [fence(PAY)], key=FIXTURE_KEY), session_service=service)
+            runner = Runner(
+                app_name=APP, agent=agent_for(ledger, [fence(PAY)], key=FIXTURE_KEY), session_service=service
+            )
             assert await runner.turn_info(user_id="alice", session_id="s1") is None
             await collect(runner.run_async(user_id="alice", session_id="s1", new_message="again"))
             (call,) = await runner.pending(user_id="alice", session_id="s1")

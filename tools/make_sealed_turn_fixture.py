@@ -30,7 +30,9 @@ import anyio
 
 FIXTURE_KEY = b"codeact 0.2.0 fixture key, 32 b!"
 APP, USER, SESSION = "app", "alice", "s1"
-SCRIPT = 'call_tool("note", {"text": "before"})\nr = call_tool("pay", {"amount": 900})\n{"type": "final_result", "value": r}'
+SCRIPT = (
+    'call_tool("note", {"text": "before"})\nr = call_tool("pay", {"amount": 900})\n{"type": "final_result", "value": r}'
+)
 
 
 def _tools() -> list[object]:

@@ -96,6 +96,7 @@ def _seal(runtime: Any, data: bytes) -> str | None:
 SessionKey = tuple[str, str, str]
 """``(app_name, user_id, session_id)``: the session a seal binds a record to."""
 
+
 def upgrade_reason(what: str, session_key: SessionKey) -> str:
     """The reason given for a turn or journal record sealed by 0.2.0 (whose seals bind no
     session): it names the upgrade and the command that discards the turn."""
