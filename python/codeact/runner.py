@@ -603,6 +603,9 @@ class Runner:
                 turn is stale: nothing of it may run).
         """
         runtime = getattr(owner, "runtime", None)
+        seal = getattr(runtime, "seal", None)
+        if not record.pending and (seal is None or seal(b"") is None):
+            return set()  # nothing to decide, and no seal to check
         records = await self.session_service.read_journal(
             app_name=session.app_name, user_id=session.user_id, session_id=session.id, turn=record.turn
         )
