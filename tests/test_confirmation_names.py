@@ -260,9 +260,7 @@ async def test_a_run_time_toolset_that_lacks_the_tool_in_this_run_is_refused(any
     ledger = Ledger()
     agent = build("dynamic", ledger, ["delete_record"], [fence(DELETE_SCRIPT)])
     runner = Runner(app_name=APP, agent=agent, auto_create_session=True)
-    await runner.session_service.create_session(
-        app_name=APP, user_id=USER, session_id="ro", state={"read_only": True}
-    )
+    await runner.session_service.create_session(app_name=APP, user_id=USER, session_id="ro", state={"read_only": True})
     with pytest.raises(UnknownToolError, match="'delete_record'"):
         await collect(runner.run_async(user_id=USER, session_id="ro", new_message="go"))
 

@@ -113,7 +113,9 @@ def gated_tools(names: Iterable[str], tools: Iterable[Tool]) -> tuple[frozenset[
     return frozenset(gated), [n for n in wanted if n not in used]
 
 
-def unknown_tool_error(setting: str, agent_name: str, unknown: Sequence[str], tools: Iterable[Tool]) -> UnknownToolError:
+def unknown_tool_error(
+    setting: str, agent_name: str, unknown: Sequence[str], tools: Iterable[Tool]
+) -> UnknownToolError:
     """The ``UnknownToolError`` for names of ``setting`` that match none of ``tools``, with the
     closest names each tool answers to (``difflib.get_close_matches``) as suggestions."""
     known = list(dict.fromkeys(n for t in tools for n in tool_names(t)))
