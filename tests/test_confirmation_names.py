@@ -309,3 +309,32 @@ async def test_the_confirmation_handler_sees_the_exposed_name(anyio_backend: str
     assert events[-1].text == "deleted 7"
     assert seen == ["crm_delete_record"]
     assert ledger.lines == ["delete 7"]
+
+
+async def test_an_mcp_toolsets_own_confirmation_list_takes_the_prefixed_name(anyio_backend: str) -> None:
+    ledger = Ledger()
+    toolset = mcp_toolset(ledger, prefix="crm", require_confirmation=["crm_delete_record"])
+    agent = CodeActAgent(
+        name="coder", model=ScriptedModel([fence(DELETE_SCRIPT)]), runtime=MontyRuntime(), toolsets=[toolset]
+    )
+    runner = Runner(app_name=APP, agent=agent, auto_create_session=True)
+    await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+    [pending] = await runner.pending(user_id=USER, session_id=SESSION)
+    assert pending.tool == "crm_delete_record"
+    assert ledger.lines == []
+
+
+async def test_a_filter_predicate_defers_the_check_to_run_start(anyio_backend: str) -> None:
+    ledger = Ledger()
+    toolset = FunctionToolset(ledger.tools(), prefix="crm", tool_filter=lambda tool, ctx: True)
+    assert toolset.static_tools() is None
+    agent = CodeActAgent(
+        name="coder",
+        model=ScriptedModel([fence(DELETE_SCRIPT)]),
+        runtime=MontyRuntime(),
+        toolsets=[toolset],
+        require_tool_confirmation=["crm_delete_recrod"],
+    )  # built: the predicate reads the run's context
+    runner = Runner(app_name=APP, agent=agent, auto_create_session=True)
+    with pytest.raises(UnknownToolError, match="did you mean 'crm_delete_record'"):
+        await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
