@@ -338,3 +338,26 @@ async def test_a_filter_predicate_defers_the_check_to_run_start(anyio_backend: s
     runner = Runner(app_name=APP, agent=agent, auto_create_session=True)
     with pytest.raises(UnknownToolError, match="did you mean 'crm_delete_record'"):
         await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+
+
+async def test_a_resume_under_a_misspelt_name_leaves_the_call_pending(tmp_path: Path, anyio_backend: str) -> None:
+    """An approval under a deploy whose run-time toolset does not match a name is refused
+    before the tool runs; the call stays pending and the fixed deploy approves it once."""
+    ledger = Ledger()
+    with SqliteSessionService(tmp_path / "s.db") as service:
+        await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+        good = Runner(
+            app_name=APP,
+            agent=build("dynamic", ledger, ["delete_record"], [fence(DELETE_SCRIPT)]),
+            session_service=service,
+        )
+        await collect(good.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+        [pending] = await good.pending(user_id=USER, session_id=SESSION)
+        bad = Runner(app_name=APP, agent=build("dynamic", ledger, ["delete_recrod"], []), session_service=service)
+        with pytest.raises(UnknownToolError):
+            await collect(bad.approve(user_id=USER, session_id=SESSION, call_key=pending.call_key))
+        assert ledger.lines == []
+        assert [p.call_key for p in await good.pending(user_id=USER, session_id=SESSION)] == [pending.call_key]
+        events = await collect(good.approve(user_id=USER, session_id=SESSION, call_key=pending.call_key))
+        assert events[-1].text == "deleted 7"
+        assert ledger.lines == ["delete 7"]

@@ -130,6 +130,11 @@ class FunctionToolset(Toolset):
     def static_tools(self) -> list[Tool] | None:
         """The tools given at construction, filtered and prefixed; None when a subclass lists
         its own (``get_tools``) or the filter is a predicate (it reads the run's context)."""
-        if type(self).get_tools is not FunctionToolset.get_tools or callable(self.tool_filter):
+        cls = type(self)
+        if (
+            cls.get_tools is not FunctionToolset.get_tools
+            or cls.resolve is not Toolset.resolve
+            or callable(self.tool_filter)
+        ):
             return None
         return self._finish(self._tools, None)
