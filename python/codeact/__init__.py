@@ -42,6 +42,7 @@ from .exceptions import (
     SuspensionError,
     ToolArgumentError,
     ToolHostError,
+    UnknownToolError,
     ValueConversionError,
 )
 from .guardrails import GuardrailResult
@@ -203,6 +204,7 @@ __all__ = (
     "Tool",
     "ToolArgumentError",
     "ToolHostError",
+    "UnknownToolError",
     "ToolConfirmation",
     "UsageMetadata",
     "ToolContext",

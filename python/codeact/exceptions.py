@@ -32,6 +32,7 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
     │   ├── StaleSessionError
     │   └── TurnConflictError
     ├── ToolArgumentError                (TypeError) a tool call's arguments are invalid
+    ├── UnknownToolError                 (LookupError) a setting names a tool the agent lacks
     ├── ToolHostError                    a tool cannot run for a host-side reason
     │   └── McpConnectionError           the MCP server cannot be reached
     ├── McpToolError                     (RuntimeError) an MCP tool answered isError
@@ -96,6 +97,7 @@ __all__ = (
     "ToolCallLimitError",
     "ToolHostError",
     "TurnConflictError",
+    "UnknownToolError",
     "ValueConversionError",
 )
 
@@ -294,6 +296,38 @@ class ToolArgumentError(TypeError, CodeActError):
         if len(errors) > _MAX_REPORTED_ERRORS:
             shown.append(f"... and {len(errors) - _MAX_REPORTED_ERRORS} more")
         super().__init__(f"tool {tool_name!r} got invalid arguments: {'; '.join(shown)}")
+
+
+class UnknownToolError(CodeActError, LookupError):
+    """An agent setting names a tool the agent does not have (a misspelt name in
+    ``require_tool_confirmation``). Raised when the agent is built, or, when a toolset's tools
+    are known only at run start (an MCP toolset, a custom ``Toolset``), from ``run_async`` before
+    anything runs. A ``LookupError``; not a ``ValueError``, so pydantic lets it through
+    ``CodeActAgent(...)`` unwrapped.
+
+    Attributes:
+        setting: the agent option, ``"require_tool_confirmation"``.
+        agent_name: the agent it belongs to.
+        names: the names that match no tool, in the order given.
+        suggestions: each of ``names`` -> the closest tool names (``difflib``; may be empty).
+    """
+
+    def __init__(
+        self, setting: str, agent_name: str, names: list[str], suggestions: Mapping[str, list[str]], known: list[str]
+    ) -> None:
+        self.setting = setting
+        self.agent_name = agent_name
+        self.names = list(names)
+        self.suggestions = {n: list(suggestions.get(n, [])) for n in names}
+        parts = []
+        for n in names:
+            close = self.suggestions[n]
+            parts.append(f"{n!r} (did you mean {' or '.join(map(repr, close))}?)" if close else repr(n))
+        shown = ", ".join(known[:20]) + (f", ... ({len(known)} in all)" if len(known) > 20 else "")
+        super().__init__(
+            f"{setting} of agent {agent_name!r} names no tool of the agent: {', '.join(parts)}; "
+            f"a name is a tool's exposed name or its name before a toolset prefix; known names: {shown or '(none)'}"
+        )
 
 
 class ToolHostError(CodeActError):

@@ -8,7 +8,8 @@ then each toolset in order. Two tools with the same name end the run with an eve
 
 Each toolset can filter its tools (``tool_filter``: a list of names, or a predicate
 ``(tool, ctx) -> bool``) and prefix their names (``prefix="crm"`` exposes ``lookup`` as
-``crm_lookup``; the filter sees the unprefixed names).
+``crm_lookup``; the filter sees the unprefixed names). A tool name in an agent setting
+(``require_tool_confirmation``) matches a prefixed tool by either name: ``tool_names(tool)``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from .tools import FunctionTool, Tool
 from .tools._context import ToolContext
 
-__all__ = ("FunctionToolset", "PrefixedTool", "Toolset", "ToolFilter")
+__all__ = ("FunctionToolset", "PrefixedTool", "ToolFilter", "Toolset", "tool_names")
 
 ToolFilter = Sequence[str] | Callable[[Tool, Any], bool]
 
@@ -53,6 +54,19 @@ class PrefixedTool(Tool):
         return True if check is None else bool(await check(args))
 
 
+def tool_names(tool: Tool) -> tuple[str, ...]:
+    """The names an agent setting may use for ``tool``: its exposed name (the one scripts
+    call), then its name before each toolset prefix (``crm_delete_record``, then
+    ``delete_record``; a toolset that prefixes tools another one prefixed adds one name per
+    prefix). A tool with no prefix has one name."""
+    names = [tool.name]
+    while isinstance(tool, PrefixedTool):
+        tool = tool.original
+        if tool.name not in names:
+            names.append(tool.name)
+    return tuple(names)
+
+
 class Toolset:
     """Base class: override ``get_tools``.
 
@@ -82,10 +96,20 @@ class Toolset:
 
     async def resolve(self, ctx: Any) -> list[Tool]:
         """``get_tools`` with the filter and the prefix applied."""
-        raw = await self.get_tools(ctx)
+        return self._finish(await self.get_tools(ctx), ctx)
+
+    def _finish(self, raw: Sequence[Any], ctx: Any) -> list[Tool]:
+        """``raw`` as tools, filtered and prefixed."""
         tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in raw]
         kept = [t for t in tools if self._keep(t, ctx)]
         return [PrefixedTool(t, self.prefix) for t in kept] if self.prefix else kept
+
+    def static_tools(self) -> list[Tool] | None:
+        """The tools every run gets (filtered and prefixed, as ``resolve`` gives them) when
+        they are known without a run, else None (the default: they are listed at run start).
+        ``CodeActAgent`` checks the tool names of its settings against them when it is built;
+        names it cannot match there are checked when the run starts."""
+        return None
 
     async def close(self) -> None:
         """Releases resources (connections); the default does nothing."""
@@ -102,3 +126,15 @@ class FunctionToolset(Toolset):
     async def get_tools(self, ctx: Any) -> Sequence[Tool]:
         """The tools given at construction, in order; ``ctx`` is unused."""
         return list(self._tools)
+
+    def static_tools(self) -> list[Tool] | None:
+        """The tools given at construction, filtered and prefixed; None when a subclass lists
+        its own (``get_tools``) or the filter is a predicate (it reads the run's context)."""
+        cls = type(self)
+        if (
+            cls.get_tools is not FunctionToolset.get_tools
+            or cls.resolve is not Toolset.resolve
+            or callable(self.tool_filter)
+        ):
+            return None
+        return self._finish(self._tools, None)

@@ -57,7 +57,7 @@ from ._output import (
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
 from ._protocol import TURN_FORMAT, claim_decisions
 from ._recovery import drop_slot, release_claim, restore
-from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event
+from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event, gated_tools, unknown_tool_error
 from ._stepper import run_step
 from ._turn import LeaseKeeper, verify_turn
 
@@ -185,7 +185,14 @@ class CodeActAgent(BaseAgent):
         ),
     )
     require_tool_confirmation: list[str] = Field(
-        default_factory=list, description="Tool names whose every call needs a human approve/deny decision."
+        default_factory=list,
+        description=(
+            "Tool names whose every call needs a human approve/deny decision. A name is a tool's exposed name "
+            '(`"crm_delete_record"`) or its name before a toolset prefix (`"delete_record"`, which gates that tool '
+            "under every prefix). A name that matches no tool raises `UnknownToolError` (with a did-you-mean) when "
+            "the agent is built, or, for names only a run-time toolset (MCP, a custom `Toolset`) could match, from "
+            "`run_async` at run start, before anything runs."
+        ),
     )
     require_tool_confirmation_for_all: bool = Field(default=False, description="Every tool call needs a decision.")
     disallow_transfer_to_parent: bool = Field(
@@ -368,6 +375,7 @@ class CodeActAgent(BaseAgent):
                 update={k: v for k, v in shorthands.items() if v is not None}
             )
         self._tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in self.tools]
+        self._check_tool_names()
         seen: set[str] = set()
         for sub in self.sub_agents:
             if sub.name in seen:
@@ -396,6 +404,27 @@ class CodeActAgent(BaseAgent):
         elif self.skills is not None:
             self._skill_index = SkillIndex(s if isinstance(s, Skill) else Skill.model_validate(s) for s in self.skills)
         return self
+
+    def _check_tool_names(self) -> None:
+        """``require_tool_confirmation`` names only tools the agent has, as far as they are known
+        without a run: the static tools and the toolsets whose ``static_tools`` are known. With a
+        toolset whose tools are listed at run start, the names none of the known ones match are
+        checked then (``_loop``).
+
+        Raises:
+            UnknownToolError: a name matches no tool, and no toolset is listed at run start.
+        """
+        if not self.require_tool_confirmation:
+            return
+        known = list(self._tools)
+        for toolset in self.toolsets:
+            listed = toolset.static_tools() if hasattr(toolset, "static_tools") else None
+            if listed is None:
+                return  # some names may belong to its tools: checked at run start
+            known.extend(listed)
+        _, unknown = gated_tools(self.require_tool_confirmation, known)
+        if unknown:
+            raise unknown_tool_error("require_tool_confirmation", self.name, unknown, known)
 
     # ------------------------------------------------------------------ entry point
 
@@ -662,6 +691,11 @@ class CodeActAgent(BaseAgent):
             return
         run.tools = {t.name: t for t in tools}
         run.roster = sorted(run.tools)
+        run.gated, unknown = gated_tools(self.require_tool_confirmation, tools)
+        if unknown:
+            # A host failure (the agent's configuration), before anything ran or was stored for
+            # this turn: the caller fixes the name and sends the message again.
+            raise unknown_tool_error("require_tool_confirmation", self.name, unknown, tools)
 
         legacy = ctx.session.state.get(PENDING_STATE_KEY)
         if legacy is not None:

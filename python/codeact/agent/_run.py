@@ -11,12 +11,15 @@ by the code that ends it, with ``end``.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Sequence
+import difflib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..events import Content, Event, EventActions, UsageMetadata
+from ..exceptions import UnknownToolError
 from ..tools import FunctionTool, Tool, ToolContext
+from ..toolsets import tool_names
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import CallbackContext, InvocationContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, merge_actions, run_bare_tool, run_tool
@@ -26,7 +29,16 @@ from ._turn import LeaseKeeper
 if TYPE_CHECKING:
     from ..telemetry import AgentRun
 
-__all__ = ("SCRIPT_NAME", "AgentSettings", "Outcome", "Run", "as_callbacks", "authored_event")
+__all__ = (
+    "SCRIPT_NAME",
+    "AgentSettings",
+    "Outcome",
+    "Run",
+    "as_callbacks",
+    "authored_event",
+    "gated_tools",
+    "unknown_tool_error",
+)
 
 SCRIPT_NAME = "agent.py"
 """The file name scripts run under (it appears in their tracebacks)."""
@@ -84,6 +96,33 @@ def authored_event(author: str, ctx: InvocationContext, pending: EventActions, *
     return Event(invocation_id=ctx.invocation_id, author=author, actions=actions, **fields)
 
 
+def gated_tools(names: Iterable[str], tools: Iterable[Tool]) -> tuple[frozenset[str], list[str]]:
+    """Which of ``tools`` the tool names ``names`` gate (``require_tool_confirmation``): a name
+    gates a tool when it is the tool's exposed name or its name before a toolset prefix
+    (``tool_names``), so ``delete_record`` gates ``crm_delete_record`` and every other tool of
+    that name under any prefix. Returns the exposed names of the gated tools and the names that
+    match no tool (in order, once each)."""
+    wanted = dict.fromkeys(names)
+    gated: set[str] = set()
+    used: set[str] = set()
+    for tool in tools:
+        hits = [n for n in tool_names(tool) if n in wanted]
+        if hits:
+            gated.add(tool.name)
+            used.update(hits)
+    return frozenset(gated), [n for n in wanted if n not in used]
+
+
+def unknown_tool_error(
+    setting: str, agent_name: str, unknown: Sequence[str], tools: Iterable[Tool]
+) -> UnknownToolError:
+    """The ``UnknownToolError`` for names of ``setting`` that match none of ``tools``, with the
+    closest names each tool answers to (``difflib.get_close_matches``) as suggestions."""
+    known = list(dict.fromkeys(n for t in tools for n in tool_names(t)))
+    suggestions = {n: difflib.get_close_matches(n, known, n=3, cutoff=0.6) for n in unknown}
+    return UnknownToolError(setting, agent_name, list(unknown), suggestions, sorted(known))
+
+
 NO_ACTIONS = EventActions()
 """The actions of a tool call that had no ``ToolContext`` (``Run.execute``): empty, shared,
 never changed."""
@@ -128,6 +167,8 @@ class Run:
     outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
     otel: AgentRun | None = None
     lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))
+    # exposed names of the tools require_tool_confirmation gates (set with the tools, gated_tools)
+    gated: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ state
 
@@ -192,20 +233,19 @@ class Run:
     # ------------------------------------------------------------------ tool calls
 
     def needs_confirmation(self, tool: Tool) -> bool:
-        """The call needs a confirmation (the agent's options or the tool's flag)."""
-        s = self.settings
+        """The call needs a confirmation (the agent's options, by the tool's exposed or
+        unprefixed name, or the tool's flag)."""
         return (
-            s.require_tool_confirmation_for_all
+            self.settings.require_tool_confirmation_for_all
             or bool(getattr(tool, "requires_confirmation", False))
-            or tool.name in s.require_tool_confirmation
+            or tool.name in self.gated
         )
 
     def gates_all(self, tool: Tool) -> bool:
         """The agent gates every call of ``tool`` (no per-call check of the tool applies)."""
-        s = self.settings
         return (
-            s.require_tool_confirmation_for_all
-            or tool.name in s.require_tool_confirmation
+            self.settings.require_tool_confirmation_for_all
+            or tool.name in self.gated
             or not hasattr(tool, "confirmation_required")
         )
 

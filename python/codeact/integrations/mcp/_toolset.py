@@ -103,7 +103,8 @@ class McpToolset(Toolset):
         server: a URL (streamable HTTP), ``mcp.StdioServerParameters`` (launch a server), or
             anything ``mcp.Client`` accepts (an in-process ``MCPServer``, a transport).
         require_confirmation: ``True`` for every tool, or the names of the tools that need a
-            human's approval before each call (codeact's human-in-the-loop flow).
+            human's approval before each call (codeact's human-in-the-loop flow): the server's
+            name of a tool, or its name with the toolset's ``prefix``.
         read_timeout: seconds to wait for each answer, or None for the SDK's default.
         name / tool_filter / prefix: as for every ``Toolset``.
 
@@ -258,7 +259,9 @@ class McpToolset(Toolset):
 
     def _confirm(self, name: str) -> bool:
         rc = self.require_confirmation
-        return rc if isinstance(rc, bool) else name in rc
+        if isinstance(rc, bool):
+            return rc
+        return name in rc or (bool(self.prefix) and f"{self.prefix}_{name}" in rc)
 
     async def get_tools(self, ctx: Any = None) -> Sequence[Tool]:
         """Lists the server's tools (``tools/list``, all pages).
