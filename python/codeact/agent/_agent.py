@@ -48,10 +48,10 @@ from ._output import (
     FinalResult,
     Observation,
     TransferToAgent,
-    compact_json,
     decode_script_output,
     output_header,
     render_final,
+    render_observation,
     truncate_middle,
 )
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
@@ -817,7 +817,7 @@ class CodeActAgent(BaseAgent):
                 value = unwrap_result(value, run.prepared, run.namespace)
             output = decode_script_output(value, tools_ran=run.tools_ran)
             if isinstance(output, Observation):
-                observation = compact_json(output.value)
+                observation = render_observation(output.value)
                 if self.max_observation_chars is not None:
                     observation = truncate_middle(observation, self.max_observation_chars)
                 self._feed_back(run, "Observation:\n" + observation, outcome="OUTCOME_OK")
@@ -1020,8 +1020,17 @@ class CodeActAgent(BaseAgent):
             return
         if self._schema_adapter is not None:
             value = self._schema_adapter.dump_python(self._schema_adapter.validate_python(value), mode="json")
+        try:
+            rendered = render_final(value)
+        except ValueError as exc:  # plain data the store cannot hold (nested too deep when tagged)
+            self._feed_back(
+                run,
+                f"Error during execution:\nthe final_result value cannot be stored: {exc}. "
+                "Return a flatter value (fewer nested tuples, sets or dicts with non-str keys).",
+                outcome="OUTCOME_FAILED",
+            )
+            return
         delta = run.clear_delta() or {}
-        rendered = render_final(value)
         content = Content.from_text(rendered, role="model")
         if self.output_guardrails:
             verdict = await run_guardrails(self.output_guardrails, content, ReadonlyContext(run.ctx, run.pending))
