@@ -243,14 +243,13 @@ async def test_the_pydantic_ai_toolset_returns_a_tuple_keyed_value() -> None:
 
 
 def test_the_dbos_request_and_result_carry_tagged_values() -> None:
-    from codeact.integrations.dbos import RunRequest, RunResult
-    from codeact.integrations.dbos._protocol import PausedCall
+    from codeact.integrations.dbos._protocol import TAGGED, PausedCall, RunRequest, RunResult
 
     request = RunRequest(
         kind="complete", app_name=APP, user_id=USER, session_id=SESSION, run_key="k", value={(1, 2): {b"x"}}
     )
     raw = json.loads(json.dumps(request.model_dump(mode="json")))
-    assert RunRequest.model_validate(raw).value == {(1, 2): {b"x"}}
+    assert RunRequest.model_validate(raw, context=TAGGED).value == {(1, 2): {b"x"}}
     result = RunResult(status="paused", paused=[PausedCall(call_key="c", tool="t", args={"p": (1, 2)}, kind="confirmation")])
     raw = json.loads(json.dumps(result.model_dump(mode="json")))
-    assert RunResult.model_validate(raw).paused[0].args == {"p": (1, 2)}
+    assert RunResult.model_validate(raw, context=TAGGED).paused[0].args == {"p": (1, 2)}

@@ -208,9 +208,17 @@ def run(
             _err().print(f"[bold red]{err.message}[/]", markup=True, highlight=False)
         raise typer.Exit(1) from None
     if json_output:
+        from .runtime._values import encode_value
+
+        try:
+            value = encode_value(result.value)  # tuples, sets, bytes, non-str keys: tagged, lossless
+        except ValueError as exc:
+            message = f"the script's value has no JSON form: {exc}"
+            sys.stdout.write(json.dumps({"ok": False, "error": message, "stdout": result.stdout}) + "\n")
+            raise typer.Exit(1) from None
         payload = {
             "ok": True,
-            "value": result.value,
+            "value": value,
             "stdout": result.stdout,
             "stderr": result.stderr,
             "tool_calls": result.tool_calls,

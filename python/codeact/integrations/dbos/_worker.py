@@ -27,6 +27,7 @@ from ...exceptions import AlreadyResumingError, CodeActError, SessionStoreConnec
 from ...runner import Runner
 from ._protocol import (
     DBOS_APP_NAME,
+    TAGGED,
     RUN_KINDS,
     RunKind,
     RunRequest,
@@ -221,7 +222,7 @@ class Worker:
     def _execute(self, kind: RunKind, raw: dict[str, Any]) -> dict[str, Any]:
         from dbos import DBOS
 
-        request = RunRequest.model_validate(raw)
+        request = RunRequest.model_validate(raw, context=TAGGED)
         portal = self._portal
         if portal is None:
             raise RuntimeError("the codeact Worker is not started")
