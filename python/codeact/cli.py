@@ -582,7 +582,10 @@ def sessions_show(
     printer = EventPrinter(_out())
     for event in found.events:
         printer(event)
-    _out().print(f"state: {json.dumps(found.state, default=repr)}", style="magenta", highlight=False)
+    from .runtime._values import json_native, readable
+
+    state = json.dumps(found.state, default=repr) if json_native(found.state) else readable(found.state)
+    _out().print(f"state: {state}", style="magenta", highlight=False)
 
 
 @sessions_app.command("pending")
