@@ -73,7 +73,7 @@ ROUND_TRIP = [
 ]
 
 
-@pytest.mark.parametrize("value", ROUND_TRIP, ids=repr)
+@pytest.mark.parametrize("value", ROUND_TRIP, ids=lambda v: type(v).__name__)
 def test_the_tagged_form_round_trips_through_json_text(value: Any) -> None:
     text = json.dumps(encode_value(value))
     back = decode_value(json.loads(text))
@@ -217,6 +217,7 @@ def test_run_json_prints_the_value_tagged(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- pydantic-ai
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # pydantic-ai's Agent runs on asyncio only
 async def test_the_pydantic_ai_toolset_returns_a_tuple_keyed_value() -> None:
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
