@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import APP, SESSION, USER, fence, journal_of, run
 
+from agent_helpers import APP, SESSION, USER, fence, journal_of, run
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSessionService, tool
 from codeact.agent import render_final
 from codeact.agent._namespace import Namespace
@@ -64,7 +64,7 @@ ROUND_TRIP = [
     frozenset({"a", (1, 2)}),
     {(1, 2): 3},
     {frozenset({1}): [b"x", (None,)]},
-    {1: "a", "1": "b", True: 2, None: 3, 2.5: 4},
+    {1: "a", "1": "b", False: 2, None: 3, 2.5: 4},
     {"$t": [1, 2]},
     {"$d": "literal"},
     [{"$b": "not bytes"}, {"$s": []}],
@@ -85,9 +85,7 @@ def test_nan_and_infinities_round_trip() -> None:
     assert math.isnan(back[0]) and back[1:] == [math.inf, -math.inf]
 
 
-@pytest.mark.parametrize(
-    "value", [{"a": [1, 2.5, None, True, "x"]}, [1, {"b": {}}], "text", 3, None], ids=repr
-)
+@pytest.mark.parametrize("value", [{"a": [1, 2.5, None, True, "x"]}, [1, {"b": {}}], "text", 3, None], ids=repr)
 def test_plain_json_is_written_as_it_is(value: Any) -> None:
     assert encode_value(value) is value
 
@@ -133,9 +131,7 @@ async def test_a_final_answer_with_tuple_keys_is_returned_losslessly(tmp_path: P
 
 async def test_an_observation_with_tuple_keys_reads_as_python(tmp_path: Path) -> None:
     service = SqliteSessionService(tmp_path / "s.db")
-    agent, model = monty_agent(
-        observation_script("{(1, 2): 3}"), final_script("'done'"), final_script("'again'")
-    )
+    agent, model = monty_agent(observation_script("{(1, 2): 3}"), final_script("'done'"), final_script("'again'"))
     events, _, _ = await run(agent, service=service)
     assert final_text(events) == "done"
     seen = [p.text for c in model.requests[1].contents for p in c.parts if p.text]
@@ -158,7 +154,7 @@ async def test_a_tool_result_and_argument_with_tuple_keys_are_journaled(tmp_path
     agent, _ = monty_agent(
         final_script('call_tool("pairs", {"counts": {"n": (1, 2)}})'), tools=[pairs], output_key="answer"
     )
-    events, session, _ = await run(agent, service=service)
+    _, session, _ = await run(agent, service=service)
     assert session.state["answer"] == {(1, 2): (1, 2), ("a",): {1.5, 2.5}}
     outcomes = [data for kind, _, data in journal_of(service) if kind == "outcome"]
     assert any("x" in o for o in outcomes)
@@ -251,6 +247,8 @@ def test_the_dbos_request_and_result_carry_tagged_values() -> None:
     )
     raw = json.loads(json.dumps(request.model_dump(mode="json")))
     assert RunRequest.model_validate(raw, context=TAGGED).value == {(1, 2): {b"x"}}
-    result = RunResult(status="paused", paused=[PausedCall(call_key="c", tool="t", args={"p": (1, 2)}, kind="confirmation")])
+    result = RunResult(
+        status="paused", paused=[PausedCall(call_key="c", tool="t", args={"p": (1, 2)}, kind="confirmation")]
+    )
     raw = json.loads(json.dumps(result.model_dump(mode="json")))
     assert RunResult.model_validate(raw, context=TAGGED).paused[0].args == {"p": (1, 2)}

@@ -33,6 +33,7 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=
 
 # ---------------------------------------------------------------------- values
 
+
 def huge(digits: int) -> int:
     """An int of about ``abs(digits)`` digits, negative for a negative count."""
     return 10 ** abs(digits) * (1 if digits > 0 else -1)
@@ -54,9 +55,7 @@ scalars = st.one_of(
 )
 hashables = st.recursive(
     scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3).map(tuple), st.frozensets(inner.filter(_not_nan), max_size=3)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3).map(tuple), st.frozensets(inner.filter(_not_nan), max_size=3)),
     max_leaves=6,
 )
 
@@ -261,6 +260,8 @@ def test_values_cross_the_dbos_request_and_result(value: Any) -> None:
     request = RunRequest(kind="complete", app_name=APP, user_id=USER, session_id=SESSION, run_key="k", value=value)
     raw = json.loads(json.dumps(request.model_dump(mode="json")))
     assert form(RunRequest.model_validate(raw, context=TAGGED).value) == form(value)
-    result = RunResult(status="paused", paused=[PausedCall(call_key="c", tool="t", args={"x": value}, kind="completion")])
+    result = RunResult(
+        status="paused", paused=[PausedCall(call_key="c", tool="t", args={"x": value}, kind="completion")]
+    )
     raw = json.loads(json.dumps(result.model_dump(mode="json")))
     assert form(RunResult.model_validate(raw, context=TAGGED).paused[0].args["x"]) == form(value)

@@ -17,8 +17,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel
 import pydantic_core
+from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .. import _monty

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import pydantic_core
 
 from ._journal import JournalRecord, TurnSlot
 from ._service import (
@@ -22,8 +21,6 @@ from ._service import (
     check_not_stale,
     filter_events,
     json_roundtrip_state,
-    state_from_json,
-    state_to_json,
     merge_state,
     next_update_time,
     parse_turn,
@@ -31,6 +28,8 @@ from ._service import (
     resolve_session_id,
     sort_journal,
     split_state,
+    state_from_json,
+    state_to_json,
     to_json,
     turn_conflict,
 )

@@ -35,7 +35,6 @@ import psycopg.conninfo
 import psycopg.errors
 import psycopg.pq
 import pydantic
-import pydantic_core
 from anyio.lowlevel import RunVar
 from psycopg_pool import ConnectionPool, PoolTimeout
 

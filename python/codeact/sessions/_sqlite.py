@@ -32,7 +32,6 @@ from typing import Any, Literal, TypeVar
 import anyio
 import anyio.to_thread
 import pydantic
-import pydantic_core
 from anyio.lowlevel import RunVar
 
 from ._journal import JournalRecord, TurnSlot

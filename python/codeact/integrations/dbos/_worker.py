@@ -27,8 +27,8 @@ from ...exceptions import AlreadyResumingError, CodeActError, SessionStoreConnec
 from ...runner import Runner
 from ._protocol import (
     DBOS_APP_NAME,
-    TAGGED,
     RUN_KINDS,
+    TAGGED,
     RunKind,
     RunRequest,
     RunResult,
