@@ -196,9 +196,9 @@ class EventActions(BaseModel):
         a tuple, a set, bytes or a dict with non-str keys is stored exactly, never lost."""
         if not info.mode_is_json():
             return delta
-        from .runtime._values import encode_value
+        from .runtime._values import encode_value, to_plain
 
-        return {k: encode_value(v) for k, v in delta.items()}
+        return {k: encode_value(to_plain(v)) for k, v in delta.items()}
 
     @field_validator("state_delta", mode="before")
     @classmethod

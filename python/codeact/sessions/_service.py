@@ -386,17 +386,18 @@ def parse_turn(text: str | bytes) -> dict[str, Any]:
 def state_to_json(value: Any, what: str) -> str:
     """A state value's stored JSON text: its tagged form (``encode_value``: plain JSON as it
     is; a tuple, a set, bytes, a dict with non-str keys as a one-key ``{"$t": ...}``-style
-    dict), so it reads back exactly (``state_from_json``).
+    dict), so it reads back exactly (``state_from_json``). A value that is not plain data
+    is first converted by ``to_plain`` (a datetime to its ISO text, a model to its dict).
 
     Raises:
         SessionStoreError: the value is not plain data, or its form nests too deep.
     """
-    from ..runtime._values import encode_value
+    from ..runtime._values import encode_value, to_plain
 
     try:
-        encoded = encode_value(value)
+        encoded = encode_value(to_plain(value))  # datetimes, models, ...: their JSON form, as before
     except ValueError as e:
-        raise SessionStoreError(f"cannot store {what}: {e}") from e
+        raise SessionStoreError(f"cannot store {what}: not JSON-serializable ({e})") from e
     return to_json(encoded, what)
 
 

@@ -58,9 +58,9 @@ class Session(BaseModel):
         """In JSON, each value in its tagged form (as the stores keep it: ``state_to_json``)."""
         if not info.mode_is_json():
             return state
-        from ..runtime._values import encode_value
+        from ..runtime._values import encode_value, to_plain
 
-        return {k: encode_value(v) for k, v in state.items()}
+        return {k: encode_value(to_plain(v)) for k, v in state.items()}
 
     @field_validator("state", mode="before")
     @classmethod
