@@ -209,9 +209,17 @@ def run(
             _err().print(f"[bold red]{err.message}[/]", markup=True, highlight=False)
         raise typer.Exit(1) from None
     if json_output:
+        from .runtime._values import encode_value
+
+        try:
+            value = encode_value(result.value)  # tuples, sets, bytes, non-str keys: tagged, lossless
+        except ValueError as exc:
+            message = f"the script's value has no JSON form: {exc}"
+            sys.stdout.write(json.dumps({"ok": False, "error": message, "stdout": result.stdout}) + "\n")
+            raise typer.Exit(1) from None
         payload = {
             "ok": True,
-            "value": result.value,
+            "value": value,
             "stdout": result.stdout,
             "stderr": result.stderr,
             "tool_calls": result.tool_calls,
@@ -575,7 +583,10 @@ def sessions_show(
     printer = EventPrinter(_out())
     for event in found.events:
         printer(event)
-    _out().print(f"state: {json.dumps(found.state, default=repr)}", style="magenta", highlight=False)
+    from .runtime._values import json_native, readable
+
+    state = json.dumps(found.state, default=repr) if json_native(found.state) else readable(found.state)
+    _out().print(f"state: {state}", style="magenta", highlight=False)
 
 
 @sessions_app.command("pending")

@@ -14,7 +14,15 @@ import os
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+)
 
 __all__ = (
     "INTERMEDIATE_KINDS",
@@ -181,6 +189,26 @@ class EventActions(BaseModel):
     skip_summarization: bool = False
     requested_tool_confirmations: dict[str, ToolConfirmation] = Field(default_factory=dict)
     route: bool | int | str | list[bool | int | str] | None = None
+
+    @field_serializer("state_delta")
+    def _write_state_delta(self, delta: dict[str, Any], info: FieldSerializationInfo) -> dict[str, Any]:
+        """In JSON, each value in its tagged form (``codeact.runtime._values.encode_value``):
+        a tuple, a set, bytes or a dict with non-str keys is stored exactly, never lost."""
+        if not info.mode_is_json():
+            return delta
+        from .runtime._values import encode_value, to_plain
+
+        return {k: encode_value(to_plain(v)) for k, v in delta.items()}
+
+    @field_validator("state_delta", mode="before")
+    @classmethod
+    def _read_state_delta(cls, delta: Any, info: ValidationInfo) -> Any:
+        """From JSON, each value read back from its tagged form (plain JSON as it is)."""
+        if info.mode != "json" or not isinstance(delta, dict):
+            return delta
+        from .runtime._values import decode_value
+
+        return {k: decode_value(v) for k, v in delta.items()}
 
 
 class Event(BaseModel):

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
 from pydantic import Field, PrivateAttr, SkipValidation, TypeAdapter, ValidationError, model_validator
+from pydantic_core import PydanticSerializationError
 
 from ..events import (
     INTERMEDIATE_KINDS,
@@ -30,6 +31,7 @@ from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, Llm, LlmRequest, LlmResponse
 from ..plugins import MaybeAwaitable, Plugin
 from ..runtime import CodeRuntime, Raised, SessionRestoringRuntime
+from ..runtime._values import to_plain
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
 from ..sessions._turns import TurnRecord, new_claim
@@ -48,10 +50,10 @@ from ._output import (
     FinalResult,
     Observation,
     TransferToAgent,
-    compact_json,
     decode_script_output,
     output_header,
     render_final,
+    render_observation,
     truncate_middle,
 )
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
@@ -851,7 +853,7 @@ class CodeActAgent(BaseAgent):
                 value = unwrap_result(value, run.prepared, run.namespace)
             output = decode_script_output(value, tools_ran=run.tools_ran)
             if isinstance(output, Observation):
-                observation = compact_json(output.value)
+                observation = render_observation(output.value)
                 if self.max_observation_chars is not None:
                     observation = truncate_middle(observation, self.max_observation_chars)
                 self._feed_back(run, "Observation:\n" + observation, outcome="OUTCOME_OK")
@@ -1053,9 +1055,23 @@ class CodeActAgent(BaseAgent):
             )
             return
         if self._schema_adapter is not None:
-            value = self._schema_adapter.dump_python(self._schema_adapter.validate_python(value), mode="json")
+            validated = self._schema_adapter.validate_python(value)
+            try:
+                value = self._schema_adapter.dump_python(validated, mode="json")
+            except (PydanticSerializationError, ValueError, TypeError):
+                # a frozenset or tuple key JSON cannot name: the plain value, tagged when stored
+                value = to_plain(self._schema_adapter.dump_python(validated))
+        try:
+            rendered = render_final(value)
+        except ValueError as exc:  # plain data the store cannot hold (nested too deep when tagged)
+            self._feed_back(
+                run,
+                f"Error during execution:\nthe final_result value cannot be stored: {exc}. "
+                "Return a flatter value (fewer nested tuples, sets or dicts with non-str keys).",
+                outcome="OUTCOME_FAILED",
+            )
+            return
         delta = run.clear_delta() or {}
-        rendered = render_final(value)
         content = Content.from_text(rendered, role="model")
         if self.output_guardrails:
             verdict = await run_guardrails(self.output_guardrails, content, ReadonlyContext(run.ctx, run.pending))
@@ -1085,7 +1101,10 @@ class CodeActAgent(BaseAgent):
                 return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
             return None
         if self._schema_validator is not None:
-            errs = sorted(self._schema_validator.iter_errors(value), key=lambda e: list(e.path))
+            try:
+                errs = sorted(self._schema_validator.iter_errors(value), key=lambda e: list(e.path))
+            except Exception as exc:  # a value JSON Schema has no word for (a tuple key in a pattern)
+                return f"the value cannot be checked against the schema ({type(exc).__name__}: {exc})"
             if errs:
                 return "; ".join(f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in errs)
         return None

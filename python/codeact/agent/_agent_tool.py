@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter
 
+from ..runtime._values import decode_value
 from ..sessions import InMemorySessionService
 from ..tools import Tool, ToolContext
 from ._checkpoint import PENDING_STATE_KEY
@@ -151,7 +152,7 @@ class AgentTool(Tool):
             return output
         if last_text is not None and getattr(self.agent, "output_schema", None) is not None:
             try:
-                return json.loads(last_text)
+                return decode_value(json.loads(last_text))  # the final answer's tagged form
             except ValueError:
                 return last_text
         return last_text

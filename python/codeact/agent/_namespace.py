@@ -7,8 +7,9 @@ because the carried state lives in the checkpoint:
 * **functions, classes and imports** defined at module level are kept as source and run
   again, before the next script, as its *prelude*;
 * **variables** holding plain data (None, bool, int, float, str, bytes, list, tuple, dict
-  with str keys, at most ``MAX_VALUE_DEPTH`` deep) are kept as values and assigned in the
-  prelude; other values (sets, objects) are dropped, as the namespace is kept as plain JSON;
+  with any plain keys, set, frozenset, at most ``MAX_VALUE_DEPTH`` deep) are kept as values
+  and assigned in the prelude; other values (objects) are dropped. The turn record keeps
+  them in the tagged JSON form (``encode_value``), so a tuple stays a tuple;
 * an *epilogue* appended to the script captures the module-level variables when the script
   completes, next to its result. A script that fails keeps the namespace it started with.
 
@@ -23,14 +24,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime._values import in_script_check
+from ..runtime._values import decode_value, encode_value, in_script_check
 
 __all__ = ("Namespace", "Prepared", "prepare_script", "shift_traceback", "unwrap_result")
 
 _MARK = "__codeact_namespace__"
-# Plain data by the boundary's rules, at most MAX_VALUE_DEPTH deep; sets and non-str keys
-# stay out, since the namespace is kept as plain JSON in the turn record.
-_PLAIN_CHECK = in_script_check(f"{_MARK}_plain", sets=False, any_keys=False)
+# Plain data by the boundary's rules, at most MAX_VALUE_DEPTH deep.
+_PLAIN_CHECK = in_script_check(f"{_MARK}_plain")
 
 
 @dataclass
@@ -41,17 +41,38 @@ class Namespace:
     variables: dict[str, Any] = field(default_factory=dict)
 
     def to_state(self) -> dict[str, Any]:
-        return {"definitions": list(self.definitions), "variables": dict(self.variables)}
+        """The JSON form kept in the turn record: the variables in their tagged form
+        (``"values"``); a variable whose form nests too deep for the record is dropped."""
+        values: dict[str, Any] = {}
+        for name, value in self.variables.items():
+            try:
+                values[name] = encode_value(value)
+            except ValueError:
+                continue
+        return {"definitions": list(self.definitions), "values": values}
 
     @classmethod
     def from_state(cls, data: Any) -> Namespace:
+        """``to_state``'s inverse; a record from before the tagged form (``"variables"``,
+        plain JSON) is read as it was written."""
         if not isinstance(data, dict):
             return cls()
-        return cls(list(data.get("definitions", [])), dict(data.get("variables", {})))
+        if isinstance(data.get("values"), dict):
+            variables = {name: decode_value(v) for name, v in data["values"].items()}
+        else:
+            variables = dict(data.get("variables", {}))
+        return cls(list(data.get("definitions", [])), variables)
 
 
 def _literal(value: Any) -> str:
     """Python source that evaluates to the plain value ``value``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if value.bit_length() < 4000 else hex(value)  # str() stops at 4300 digits
+    if isinstance(value, (set, frozenset)):
+        inner = ", ".join(_literal(v) for v in value)
+        if isinstance(value, frozenset):
+            return f"frozenset({{{inner}}})" if value else "frozenset()"
+        return f"{{{inner}}}" if value else "set()"
     if isinstance(value, float):
         if math.isnan(value):
             return "float('nan')"

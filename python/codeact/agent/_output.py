@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..runtime._values import encode_value, json_native, readable
 from ._hints import tools_ran_note
 
 __all__ = (
@@ -21,6 +22,7 @@ __all__ = (
     "decode_script_output",
     "output_header",
     "render_final",
+    "render_observation",
     "step_output",
     "truncate_middle",
 )
@@ -82,10 +84,27 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_
 
 
 def render_final(value: Any) -> str:
-    """The text of a final answer: strings as they are, anything else as 2-space JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, indent=2, default=_json_default)
+    """The text of a final answer: strings as they are, anything else as 2-space JSON of its
+    tagged form (``codeact.runtime._values.encode_value``: plain JSON as it is; a tuple, a
+    set, bytes or a dict with non-str keys as a one-key ``{"$t": ...}``-style dict), so the
+    caller can read the value back exactly with ``decode_value``.
+
+    Raises:
+        ValueError: the value is not plain data, or its tagged form nests deeper than
+            ``JSON_DEPTH`` levels.
+    """
+    if isinstance(value, str):  # a lone surrogate (no UTF-8 form) as ``\\udcxx`` text
+        return value if value.isascii() else value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return json.dumps(encode_value(value), ensure_ascii=False, indent=2)
+
+
+def render_observation(value: Any) -> str:
+    """The text the model reads for an observation: compact JSON for plain JSON values (as
+    before), Python's notation for the rest (``{(1, 2): 3}``, ``b'..'``, ``{1, 2}``), which
+    the model reads as the script would print it. Never raises for plain data."""
+    if json_native(value):
+        return compact_json(value)
+    return readable(value)
 
 
 def truncate_middle(text: str, limit: int) -> str:

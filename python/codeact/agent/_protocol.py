@@ -5,7 +5,6 @@ and the events that announce pending calls.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,7 @@ import pydantic_core
 
 from ..events import Content, Event, EventActions, FunctionCall, Part, PendingCallInfo, ToolConfirmation
 from ..runtime import ResumeError, ResumeValue
-from ..runtime._values import MAX_DEPTH, plain_json, plain_json_digest, problem
+from ..runtime._values import MAX_DEPTH, decode_value, encode_value, plain_json, plain_json_digest, problem
 from ..sessions._turns import TURN_FORMAT
 
 __all__ = (
@@ -160,7 +159,9 @@ _JSON_SCALARS = (str, bool, int, float)
 
 def _json_native(value: Any) -> bool:
     """Whether a JSON round trip gives ``value`` back exactly (no tuples, bytes, sets,
-    non-str keys). Only called on values ``value_problem`` accepted (bounded depth)."""
+    non-str keys): the journal's ``{"v": value}`` form, else ``{"x": encode_value(value)}``
+    (kept as it was, so the bytes of old journals do not change). Only called on values
+    ``value_problem`` accepted (bounded depth)."""
     if value is None or isinstance(value, _JSON_SCALARS) or plain_json(value, True):
         return True  # the usual value: one native walk (``codeact._monty.plain_json``)
     if isinstance(value, list):
@@ -171,63 +172,6 @@ def _json_native(value: Any) -> bool:
                 return False
         return True
     return False
-
-
-_TAGS = ("$b", "$t", "$d", "$s", "$f")
-
-
-_JSON_DEPTH = 190
-"""Deepest JSON nesting a journaled value may take (pydantic's parser, which reads the
-journal back, stops at about 200; the rest is the record's own wrapping). Plain lists and
-dicts take one level each, well inside it at ``MAX_VALUE_DEPTH``; the tagged forms of
-tuples, sets and non-str-keyed dicts take two or three."""
-
-
-def _tag(value: Any, depth: int = 1) -> Any:
-    """A JSON form of plain data that keeps bytes, tuples, sets, frozensets and non-str
-    dict keys.
-
-    Raises:
-        ValueError: the form nests deeper than the journal can read back (``_JSON_DEPTH``).
-    """
-    if depth > _JSON_DEPTH:
-        raise ValueError(f"its journal form nests deeper than {_JSON_DEPTH} JSON levels")
-    if isinstance(value, bytes):
-        return {"$b": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, tuple):
-        return {"$t": [_tag(v, depth + 2) for v in value]}
-    if isinstance(value, (set, frozenset)):
-        # Sorted by their JSON form: a set's order changes with the process's hash seed, and
-        # the form (and ``args_digest``) must not.
-        items = sorted((_tag(v, depth + 2) for v in value), key=_to_json)
-        return {"$f" if isinstance(value, frozenset) else "$s": items}
-    if isinstance(value, list):
-        return [_tag(v, depth + 1) for v in value]
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value) and not (len(value) == 1 and next(iter(value)) in _TAGS):
-            return {k: _tag(v, depth + 1) for k, v in value.items()}
-        return {"$d": [[_tag(k, depth + 3), _tag(v, depth + 3)] for k, v in value.items()]}
-    return value
-
-
-def _untag(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_untag(v) for v in value]
-    if isinstance(value, dict):
-        if len(value) == 1:
-            key = next(iter(value))
-            if key == "$b":
-                return base64.b64decode(value["$b"])
-            if key == "$t":
-                return tuple(_untag(v) for v in value["$t"])
-            if key == "$d":
-                return {_untag(k): _untag(v) for k, v in value["$d"]}
-            if key == "$s":
-                return {_untag(v) for v in value["$s"]}
-            if key == "$f":
-                return frozenset(_untag(v) for v in value["$f"])
-        return {k: _untag(v) for k, v in value.items()}
-    return value
 
 
 def _to_json(value: Any) -> bytes:
@@ -242,7 +186,7 @@ def args_digest(args: dict[str, Any]) -> str:
         ValueError: the arguments are larger than ``MAX_VALUE_BYTES`` encoded, or have no
             JSON form.
     """
-    return _digest(_to_json(args) if _json_native(args) else _to_json(_tag(args)))
+    return _digest(_to_json(args) if _json_native(args) else _to_json(encode_value(args)))
 
 
 def _digest(data: bytes) -> str:
@@ -289,7 +233,7 @@ def encode_outcome(outcome: ResumeValue | ResumeError) -> bytes:
     value = outcome.value
     if _json_native(value):
         return _to_json({"v": value})
-    return _to_json({"x": _tag(value)})
+    return _to_json({"x": encode_value(value)})
 
 
 def decode_outcome(data: Any) -> ResumeValue | ResumeError:
@@ -297,5 +241,5 @@ def decode_outcome(data: Any) -> ResumeValue | ResumeError:
     if "e" in data:
         return ResumeError(data["e"], data.get("t", "RuntimeError"))
     if "x" in data:
-        return ResumeValue(_untag(data["x"]))
+        return ResumeValue(decode_value(data["x"]))
     return ResumeValue(data.get("v"))

@@ -11,17 +11,32 @@ accepts converts, and one it refuses is refused there with the same text.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .. import _monty
 
-__all__ = ("MAX_DEPTH", "PLAIN_TYPES", "in_script_check", "plain_json", "plain_json_digest", "problem", "to_plain")
+__all__ = (
+    "JSON_INT_DIGITS",
+    "MAX_DEPTH",
+    "PLAIN_TYPES",
+    "decode_value",
+    "encode_value",
+    "in_script_check",
+    "json_native",
+    "plain_json",
+    "plain_json_digest",
+    "problem",
+    "readable",
+    "to_plain",
+)
 
 MAX_DEPTH: int = _monty.MAX_VALUE_DEPTH
 """Deepest nesting of containers that may cross the boundary, in levels (the native
@@ -288,3 +303,241 @@ def {name}(value):
         return False
     return True
 """
+
+
+# ---------------------------------------------------------------------- the tagged form
+# One JSON form for every plain value, used wherever a value is stored or handed on as JSON
+# (the journal, checkpoints, stored state, ``codeact run --json``, the DBOS worker): plain
+# JSON (str-keyed dicts, lists, str, int, float, bool, None) is written as it is; the rest
+# is a one-key dict naming its kind. A dict of the user's whose only key is one of the tags
+# is written as a ``$d`` dict, so reading back is exact.
+
+JSON_INT_DIGITS = 4300
+"""Most decimal digits of an int written as a JSON number (the limit of pydantic's JSON
+reader and of CPython's ``str(int)``); a longer int is tagged ``$i`` (hex digits)."""
+
+TAGS = ("$b", "$t", "$d", "$s", "$f", "$i", "$u")
+"""The tags of ``encode_value``: bytes (base64), tuple, dict with non-str keys (a list of
+``[key, value]`` pairs), set, frozenset, an int of more than ``JSON_INT_DIGITS`` digits
+(hex), a str holding lone surrogates (its UTF-8 bytes with surrogates kept, base64)."""
+
+JSON_DEPTH = 190
+"""Deepest JSON nesting ``encode_value`` writes (pydantic's parser stops at about 200; a
+record wrapping the value takes the rest). Plain lists and dicts take one level each,
+well inside it at ``MAX_DEPTH``; tagged tuples and sets take two, tagged dicts three."""
+
+_JSON_SCALARS = (str, bool, int, float)
+
+
+def json_native(value: Any) -> bool:
+    """Whether ``value``, plain data, is written by ``encode_value`` as it is (JSON types
+    only, str keys, no int too long, no lone surrogate, no dict shaped like a tag), so a
+    JSON round trip gives it back exactly."""
+    if value is None or isinstance(value, _JSON_SCALARS):
+        return _native_scalar(value)
+    if isinstance(value, list):
+        if plain_json(value, False, JSON_INT_DIGITS):
+            return not _holds_tag_shape(value)
+        return all(json_native(v) for v in value)
+    if isinstance(value, dict):
+        if len(value) == 1 and next(iter(value)) in TAGS:
+            return False
+        if plain_json(value, False, JSON_INT_DIGITS):
+            return not any(_holds_tag_shape(v) for v in value.values())
+        return all(isinstance(k, str) and _native_scalar(k) and json_native(v) for k, v in value.items())
+    return False
+
+
+def _native_scalar(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.isascii() or _encodes(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not _too_many_digits(value, JSON_INT_DIGITS)
+    return True
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _holds_tag_shape(value: Any) -> bool:
+    """Whether a plain-JSON ``value`` holds a one-key dict whose key is a tag."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            if len(item) == 1 and next(iter(item)) in TAGS:
+                return True
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return False
+
+
+def encode_value(value: Any) -> Any:
+    """The tagged JSON form of the plain value ``value`` (``decode_value`` is its inverse).
+
+    Plain JSON comes back as it is (the same object). Bytes become ``{"$b": base64}``,
+    tuples ``{"$t": [...]}``, sets and frozensets ``{"$s": [...]}`` / ``{"$f": [...]}``
+    (items sorted by their JSON text, so the form does not depend on the hash seed), a dict
+    with a key that is not a str (or whose only key is a tag) ``{"$d": [[key, value], ...]}``,
+    an int of more than ``JSON_INT_DIGITS`` digits ``{"$i": hex}`` and a str holding lone
+    surrogates ``{"$u": base64 of its UTF-8 bytes, surrogates kept}``. Floats stay floats
+    (NaN and the infinities are written as JSON's ``NaN`` / ``Infinity`` constants, which
+    pydantic's and Python's JSON readers read back).
+
+    Raises:
+        ValueError: the form would nest deeper than ``JSON_DEPTH`` levels, or ``value`` is
+            not plain data (``problem`` names why).
+    """
+    if json_native(value):
+        return value
+    return _tag(value, 1)
+
+
+def _tag(value: Any, depth: int) -> Any:
+    if depth > JSON_DEPTH:
+        raise ValueError(f"its JSON form nests deeper than {JSON_DEPTH} levels")
+    if value is None or isinstance(value, (bool, float)):
+        return value
+    if isinstance(value, str):
+        if value.isascii() or _encodes(value):
+            return value
+        return {"$u": base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii")}
+    if isinstance(value, int):
+        if _too_many_digits(value, JSON_INT_DIGITS):
+            return {"$i": hex(value)}
+        return value
+    if isinstance(value, bytes):
+        return {"$b": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, tuple):
+        return {"$t": [_tag(v, depth + 2) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        items = sorted((_tag(v, depth + 2) for v in value), key=_sort_key)
+        return {"$f" if isinstance(value, frozenset) else "$s": items}
+    if isinstance(value, list):
+        return [_tag(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and _native_scalar(k) for k in value) and not (
+            len(value) == 1 and next(iter(value)) in TAGS
+        ):
+            return {k: _tag(v, depth + 1) for k, v in value.items()}
+        return {"$d": [[_tag(k, depth + 3), _tag(v, depth + 3)] for k, v in value.items()]}
+    found = problem(value)
+    raise ValueError(found or f"a {type(value).__name__} has no JSON form")
+
+
+def _sort_key(item: Any) -> bytes:
+    return pydantic_core.to_json(item, inf_nan_mode="constants")
+
+
+def decode_value(data: Any) -> Any:
+    """The plain value whose tagged form (``encode_value``) is ``data``, as parsed from JSON.
+    A one-key dict whose key is a tag but whose content has the wrong shape (not written by
+    ``encode_value``: a record from before a tag existed) is read as the dict it is.
+
+    Raises:
+        ValueError: ``data`` holds something no JSON reader gives (not a JSON value).
+    """
+    if data is None or isinstance(data, _JSON_SCALARS):
+        return data
+    if isinstance(data, list):
+        return [decode_value(v) for v in data]
+    if isinstance(data, dict):
+        if len(data) == 1:
+            key = next(iter(data))
+            if key in TAGS:
+                try:
+                    return _untag(key, data[key])
+                except (TypeError, ValueError, UnicodeDecodeError):
+                    pass  # not one of ours: the dict as it is
+        return {k: decode_value(v) for k, v in data.items()}
+    raise ValueError(f"a {type(data).__name__} is not a JSON value")
+
+
+def _untag(key: str, inner: Any) -> Any:
+    if key == "$b":
+        return base64.b64decode(inner, validate=True)
+    if key == "$t":
+        return tuple(decode_value(v) for v in inner)
+    if key == "$d":
+        return {decode_value(k): decode_value(v) for k, v in inner}
+    if key == "$s":
+        return {decode_value(v) for v in inner}
+    if key == "$f":
+        return frozenset(decode_value(v) for v in inner)
+    if key == "$i":
+        return int(inner, 16)
+    return base64.b64decode(inner, validate=True).decode("utf-8", "surrogatepass")  # "$u"
+
+
+def readable(value: Any) -> str:
+    """Python-like text of the plain value ``value`` for the model to read: ``repr`` (a dict
+    with tuple keys reads ``{(1, 2): 3}``, bytes ``b'..'``, NaN ``nan``), with sets in a
+    stable order and an int too long for ``str()`` as ``<int of N digits: 1234...5678>``.
+    Never raises for plain data; iterative, so any depth is safe."""
+    out: list[str] = []
+    todo: list[Any] = [value]
+    while todo:
+        item = todo.pop()
+        if type(item) is _Text:
+            out.append(item)
+            continue
+        kind = type(item)
+        if item is None or isinstance(item, (bool, float, str, bytes)):
+            out.append(repr(item))
+        elif isinstance(item, int):
+            out.append(_int_text(item))
+        elif isinstance(item, (list, tuple, set, frozenset, dict)):
+            todo.extend(reversed(_pieces(item, kind)))
+        else:
+            try:
+                out.append(repr(item))
+            except Exception:
+                out.append(f"<{type(item).__name__}>")
+    return "".join(out)
+
+
+class _Text(str):
+    """Literal text in ``readable``'s work list (as opposed to a value to render)."""
+
+
+def _pieces(item: Any, kind: type) -> list[Any]:
+    """The work items of a container for ``readable``: literal text and values, in order."""
+    if isinstance(item, dict):
+        if not item:
+            return [_Text("{}")]
+        pieces: list[Any] = [_Text("{")]
+        for i, (k, v) in enumerate(item.items()):
+            pieces += [_Text(", ") if i else _Text(""), k, _Text(": "), v]
+        return [*pieces, _Text("}")]
+    items = list(item)
+    if isinstance(item, (set, frozenset)):
+        items.sort(key=readable)
+        if not items:
+            return [_Text("set()" if isinstance(item, set) else "frozenset()")]
+    open_, close = "{", "}"
+    if isinstance(item, list):
+        open_, close = "[", "]"
+    elif isinstance(item, tuple):
+        open_, close = "(", ",)" if len(items) == 1 else ")"
+    elif isinstance(item, frozenset):
+        open_, close = "frozenset({", "})"
+    pieces = [_Text(open_)]
+    for i, v in enumerate(items):
+        if i:
+            pieces.append(_Text(", "))
+        pieces.append(v)
+    return [*pieces, _Text(close)]
+
+
+def _int_text(value: int) -> str:
+    try:
+        return str(value)
+    except ValueError:  # more digits than sys.get_int_max_str_digits() allows
+        digits = len(f"{value:x}") * 1.2041  # log10(16) decimal digits per hex digit
+        return f"<int of about {int(digits)} digits: {hex(value)[:18]}...>"

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import pydantic_core
 
 from ._journal import JournalRecord, TurnSlot
 from ._service import (
@@ -29,6 +28,8 @@ from ._service import (
     resolve_session_id,
     sort_journal,
     split_state,
+    state_from_json,
+    state_to_json,
     to_json,
     turn_conflict,
 )
@@ -36,9 +37,10 @@ from ._types import Event, Session
 
 
 def deepcopy(value: Any) -> Any:
-    """A deep copy of JSON-compatible data (everything the store holds), made by a JSON
-    round trip in pydantic-core: several times faster than ``copy.deepcopy``."""
-    return pydantic_core.from_json(pydantic_core.to_json(value))
+    """A deep copy of state (a dict of state values), holding exactly what a store that
+    writes JSON gives back (``state_to_json``): made by a JSON round trip in pydantic-core,
+    several times faster than ``copy.deepcopy``."""
+    return {k: state_from_json(state_to_json(v, f"state key {k!r}")) for k, v in value.items()}
 
 
 __all__ = ("InMemorySessionService",)

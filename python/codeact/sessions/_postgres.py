@@ -35,7 +35,6 @@ import psycopg.conninfo
 import psycopg.errors
 import psycopg.pq
 import pydantic
-import pydantic_core
 from anyio.lowlevel import RunVar
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -60,6 +59,8 @@ from ._service import (
     resolve_session_id,
     sort_journal,
     split_state,
+    state_from_json,
+    state_to_json,
     to_json,
     turn_conflict,
 )
@@ -207,9 +208,9 @@ def _write_state(conn: Connection[Any], key: tuple[str, str, str], scoped: Scope
     """Upsert the persisted scopes of a state delta (keys sorted: concurrent writers lock
     rows in one order)."""
     app_name, user_id, _ = key
-    session = [(*key, k, to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.session.items())]
-    user = [(app_name, user_id, k, to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.user.items())]
-    app = [(app_name, k, to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.app.items())]
+    session = [(*key, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.session.items())]
+    user = [(app_name, user_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.user.items())]
+    app = [(app_name, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.app.items())]
     with conn.cursor() as cur:
         if session:
             cur.executemany(
@@ -241,7 +242,7 @@ def _merged_state(conn: Connection[Any], app_name: str, user_id: str, session_id
     ).fetchall()
     scopes: list[dict[str, Any]] = [{}, {}, {}]
     for scope, key, value in rows:
-        scopes[scope][key] = pydantic_core.from_json(value)
+        scopes[scope][key] = state_from_json(value)
     return merge_state(scopes[0], scopes[1], scopes[2])
 
 

@@ -383,14 +383,39 @@ def parse_turn(text: str | bytes) -> dict[str, Any]:
     return data
 
 
+def state_to_json(value: Any, what: str) -> str:
+    """A state value's stored JSON text: its tagged form (``encode_value``: plain JSON as it
+    is; a tuple, a set, bytes, a dict with non-str keys as a one-key ``{"$t": ...}``-style
+    dict), so it reads back exactly (``state_from_json``). A value that is not plain data
+    is first converted by ``to_plain`` (a datetime to its ISO text, a model to its dict).
+
+    Raises:
+        SessionStoreError: the value is not plain data, or its form nests too deep.
+    """
+    from ..runtime._values import encode_value, to_plain
+
+    try:
+        encoded = encode_value(to_plain(value))  # datetimes, models, ...: their JSON form, as before
+    except ValueError as e:
+        raise SessionStoreError(f"cannot store {what}: not JSON-serializable ({e})") from e
+    return to_json(encoded, what)
+
+
+def state_from_json(text: str | bytes) -> Any:
+    """A state value from its stored JSON text (``state_to_json``'s inverse; text stored by
+    earlier builds, plain JSON, reads as it was written)."""
+    from ..runtime._values import decode_value
+
+    return decode_value(pydantic_core.from_json(text))
+
+
 def json_roundtrip_state(state: dict[str, Any], what: str = "state") -> dict[str, Any]:
     """A deep copy of ``state`` holding exactly what the store would give back.
 
     Raises:
-        SessionStoreError: a value is not JSON-serializable.
+        SessionStoreError: a value cannot be stored.
     """
-    out: dict[str, Any] = pydantic_core.from_json(to_json(state, what))
-    return out
+    return {k: state_from_json(state_to_json(v, f"{what} key {k!r}")) for k, v in state.items()}
 
 
 def resolve_session_id(session_id: str | None) -> str:

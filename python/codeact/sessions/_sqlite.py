@@ -32,7 +32,6 @@ from typing import Any, Literal, TypeVar
 import anyio
 import anyio.to_thread
 import pydantic
-import pydantic_core
 from anyio.lowlevel import RunVar
 
 from ._journal import JournalRecord, TurnSlot
@@ -56,6 +55,8 @@ from ._service import (
     resolve_session_id,
     sort_journal,
     split_state,
+    state_from_json,
+    state_to_json,
     to_json,
     turn_conflict,
 )
@@ -178,7 +179,7 @@ def _run_in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connecti
 
 
 def _read_state(conn: sqlite3.Connection, sql: str, params: Iterable[Any]) -> dict[str, Any]:
-    return {key: pydantic_core.from_json(value) for key, value in conn.execute(sql, tuple(params))}
+    return {key: state_from_json(value) for key, value in conn.execute(sql, tuple(params))}
 
 
 def _write_state(
@@ -187,15 +188,15 @@ def _write_state(
     """Upsert the persisted scopes of a state delta (``temp:`` is never written)."""
     conn.executemany(
         "INSERT OR REPLACE INTO session_state (app_name, user_id, session_id, key, value) VALUES (?, ?, ?, ?, ?)",
-        [(app_name, user_id, session_id, k, to_json(v, f"{what} key {k!r}")) for k, v in scoped.session.items()],
+        [(app_name, user_id, session_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in scoped.session.items()],
     )
     conn.executemany(
         "INSERT OR REPLACE INTO user_state (app_name, user_id, key, value) VALUES (?, ?, ?, ?)",
-        [(app_name, user_id, k, to_json(v, f"{what} key {k!r}")) for k, v in scoped.user.items()],
+        [(app_name, user_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in scoped.user.items()],
     )
     conn.executemany(
         "INSERT OR REPLACE INTO app_state (app_name, key, value) VALUES (?, ?, ?)",
-        [(app_name, k, to_json(v, f"{what} key {k!r}")) for k, v in scoped.app.items()],
+        [(app_name, k, state_to_json(v, f"{what} key {k!r}")) for k, v in scoped.app.items()],
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, FieldSerializationInfo, ValidationInfo, field_serializer, field_validator
 
 from ..events import (
     INTERMEDIATE_KINDS,
@@ -52,3 +52,22 @@ class Session(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict)
     events: list[Event] = Field(default_factory=list)
     last_update_time: float = Field(default_factory=time.time)
+
+    @field_serializer("state")
+    def _write_state(self, state: dict[str, Any], info: FieldSerializationInfo) -> dict[str, Any]:
+        """In JSON, each value in its tagged form (as the stores keep it: ``state_to_json``)."""
+        if not info.mode_is_json():
+            return state
+        from ..runtime._values import encode_value, to_plain
+
+        return {k: encode_value(to_plain(v)) for k, v in state.items()}
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _read_state(cls, state: Any, info: ValidationInfo) -> Any:
+        """From JSON, each value read back from its tagged form."""
+        if info.mode != "json" or not isinstance(state, dict):
+            return state
+        from ..runtime._values import decode_value
+
+        return {k: decode_value(v) for k, v in state.items()}

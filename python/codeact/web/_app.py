@@ -35,6 +35,7 @@ from ..exceptions import (
     ValueConversionError,
 )
 from ..runner import Runner
+from ..runtime._values import readable
 from . import _views as views
 
 TOKEN_ENV = "CODEACT_SERVE_TOKEN"
@@ -212,7 +213,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         autoescape=jinja2.select_autoescape(("html",), default=True),
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["tojson_pretty"] = lambda v: json.dumps(v, ensure_ascii=False, indent=1, default=repr)
+    env.filters["tojson_pretty"] = _pretty
     redact = views.redactor(runner)
 
     def runner_for(app_name: str | None) -> Runner:
@@ -576,6 +577,15 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     app = Starlette(routes=routes)
     app.add_middleware(_Guard, token=token)
     return app
+
+
+def _pretty(value: Any) -> str:
+    """The ``tojson_pretty`` filter: indented JSON, or Python's notation for a value JSON
+    cannot hold (a dict with tuple keys reads ``{(1, 2): 3}``)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=1, default=repr)
+    except (TypeError, ValueError):
+        return readable(value)
 
 
 def _refuse_constant(name: str) -> Any:

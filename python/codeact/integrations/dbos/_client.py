@@ -8,6 +8,7 @@ from typing import Any, Literal
 from ...events import Content
 from ._protocol import (
     DBOS_APP_NAME,
+    TAGGED,
     RunKind,
     RunRequest,
     RunResult,
@@ -42,7 +43,7 @@ class RunHandle:
                 error), as DBOS re-raises it.
         """
         raw = self._handle.get_result(polling_interval_sec=polling_interval)
-        return RunResult.model_validate(raw)
+        return RunResult.model_validate(raw, context=TAGGED)
 
     def status(self) -> str:
         """The workflow's DBOS status: ``"ENQUEUED"``, ``"PENDING"``, ``"SUCCESS"``,

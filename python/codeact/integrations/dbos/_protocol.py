@@ -6,13 +6,23 @@ from __future__ import annotations
 from typing import Any, Literal
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+)
 
 from ... import __version__
 from ...events import Event
+from ...runtime._values import decode_value, encode_value
 
 __all__ = (
     "DBOS_APP_NAME",
+    "TAGGED",
     "RUN_KINDS",
     "PausedCall",
     "RunKind",
@@ -55,6 +65,23 @@ def workflow_name(kind: RunKind) -> str:
 
 def _part(text: str) -> str:
     return quote(text, safe="")
+
+
+TAGGED: dict[str, Any] = {"codeact_tagged": True}
+"""The validation context that reads a ``model_dump(mode="json")`` of ``RunRequest`` /
+``RunResult`` back exactly: ``Model.model_validate(raw, context=TAGGED)``. In JSON mode
+their plain values (``RunRequest.value``, ``PausedCall.args``) are written in the tagged
+form (``codeact.runtime._values.encode_value``), so a tuple, a set, bytes or a dict with
+non-str keys crosses DBOS unchanged."""
+
+
+def _encoded(value: Any, info: FieldSerializationInfo) -> Any:
+    return encode_value(value) if info.mode_is_json() else value
+
+
+def _decoded(value: Any, info: ValidationInfo) -> Any:
+    tagged = info.mode == "json" or bool((info.context or {}).get("codeact_tagged"))
+    return decode_value(value) if tagged else value
 
 
 def partition_key(app_name: str, user_id: str, session_id: str) -> str:
@@ -101,6 +128,9 @@ class RunRequest(BaseModel):
     error: str | None = None
     action: Literal["rerun", "skip", "fail"] | None = None
 
+    _write_value = field_serializer("value")(_encoded)
+    _read_value = field_validator("value", mode="before")(_decoded)
+
 
 class PausedCall(BaseModel):
     """A call the run paused at, as its announcement events show it.
@@ -117,6 +147,9 @@ class PausedCall(BaseModel):
     tool: str
     args: dict[str, Any] = Field(default_factory=dict)
     kind: Literal["confirmation", "completion"]
+
+    _write_args = field_serializer("args")(_encoded)
+    _read_args = field_validator("args", mode="before")(_decoded)
 
 
 class RunResult(BaseModel):

@@ -28,6 +28,7 @@ from ...runner import Runner
 from ._protocol import (
     DBOS_APP_NAME,
     RUN_KINDS,
+    TAGGED,
     RunKind,
     RunRequest,
     RunResult,
@@ -221,7 +222,7 @@ class Worker:
     def _execute(self, kind: RunKind, raw: dict[str, Any]) -> dict[str, Any]:
         from dbos import DBOS
 
-        request = RunRequest.model_validate(raw)
+        request = RunRequest.model_validate(raw, context=TAGGED)
         portal = self._portal
         if portal is None:
             raise RuntimeError("the codeact Worker is not started")

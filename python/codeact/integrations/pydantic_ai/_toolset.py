@@ -31,7 +31,7 @@ from ...agent._protocol import plain_value_problem
 from ...exceptions import ValueConversionError
 from ...runtime import MontyRuntime, ResumeError, ScriptError, ScriptSuspended, SuspendScript
 from ...runtime._oneshot import aresume_script, arun_script
-from ...runtime._values import to_plain
+from ...runtime._values import json_native, readable, to_plain
 from ...tools import Tool
 
 __all__ = ("CodeActToolset", "DENIAL_ARG", "PAUSE_METADATA_KEY")
@@ -75,7 +75,9 @@ class CodeActToolset(WrapperToolset[Any]):
             the ``[... truncated ...]`` marker (the value is then that text, a string).
         max_error_chars: the same bound for the error text of a failing script.
 
-    The tool returns ``{"value": <last expression>, "stdout": <printed text>}``. A failing
+    The tool returns ``{"value": <last expression>, "stdout": <printed text>}``; a value
+    JSON cannot hold (a tuple, a set, bytes, a dict with non-str keys) comes as its Python
+    text (``"{(1, 2): 3}"``). A failing
     script, an inner tool returning something that is not plain data (the script gets a
     ``TypeError`` at that call), and a script the runtime cannot finish go back to the model
     as ``ModelRetry``.
@@ -193,11 +195,16 @@ class CodeActToolset(WrapperToolset[Any]):
         }
 
     def _capped_value(self, value: Any) -> Any:
+        """The value as the model gets it: plain JSON as it is, anything JSON cannot hold (a
+        tuple, a set, bytes, a dict with non-str keys, an int too long for JSON) as its
+        Python text (``{(1, 2): 3}``); either one capped as its text."""
         if isinstance(value, str):
             return truncate_middle(value, self.max_result_chars)
+        if not json_native(value):
+            return truncate_middle(readable(value), self.max_result_chars)
         if value is None or isinstance(value, (bool, int, float)):
             return value
-        text = json.dumps(value, ensure_ascii=False, default=repr)
+        text = json.dumps(value, ensure_ascii=False)
         return value if len(text) <= self.max_result_chars else truncate_middle(text, self.max_result_chars)
 
     def _pause_for(self, ctx: RunContext[Any]) -> ScriptSuspended | None:
