@@ -569,3 +569,47 @@ def test_a_form_decision_lands_on_the_timeline_of_a_session_id_with_url_characte
     )
     assert wf.PAID == [900]
     assert status == 200 and "Approved" in page  # the redirect landed on that session's timeline
+
+
+def _headers_of(served: Served, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> Any:
+    """(status, response headers) of one request; the body is not read (the event stream
+    never ends)."""
+    conn = HTTPConnection(served.url.removeprefix("http://"), timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.headers
+    finally:
+        conn.close()
+
+
+def test_every_route_sends_the_security_headers(served: Served) -> None:
+    from starlette.routing import Mount, Route
+
+    from codeact.web._app import SECURITY_HEADERS
+
+    call = served.call_of("pay-1")
+    params = {"session_id": "pay-1", "call_key": call["call_key"], "verb": "deny"}
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    routes = create_app(served.runner).routes
+    asked: list[tuple[str, str, dict[str, str]]] = []
+    for route in routes:
+        if isinstance(route, Mount):
+            asked.append(("GET", route.path + "/live.js", auth))
+            continue
+        assert isinstance(route, Route)
+        path = route.path.format(**{k: urllib.parse.quote(v, safe="") for k, v in params.items()})
+        for method in sorted((route.methods or {"GET"}) - {"HEAD"}):
+            kind = "application/json" if path.startswith("/api/") else "application/x-www-form-urlencoded"
+            asked.append((method, path, {**auth, "Content-Type": kind} if method == "POST" else auth))
+    assert len({(m, p) for m, p, _ in asked}) >= len(routes)
+    asked += [("GET", "/inbox", {}), ("GET", "/no-such-page", auth), ("POST", "/api/pending/x/approve", {})]
+    statuses = set()
+    for method, path, headers in asked:
+        body = b'{"digest": "0", "session_id": "pay-1"}' if method == "POST" else None
+        status, got = _headers_of(served, method, path, body, headers)
+        statuses.add(status)
+        for name, value in SECURITY_HEADERS.items():
+            assert got.get_all(name) == [value], (method, path, status, name, got.get_all(name))
+    assert {200, 401, 404}.issubset(statuses)
+    assert wf.PAID == [] and served.call_of("pay-1")["digest"] == call["digest"]
