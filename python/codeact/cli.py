@@ -238,15 +238,21 @@ def _shown_db(db: str | Path) -> str:
     user part or a ``password=`` parameter); anything else as given."""
     if not _is_postgres_url(db):
         return str(db)
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+    from urllib.parse import parse_qsl, urlencode, urlsplit
 
     parts = urlsplit(str(db))
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostport = netloc.rpartition("@")
         netloc = userinfo.split(":", 1)[0] + "@" + hostport
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() != "password"])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in params if k.lower() != "password"]
+    if netloc == parts.netloc and len(kept) == len(params):
+        return str(db)
+    query = urlencode(kept) if len(kept) != len(params) else parts.query
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "") + (
+        f"#{parts.fragment}" if parts.fragment else ""
+    )
 
 
 def _session_service(db: str | Path | None) -> Any:
