@@ -385,6 +385,8 @@ def test_shown_db_drops_only_the_password():
     from codeact.cli import _shown_db
 
     assert _shown_db("postgresql://u:p%40ss@h/db") == "postgresql://u@h/db"
-    assert _shown_db("postgres://u@h:5433/db?password=x&application_name=a") == "postgres://u@h:5433/db?application_name=a"
+    assert (
+        _shown_db("postgres://u@h:5433/db?password=x&application_name=a") == "postgres://u@h:5433/db?application_name=a"
+    )
     assert _shown_db("postgresql:///db") == "postgresql:///db"
     assert _shown_db("sessions.db") == "sessions.db"

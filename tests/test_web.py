@@ -648,7 +648,9 @@ def test_an_open_card_never_changes_its_call(open_served: Served, context: Any) 
     old_key = first.get_attribute("data-key")
     call = open_served.call_of("twice-1")
     status, body = http(
-        "POST", f"{open_served.url}/api/pending/{call['call_key']}/approve", {"digest": call["digest"], "session_id": "twice-1"}
+        "POST",
+        f"{open_served.url}/api/pending/{call['call_key']}/approve",
+        {"digest": call["digest"], "session_id": "twice-1"},
     )
     assert status == 200 and body["pending"][0]["args"] == {"amount": 200}, body  # decided elsewhere; pay(200) waits
     new = page.locator("article.card:not(.gone)", has_text="twice-1")
@@ -713,7 +715,10 @@ def test_the_live_poll_restores_no_continuation(served: Served, monkeypatch: Any
     call = served.call_of("pay-1")
     restores.clear()
     status, _ = http(
-        "POST", f"{served.url}/api/pending/{call['call_key']}/deny", {"digest": call["digest"], "session_id": "pay-1"}, token=TOKEN
+        "POST",
+        f"{served.url}/api/pending/{call['call_key']}/deny",
+        {"digest": call["digest"], "session_id": "pay-1"},
+        token=TOKEN,
     )
     assert status == 200 and in_thread(views.live_version, served.runner, None, None) != before
 

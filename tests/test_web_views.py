@@ -8,14 +8,14 @@ import pytest
 pytest.importorskip("starlette", reason="codeact[web] is not installed")
 pytest.importorskip("jinja2", reason="codeact[web] is not installed")
 
-from codeact.web._views import BIDI_CONTROLS, call_sites, call_text, escape_bidi, excerpt  # noqa: E402
+from codeact.web._views import BIDI_CONTROLS, call_sites, call_text, escape_bidi, excerpt
 
 
 @pytest.mark.parametrize(
     ("code", "sites"),
     [
         ('print("pay")\nr = call_tool("pay", {"amount": 1})', [2]),  # a mention is no call
-        ('# pay(1)\nx = "call_tool(\'pay\')"\npay(amount=1)', [3]),
+        ("# pay(1)\nx = \"call_tool('pay')\"\npay(amount=1)", [3]),
         ('for a in [1, 2]:\n    call_tool("pay", {"amount": a})', [2]),  # one call site, run twice
         ('call_tool("lookup", {})\ncall_tool("pay", {})\ncall_tool("pay", {})', [2, 3]),
         ('call_tool(\n    "pay",\n    {"amount": 1},\n)', [1]),

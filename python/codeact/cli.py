@@ -250,8 +250,10 @@ def _shown_db(db: str | Path) -> str:
     if netloc == parts.netloc and len(kept) == len(params):
         return str(db)
     query = urlencode(kept) if len(kept) != len(params) else parts.query
-    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "") + (
-        f"#{parts.fragment}" if parts.fragment else ""
+    return (
+        f"{parts.scheme}://{netloc}{parts.path}"
+        + (f"?{query}" if query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
     )
 
 

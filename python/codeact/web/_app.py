@@ -252,7 +252,9 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         autoescape=jinja2.select_autoescape(("html",), default=True),
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["tojson_pretty"] = lambda v: views.escape_bidi(json.dumps(v, ensure_ascii=False, indent=1, default=repr))
+    env.filters["tojson_pretty"] = lambda v: views.escape_bidi(
+        json.dumps(v, ensure_ascii=False, indent=1, default=repr)
+    )
     env.globals["call_text"] = views.call_text
     env.globals["max_call_chars"] = views.MAX_CALL_CHARS
     redact = views.redactor(runner)

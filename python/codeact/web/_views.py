@@ -243,10 +243,14 @@ def call_sites(code: str, tool: str) -> list[int] | None:
                 return None  # a computed name: any tool
             if first.value == tool:
                 sites.add(node.lineno)
-        elif (isinstance(func, ast.Name) and func.id == tool) or (isinstance(func, ast.Attribute) and func.attr == tool):
+        elif (isinstance(func, ast.Name) and func.id == tool) or (
+            isinstance(func, ast.Attribute) and func.attr == tool
+        ):
             sites.add(node.lineno)
     for node in nodes:
-        if isinstance(node, ast.Name) and (node.id in _DYNAMIC or (node.id in (tool, "call_tool") and id(node) not in called)):
+        if isinstance(node, ast.Name) and (
+            node.id in _DYNAMIC or (node.id in (tool, "call_tool") and id(node) not in called)
+        ):
             return None
         if isinstance(node, ast.Attribute) and node.attr == tool and id(node) not in called:
             return None
