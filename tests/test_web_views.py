@@ -53,3 +53,18 @@ def test_bidi_controls_are_written_escaped() -> None:
     lines = excerpt('x = "\u202e"\ncall_tool("pay", {"memo": "\u2066"})', "pay")["lines"]
     assert lines[0]["text"] == 'x = "\\u202e"'
     assert call_text("pay", {"memo": "\u2067x"}) == 'pay(memo="\\u2067x")'
+
+
+def test_earlier_scripts_are_those_before_the_paused_one() -> None:
+    from codeact.events import Content, Event, ExecutableCode, Part
+    from codeact.web._views import _earlier_scripts
+
+    def script(invocation: str, code: str) -> Event:
+        return Event(
+            invocation_id=invocation,
+            author="a",
+            content=Content(role="model", parts=[Part(executable_code=ExecutableCode(code=code))]),
+        )
+
+    events = [script("run-1", "a = 1"), script("run-2", "def f(): ..."), script("run-2", "f()"), script("run-3", "z")]
+    assert _earlier_scripts(events, "run-2") == ["a = 1", "def f(): ..."]

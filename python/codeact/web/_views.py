@@ -326,15 +326,15 @@ async def turn_detail(runner: Runner, session: Session, info: Any) -> dict[str, 
 
 
 def _earlier_scripts(events: list[Event], invocation_id: str) -> list[str]:
-    """The session's scripts before the turn of ``invocation_id``."""
-    out: list[str] = []
+    """The session's scripts before the last one of ``invocation_id`` (the paused one):
+    those of earlier runs and of the run's earlier steps."""
+    scripts: list[tuple[str, str]] = []
     for event in events:
-        if event.invocation_id == invocation_id:
-            break
         for part in event.content.parts if event.content is not None else []:
             if part.executable_code is not None:
-                out.append(part.executable_code.code)
-    return out
+                scripts.append((event.invocation_id, part.executable_code.code))
+    last = max((i for i, (inv, _) in enumerate(scripts) if inv == invocation_id), default=len(scripts))
+    return [code for _, code in scripts[:last]]
 
 
 async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dict[str, Any]]:
