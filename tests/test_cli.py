@@ -364,3 +364,29 @@ def test_chat_names_a_foreign_tool_object_in_one_line():
     )
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "from_langchain" in result.output
+
+
+def test_chat_prints_a_postgresql_url_without_its_password(tmp_path, monkeypatch):
+    import codeact.cli as cli_module
+
+    db = tmp_path / "c.db"
+    url = "postgresql://alice:s3cr3t-pw@db.example:5432/app?sslmode=require&password=s3cr3t-pw"
+    real = cli_module._session_service
+    # No PostgreSQL server here: the URL is served by a SQLite file; what is printed is the subject.
+    monkeypatch.setattr(cli_module, "_session_service", lambda given: real(db) if given == url else real(given))
+    result = cli.invoke(app, ["chat", *GATED_CHAT, "--db", url, "--session", "t9", "-m", "send 5"])
+    assert "codeact sessions approve t9" in result.stdout, result.output
+    assert "s3cr3t-pw" not in result.output
+    assert "--db 'postgresql://alice@db.example:5432/app?sslmode=require'" in result.stdout
+    assert "without its password" in result.stderr
+
+
+def test_shown_db_drops_only_the_password():
+    from codeact.cli import _shown_db
+
+    assert _shown_db("postgresql://u:p%40ss@h/db") == "postgresql://u@h/db"
+    assert (
+        _shown_db("postgres://u@h:5433/db?password=x&application_name=a") == "postgres://u@h:5433/db?application_name=a"
+    )
+    assert _shown_db("postgresql:///db") == "postgresql:///db"
+    assert _shown_db("sessions.db") == "sessions.db"

@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -569,3 +570,212 @@ def test_a_form_decision_lands_on_the_timeline_of_a_session_id_with_url_characte
     )
     assert wf.PAID == [900]
     assert status == 200 and "Approved" in page  # the redirect landed on that session's timeline
+
+
+def _headers_of(served: Served, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> Any:
+    """(status, response headers) of one request; the body is not read (the event stream
+    never ends)."""
+    conn = HTTPConnection(served.url.removeprefix("http://"), timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.headers
+    finally:
+        conn.close()
+
+
+def test_every_route_sends_the_security_headers(served: Served) -> None:
+    from starlette.routing import Mount, Route
+
+    from codeact.web._app import SECURITY_HEADERS
+
+    call = served.call_of("pay-1")
+    params = {"session_id": "pay-1", "call_key": call["call_key"], "verb": "deny"}
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    routes = create_app(served.runner).routes
+    asked: list[tuple[str, str, dict[str, str]]] = []
+    for route in routes:
+        if isinstance(route, Mount):
+            asked.append(("GET", route.path + "/live.js", auth))
+            continue
+        assert isinstance(route, Route)
+        path = route.path.format(**{k: urllib.parse.quote(v, safe="") for k, v in params.items()})
+        for method in sorted((route.methods or {"GET"}) - {"HEAD"}):
+            kind = "application/json" if path.startswith("/api/") else "application/x-www-form-urlencoded"
+            asked.append((method, path, {**auth, "Content-Type": kind} if method == "POST" else auth))
+    assert len({(m, p) for m, p, _ in asked}) >= len(routes)
+    asked += [("GET", "/inbox", {}), ("GET", "/no-such-page", auth), ("POST", "/api/pending/x/approve", {})]
+    statuses = set()
+    for method, path, headers in asked:
+        body = b'{"digest": "0", "session_id": "pay-1"}' if method == "POST" else None
+        status, got = _headers_of(served, method, path, body, headers)
+        statuses.add(status)
+        for name, value in SECURITY_HEADERS.items():
+            assert got.get_all(name) == [value], (method, path, status, name, got.get_all(name))
+    assert {200, 401, 404}.issubset(statuses)
+    assert wf.PAID == [] and served.call_of("pay-1")["digest"] == call["digest"]
+
+
+# ------------------------------------------------------------------ issue 46: the inbox points at the right call
+
+
+def _tamper(db: Path, session_id: str) -> None:
+    """Edits the stored turn of ``session_id`` behind the runner's back (its continuation's
+    digest no longer matches): the turn fails verification."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        with conn:
+            changed = conn.execute(
+                "UPDATE turns SET data = json_set(data, '$.snapshot_sha256', ?) WHERE session_id = ?",
+                ("0" * 64, session_id),
+            ).rowcount
+    finally:
+        conn.close()
+    assert changed == 1
+
+
+def test_an_open_card_never_changes_its_call(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    in_thread(wf.start, open_served.runner, "twice-1", "please pay twice")
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    first = page.locator("article.card", has_text="twice-1")
+    expect(first).to_have_count(1)
+    expect(first).to_contain_text("pay(amount=100)")
+    first.locator("input[name=reason]").fill("typed before the update")
+    old_key = first.get_attribute("data-key")
+    call = open_served.call_of("twice-1")
+    status, body = http(
+        "POST",
+        f"{open_served.url}/api/pending/{call['call_key']}/approve",
+        {"digest": call["digest"], "session_id": "twice-1"},
+    )
+    assert status == 200 and body["pending"][0]["args"] == {"amount": 200}, body  # decided elsewhere; pay(200) waits
+    new = page.locator("article.card:not(.gone)", has_text="twice-1")
+    expect(new).to_contain_text("pay(amount=200)")  # a new call is a new card, added live
+    old = page.locator(f'article.card[data-key="{old_key}"]')
+    expect(old).to_have_class("card pending confirmation gone")
+    expect(old).to_contain_text("pay(amount=100)")  # never swapped to the next call
+    expect(old.locator(".gone-note")).to_contain_text("Nothing runs from this card")
+    expect(old.locator("button.approve")).to_be_disabled()
+    expect(old.locator("input[name=reason]")).to_have_value("typed before the update")
+    expect(old.locator("input[name=digest]").first).to_have_value(call["digest"])
+    expect(new.locator("button.approve")).to_be_enabled()
+    assert wf.PAID == [100]
+
+
+def test_the_excerpt_marks_the_paused_call_not_a_mention_of_its_name(served: Served) -> None:
+    in_thread(wf.start, served.runner, "decoy-1", "please pay the decoy")
+    in_thread(wf.start, served.runner, "twice-2", "please pay twice")
+    status, body = http("GET", f"{served.url}/api/pending", token=TOKEN)
+    assert status == 200
+    decoy = next(p for p in body["pending"] if p["session_id"] == "decoy-1")
+    assert decoy["excerpt"]["line"] == 4 and decoy["excerpt"]["note"] == ""
+    assert [line["n"] for line in decoy["excerpt"]["lines"] if line["here"]] == [4]
+    twice = next(p for p in body["pending"] if p["session_id"] == "twice-2")
+    # Two call expressions can call pay: which one paused is not known, so none is marked.
+    assert twice["excerpt"]["line"] is None and not any(line["here"] for line in twice["excerpt"]["lines"])
+    assert "lines 1, 2" in twice["excerpt"]["note"]
+    status, page = http("GET", f"{served.url}/inbox", token=TOKEN)
+    assert status == 200 and "which one paused is not known" in page
+
+
+def test_the_live_poll_restores_no_continuation(served: Served, monkeypatch: Any) -> None:
+    from codeact.web import _views as views
+
+    runtime = served.runner.agent.runtime
+    restores: list[int] = []
+    for name in ("restore", "restore_session"):
+        real = getattr(runtime, name)
+
+        def counted(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            restores.append(1)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(runtime, name, counted)
+    assert http("GET", f"{served.url}/api/pending", token=TOKEN)[0] == 200
+    assert restores, "the counter sees the restores of a page load"
+    for session_id in (None, "pay-1", "nope"):
+        restores.clear()
+        before = in_thread(views.live_version, served.runner, None, session_id)
+        assert restores == [], f"a poll of {session_id} restored {len(restores)} continuations"
+        assert in_thread(views.live_version, served.runner, None, session_id) == before
+    restores.clear()
+    for view in ("view=inbox", "view=session&session=pay-1&user=alice"):
+        conn = HTTPConnection(served.url.removeprefix("http://"), timeout=60)
+        conn.request("GET", f"/api/stream?{view}", headers={"Authorization": f"Bearer {TOKEN}"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.readline().startswith(b"data: ")
+        time.sleep(1.0)  # about ten polls at 0.1 s
+        conn.close()
+    assert restores == []
+    before = in_thread(views.live_version, served.runner, None, None)
+    call = served.call_of("pay-1")
+    restores.clear()
+    status, _ = http(
+        "POST",
+        f"{served.url}/api/pending/{call['call_key']}/deny",
+        {"digest": call["digest"], "session_id": "pay-1"},
+        token=TOKEN,
+    )
+    assert status == 200 and in_thread(views.live_version, served.runner, None, None) != before
+
+
+def test_a_turn_that_fails_verification_shows_as_stale_before_a_click(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.card.pending", has_text="pay-1")
+    expect(card.locator("button.approve")).to_be_enabled()
+    _tamper(open_served.db, "pay-1")
+    expect(card.locator("button.approve")).to_be_disabled()  # live, before anyone clicks
+    stale = page.locator("article.card.stale", has_text="pay-1")
+    expect(stale).to_contain_text("fails verification")
+    expect(stale.locator("button")).to_have_count(0)
+    page.goto(f"{open_served.url}/sessions/pay-1?user=alice")
+    expect(page.locator(".status").first).to_have_text("stale")
+    expect(page.locator("article.card.pending")).to_have_count(0)
+    assert wf.PAID == []
+
+
+def test_an_interrupted_turn_is_listed_with_recover(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    crashed = wf.make_runner(str(open_served.db))
+    try:
+        in_thread(wf.crash, crashed, "sync-2", "sync the ledger")
+    finally:
+        crashed.session_service.close()
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.card.interrupted", has_text="sync-2")
+    expect(card).to_contain_text("Interrupted")
+    card.locator("button.recover").click()
+    expect(page.locator(".notice")).to_contain_text("Recovered")
+    expect(page.locator("article.pending.in_doubt")).to_contain_text("sync_ledger(n=3)")
+
+
+def test_error_feedback_is_labelled_on_the_timeline_not_an_answer(served: Served) -> None:
+    in_thread(wf.start, served.runner, "err-1", "please explode")
+    status, body = http("GET", f"{served.url}/api/sessions/err-1/events", token=TOKEN)
+    assert status == 200
+    kinds = [i["kind"] for i in body["timeline"]]
+    feedback = [i for i in body["timeline"] if i["kind"] == "feedback"]
+    assert feedback and feedback[0]["error"] is True and "kaput" in feedback[0]["text"]
+    assert kinds.count("reply") == 1 and kinds[-1] == "reply"  # only the final answer is an answer
+    status, page = http("GET", f"{served.url}/sessions/err-1?user=alice", token=TOKEN)
+    assert status == 200 and "error fed back to the model" in page
+
+
+def test_bidi_controls_are_escaped_and_long_arguments_cut(served: Served) -> None:
+    in_thread(wf.start, served.runner, "mirror-1", "please pay the mirror")
+    in_thread(wf.start, served.runner, "long-1", "please pay a lot")
+    status, page = http("GET", f"{served.url}/inbox", token=TOKEN)
+    assert status == 200
+    for control in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c":
+        assert control not in page
+    assert "\\u202e 009 yap \\u202c" in page
+    assert '<code class="call cut">pay(amount=&#34;' + "9" * 1988 + "…</code>" in page  # 2,000 characters
+    assert "show all (3014 characters)" in page
+    assert "&#34;" + "9" * 3000 + "&#34;)" in page  # the whole call, behind "show all"

@@ -64,8 +64,40 @@ async def sync_ledger(n: int) -> int:
     return n
 
 
+TWICE_SCRIPT = """\
+a = call_tool("pay", {"amount": 100})
+b = call_tool("pay", {"amount": 200})
+{"type": "final_result", "value": a + " and " + b}"""
+
+DECOY_SCRIPT = """\
+label = "pay"
+print("about to", label, "pay(...)")
+who = call_tool("lookup", {"name": "bob"})
+r = call_tool("pay", {"amount": 900})
+{"type": "final_result", "value": r}"""
+
+MIRROR_SCRIPT = """\
+memo = "fine \u202e 009 yap \u202c"  # bidi controls: shown escaped
+r = call_tool("pay", {"amount": 900})
+{"type": "final_result", "value": r}"""
+
+LONG_SCRIPT = """\
+r = call_tool("pay", {"amount": "9" * 3000})
+{"type": "final_result", "value": r}"""
+
+FAIL_SCRIPT = """\
+raise ValueError("kaput")"""
+
+SCRIPTS = {"twice": TWICE_SCRIPT, "decoy": DECOY_SCRIPT, "mirror": MIRROR_SCRIPT, "a lot": LONG_SCRIPT}
+
+
 def _reply(request: LlmRequest) -> str:
     last = request.contents[-1].text
+    for word, script in SCRIPTS.items():
+        if word in last:
+            return f"```python\n{script}\n```"
+    if "explode" in last:
+        return f"```python\n{FAIL_SCRIPT}\n```"
     if "pay" in last:
         return f"```python\n{PAY_SCRIPT}\n```"
     if "sync" in last:

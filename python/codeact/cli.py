@@ -242,6 +242,30 @@ def _is_postgres_url(db: str | Path) -> bool:
     return isinstance(db, str) and db.lower().startswith(_POSTGRES_SCHEMES)
 
 
+def _shown_db(db: str | Path) -> str:
+    """``--db`` as it may be printed: a ``postgresql://`` URL without its password (in the
+    user part or a ``password=`` parameter); anything else as given."""
+    if not _is_postgres_url(db):
+        return str(db)
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    parts = urlsplit(str(db))
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        netloc = userinfo.split(":", 1)[0] + "@" + hostport
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in params if k.lower() != "password"]
+    if netloc == parts.netloc and len(kept) == len(params):
+        return str(db)
+    query = urlencode(kept) if len(kept) != len(params) else parts.query
+    return (
+        f"{parts.scheme}://{netloc}{parts.path}"
+        + (f"?{query}" if query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
+
+
 def _session_service(db: str | Path | None) -> Any:
     """The store ``--db`` names: a ``postgresql://`` URL, a SQLite file, or memory (None)."""
     from .sessions import InMemorySessionService, SqliteSessionService
@@ -343,9 +367,12 @@ class _ChatPauses:
     the result of a long-running call), else prints the ``codeact sessions`` lines that
     answer it later."""
 
-    def __init__(self, runner: Any, user: str, session_id: str, printer: Any, commands: list[str] | None) -> None:
+    def __init__(
+        self, runner: Any, user: str, session_id: str, printer: Any, commands: list[str] | None, note: str = ""
+    ) -> None:
         self.runner, self.user, self.session_id, self.printer = runner, user, session_id, printer
         self.commands = commands  # the options after ``codeact sessions VERB``; None: in memory
+        self.note = note  # said once before the lines (the --db URL lost its password)
 
     def pending(self) -> list[Any]:
         async def load() -> list[Any]:
@@ -381,6 +408,8 @@ class _ChatPauses:
             )
             return
         base = ["codeact", "sessions"]
+        if self.note:
+            _err().print(self.note, style="dim")
         for p in pending:
             _out().print(f"{p.call_key}: {p.tool}({json.dumps(p.args)}) waits for a {p.kind}; answer it with:")
             verbs = [["approve"], ["deny"]] if p.kind == "confirmation" else [["complete"], ["deny"]]
@@ -455,13 +484,16 @@ def chat(
     printer = EventPrinter(_out())
     failed = False
     commands = None
+    note = ""
     if db is not None:
-        commands = ["--db", str(db), *_agent_options(model, base_url, model_from, tools or [], instruction)]
+        if _shown_db(db) != db:
+            note = "the --db URL is shown without its password: give it with PGPASSWORD or ~/.pgpass"
+        commands = ["--db", _shown_db(db), *_agent_options(model, base_url, model_from, tools or [], instruction)]
         if app_name != DEFAULT_APP:
             commands += ["--app", app_name]
         if user != DEFAULT_USER:
             commands += ["--user", user]
-    pauses = _ChatPauses(runner, user, session_id, printer, commands)
+    pauses = _ChatPauses(runner, user, session_id, printer, commands, note)
 
     def lines() -> Any:
         if message:

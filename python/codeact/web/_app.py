@@ -51,6 +51,7 @@ VERBS = ("approve", "deny", "complete", "resolve")
 LABELS = {
     "user": "message",
     "reply": "answer",
+    "feedback": "fed back",
     "script": "script",
     "output": "printed",
     "tool_call": "tool call",
@@ -166,6 +167,41 @@ class _Guard:
         await self.app(scope, _capped(receive) if request.method == "POST" else receive, send)
 
 
+SECURITY_HEADERS = {
+    "content-security-policy": "frame-ancestors 'none'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+"""Sent with every response (pages, the API, the event stream, static files, refusals): no
+page of another origin may frame the inbox (a click on a framed Approve would run the call),
+nothing is sniffed, leaks its address, or is kept in a cache."""
+
+
+class _Headers:
+    """ASGI middleware (the outermost): ``SECURITY_HEADERS`` on every HTTP response, in
+    place of any the route set."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.extra = [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+        self.names = {k.encode() for k in SECURITY_HEADERS}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in self.names]
+                message = {**message, "headers": kept + self.extra}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
 def _capped(receive: Receive) -> Receive:
     """``receive`` that stops a body without a Content-Length past ``MAX_BODY_BYTES``."""
     seen = 0
@@ -188,6 +224,10 @@ def _cross_site(request: Request) -> str:
     if site is not None and site not in ("same-origin", "none"):
         return f"Sec-Fetch-Site is {site}"
     origin = request.headers.get("origin")
+    if origin == "null" and site == "same-origin":
+        # Our own pages send "Referrer-Policy: no-referrer", under which a browser sends a
+        # form's Origin as "null"; its Sec-Fetch-Site still says same-origin.
+        return ""
     if origin is not None:
         parts = urlsplit(origin)
         if parts.netloc.lower() != request.headers.get("host", "").lower():
@@ -213,7 +253,9 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         autoescape=jinja2.select_autoescape(("html",), default=True),
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["tojson_pretty"] = _pretty
+    env.filters["tojson_pretty"] = lambda v: views.escape_bidi(_pretty(v))
+    env.globals["call_text"] = views.call_text
+    env.globals["max_call_chars"] = views.MAX_CALL_CHARS
     redact = views.redactor(runner)
 
     def runner_for(app_name: str | None) -> Runner:
@@ -371,13 +413,8 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     async def inbox_data(r: Runner, user: str | None) -> list[dict[str, Any]]:
         return await views.inbox(r, user, redact)
 
-    def inbox_version(calls: list[dict[str, Any]]) -> str:
-        return views.fingerprint([(c["session_id"], c["call_key"], c["digest"], c["status"]) for c in calls])
-
-    def session_version(view: dict[str, Any]) -> str:
-        return views.fingerprint(
-            [len(view["events"]), view["session"]["status"], [p["digest"] for p in view["pending"]]]
-        )
+    async def inbox_calls(r: Runner, user: str | None) -> list[dict[str, Any]]:
+        return [c for c in await inbox_data(r, user) if c["card"] == "call"]
 
     # ------------------------------------------------------------ pages
 
@@ -393,6 +430,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     async def inbox_page(request: Request) -> Response:
         r = runner_for(request.query_params.get("app"))
         user = _user(request)
+        version = await views.live_version(r, user)  # before the data: a change in between shows again
         calls = await inbox_data(r, user)
         stream = "/api/stream?" + urlencode({"view": "inbox", "app": r.app_name, **({"user": user} if user else {})})
         return page(
@@ -400,13 +438,14 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
             "inbox.html",
             calls=calls,
             user=user or "",
-            version=inbox_version(calls),
+            version=version,
             stream=stream,
             app_name=r.app_name,
         )
 
     async def session_page(request: Request) -> Response:
         r = runner_for(request.query_params.get("app"))
+        version = await views.live_version(r, _user(request), request.path_params["session_id"])
         try:
             view = await session_view(r, request.path_params["session_id"], _user(request))
         except HttpError as exc:
@@ -420,7 +459,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
             request,
             "session.html",
             **view,
-            version=session_version(view),
+            version=version,
             stream=stream,
             notice=notice,
             app_name=r.app_name,
@@ -502,7 +541,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     @api
     async def api_pending(request: Request) -> Any:
         r = runner_for(request.query_params.get("app"))
-        return {"app_name": r.app_name, "pending": await inbox_data(r, _user(request))}
+        return {"app_name": r.app_name, "pending": await inbox_calls(r, _user(request))}
 
     @api
     async def api_events(request: Request) -> Any:
@@ -539,12 +578,8 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         session_id = request.query_params.get("session", "")
 
         async def version() -> str:
-            if view_name == "session":
-                try:
-                    return session_version(await session_view(r, session_id, user))
-                except HttpError:
-                    return "missing"
-            return inbox_version(await inbox_data(r, user))
+            # From the store's versions and counts: a poll restores no continuation.
+            return await views.live_version(r, user, session_id if view_name == "session" else None)
 
         async def events() -> AsyncIterator[str]:
             last = None
@@ -555,9 +590,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
                     yield f"data: {current}\n\n"
                 await anyio.sleep(poll_interval)
 
-        return StreamingResponse(
-            events(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-        )
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
     routes = [
         Route("/", lambda request: RedirectResponse("/inbox" + _query(request), 303)),
@@ -576,6 +609,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     ]
     app = Starlette(routes=routes)
     app.add_middleware(_Guard, token=token)
+    app.add_middleware(_Headers)  # added last: the outermost, so refusals get the headers too
     return app
 
 

@@ -4,6 +4,7 @@ leaves here has the runner's secrets redacted."""
 
 from __future__ import annotations
 
+import ast
 import datetime as _dt
 import hashlib
 import json
@@ -15,6 +16,7 @@ from ..events import Event, PendingCallInfo
 from ..exceptions import CodeActError, SessionNotFoundError
 from ..runner import Runner
 from ..sessions import Session
+from ..sessions._turns import claim_abandoned, record_problem
 
 Redact = Callable[[str], str]
 
@@ -26,6 +28,13 @@ the last run finished, failed (its last event carries an error) or never started
 _TURN_STATUS = {"suspended": "paused", "running": "running", "interrupted": "interrupted", "stale": "stale"}
 EXCERPT_CONTEXT = 3
 """Lines of script shown either side of a pending call in the inbox."""
+MAX_CALL_CHARS = 2000
+"""A call's text (``tool(k=v, ...)``) longer than this is cut on the page, with a "show all"."""
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+"""The Unicode bidirectional controls: shown escaped (``\\u202e``), so a script or an argument
+cannot reorder what the reviewer reads (Trojan Source)."""
+_BIDI_TABLE = {ord(c): f"\\u{ord(c):04x}" for c in BIDI_CONTROLS}
+_DYNAMIC = frozenset({"exec", "eval", "compile", "getattr", "globals", "locals", "vars", "__import__"})
 
 
 def redactor(runner: Runner) -> Redact:
@@ -125,9 +134,23 @@ async def find_session(runner: Runner, session_id: str, user_id: str | None) -> 
     return await service.get_session(app_name=runner.app_name, user_id=users[0], session_id=session_id)
 
 
+def escape_bidi(text: str) -> str:
+    """``text`` with each bidirectional control written as a visible ``\\uXXXX``."""
+    return text.translate(_BIDI_TABLE)
+
+
+def call_text(tool: str, args: Any) -> str:
+    """A call as the pages show it: ``tool(k=<JSON>, ...)``, bidi controls escaped."""
+    if isinstance(args, dict):
+        inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=repr)}" for k, v in args.items())
+    else:
+        inner = json.dumps(args, ensure_ascii=False, default=repr)
+    return escape_bidi(f"{tool}({inner})")
+
+
 def _lines(code: str) -> list[dict[str, Any]]:
     return [
-        {"n": i + 1, "text": line, "call": "call_tool(" in line, "here": False}
+        {"n": i + 1, "text": escape_bidi(line), "call": "call_tool(" in line, "here": False}
         for i, line in enumerate(code.splitlines() or [""])
     ]
 
@@ -135,14 +158,18 @@ def _lines(code: str) -> list[dict[str, Any]]:
 def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
     """One session's events as timeline items (``/api/sessions/{id}/events`` returns the
     events themselves). Each item: ``{"kind", "author", "time", ...}`` with ``kind`` one of
-    ``user``, ``script``, ``reply``, ``tool_call``, ``tool_result``, ``output``, ``waiting``,
-    ``error``, ``state``."""
+    ``user``, ``script``, ``reply`` (an answer), ``feedback`` (what was fed back to the model
+    after a script: ``"error": True`` for an error), ``tool_call``, ``tool_result``,
+    ``output``, ``waiting``, ``error``, ``state``."""
     items: list[dict[str, Any]] = []
     for event in events:
         base = {"author": event.author, "time": _iso(event.timestamp), "event_id": event.id}
         parts = event.content.parts if event.content is not None else []
         # A script's text duplicates its code; a pause's text is told by its "waiting" item.
         has_code = any(p.executable_code is not None for p in parts) or bool(event.actions.requested_tool_confirmations)
+        # A script's result is what was fed back to the model: an observation, or an error.
+        feedback = (event.custom_metadata or {}).get("codeact_kind") == "script_result"
+        outcomes = [p.code_execution_result.outcome for p in parts if p.code_execution_result is not None]
         for part in parts:
             if part.executable_code is not None:
                 items.append({**base, "kind": "script", "lines": _lines(part.executable_code.code)})
@@ -164,6 +191,9 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
                         "call_id": resp.id,
                     }
                 )
+            elif part.text is not None and not part.thought and not has_code and feedback:
+                error = not outcomes or outcomes[0] != "OUTCOME_OK" or part.text.startswith("Error during execution")
+                items.append({**base, "kind": "feedback", "error": error, "text": part.text})
             elif part.text is not None and not part.thought and not has_code:
                 kind = "user" if event.author == "user" else "reply"
                 items.append({**base, "kind": kind, "text": part.text})
@@ -187,20 +217,75 @@ def _script_of(events: list[Event], invocation_id: str) -> str | None:
     return None
 
 
-def excerpt(code: str, tool: str, occurrence: int = 0) -> list[dict[str, Any]]:
-    """The lines of ``code`` around the line calling ``tool`` (its ``occurrence``-th call line,
-    else the first), that line marked ``"here": True``."""
+def call_sites(code: str, tool: str) -> list[int] | None:
+    """The lines (1-based, sorted) of the call expressions of ``code`` that can call ``tool``:
+    ``call_tool("tool", ...)``, ``tool(...)`` or ``x.tool(...)``. None when the script can
+    reach the tool in a way no call expression names: it does not parse, calls
+    ``call_tool`` with a computed name, passes ``call_tool`` or the tool around as a value,
+    or uses ``exec``, ``eval``, ``getattr`` and the like.
+
+    This reads the syntax, never the text: a ``print("tool")`` or a comment is no call."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    sites: set[int] = set()
+    called: set[int] = set()  # id() of the nodes that are a call's function
+    nodes = list(ast.walk(tree))
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        called.add(id(func))
+        if isinstance(func, ast.Name) and func.id == "call_tool":
+            first = node.args[0] if node.args else None
+            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                return None  # a computed name: any tool
+            if first.value == tool:
+                sites.add(node.lineno)
+        elif (isinstance(func, ast.Name) and func.id == tool) or (
+            isinstance(func, ast.Attribute) and func.attr == tool
+        ):
+            sites.add(node.lineno)
+    for node in nodes:
+        if isinstance(node, ast.Name) and (
+            node.id in _DYNAMIC or (node.id in (tool, "call_tool") and id(node) not in called)
+        ):
+            return None
+        if isinstance(node, ast.Attribute) and node.attr == tool and id(node) not in called:
+            return None
+    return sorted(sites)
+
+
+def excerpt(code: str, tool: str, earlier: list[str] | None = None) -> dict[str, Any]:
+    """Where the script paused at its call of ``tool``: ``{"lines": [...], "line": N or
+    None, "note": str}``, the lines around the call with its line marked ``"here": True``.
+
+    The interpreter does not hand the paused call's position to the host, so the line is
+    derived from the script's syntax (``call_sites``): it is marked only when exactly one
+    call expression can call ``tool``, and the script reaches it no other way; else
+    ``line`` is None, nothing is marked, and ``note`` says why. ``earlier``: the session's
+    earlier scripts when the turn keeps a namespace (a function they defined may be what
+    calls the tool); any call of ``tool`` there makes the line unknown too."""
     lines = _lines(code)
-    hits = [
-        i
-        for i, line in enumerate(lines)
-        if f'"{tool}"' in line["text"] or f"'{tool}'" in line["text"] or f"{tool}(" in line["text"]
-    ]
-    if not hits:
-        return lines[: 2 * EXCERPT_CONTEXT + 1]
-    at = hits[min(occurrence, len(hits) - 1)]
-    start, stop = max(0, at - EXCERPT_CONTEXT), at + EXCERPT_CONTEXT + 1
-    return [{**line, "here": i == at} for i, line in enumerate(lines[start:stop], start)]
+    sites = call_sites(code, tool)
+    if earlier and sites is not None and any(call_sites(e, tool) != [] for e in earlier):
+        note = f"an earlier script of this session may call {tool} too (a function it defined)"
+        sites = None
+    elif sites is None:
+        note = f"this script can reach {tool} in ways its text does not show (a computed name, or exec)"
+    elif not sites:
+        note = f"this script does not call {tool} by name"
+    elif len(sites) > 1:
+        note = f"this script calls {tool} on lines {', '.join(map(str, sites))}; which one paused is not known"
+    else:
+        at = sites[0] - 1
+        start, stop = max(0, at - EXCERPT_CONTEXT), at + EXCERPT_CONTEXT + 1
+        shown = [{**line, "here": i == at} for i, line in enumerate(lines[start:stop], start)]
+        return {"lines": shown, "line": at + 1, "note": ""}
+    maybe = set(sites or ())
+    shown = [{**line, "call": line["call"] or line["n"] in maybe} for line in lines]
+    return {"lines": shown, "line": None, "note": f"The paused call's line is not marked: {note}."}
 
 
 def _decode(data: str) -> Any:
@@ -242,33 +327,118 @@ async def turn_detail(runner: Runner, session: Session, info: Any) -> dict[str, 
     return {"ran": ran, "stdout": stdout}
 
 
+def _earlier_scripts(events: list[Event], invocation_id: str) -> list[str]:
+    """The session's scripts before the last one of ``invocation_id`` (the paused one):
+    those of earlier runs and of the run's earlier steps."""
+    scripts: list[tuple[str, str]] = []
+    for event in events:
+        for part in event.content.parts if event.content is not None else []:
+            if part.executable_code is not None:
+                scripts.append((event.invocation_id, part.executable_code.code))
+    last = max((i for i, (inv, _) in enumerate(scripts) if inv == invocation_id), default=len(scripts))
+    return [code for _, code in scripts[:last]]
+
+
 async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dict[str, Any]]:
-    """Every pending call of the app (of one user when given), newest session first, each
-    with the session's status, the script excerpt around the call and what already ran in its turn."""
+    """What waits for a human in the app (of one user when given), newest session first:
+    each pending call (``"card": "call"``) with the session's status, the script excerpt
+    around the call and what already ran in its turn; each interrupted turn (``"card":
+    "interrupted"``: recover it) and each turn that fails verification (``"card": "stale"``,
+    with its ``reason``: nothing of it can be decided). Every card has a ``key`` naming what
+    it decides: a card never changes what its key names."""
     out: list[dict[str, Any]] = []
-    for (user, sid), calls in (await runner.list_pending(user_id=user_id)).items():
-        session = await runner.session_service.get_session(app_name=runner.app_name, user_id=user, session_id=sid)
+    service = runner.session_service
+    for user, sid in await service.list_turns(app_name=runner.app_name, user_id=user_id):
+        session = await service.get_session(app_name=runner.app_name, user_id=user, session_id=sid)
         if session is None:
             continue
         try:
             status, info = await session_status(runner, session)
         except SessionNotFoundError:
             continue
+        if info is None:
+            continue
+        base = {
+            "session_id": sid,
+            "user_id": user,
+            "status": status,
+            "last_update_time": session.last_update_time,
+            "updated": _iso(session.last_update_time),
+        }
+        if status == "stale":
+            out.append({**base, "card": "stale", "reason": info.reason, "key": f"stale {user} {sid}"})
+            continue
+        if status == "interrupted":
+            key = f"interrupted {user} {sid} {info.turn}"
+            out.append({**base, "card": "interrupted", "in_flight": info.in_flight, "key": key})
         detail = await turn_detail(runner, session, info)
-        for p in calls:
+        slot = await service.load_turn(app_name=runner.app_name, user_id=user, session_id=sid) if info.pending else None
+        keeps_namespace = slot is not None and slot.data.get("namespace") is not None
+        for p in info.pending:
             code = _script_of(session.events, p.invocation_id)
+            earlier = _earlier_scripts(session.events, p.invocation_id) if keeps_namespace else None
             out.append(
                 {
                     **pending_dict(user, sid, p),
-                    "status": status,
-                    "excerpt": excerpt(code, p.tool) if code else [],
+                    **base,
+                    "card": "call",
+                    "key": f"call {p.call_key} {p.digest}",
+                    "excerpt": excerpt(code, p.tool, earlier) if code else {"lines": [], "line": None, "note": ""},
                     **detail,
-                    "last_update_time": session.last_update_time,
-                    "updated": _iso(session.last_update_time),
                 }
             )
     out.sort(key=lambda c: c["last_update_time"], reverse=True)  # stable: a session's calls keep their order
     return scrub(out, redact)
+
+
+async def live_version(runner: Runner, user_id: str | None, session_id: str | None = None) -> str:
+    """The live version of the inbox (``session_id`` None) or of one session's page: a
+    digest of what the store holds for it (each session's event count and update time, its
+    turn slot's version, record and continuation bytes, its journal's length, whether its
+    runner's lease ran out). It changes whenever what the page shows may have; it restores
+    no continuation, so polling it is cheap."""
+    service = runner.session_service
+    if session_id is None:
+        keys = await service.list_turns(app_name=runner.app_name, user_id=user_id)
+    else:
+        try:
+            found = await find_session(runner, session_id, user_id)
+        except ValueError:
+            return "ambiguous"
+        if found is None:
+            return "missing"
+        keys = [(found.user_id, found.id)]
+    parts: list[Any] = []
+    for user, sid in keys:
+        session = await service.get_session(app_name=runner.app_name, user_id=user, session_id=sid)
+        if session is None:
+            parts.append([user, sid, None])
+            continue
+        slot = await service.load_turn(app_name=runner.app_name, user_id=user, session_id=sid)
+        if slot is None:
+            parts.append([user, sid, len(session.events), session.last_update_time, None])
+            continue
+        record, _ = record_problem(slot.data)
+        turn = slot.data.get("turn")
+        journal = (
+            await service.read_journal(app_name=runner.app_name, user_id=user, session_id=sid, turn=turn)
+            if isinstance(turn, str)
+            else []
+        )
+        parts.append(
+            [
+                user,
+                sid,
+                len(session.events),
+                session.last_update_time,
+                slot.version,
+                hashlib.sha256(json.dumps(slot.data, sort_keys=True, default=str).encode()).hexdigest(),
+                hashlib.sha256(slot.snapshot).hexdigest() if slot.snapshot is not None else None,
+                len(journal),
+                record is not None and record.claim is not None and claim_abandoned(record.claim, runner.clock),
+            ]
+        )
+    return fingerprint(parts)
 
 
 def fingerprint(data: Any) -> str:
