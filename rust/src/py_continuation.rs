@@ -229,6 +229,9 @@ pub struct MontyContinuation {
     /// Kept as parts: `MontyCall`s name the continuation, so holding them here would make a
     /// cycle the collector cannot see.
     gathered: Vec<CallInfo>,
+    /// The byte range `(start, end)` of a paused call's expression in the script's own
+    /// source, when known (see [`Held::call_range`]).
+    range: Option<(u32, u32)>,
     /// The bytes it was restored from, if it was: its dump until it is resumed.
     origin: OnceLock<Vec<u8>>,
     /// The latch: the held continuation until it is resumed. Boxed inside: the paused
@@ -323,6 +326,16 @@ impl MontyContinuation {
     #[getter]
     fn call_ids(&self) -> Vec<u32> {
         self.ids.get().to_vec()
+    }
+
+    /// Where the paused call is in the script: `(start, end)`, the byte offsets (UTF-8,
+    /// end exclusive) of its call expression in the source the interpreter was given for
+    /// this run or feed (after the host's rewrites). None for a gather, when the position is
+    /// not known, or when the call sits in code of another source (a function an earlier
+    /// feed of a namespace session defined).
+    #[getter]
+    fn position(&self) -> Option<(u32, u32)> {
+        self.range
     }
 
     /// Whether it awaits a gather of calls (resumed with `{call_id: outcome}`).
@@ -602,6 +615,7 @@ pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyR
                 }
             };
             let (positional, keyword) = call_args_to_py(py, arena, &req)?;
+            let range = held.call_range();
             let continuation = MontyContinuation {
                 owner: owner.clone(),
                 gather: false,
@@ -610,6 +624,7 @@ pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyR
                 positional: positional.unbind(),
                 keyword: keyword.unbind(),
                 gathered: Vec::new(),
+                range,
                 origin: OnceLock::new(),
                 held: Mutex::new(Some(held)),
             };
@@ -632,6 +647,7 @@ pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyR
                     .iter()
                     .map(|(n, p, k, id)| (n.clone_ref(py), p.clone_ref(py), k.clone_ref(py), *id))
                     .collect(),
+                range: None,
                 origin: OnceLock::new(),
                 held: Mutex::new(Some(held)),
             };

@@ -305,6 +305,14 @@ impl Paused {
     pub fn arena(&self) -> &unstable::MontyGraph {
         unstable::call_args_parts(&self.0.args).0
     }
+
+    /// The byte range `(start, end)` of the paused call expression in the script the run was
+    /// started with; None when Monty does not know it. A run has one source: the script.
+    pub fn range(&self) -> Option<(u32, u32)> {
+        let at = &self.0.position;
+        (!crate::traceback::unknown_position(&at.filename) && at.start <= at.end)
+            .then_some((at.start, at.end))
+    }
 }
 
 /// A live continuation where every task of the script waits on started tool calls
@@ -328,6 +336,20 @@ pub enum Held {
     SessionCall(Box<monty::ReplFunctionCall>, session::Feed),
     /// A namespace session's feed whose tasks all wait on started tool calls.
     SessionGather(Box<monty::ReplResolveFutures>, session::Feed),
+}
+
+impl Held {
+    /// The byte range `(start, end)` of the paused call expression in the source the run
+    /// or feed was given (the script as the interpreter read it); None for a gather, for a
+    /// position Monty does not know, and for a call made in a function an earlier feed of
+    /// the session defined (its source is that feed's).
+    pub fn call_range(&self) -> Option<(u32, u32)> {
+        match self {
+            Self::RunCall(paused) => paused.range(),
+            Self::SessionCall(call, feed) => feed.own_range(&call.position),
+            Self::RunGather(_) | Self::SessionGather(..) => None,
+        }
+    }
 }
 
 /// Where an advance stopped.

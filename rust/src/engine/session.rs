@@ -78,6 +78,12 @@ pub(crate) struct Feed {
 }
 
 impl Feed {
+    /// The byte range `(start, end)` of the source range `at` in this feed's own script;
+    /// None for a range elsewhere (a function an earlier feed defined) or unknown.
+    pub(crate) fn own_range(&self, at: &SourceRange) -> Option<(u32, u32)> {
+        (at.filename == self.input_name && at.start <= at.end).then_some((at.start, at.end))
+    }
+
     /// Whether the call expression at `at` is one the script awaits (in this feed's source,
     /// or in a function an earlier feed defined).
     fn defers(&self, at: &SourceRange) -> bool {
