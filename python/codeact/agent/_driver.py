@@ -50,6 +50,7 @@ from ..tools import FunctionTool, Tool
 from ._dispatch import failure_of, run_bare_tool, terminal_signal
 from ._output import step_output
 from ._pacing import StopPacer
+from ._position import paused_position
 from ._protocol import (
     INLINE_VALUE_LIMIT,
     MAX_VALUE_BYTES,
@@ -402,7 +403,14 @@ class TurnDriver:
             digest = call_digest(call_key, tool, args_digest(args))
         except ValueError:
             digest = ""
-        entry = PendingEntry(call_key=call_key, pos=pos, call_id=call.call_id, kind=kind, hint=hint)  # type: ignore[arg-type]
+        entry = PendingEntry(
+            call_key=call_key,
+            pos=pos,
+            call_id=call.call_id,
+            kind=kind,  # type: ignore[arg-type]
+            hint=hint,
+            position=paused_position(self._runtime, call, st.record),
+        )
         info = PendingCallInfo(
             call_key=call_key,
             tool=tool,

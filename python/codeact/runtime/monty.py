@@ -461,6 +461,16 @@ class MontyRuntime:
         step: RunStep = self._engine.start(text, script_name, tuple(os_replay) or None, deferred or None)
         return step
 
+    def script_as_run(self, script: str) -> str:
+        """The text the interpreter runs for ``script`` (``start`` or a session's ``feed``):
+        ``script`` after the subset check's same-meaning rewrites, unchanged without them.
+        The positions a paused call reports (``MontyContinuation.position``) index this
+        text. Costs a dictionary lookup for a script started lately, else one check."""
+        checked = self._check_memo.get(script)
+        if checked is None:
+            checked = self._checked(script)
+        return checked[0]
+
     def _checked(self, script: str) -> tuple[str, str | None, tuple[int, ...]]:
         """The script after the subset check's rewrites, the findings text (or None), and
         the byte offsets of the tool calls it awaits (``_awaits.deferred_offsets``).

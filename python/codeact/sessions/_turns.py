@@ -89,6 +89,11 @@ class PendingEntry(BaseModel):
             result) or ``"in_doubt"`` (a recovered call that may have run; re-run, skip or
             fail, ``Runner.resolve_in_doubt``).
         hint: what a long-running tool returned when it started (text), or None.
+        position: where the paused call expression is in the model's script, as the
+            interpreter reported it: ``[line, column, end_line, end_column]`` (1-based lines
+            and columns, in characters; ``end_column`` exclusive), or None when unknown (a
+            gather, a call in code carried from an earlier script, a record written before
+            the field: the inbox then reads the script's syntax). Display only.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -98,6 +103,7 @@ class PendingEntry(BaseModel):
     call_id: int
     kind: Literal["confirmation", "completion", "in_doubt"]
     hint: str | None = None
+    position: list[int] | None = Field(default=None, min_length=4, max_length=4)
 
 
 class Claim(BaseModel):
@@ -194,6 +200,9 @@ class TurnRecord(BaseModel):
         scheme and the session, so the record verifies only in the session it was sealed
         for. Without ``session_key``: the part 0.2.0 sealed (no session)."""
         part = self.model_dump(mode="json", include=_SIGNED)
+        for entry in part["pending"]:
+            if entry.get("position") is None:  # as records written before the field were sealed
+                entry.pop("position", None)
         if session_key is not None:
             part["seal"] = self.seal
             part["session"] = list(session_key)

@@ -257,17 +257,24 @@ def call_sites(code: str, tool: str) -> list[int] | None:
     return sorted(sites)
 
 
-def excerpt(code: str, tool: str, earlier: list[str] | None = None) -> dict[str, Any]:
+def excerpt(
+    code: str, tool: str, earlier: list[str] | None = None, position: list[int] | None = None
+) -> dict[str, Any]:
     """Where the script paused at its call of ``tool``: ``{"lines": [...], "line": N or
     None, "note": str}``, the lines around the call with its line marked ``"here": True``.
 
-    The interpreter does not hand the paused call's position to the host, so the line is
-    derived from the script's syntax (``call_sites``): it is marked only when exactly one
-    call expression can call ``tool``, and the script reaches it no other way; else
-    ``line`` is None, nothing is marked, and ``note`` says why. ``earlier``: the session's
-    earlier scripts when the turn keeps a namespace (a function they defined may be what
-    calls the tool); any call of ``tool`` there makes the line unknown too."""
+    ``position``: where the interpreter reported the paused call, ``[line, column,
+    end_line, end_column]`` in ``code`` (``PendingEntry.position``, stored when the turn
+    paused); its line is marked. Without it (a record written before the field, a gather, a
+    call in code an earlier script defined) the line is derived from the script's syntax
+    (``call_sites``): it is marked only when exactly one call expression can call ``tool``,
+    and the script reaches it no other way; else ``line`` is None, nothing is marked, and
+    ``note`` says why. ``earlier``: the session's earlier scripts when the turn keeps a
+    namespace (a function they defined may be what calls the tool); any call of ``tool``
+    there makes the line unknown too."""
     lines = _lines(code)
+    if position is not None and 1 <= position[0] <= len(lines):
+        return _marked(lines, position[0] - 1)
     sites = call_sites(code, tool)
     if earlier and sites is not None and any(call_sites(e, tool) != [] for e in earlier):
         note = f"an earlier script of this session may call {tool} too (a function it defined)"
@@ -279,13 +286,26 @@ def excerpt(code: str, tool: str, earlier: list[str] | None = None) -> dict[str,
     elif len(sites) > 1:
         note = f"this script calls {tool} on lines {', '.join(map(str, sites))}; which one paused is not known"
     else:
-        at = sites[0] - 1
-        start, stop = max(0, at - EXCERPT_CONTEXT), at + EXCERPT_CONTEXT + 1
-        shown = [{**line, "here": i == at} for i, line in enumerate(lines[start:stop], start)]
-        return {"lines": shown, "line": at + 1, "note": ""}
+        return _marked(lines, sites[0] - 1)
     maybe = set(sites or ())
     shown = [{**line, "call": line["call"] or line["n"] in maybe} for line in lines]
     return {"lines": shown, "line": None, "note": f"The paused call's line is not marked: {note}."}
+
+
+def _marked(lines: list[dict[str, Any]], at: int) -> dict[str, Any]:
+    """The excerpt of ``lines`` around line index ``at``, that line marked."""
+    start, stop = max(0, at - EXCERPT_CONTEXT), at + EXCERPT_CONTEXT + 1
+    shown = [{**line, "here": i == at} for i, line in enumerate(lines[start:stop], start)]
+    return {"lines": shown, "line": at + 1, "note": ""}
+
+
+def _positions(data: dict[str, Any] | None) -> dict[str, list[int]]:
+    """The paused calls' positions a stored turn record keeps, by call key (none for a
+    record that does not validate or was written before positions were kept)."""
+    record, _ = record_problem(data) if data is not None else (None, None)
+    if record is None:
+        return {}
+    return {p.call_key: p.position for p in record.pending if p.position is not None}
 
 
 def _decode(data: str) -> Any:
@@ -374,6 +394,7 @@ async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dic
         detail = await turn_detail(runner, session, info)
         slot = await service.load_turn(app_name=runner.app_name, user_id=user, session_id=sid) if info.pending else None
         keeps_namespace = slot is not None and slot.data.get("namespace") is not None
+        positions = _positions(slot.data if slot is not None else None)
         for p in info.pending:
             code = _script_of(session.events, p.invocation_id)
             earlier = _earlier_scripts(session.events, p.invocation_id) if keeps_namespace else None
@@ -383,7 +404,9 @@ async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dic
                     **base,
                     "card": "call",
                     "key": f"call {p.call_key} {p.digest}",
-                    "excerpt": excerpt(code, p.tool, earlier) if code else {"lines": [], "line": None, "note": ""},
+                    "excerpt": excerpt(code, p.tool, earlier, positions.get(p.call_key))
+                    if code
+                    else {"lines": [], "line": None, "note": ""},
                     **detail,
                 }
             )
