@@ -675,9 +675,76 @@ def test_the_excerpt_marks_the_paused_call_not_a_mention_of_its_name(served: Ser
     assert decoy["excerpt"]["line"] == 4 and decoy["excerpt"]["note"] == ""
     assert [line["n"] for line in decoy["excerpt"]["lines"] if line["here"]] == [4]
     twice = next(p for p in body["pending"] if p["session_id"] == "twice-2")
-    # Two call expressions can call pay: which one paused is not known, so none is marked.
+    # Two call expressions can call pay: the interpreter's own position tells which one paused.
+    assert twice["excerpt"]["line"] == 1 and twice["excerpt"]["note"] == ""
+    assert [line["n"] for line in twice["excerpt"]["lines"] if line["here"]] == [1]
+    status, _ = http(
+        "POST",
+        f"{served.url}/api/pending/{twice['call_key']}/approve",
+        {"digest": twice["digest"], "session_id": "twice-2"},
+        token=TOKEN,
+    )
+    assert status == 200
+    second = served.call_of("twice-2")
+    assert second["args"] == {"amount": 200}
+    assert second["excerpt"]["line"] == 2
+    assert [line["n"] for line in second["excerpt"]["lines"] if line["here"]] == [2]
+
+
+def test_the_excerpt_marks_the_call_in_a_loop_on_its_second_round(served: Served) -> None:
+    # The tool's name is printed (and written as a call inside a string) before the call;
+    # the second round pauses in a continuation restored from the store.
+    in_thread(wf.start, served.runner, "loop-1", "please pay in a loop")
+    first = served.call_of("loop-1")
+    assert first["args"] == {"amount": 100} and first["excerpt"]["line"] == 4
+    status, _ = http(
+        "POST",
+        f"{served.url}/api/pending/{first['call_key']}/approve",
+        {"digest": first["digest"], "session_id": "loop-1"},
+        token=TOKEN,
+    )
+    assert status == 200
+    second = served.call_of("loop-1")
+    assert second["args"] == {"amount": 200} and second["call_key"] != first["call_key"]
+    assert second["excerpt"]["line"] == 4 and second["excerpt"]["note"] == ""
+    assert [line["n"] for line in second["excerpt"]["lines"] if line["here"]] == [4]
+    assert "paid.append(call_tool" in next(line["text"] for line in second["excerpt"]["lines"] if line["here"])
+
+    async def stored() -> Any:
+        return await served.runner.session_service.load_turn(app_name=wf.APP, user_id="alice", session_id="loop-1")
+
+    slot = in_thread(stored)
+    line = wf.LOOP_SCRIPT.splitlines()[3]
+    call = 'call_tool("pay", {"amount": amount})'
+    column = line.index(call) + 1
+    assert [p["position"] for p in slot.data["pending"]] == [[4, column, 4, column + len(call)]]
+
+
+def test_a_record_without_positions_falls_back_to_the_syntax(served: Served) -> None:
+    # A turn record written before positions were kept: the excerpt reads the script's syntax.
+    in_thread(wf.start, served.runner, "twice-3", "please pay twice")
+    in_thread(wf.start, served.runner, "decoy-3", "please pay the decoy")
+    service = served.runner.session_service
+
+    async def strip(session_id: str) -> None:
+        slot = await service.load_turn(app_name=wf.APP, user_id="alice", session_id=session_id)
+        assert slot is not None and all(p.get("position") for p in slot.data["pending"])
+        data = {**slot.data, "pending": [{k: v for k, v in p.items() if k != "position"} for p in slot.data["pending"]]}
+        await service.save_turn(
+            app_name=wf.APP,
+            user_id="alice",
+            session_id=session_id,
+            data=data,
+            snapshot=slot.snapshot,
+            expected_version=slot.version,
+        )
+
+    in_thread(strip, "twice-3")
+    in_thread(strip, "decoy-3")
+    twice, decoy = served.call_of("twice-3"), served.call_of("decoy-3")
     assert twice["excerpt"]["line"] is None and not any(line["here"] for line in twice["excerpt"]["lines"])
     assert "lines 1, 2" in twice["excerpt"]["note"]
+    assert decoy["excerpt"]["line"] == 4 and decoy["excerpt"]["note"] == ""
     status, page = http("GET", f"{served.url}/inbox", token=TOKEN)
     assert status == 200 and "which one paused is not known" in page
 

@@ -88,7 +88,20 @@ r = call_tool("pay", {"amount": "9" * 3000})
 FAIL_SCRIPT = """\
 raise ValueError("kaput")"""
 
-SCRIPTS = {"twice": TWICE_SCRIPT, "decoy": DECOY_SCRIPT, "mirror": MIRROR_SCRIPT, "a lot": LONG_SCRIPT}
+LOOP_SCRIPT = """\
+print("pay", "twice:", 'call_tool("pay", ...)')
+paid = []
+for amount in (100, 200):
+    paid.append(call_tool("pay", {"amount": amount}))
+{"type": "final_result", "value": " and ".join(paid)}"""
+
+SCRIPTS = {
+    "twice": TWICE_SCRIPT,
+    "decoy": DECOY_SCRIPT,
+    "mirror": MIRROR_SCRIPT,
+    "a lot": LONG_SCRIPT,
+    "loop": LOOP_SCRIPT,
+}
 
 
 def _reply(request: LlmRequest) -> str:
@@ -107,10 +120,11 @@ def _reply(request: LlmRequest) -> str:
     return '```python\n{"type": "final_result", "value": ' + json.dumps(f"ok: {last[:40]}") + "}\n```"
 
 
-def make_agent() -> CodeActAgent:
+def make_agent(*, persist_namespace: bool = False) -> CodeActAgent:
     """A fresh agent (its scripted model answers by the last message)."""
     return CodeActAgent(
         name="assistant",
+        persist_namespace=persist_namespace,
         model=ScriptedModel(_reply),
         runtime=MontyRuntime(),
         tools=[
@@ -125,11 +139,11 @@ def make_agent() -> CodeActAgent:
 AGENT = make_agent()
 
 
-def make_runner(db: str) -> Runner:
+def make_runner(db: str, *, persist_namespace: bool = False) -> Runner:
     """A runner over the SQLite file ``db`` with the secret."""
     return Runner(
         app_name=APP,
-        agent=make_agent(),
+        agent=make_agent(persist_namespace=persist_namespace),
         session_service=SqliteSessionService(db),
         secrets={"bank_key": SECRET},
         auto_create_session=True,

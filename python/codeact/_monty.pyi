@@ -240,10 +240,15 @@ class MontyContinuation:
     def calls(self) -> tuple[MontyCall, ...]: ...
     @property
     def session(self) -> MontySession | None: ...
+    @property
+    def position(self) -> tuple[int, int] | None:
+        """Where the paused call is: ``(start, end)``, the byte offsets (UTF-8, ``end``
+        exclusive) of its call expression in the text the interpreter was given for this run
+        or feed (the script after the host's rewrites: ``MontyRuntime.script_as_run``). None
+        for a gather, when the interpreter does not know it, or when the call sits in a
+        function an earlier feed of a namespace session defined. Kept in the snapshot: a
+        restored continuation reports it too."""
     def dump(self) -> bytes: ...
-    def resume(
-        self,
-        outcome: ResumeValue | ResumeError | Mapping[int, ResumeValue | ResumeError],
         os_replay: Sequence[tuple[str, Any]] | None = None,
     ) -> _Step: ...
     def resume_async(
