@@ -3,11 +3,14 @@ script, and what the reviewer reads (issue 46)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytest.importorskip("starlette", reason="codeact[web] is not installed")
 pytest.importorskip("jinja2", reason="codeact[web] is not installed")
 
+from codeact.agent._position import script_position, text_position
 from codeact.web._views import BIDI_CONTROLS, call_sites, call_text, escape_bidi, excerpt
 
 
@@ -68,3 +71,83 @@ def test_earlier_scripts_are_those_before_the_paused_one() -> None:
 
     events = [script("run-1", "a = 1"), script("run-2", "def f(): ..."), script("run-2", "f()"), script("run-3", "z")]
     assert _earlier_scripts(events, "run-2") == ["a = 1", "def f(): ..."]
+
+
+def test_text_position_counts_characters_on_lines() -> None:
+    text = 'x = "é"\nfor i in (1, 2):\n    r = call_tool("pay", {})\n'
+    start = text.encode().index(b"call_tool")
+    end = start + len(b'call_tool("pay", {})')
+    assert text_position(text, start, end) == (3, 9, 3, 29)
+    assert text_position(text, start + 1, end + 1000) is None  # out of the text
+    assert text_position("é", 1, 2) is None  # not on a character boundary
+
+
+def test_script_position_maps_back_to_the_models_script() -> None:
+    script = 'print("pay")\nr = call_tool("pay", {})\n{"value": r}'
+    at = script.index("call_tool")
+    call = (at, at + len('call_tool("pay", {})'))
+    assert script_position(script, script, call) == [2, 5, 2, 25]
+    # A rewrite that kept the lines: the same line; one that changed the call's line: unknown.
+    assert script_position(script.replace("print", "PRINT"), script, call) == [2, 5, 2, 25]
+    moved = script.replace("{})", "{\n})")
+    assert script_position(moved, script, call) is None
+    # A carried prelude before the script (persist_namespace without sessions): lines shift.
+    prelude = "def f():\n    return 1\nrate = 2\n"
+    assert script_position(prelude + script, prelude + script, (call[0] + len(prelude), call[1] + len(prelude)), 3) == [
+        2,
+        5,
+        2,
+        25,
+    ]
+    assert script_position(prelude + script, prelude + script, (0, 3), 3) is None  # in the prelude
+    # The script's last expression, captured by the namespace epilogue: the capture is dropped.
+    captured = prelude + "__codeact_namespace___result = (call_tool(\"pay\", {}))"
+    start = captured.index("call_tool")
+    assert script_position(captured, captured, (start, start + 20), 3) == [1, 1, 1, 21]
+
+
+def test_a_known_position_marks_its_line_over_the_syntax() -> None:
+    code = 'call_tool("pay", {})\ncall_tool("pay", {})'
+    found = excerpt(code, "pay", None, [2, 1, 2, 21])
+    assert found["line"] == 2 and found["note"] == ""
+    assert [line["n"] for line in found["lines"] if line["here"]] == [2]
+    # A position outside the shown script is not trusted: the syntax decides.
+    assert excerpt(code, "pay", None, [7, 1, 7, 2])["line"] is None
+
+
+@pytest.mark.parametrize("sessions", [True, False], ids=["namespace-session", "prelude"])
+def test_a_namespace_turn_marks_the_call_in_the_models_script(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sessions: bool
+) -> None:
+    import anyio
+    import web_fixtures as wf
+
+    from codeact import CodeActAgent
+    from codeact.web._views import inbox
+
+    if not sessions:  # the source transform: a prelude of carried code before the script
+        monkeypatch.setattr(CodeActAgent, "_uses_session", lambda self: False)
+    runner = wf.make_runner(str(tmp_path / "s.db"), persist_namespace=True)
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        await wf.start(runner, "ns-1", "prepare one")  # then the loop, in the same run
+        await wf.start(runner, "ns-2", "prepare two")  # then settle(300)
+        cards = await inbox(runner, None, lambda text: text)
+        slot = await runner.session_service.load_turn(app_name=wf.APP, user_id="alice", session_id="ns-1")
+        assert slot is not None
+        return cards, slot.data["pending"]
+
+    try:
+        cards, pending = anyio.run(scenario)
+    finally:
+        runner.session_service.close()
+    loop = next(c for c in cards if c["session_id"] == "ns-1")
+    assert loop["excerpt"]["line"] == 4 and loop["excerpt"]["note"] == ""
+    assert [line["n"] for line in loop["excerpt"]["lines"] if line["here"]] == [4]
+    assert pending[0]["position"][0] == 4
+    if not sessions:  # the script ran after 3 lines of carried code (the function, rate)
+        assert loop["excerpt"]["lines"][3]["text"].startswith("    paid.append(call_tool(")
+    # The call sits in a function an earlier script defined: no position in this script,
+    # and the syntax reading says why nothing is marked.
+    settle = next(c for c in cards if c["session_id"] == "ns-2")
+    assert settle["excerpt"]["line"] is None and "earlier script" in settle["excerpt"]["note"]

@@ -95,12 +95,26 @@ for amount in (100, 200):
     paid.append(call_tool("pay", {"amount": amount}))
 {"type": "final_result", "value": " and ".join(paid)}"""
 
+# With persist_namespace: a first script defines what the next one (in the same run) uses.
+SETUP_SCRIPT = """\
+def settle(amount):
+    return call_tool("pay", {"amount": amount})
+rate = 2
+print("next: %s")"""
+
+SETTLE_SCRIPT = """\
+r = settle(300)
+{"type": "final_result", "value": r}"""
+
 SCRIPTS = {
     "twice": TWICE_SCRIPT,
     "decoy": DECOY_SCRIPT,
     "mirror": MIRROR_SCRIPT,
     "a lot": LONG_SCRIPT,
     "loop": LOOP_SCRIPT,
+    "prepare one": SETUP_SCRIPT % "loop",
+    "prepare two": SETUP_SCRIPT % "settle",
+    "settle": SETTLE_SCRIPT,
 }
 
 
