@@ -315,3 +315,26 @@ def test_cli_discards_the_0_2_0_turn_and_the_session_runs_again(tmp_path: Path) 
     events = anyio.run(rerun)
     assert events[-1].text == "paid 900"
     assert ledger.lines() == ["pay 900 for alice/s1"]
+
+
+def test_a_pending_call_without_a_position_signs_as_before() -> None:
+    # Issue 46: the paused call's position joined the pending entries; a record sealed before
+    # it (no position) must sign the same data, and a stored position is covered by the seal.
+    from codeact.sessions._turns import TURN_FORMAT, TurnRecord
+
+    entry = {"call_key": "t:0", "pos": 0, "call_id": 0, "kind": "confirmation", "hint": None}
+    base = {
+        "format": TURN_FORMAT,
+        "status": "suspended",
+        "agent_name": "a",
+        "turn": "t",
+        "invocation_id": "i",
+        "iteration": 0,
+        "script": "x",
+    }
+    old = TurnRecord.model_validate({**base, "pending": [entry]})
+    assert old.signed_part(("app", "u", "s"))["pending"] == [entry]
+    new = TurnRecord.model_validate({**base, "pending": [{**entry, "position": [2, 5, 2, 25]}]})
+    assert new.signed_part(("app", "u", "s"))["pending"] == [{**entry, "position": [2, 5, 2, 25]}]
+    with pytest.raises(ValueError):
+        TurnRecord.model_validate({**base, "pending": [{**entry, "position": [2]}]})

@@ -101,7 +101,7 @@ def test_script_position_maps_back_to_the_models_script() -> None:
     ]
     assert script_position(prelude + script, prelude + script, (0, 3), 3) is None  # in the prelude
     # The script's last expression, captured by the namespace epilogue: the capture is dropped.
-    captured = prelude + "__codeact_namespace___result = (call_tool(\"pay\", {}))"
+    captured = prelude + '__codeact_namespace___result = (call_tool("pay", {}))'
     start = captured.index("call_tool")
     assert script_position(captured, captured, (start, start + 20), 3) == [1, 1, 1, 21]
 
@@ -120,8 +120,8 @@ def test_a_namespace_turn_marks_the_call_in_the_models_script(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sessions: bool
 ) -> None:
     import anyio
-    import web_fixtures as wf
 
+    import web_fixtures as wf
     from codeact import CodeActAgent
     from codeact.web._views import inbox
 

@@ -249,6 +249,9 @@ class MontyContinuation:
         function an earlier feed of a namespace session defined. Kept in the snapshot: a
         restored continuation reports it too."""
     def dump(self) -> bytes: ...
+    def resume(
+        self,
+        outcome: ResumeValue | ResumeError | Mapping[int, ResumeValue | ResumeError],
         os_replay: Sequence[tuple[str, Any]] | None = None,
     ) -> _Step: ...
     def resume_async(

@@ -38,9 +38,7 @@ def text_position(text: str, start: int, end: int) -> tuple[int, int, int, int] 
     return line, column, end_line, end_column
 
 
-def script_position(
-    ran: str, given: str, byte_range: tuple[int, int], prelude_lines: int = 0
-) -> list[int] | None:
+def script_position(ran: str, given: str, byte_range: tuple[int, int], prelude_lines: int = 0) -> list[int] | None:
     """The call at ``byte_range`` of ``ran`` (the text the interpreter ran) as
     ``[line, column, end_line, end_column]`` (see ``text_position``) in the model's script.
 
@@ -54,7 +52,8 @@ def script_position(
     line, column, end_line, end_column = at
     ran_lines, given_lines = ran.split("\n"), given.split("\n")
     if ran != given and (
-        len(ran_lines) != len(given_lines) or ran_lines[line - 1] != given_lines[line - 1]
+        len(ran_lines) != len(given_lines)
+        or ran_lines[line - 1] != given_lines[line - 1]
         or ran_lines[end_line - 1] != given_lines[end_line - 1]
     ):
         return None
