@@ -18,12 +18,21 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,dbos,web,test-web
 
-.PHONY: forged-snapshots instructions scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
+.PHONY: test-quick forged-snapshots instructions scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "maturin[zig]>=1.9,<2"
+	$(BIN)/pip install -q "maturin[zig]>=1.9,<2" "uv>=0.5"
+
+# Byte-compile what is installed and let Python cache compiled modules (and pytest its rewritten
+# tests): with PYTHONDONTWRITEBYTECODE set every process recompiles the dependencies it imports,
+# and each test process and child process pays it again (collection 13 s instead of 4 s).
+export UV_COMPILE_BYTECODE := 1
+unexport PYTHONDONTWRITEBYTECODE
+
+# uv installs the extras (parallel downloads; a venv made before uv was added gets it here).
+UV = $(BIN)/uv --version >/dev/null 2>&1 || $(BIN)/pip install -q "uv>=0.5"
 
 toolchain:  ## Rust 1.96 (the one on PATH, else Debian's rustc-web/cargo-web, installed when missing)
 	bash tools/ensure_rust.sh
@@ -38,7 +47,8 @@ $(PATCHED): build_backend/codeact_build/monty_patch.py $(wildcard rust/patches/*
 patch: $(PATCHED)  ## prepare the patched monty-types and monty crates (rust/patched/, .cargo/config.toml; ADR 0003)
 
 build: toolchain $(BIN)/python $(PATCHED)  ## build the extension (dev-release profile) and install the package editable into $(VENV)
-	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --profile $(DEV_PROFILE) -E $(EXTRAS)
+	$(UV)
+	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --uv --profile $(DEV_PROFILE) -E $(EXTRAS)
 
 # The release wheel is portable: zig links it against glibc 2.17 (manylinux2014), so it installs on
 # RHEL/Rocky 8, Amazon Linux 2023, Debian 11, Ubuntu 20.04 and newer. The release workflow runs the same.
@@ -71,11 +81,31 @@ test-rust: toolchain $(PATCHED)
 	PATH=$(RUST_PATH) cargo test --workspace --release
 
 install-wheel: wheel  ## install the freshly built wheel (with test extras) into $(VENV)
-	$(BIN)/pip install -q --force-reinstall --no-deps dist/codeact-*.whl
-	$(BIN)/pip install -q "$$(ls dist/codeact-*.whl)[$(EXTRAS)]"
+	$(UV)
+	$(BIN)/uv pip install -q --python $(BIN)/python --reinstall-package codeact "$$(ls dist/codeact-*.whl)[$(EXTRAS)]"
 
-test: install-wheel  ## build the release wheel once, install it, run the whole test suite against it
-	$(BIN)/python -m pytest -q tests
+# The suite runs in parallel (pytest-xdist, PYTEST_WORKERS processes, all cores by default), then
+# the timing-sensitive tests (marked `serial`) one at a time. `make test` tests the development
+# build `make demo` made (no second compile); `make test RELEASE=1` the release wheel (what CI runs).
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
+ifeq ($(RELEASE),1)
+TEST_INSTALL := install-wheel
+else
+TEST_INSTALL := build
+endif
+test: $(TEST_INSTALL)  ## the whole suite, in parallel then the serial group (RELEASE=1: against the release wheel)
+	PATH=$(RUST_PATH) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not serial" $(PYTEST_ARGS) tests; \
+	  parallel=$$?; \
+	  PATH=$(RUST_PATH) $(BIN)/python -m pytest -q -m serial $(PYTEST_ARGS) tests; \
+	  serial=$$?; \
+	  test $$parallel -eq 0 -a $$serial -eq 0
+
+test-quick: build  ## the inner loop: every test not marked slow (parallel, then the serial ones), with a coverage report of python/codeact
+	PATH=$(RUST_PATH) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not slow and not serial" \
+	  --cov=codeact --cov-report= $(PYTEST_ARGS) tests
+	PATH=$(RUST_PATH) $(BIN)/python -m pytest -q -m "serial and not slow" \
+	  --cov=codeact --cov-append --cov-report=term $(PYTEST_ARGS) tests
 
 # The quick start: toolchain if missing, a dev-release build installed editable (no extras needed).
 demo: toolchain $(BIN)/python $(PATCHED)  ## the offline demo agent, both phases: it suspends for approval, then resumes

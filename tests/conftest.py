@@ -157,3 +157,82 @@ def make_service(store_kind: str, tmp_path: Path) -> Iterator[ServiceFactory]:
 def service(make_service: ServiceFactory) -> BaseSessionService:
     """One real session service on the store under test (``store_kind``)."""
     return make_service()
+
+
+# ------------------------------------------------------------------ slow and serial groups
+# `make test` runs the suite in parallel (pytest-xdist), then the `serial` group one test at a
+# time; `make test-quick` (`pytest -m "not slow"`) leaves the slow kinds out. Both marks are
+# given here, in one table, so a new test of a listed kind is in its group without a decorator.
+# A test not listed here runs in parallel with the others: it must not share a port, a folder,
+# a server or an environment variable with another test (docs/building.md, "Tests").
+
+SLOW_MODULES: dict[str, str] = {
+    "test_dbos": "DBOS workers in child processes on their own PostgreSQL server",
+    "test_postgres": "a PostgreSQL server per test process",
+    "test_local_model": "the local GGUF model",
+    "test_crash_recovery": "child processes killed at every journal boundary",
+    "test_host_survival": "child processes the scripts try to crash",
+    "test_examples": "each example in a child process",
+    "test_fuzz_atheris": "a fuzzing campaign",
+    "test_fuzz_native": "long properties",
+    "test_approvals_property": "long properties",
+    "test_durability_property": "long properties",
+    "test_value_forms_property": "long properties",
+    "test_isolation_modes": "the runtime suite again with process isolation",
+    "test_escalation": "child processes killed in crash recovery",
+    "test_concurrent_resume": "child processes racing to resume",
+    "test_load": "many concurrent sessions",
+}
+"""Modules all of whose tests are slow, with why."""
+
+SLOW_TESTS: dict[str, tuple[str, ...]] = {
+    "test_agent_durability": ("test_crash_", "test_monty_crash_", "test_checkpoint_every_bounds_replay"),
+    "test_approvals": ("test_failed_resume_in_another_process", "test_edited_record_approved_in_another_process"),
+    "test_cli": ("test_chat_approves", "test_chat_denies", "test_host_failures_end_with", "test_the_module_runs_as"),
+    "test_corpus": ("test_the_module_runs_as",),
+    "test_adversarial": ("test_adversarial_script",),
+}
+"""Tests (by module and name prefix) that are slow: child processes or long campaigns."""
+
+SLOW_FIXTURES = frozenset({"browser", "context", "open_served"})
+"""Fixtures that make a test slow: Chromium (tests/test_web.py)."""
+
+SECOND_BACKEND = "trio"
+"""An async test runs under asyncio and under trio (``anyio_backend``); its trio run counts as
+slow, so the inner loop runs each async test once and the full suite runs both."""
+
+SERIAL_MODULES: frozenset[str] = frozenset({"test_event_loop_free", "test_step_race", "test_load", "test_memory_caps"})
+"""Modules whose tests measure time or contention: run one at a time, never beside another test."""
+
+SERIAL_TESTS: dict[str, tuple[str, ...]] = {
+    "test_oneshot": ("test_arun_leaves_the_event_loop_free",),
+    "test_faults": (
+        "test_sync_tool_timeout_holds",
+        "test_sync_tool_does_not_block_other_sessions",
+        "test_budget_max_script_seconds_spans_steps",
+    ),
+    "test_monty_limits": ("test_time_limit_travels_inside_the_snapshot",),
+    "test_runtime_gaps": ("test_loops_of_stops_the_host_answers_end_at_max_duration",),
+}
+"""Timing-sensitive tests (by module and name prefix): they assert on elapsed time or ticks."""
+
+
+def _backend(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("anyio_backend") if callspec is not None else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow kinds ``slow`` and the timing-sensitive tests ``serial`` (tables above)."""
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2] if isinstance(item, pytest.Function) else ""
+        name = item.name
+        if (
+            module in SLOW_MODULES
+            or name.startswith(SLOW_TESTS.get(module, ()))
+            or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            or _backend(item) == SECOND_BACKEND
+        ):
+            item.add_marker(pytest.mark.slow)
+        if module in SERIAL_MODULES or name.startswith(SERIAL_TESTS.get(module, ())):
+            item.add_marker(pytest.mark.serial)

@@ -1,5 +1,5 @@
 """How tools are listed for the model: the ``call_tool`` style, the functions style and the
-language-neutral catalog (SPEC §3 "Tool rendering"). ``codeact.tools._render`` re-exports it.
+language-neutral catalog (SPEC §3 "Tool rendering").
 
 Every listing carries, per tool: the description, each argument with its type, whether it
 is optional (and its default), its description, and the return type when the tool declares
