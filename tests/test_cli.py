@@ -390,3 +390,19 @@ def test_shown_db_drops_only_the_password():
     )
     assert _shown_db("postgresql:///db") == "postgresql:///db"
     assert _shown_db("sessions.db") == "sessions.db"
+
+
+def test_no_secret_of_a_postgresql_url_is_printed():
+    """``sslpassword=`` is dropped like ``password=``; the Typer apps never print local
+    variables in a traceback; an upper-case scheme reaches libpq in lower case, so its error
+    does not quote the URL."""
+    from codeact import cli
+
+    assert cli._shown_db("postgresql://u@h/db?sslpassword=s2&sslmode=require") == "postgresql://u@h/db?sslmode=require"
+    assert cli._shown_db("POSTGRESQL://u:secret@h/db") == "postgresql://u@h/db"
+    assert cli.app.pretty_exceptions_show_locals is False
+    assert cli.sessions_app.pretty_exceptions_show_locals is False
+    pytest.importorskip("psycopg")
+    service = cli._session_service("POSTGRESQL://u:secret@127.0.0.1:1/db?connect_timeout=1")
+    assert service._conninfo.startswith("postgresql://")
+    service.close()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_helpers import APP, SESSION, USER, fence, journal_of, run
-from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSessionService, tool
+from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSessionService, ToolContext, tool
 from codeact.agent import render_final
 from codeact.agent._namespace import Namespace
 from codeact.agent._protocol import decode_outcome, encode_outcome
@@ -252,3 +252,30 @@ def test_the_dbos_request_and_result_carry_tagged_values() -> None:
     )
     raw = json.loads(json.dumps(result.model_dump(mode="json")))
     assert RunResult.model_validate(raw, context=TAGGED).paused[0].args == {"p": (1, 2)}
+
+
+@pytest.mark.anyio
+async def test_nan_and_infinities_in_state_are_stored_as_they_are(make_service: Any) -> None:
+    """NaN and the infinities set by a tool, under ``output_key`` and in ``create_session``
+    state read back as floats, on every store (they were stored as null)."""
+
+    @tool
+    def mark(tool_context: ToolContext) -> str:
+        """Sets state x to NaN and y to a list holding infinity and a tuple."""
+        tool_context.state["x"] = math.nan
+        tool_context.state["y"] = [math.inf, (1, 2)]
+        return "ok"
+
+    service = make_service()
+    await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state={"init": -math.inf})
+    model = ScriptedModel([fence('call_tool("mark", {})\n{"type": "final_result", "value": float("inf")}')])
+    agent = CodeActAgent(name="c", model=model, runtime=MontyRuntime(), tools=[mark], output_key="answer")
+    runner = Runner(app_name=APP, agent=agent, session_service=service)
+    [e async for e in runner.run_async(user_id=USER, session_id=SESSION, new_message="go")]
+    state = (await make_service().get_session(app_name=APP, user_id=USER, session_id=SESSION)).state
+    assert math.isnan(state["x"])
+    assert state["y"] == [math.inf, (1, 2)]
+    assert state["answer"] == math.inf
+    assert state["init"] == -math.inf
+    assert decode_value({"$t": "abc"}) == {"$t": "abc"}  # a tag of the wrong shape is a plain dict
+    assert decode_value({"$s": "ab"}) == {"$s": "ab"}

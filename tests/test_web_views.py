@@ -11,7 +11,7 @@ pytest.importorskip("starlette", reason="codeact[web] is not installed")
 pytest.importorskip("jinja2", reason="codeact[web] is not installed")
 
 from codeact.agent._position import script_position, text_position
-from codeact.web._views import BIDI_CONTROLS, call_sites, call_text, escape_bidi, excerpt
+from codeact.web._views import BIDI_CONTROLS, call_sites, call_text, escape_bidi, excerpt, script_lines
 
 
 @pytest.mark.parametrize(
@@ -151,3 +151,30 @@ def test_a_namespace_turn_marks_the_call_in_the_models_script(
     # and the syntax reading says why nothing is marked.
     settle = next(c for c in cards if c["session_id"] == "ns-2")
     assert settle["excerpt"]["line"] is None and "earlier script" in settle["excerpt"]["note"]
+
+
+def test_script_lines_break_where_the_interpreter_does() -> None:
+    """A U+2028, a form feed or a vertical tab in a string does not start a line of the
+    excerpt (the interpreter's positions count ``\\n``, ``\\r\\n`` and ``\\r`` only), and each
+    is shown escaped."""
+    code = 'note = "a\u2028b\x0cc\x0bd"\ncall_tool("pay", {})\r\nx = 1\rdone = 2\n'
+    assert script_lines(code) == ['note = "a\u2028b\x0cc\x0bd"', 'call_tool("pay", {})', "x = 1", "done = 2"]
+    assert script_lines("") == [""]
+    assert escape_bidi("a\u2028b\x0c\u202e") == "a\\u2028b\\u000c\\u202e"
+
+
+def test_every_text_a_page_prints_has_its_bidi_controls_escaped() -> None:
+    """The pages' Jinja environment escapes bidi controls in any printed text (printed output,
+    user messages, ids), plain or already marked safe, and still escapes HTML."""
+    import markupsafe
+
+    from codeact.web._app import _shown
+
+    assert _shown("id\u202eevil") == "id\\u202eevil"
+    shown = _shown(markupsafe.Markup("<b>\u2066x</b>"))
+    assert isinstance(shown, markupsafe.Markup) and shown == "<b>\\u2066x</b>"
+    assert _shown(3) == 3
+    import jinja2
+
+    env = jinja2.Environment(autoescape=True, finalize=_shown)
+    assert env.from_string("{{ v }}").render(v="<i>\u202e</i>") == "&lt;i&gt;\\u202e&lt;/i&gt;"

@@ -45,9 +45,16 @@ from .console import EventPrinter
 
 __all__ = ("app", "load_object", "main", "parse_mount")
 
-app = typer.Typer(help="CodeAct agents and sandboxed Python scripts on Monty.", no_args_is_help=True)
+# pretty_exceptions_show_locals=False: a traceback never prints local variables (a --db URL
+# with its password among them); typer 0.12 showed them by default.
+app = typer.Typer(
+    help="CodeAct agents and sandboxed Python scripts on Monty.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
 sessions_app = typer.Typer(
-    help="Inspect sessions in a SQLite file or a PostgreSQL database and act on calls waiting for a human."
+    help="Inspect sessions in a SQLite file or a PostgreSQL database and act on calls waiting for a human.",
+    pretty_exceptions_show_locals=False,
 )
 app.add_typer(sessions_app, name="sessions")
 
@@ -242,9 +249,13 @@ def _is_postgres_url(db: str | Path) -> bool:
     return isinstance(db, str) and db.lower().startswith(_POSTGRES_SCHEMES)
 
 
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+"""libpq connection parameters that hold a secret: never printed."""
+
+
 def _shown_db(db: str | Path) -> str:
     """``--db`` as it may be printed: a ``postgresql://`` URL without its password (in the
-    user part or a ``password=`` parameter); anything else as given."""
+    user part, a ``password=`` or an ``sslpassword=`` parameter); anything else as given."""
     if not _is_postgres_url(db):
         return str(db)
     from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -255,7 +266,7 @@ def _shown_db(db: str | Path) -> str:
         userinfo, _, hostport = netloc.rpartition("@")
         netloc = userinfo.split(":", 1)[0] + "@" + hostport
     params = parse_qsl(parts.query, keep_blank_values=True)
-    kept = [(k, v) for k, v in params if k.lower() != "password"]
+    kept = [(k, v) for k, v in params if k.lower() not in _SECRET_PARAMETERS]
     if netloc == parts.netloc and len(kept) == len(params):
         return str(db)
     query = urlencode(kept) if len(kept) != len(params) else parts.query
@@ -276,7 +287,10 @@ def _session_service(db: str | Path | None) -> Any:
         from . import sessions
 
         try:
-            return sessions.PostgresSessionService(str(db))
+            # the scheme in lower case: libpq reads only that, and quotes the whole string
+            # (password included) in its error for any other spelling
+            scheme, sep, rest = str(db).partition("://")
+            return sessions.PostgresSessionService(scheme.lower() + sep + rest)
         except ImportError as exc:
             raise typer.BadParameter(str(exc), param_hint="--db") from exc
     return SqliteSessionService(db)

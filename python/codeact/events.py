@@ -182,6 +182,10 @@ class EventActions(BaseModel):
             stored event carries it (codeact's extension: the model loop itself ignores it).
     """
 
+    # NaN and the infinities in a state delta are stored as JSON's NaN/Infinity constants
+    # (read back as floats), never as null.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     state_delta: dict[str, Any] = Field(default_factory=dict)
     artifact_delta: dict[str, int] = Field(default_factory=dict)
     transfer_to_agent: str | None = None
@@ -230,6 +234,8 @@ class Event(BaseModel):
             (``"model_reply"``, ``"script_result"``, ``"tool_call"``, ``"tool_response"``);
             see docs/events.md.
     """
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # as EventActions: NaN is never null
 
     id: str = Field(default_factory=new_id)
     invocation_id: str = ""

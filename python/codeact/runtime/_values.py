@@ -435,6 +435,10 @@ def _sort_key(item: Any) -> bytes:
     return pydantic_core.to_json(item, inf_nan_mode="constants")
 
 
+_LIST_TAGS = frozenset({"$t", "$d", "$s", "$f"})
+_TEXT_TAGS = frozenset({"$b", "$i", "$u"})
+
+
 def decode_value(data: Any) -> Any:
     """The plain value whose tagged form (``encode_value``) is ``data``, as parsed from JSON.
     A one-key dict whose key is a tag but whose content has the wrong shape (not written by
@@ -460,6 +464,12 @@ def decode_value(data: Any) -> Any:
 
 
 def _untag(key: str, inner: Any) -> Any:
+    if key in _LIST_TAGS and not isinstance(inner, list):
+        raise TypeError(f"{key} holds a list")  # a plain dict that looks like a tag
+    if key in _TEXT_TAGS and not isinstance(inner, str):
+        raise TypeError(f"{key} holds a str")
+    if key == "$d" and not all(isinstance(pair, list) and len(pair) == 2 for pair in inner):
+        raise TypeError("$d holds [key, value] pairs")
     if key == "$b":
         return base64.b64decode(inner, validate=True)
     if key == "$t":

@@ -364,7 +364,8 @@ def to_json(value: Any, what: str) -> str:
         SessionStoreError: the value is not JSON-serializable.
     """
     try:
-        return pydantic_core.to_json(value).decode()
+        # NaN and the infinities as JSON5's constants (the parser reads them back), never null
+        return pydantic_core.to_json(value, inf_nan_mode="constants").decode()
     except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as e:
         raise SessionStoreError(f"cannot store {what}: not JSON-serializable ({e})") from e
 

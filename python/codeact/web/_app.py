@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 try:
     import jinja2
+    import markupsafe
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
@@ -252,6 +253,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=jinja2.select_autoescape(("html",), default=True),
         undefined=jinja2.StrictUndefined,
+        finalize=_shown,  # every text a page shows: bidi controls and stray separators escaped
     )
     env.filters["tojson_pretty"] = lambda v: views.escape_bidi(_pretty(v))
     env.globals["call_text"] = views.call_text
@@ -611,6 +613,17 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     app.add_middleware(_Guard, token=token)
     app.add_middleware(_Headers)  # added last: the outermost, so refusals get the headers too
     return app
+
+
+def _shown(value: Any) -> Any:
+    """Jinja's ``finalize``: a text a page prints with its bidirectional controls and the line
+    separators the interpreter does not break at written as ``\\uXXXX`` (``views.escape_bidi``),
+    so printed output, user messages and ids cannot reorder what the reviewer reads."""
+    if isinstance(value, markupsafe.Markup):
+        return markupsafe.Markup(views.escape_bidi(str(value)))
+    if isinstance(value, str):
+        return views.escape_bidi(value)
+    return value
 
 
 def _pretty(value: Any) -> str:

@@ -8,6 +8,7 @@ import ast
 import datetime as _dt
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +34,11 @@ MAX_CALL_CHARS = 2000
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 """The Unicode bidirectional controls: shown escaped (``\\u202e``), so a script or an argument
 cannot reorder what the reviewer reads (Trojan Source)."""
-_BIDI_TABLE = {ord(c): f"\\u{ord(c):04x}" for c in BIDI_CONTROLS}
+LINE_SEPARATORS = frozenset("\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+"""Characters ``str.splitlines`` breaks at but the interpreter does not (it counts lines at
+``\\n``, ``\\r\\n`` and ``\\r`` only): shown escaped, so a line of the excerpt is a line of the script."""
+_BIDI_TABLE = {ord(c): f"\\u{ord(c):04x}" for c in BIDI_CONTROLS | LINE_SEPARATORS}
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _DYNAMIC = frozenset({"exec", "eval", "compile", "getattr", "globals", "locals", "vars", "__import__"})
 
 
@@ -135,7 +140,8 @@ async def find_session(runner: Runner, session_id: str, user_id: str | None) -> 
 
 
 def escape_bidi(text: str) -> str:
-    """``text`` with each bidirectional control written as a visible ``\\uXXXX``."""
+    """``text`` with each bidirectional control (``BIDI_CONTROLS``) and each line separator the
+    interpreter does not break at (``LINE_SEPARATORS``) written as a visible ``\\uXXXX``."""
     return text.translate(_BIDI_TABLE)
 
 
@@ -148,10 +154,20 @@ def call_text(tool: str, args: Any) -> str:
     return escape_bidi(f"{tool}({inner})")
 
 
+def script_lines(code: str) -> list[str]:
+    """``code``'s lines as the interpreter and ``ast`` count them: broken at ``\\n``,
+    ``\\r\\n`` and ``\\r`` only (not at the other separators ``str.splitlines`` knows); a final
+    line break ends the last line (``[""]`` for empty code)."""
+    lines = _LINE_BREAK.split(code)
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _lines(code: str) -> list[dict[str, Any]]:
     return [
         {"n": i + 1, "text": escape_bidi(line), "call": "call_tool(" in line, "here": False}
-        for i, line in enumerate(code.splitlines() or [""])
+        for i, line in enumerate(script_lines(code))
     ]
 
 
