@@ -219,6 +219,6 @@ def test_the_journal_refuses_a_tagged_form_it_could_not_read_back() -> None:
     assert _protocol.decode_outcome(_protocol.pydantic_core.from_json(_protocol.encode_outcome(ResumeValue(ok))))
     deep_tuples = nested(MAX_DEPTH, kind=tuple)
     assert problem(deep_tuples) is None
-    with pytest.raises(ValueError, match="nests deeper than [0-9]+ levels"):
+    with pytest.raises(ValueError, match=r"nests deeper than [0-9]+ levels"):
         _protocol.encode_outcome(ResumeValue(deep_tuples))
     assert "cannot be encoded" in (_protocol.plain_value_problem(deep_tuples, "the value") or "")
