@@ -71,3 +71,19 @@ async def test_agent_tool_failure_is_raised_into_the_script(service) -> None:
     main = CodeActAgent(name="main", model=main_model, runtime=MontyRuntime(), tools=[AgentTool(failing)])
     events = await ask(Runner(app_name=APP, agent=main, session_service=service))
     assert "agent 'broken' failed: max iterations (1) exceeded" in events[-1].text
+
+
+@pytest.mark.parametrize("answer", ["123", "[1, 2]", '{"$t": [1, 2]}', "null"])
+async def test_a_str_answer_of_an_agent_tool_stays_a_str(answer: str) -> None:
+    """An agent tool whose output_schema is str hands its answer over as the string it is,
+    even when the text reads as JSON or as a tagged value."""
+    final = py(f'{{"type": "final_result", "value": {answer!r}}}')
+    sub = CodeActAgent(name="sub", model=ScriptedModel([final]), runtime=MontyRuntime(), output_schema=str)
+    script = py('r = call_tool("sub", {"request": "x"})\n{"type": "final_result", "value": [type(r).__name__, r]}')
+    root = CodeActAgent(
+        name="root", model=ScriptedModel([script]), runtime=MontyRuntime(), tools=[AgentTool(sub)], output_key="out"
+    )
+    runner = Runner(app_name=APP, agent=root, auto_create_session=True)
+    [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go")]
+    session = await runner.session_service.get_session(app_name=APP, user_id="u", session_id="s")
+    assert session.state["out"] == ["str", answer]

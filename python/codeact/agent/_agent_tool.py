@@ -150,7 +150,10 @@ class AgentTool(Tool):
             tool_context.actions.skip_summarization = True
         if has_output:
             return output
-        if last_text is not None and getattr(self.agent, "output_schema", None) is not None:
+        schema = getattr(self.agent, "output_schema", None)
+        # A str answer's text is the answer itself (render_final writes it as it is): reading it
+        # as JSON would turn "123" into 123 and '{"$t": [1]}' into a tuple.
+        if last_text is not None and schema is not None and schema is not str:
             try:
                 return decode_value(json.loads(last_text))  # the final answer's tagged form
             except ValueError:
