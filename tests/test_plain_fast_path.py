@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codeact.runtime import _values
-from codeact.runtime._values import MAX_DEPTH, problem
+from codeact import _values
+from codeact._values import MAX_DEPTH, problem
 
 
 class Text(str):

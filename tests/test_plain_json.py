@@ -15,9 +15,9 @@ import pydantic_core  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from codeact import _values  # noqa: E402
+from codeact._values import MAX_DEPTH, plain_json  # noqa: E402
 from codeact.agent import _protocol  # noqa: E402
-from codeact.runtime import _values  # noqa: E402
-from codeact.runtime._values import MAX_DEPTH, plain_json  # noqa: E402
 
 
 class Text(str):

@@ -2,7 +2,7 @@
 dict with tuple or frozenset keys, a tuple, a set, bytes, NaN, a huge int) is carried
 losslessly where a Python value is returned or stored (the final answer, ``output_key``
 state, the journal, checkpoints, ``codeact run --json``, the DBOS worker's request and
-result), in the tagged form of ``codeact.runtime._values.encode_value``, and shown readably
+result), in the tagged form of ``codeact._values.encode_value``, and shown readably
 where the model reads text (an observation reads ``{(1, 2): 3}``)."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pytest
 
 from agent_helpers import APP, SESSION, USER, fence, journal_of, run
 from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSessionService, ToolContext, tool
+from codeact._values import decode_value, encode_value, readable
 from codeact.agent import render_final
 from codeact.agent._namespace import Namespace
 from codeact.agent._protocol import decode_outcome, encode_outcome
 from codeact.runtime import ResumeValue
-from codeact.runtime._values import decode_value, encode_value, readable
 
 pytestmark = pytest.mark.anyio
 

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from agent_helpers import APP, SESSION, USER, fence
 from codeact import CodeActAgent, FunctionTool, MontyRuntime, Runner, ScriptedModel, SqliteSessionService
+from codeact._values import MAX_DEPTH, decode_value, encode_value, readable
 from codeact.agent import render_final
 from codeact.agent._namespace import _literal
-from codeact.runtime._values import MAX_DEPTH, decode_value, encode_value, readable
 
 EXAMPLES = int(os.environ.get("CODEACT_PROPERTY_EXAMPLES", "10"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

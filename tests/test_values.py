@@ -1,4 +1,4 @@
-"""Plain data defined once (``codeact.runtime._values``): the Python check gives the native
+"""Plain data defined once (``codeact._values``): the Python check gives the native
 conversion's verdict, with the same text, on the fuzz corpus's values and on generated and
 edge-case values; every layer reads the one depth limit."""
 
@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codeact import MontyRuntime, ResumeValue, ValueConversionError, _monty
+from codeact._values import MAX_DEPTH, in_script_check, problem, to_plain
 from codeact.agent import _protocol
-from codeact.runtime._values import MAX_DEPTH, in_script_check, problem, to_plain
 
 ROOT = Path(__file__).resolve().parent.parent
 RT = MontyRuntime()

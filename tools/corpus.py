@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from codeact._monty import MONTY_VERSION
+from codeact._values import in_script_check
 from codeact.runtime import Call, Complete, Gather, MontyRuntime, Raised, ResumeError, ResumeValue
-from codeact.runtime._values import in_script_check
 from codeact.runtime.monty import FINAL_ANSWER, final_answer_step
 
 __all__ = ("CorpusItem", "load_items", "main", "run_corpus")

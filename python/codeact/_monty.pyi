@@ -45,7 +45,7 @@ MONTY_MIN_DUMP_VERSION: int
 """The oldest Monty dump version this build loads (older dumps are upgraded while loading)."""
 MAX_VALUE_DEPTH: int
 """Deepest container nesting that may cross the boundary, in levels (100): the one limit
-every layer reads (``codeact.runtime._values.MAX_DEPTH``)."""
+every layer reads (``codeact._values.MAX_DEPTH``)."""
 RECURSION_CEILING: int
 """Highest recursion limit a script may get, in frames, even when unlimited."""
 MAX_SCRIPT_BYTES: int

@@ -216,7 +216,7 @@ def run(
             _err().print(f"[bold red]{err.message}[/]", markup=True, highlight=False)
         raise typer.Exit(1) from None
     if json_output:
-        from .runtime._values import encode_value
+        from ._values import encode_value
 
         try:
             value = encode_value(result.value)  # tuples, sets, bytes, non-str keys: tagged, lossless
@@ -629,7 +629,7 @@ def sessions_show(
     printer = EventPrinter(_out())
     for event in found.events:
         printer(event)
-    from .runtime._values import json_native, readable
+    from ._values import json_native, readable
 
     state = json.dumps(found.state, default=repr) if json_native(found.state) else readable(found.state)
     _out().print(f"state: {state}", style="magenta", highlight=False)

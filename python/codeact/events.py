@@ -196,11 +196,11 @@ class EventActions(BaseModel):
 
     @field_serializer("state_delta")
     def _write_state_delta(self, delta: dict[str, Any], info: FieldSerializationInfo) -> dict[str, Any]:
-        """In JSON, each value in its tagged form (``codeact.runtime._values.encode_value``):
+        """In JSON, each value in its tagged form (``codeact._values.encode_value``):
         a tuple, a set, bytes or a dict with non-str keys is stored exactly, never lost."""
         if not info.mode_is_json():
             return delta
-        from .runtime._values import encode_value, to_plain
+        from ._values import encode_value, to_plain
 
         return {k: encode_value(to_plain(v)) for k, v in delta.items()}
 
@@ -210,7 +210,7 @@ class EventActions(BaseModel):
         """From JSON, each value read back from its tagged form (plain JSON as it is)."""
         if info.mode != "json" or not isinstance(delta, dict):
             return delta
-        from .runtime._values import decode_value
+        from ._values import decode_value
 
         return {k: decode_value(v) for k, v in delta.items()}
 

@@ -16,6 +16,7 @@ import jsonschema  # type: ignore[import-untyped,unused-ignore]
 from pydantic import Field, PrivateAttr, SkipValidation, TypeAdapter, ValidationError, model_validator
 from pydantic_core import PydanticSerializationError
 
+from .._values import to_plain
 from ..events import (
     INTERMEDIATE_KINDS,
     CodeExecutionResult,
@@ -31,7 +32,6 @@ from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, Llm, LlmRequest, LlmResponse
 from ..plugins import MaybeAwaitable, Plugin
 from ..runtime import CodeRuntime, Raised, SessionRestoringRuntime
-from ..runtime._values import to_plain
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
 from ..sessions._turns import TurnRecord, new_claim

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter
 
-from ..runtime._values import decode_value
+from .._values import decode_value
 from ..sessions import InMemorySessionService
 from ..tools import Tool, ToolContext
 from ._checkpoint import PENDING_STATE_KEY

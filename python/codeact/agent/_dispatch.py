@@ -20,10 +20,10 @@ import anyio
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from .._values import problem, to_plain
 from ..exceptions import ToolHostError
 from ..logs import log_tool_exception
 from ..runtime._failures import failure_message, script_exc_type
-from ..runtime._values import problem, to_plain
 
 if TYPE_CHECKING:
     from ..tools import Tool, ToolContext
@@ -102,7 +102,7 @@ async def call_callback(cb: Callable[..., Any], *args: Any) -> Any:
 
 
 def plain(value: Any) -> Any:
-    """Tool results as plain data the runtime accepts (``codeact.runtime._values.to_plain``:
+    """Tool results as plain data the runtime accepts (``codeact._values.to_plain``:
     pydantic models, dataclasses, dates converted, bytes, tuples and sets kept); a value
     with no plain form becomes its JSON form, its repr where there is none."""
     value = to_plain(value)

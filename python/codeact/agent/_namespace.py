@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime._values import decode_value, encode_value, in_script_check
+from .._values import decode_value, encode_value, in_script_check
 
 __all__ = ("Namespace", "Prepared", "prepare_script", "shift_traceback", "unwrap_result")
 

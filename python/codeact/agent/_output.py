@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime._values import encode_value, json_native, readable
+from .._values import encode_value, json_native, readable
 from ._hints import tools_ran_note
 
 __all__ = (
@@ -85,7 +85,7 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_
 
 def render_final(value: Any) -> str:
     """The text of a final answer: strings as they are, anything else as 2-space JSON of its
-    tagged form (``codeact.runtime._values.encode_value``: plain JSON as it is; a tuple, a
+    tagged form (``codeact._values.encode_value``: plain JSON as it is; a tuple, a
     set, bytes or a dict with non-str keys as a one-key ``{"$t": ...}``-style dict), so the
     caller can read the value back exactly with ``decode_value``.
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pydantic_core
 
+from .._values import MAX_DEPTH, decode_value, encode_value, plain_json, plain_json_digest, problem
 from ..events import Content, Event, EventActions, FunctionCall, Part, PendingCallInfo, ToolConfirmation
 from ..runtime import ResumeError, ResumeValue
-from ..runtime._values import MAX_DEPTH, decode_value, encode_value, plain_json, plain_json_digest, problem
 from ..sessions._turns import TURN_FORMAT
 
 __all__ = (
@@ -133,14 +133,14 @@ def announcement_events(
 
 def value_problem(value: Any, what: str) -> str | None:
     """Why ``value`` (arguments bound from the script, a tool's converted result) cannot
-    cross the boundary, or None: ``codeact.runtime._values.problem``, with strings holding
+    cross the boundary, or None: ``codeact._values.problem``, with strings holding
     lone surrogates let through (the driver escapes them before journaling)."""
     return problem(value, what, lone_surrogates=True, max_int_digits=MAX_INT_DIGITS)
 
 
 def plain_value_problem(value: Any, what: str) -> str | None:
     """Why a host-supplied ``value`` is not plain data that can cross the boundary (SPEC §3
-    v3, ``codeact.runtime._values.problem``), or encodes to more than ``MAX_VALUE_BYTES``
+    v3, ``codeact._values.problem``), or encodes to more than ``MAX_VALUE_BYTES``
     bytes in the journal; or None."""
     found = problem(value, what, max_int_digits=MAX_INT_DIGITS)
     if found is not None:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from .._values import to_plain
 from ..exceptions import (
     ScriptError,
     ScriptSuspended,
@@ -53,7 +54,6 @@ from ._check import explain_failure
 from ._failures import failure_message, script_exc_type
 from ._precheck import script_hint
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep
-from ._values import to_plain
 
 if TYPE_CHECKING:
     from .monty import MontyRuntime

@@ -38,9 +38,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._values import problem
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
 from ._seam import Call, Complete, Gather, Raised, ReplayDivergenceError, ResumeError, ResumeValue, RunStep
-from ._values import problem
 
 __all__ = ("HANG_GRACE", "ProcessContinuation", "ProcessEngine", "pool_size", "shutdown_pool")
 

@@ -393,7 +393,7 @@ def state_to_json(value: Any, what: str) -> str:
     Raises:
         SessionStoreError: the value is not plain data, or its form nests too deep.
     """
-    from ..runtime._values import encode_value, to_plain
+    from .._values import encode_value, to_plain
 
     try:
         encoded = encode_value(to_plain(value))  # datetimes, models, ...: their JSON form, as before
@@ -405,7 +405,7 @@ def state_to_json(value: Any, what: str) -> str:
 def state_from_json(text: str | bytes) -> Any:
     """A state value from its stored JSON text (``state_to_json``'s inverse; text stored by
     earlier builds, plain JSON, reads as it was written)."""
-    from ..runtime._values import decode_value
+    from .._values import decode_value
 
     return decode_value(pydantic_core.from_json(text))
 

@@ -25,8 +25,8 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 from typing_extensions import NotRequired, TypedDict
 
+from .._values import MAX_DEPTH, problem, to_plain
 from ..exceptions import ToolArgumentError
-from ..runtime._values import MAX_DEPTH, problem, to_plain
 from ._base import Tool
 from ._context import ToolContext
 
@@ -448,7 +448,7 @@ class FunctionTool(Tool):
 
         Returns:
             The function's result (awaited if it is awaitable) as plain data (SPEC §3 v3,
-            ``codeact.runtime._values.to_plain``): plain values are kept as they are (bytes,
+            ``codeact._values.to_plain``): plain values are kept as they are (bytes,
             tuples, sets and frozensets included); pydantic models and dataclasses become
             dicts, enums their values, and other values go through
             ``pydantic_core.to_jsonable_python`` (datetimes become ISO 8601 strings, UUIDs

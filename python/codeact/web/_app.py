@@ -26,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 import anyio
 
+from .._values import readable
 from ..exceptions import (
     AlreadyResumingError,
     CodeActError,
@@ -36,7 +37,6 @@ from ..exceptions import (
     ValueConversionError,
 )
 from ..runner import Runner
-from ..runtime._values import readable
 from . import _views as views
 
 TOKEN_ENV = "CODEACT_SERVE_TOKEN"

@@ -17,8 +17,8 @@ from pydantic import (
 )
 
 from ... import __version__
+from ..._values import decode_value, encode_value
 from ...events import Event
-from ...runtime._values import decode_value, encode_value
 
 __all__ = (
     "DBOS_APP_NAME",
@@ -71,7 +71,7 @@ TAGGED: dict[str, Any] = {"codeact_tagged": True}
 """The validation context that reads a ``model_dump(mode="json")`` of ``RunRequest`` /
 ``RunResult`` back exactly: ``Model.model_validate(raw, context=TAGGED)``. In JSON mode
 their plain values (``RunRequest.value``, ``PausedCall.args``) are written in the tagged
-form (``codeact.runtime._values.encode_value``), so a tuple, a set, bytes or a dict with
+form (``codeact._values.encode_value``), so a tuple, a set, bytes or a dict with
 non-str keys crosses DBOS unchanged."""
 
 

@@ -26,12 +26,12 @@ from pydantic_ai import ApprovalRequired, CallDeferred, ModelRetry, RunContext, 
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
+from ..._values import json_native, readable, to_plain
 from ...agent._output import truncate_middle
 from ...agent._protocol import plain_value_problem
 from ...exceptions import ValueConversionError
 from ...runtime import MontyRuntime, ResumeError, ScriptError, ScriptSuspended, SuspendScript
 from ...runtime._oneshot import aresume_script, arun_script
-from ...runtime._values import json_native, readable, to_plain
 from ...tools import Tool
 
 __all__ = ("CodeActToolset", "DENIAL_ARG", "PAUSE_METADATA_KEY")

@@ -21,7 +21,7 @@ import pydantic_core
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .. import _monty
+from . import _monty
 
 __all__ = (
     "JSON_INT_DIGITS",
