@@ -113,7 +113,8 @@ class RunRequest(BaseModel):
         action: ``"rerun"``, ``"skip"`` or ``"fail"`` (``resolve_in_doubt``).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    # NaN and the infinities in ``value`` cross as JSON's constants, never as null
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     kind: RunKind
     app_name: str
@@ -143,6 +144,8 @@ class PausedCall(BaseModel):
             ``"completion"`` (a long-running call's result).
     """
 
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # NaN and the infinities never null
+
     call_key: str
     tool: str
     args: dict[str, Any] = Field(default_factory=dict)
@@ -168,6 +171,8 @@ class RunResult(BaseModel):
         paused: the calls the run paused at.
         error_type / error: the exception's class name and message (``"failed"``).
     """
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # NaN and the infinities never null
 
     workflow_id: str = ""
     status: Literal["done", "paused", "failed"]
