@@ -27,7 +27,9 @@ __all__ = (
     "JSON_INT_DIGITS",
     "MAX_DEPTH",
     "PLAIN_TYPES",
+    "decode_state",
     "decode_value",
+    "encode_state",
     "encode_value",
     "in_script_check",
     "json_native",
@@ -461,6 +463,21 @@ def decode_value(data: Any) -> Any:
                     pass  # not one of ours: the dict as it is
         return {k: decode_value(v) for k, v in data.items()}
     raise ValueError(f"a {type(data).__name__} is not a JSON value")
+
+
+def encode_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A state mapping's JSON form: each value made plain (``to_plain``: datetimes, models,
+    ...) and then tagged (``encode_value``). Used for session state and event state deltas.
+
+    Raises:
+        ValueError: a value's tagged form nests too deep, or it is not plain data.
+    """
+    return {k: encode_value(to_plain(v)) for k, v in state.items()}
+
+
+def decode_state(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``encode_state``'s inverse, for a mapping parsed from JSON (plain JSON reads as it is)."""
+    return {k: decode_value(v) for k, v in data.items()}
 
 
 def _untag(key: str, inner: Any) -> Any:

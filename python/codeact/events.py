@@ -200,9 +200,9 @@ class EventActions(BaseModel):
         a tuple, a set, bytes or a dict with non-str keys is stored exactly, never lost."""
         if not info.mode_is_json():
             return delta
-        from ._values import encode_value, to_plain
+        from ._values import encode_state
 
-        return {k: encode_value(to_plain(v)) for k, v in delta.items()}
+        return encode_state(delta)
 
     @field_validator("state_delta", mode="before")
     @classmethod
@@ -210,9 +210,9 @@ class EventActions(BaseModel):
         """From JSON, each value read back from its tagged form (plain JSON as it is)."""
         if info.mode != "json" or not isinstance(delta, dict):
             return delta
-        from ._values import decode_value
+        from ._values import decode_state
 
-        return {k: decode_value(v) for k, v in delta.items()}
+        return decode_state(delta)
 
 
 class Event(BaseModel):

@@ -58,9 +58,9 @@ class Session(BaseModel):
         """In JSON, each value in its tagged form (as the stores keep it: ``state_to_json``)."""
         if not info.mode_is_json():
             return state
-        from .._values import encode_value, to_plain
+        from .._values import encode_state
 
-        return {k: encode_value(to_plain(v)) for k, v in state.items()}
+        return encode_state(state)
 
     @field_validator("state", mode="before")
     @classmethod
@@ -68,6 +68,6 @@ class Session(BaseModel):
         """From JSON, each value read back from its tagged form."""
         if info.mode != "json" or not isinstance(state, dict):
             return state
-        from .._values import decode_value
+        from .._values import decode_state
 
-        return {k: decode_value(v) for k, v in state.items()}
+        return decode_state(state)
