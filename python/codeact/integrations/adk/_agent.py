@@ -355,6 +355,11 @@ class CodeActAdkAgent(BaseAgent):
     agent: Any = Field(description="the codeact CodeActAgent")
     session_service: Any = None
     run_config: Any = None
+    # ADK 2.x runs a sub-agent as a workflow node; a node that is not rerun on resume is
+    # fast-forwarded with the confirmation answer as its output, and the paused codeact script
+    # never hears it (google-adk 2.15, workflow/utils/_replay_interceptor.py). The paused turn
+    # lives in codeact's store: running the agent again is how it resumes.
+    rerun_on_resume: bool = True
     _service: BaseSessionService | None = PrivateAttr(default=None)
 
     @classmethod
