@@ -1219,12 +1219,7 @@ def _paused_unannounced(record: TurnRecord | None, run_key: str, mine: list[Even
     nothing) do not name every pending call: it stopped before storing them all."""
     if record is None or record.status != "suspended" or record.claim is not None or record.run_key != run_key:
         return False
-    announced: set[str] = set()
-    for event in reversed(mine):
-        if not (event.interrupted or event.long_running_tool_ids):
-            break
-        announced.update(announced_keys(event))
-    return not {p.call_key for p in record.pending} <= announced
+    return not {p.call_key for p in record.pending} <= announced_keys(mine)
 
 
 def _record_of(slot: TurnSlot | None) -> TurnRecord | None:
