@@ -176,8 +176,10 @@ class Runner:
         Args:
             user_id / session_id: the session (see ``auto_create_session``).
             new_message: the user's message (text or ``Content``); it may carry function
-                responses completing a long-running call. None resumes without one (and
-                recovers an interrupted turn). The same message sent again after a run that
+                responses completing a long-running call. None resumes without one (it
+                re-announces the pending calls, or recovers an interrupted turn); on a
+                session with nothing in flight it returns at once: no model call, no event,
+                nothing stored. The same message sent again after a run that
                 stored nothing after it (a ``ModelError`` on the first model call) retries
                 that invocation: it is not stored twice.
             run_config: per-run options (confirmation decisions, discarding a checkpoint).
