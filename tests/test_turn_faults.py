@@ -293,3 +293,20 @@ def test_the_readme_loop_prints_a_pause_and_the_docs_do_not_call_it_final() -> N
     first_agent = (ROOT / "docs" / "first-agent.md").read_text()
     assert "a pause for a human, a transfer)" not in first_agent
     assert "A pause for a human decision is **not**" in first_agent
+
+
+async def test_the_web_timeline_shows_the_in_doubt_pause_as_a_pause_not_an_approval(tmp_path: Path) -> None:
+    """(a, web) The session page shows the in-doubt pause as a pause with its text (it used to be a
+    "waits for a human" approval item) and the in-doubt notice as a notice, not as an answer."""
+    pytest.importorskip("jinja2", reason="codeact[web] is not installed")
+    from codeact.web._views import timeline
+
+    ledger = Ledger()
+    with SqliteSessionService(tmp_path / "s.db") as service:
+        _, events = await paused_in_doubt(service, ledger)
+    items = timeline(events, lambda value: value)
+    kinds = [item["kind"] for item in items]
+    assert "waiting" not in kinds and "reply" not in kinds, kinds
+    (pause,) = [item for item in items if item["kind"] == "pause"]
+    assert "may have run" in pause["text"]
+    assert any(item["kind"] == "notice" for item in items)

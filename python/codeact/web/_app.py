@@ -58,6 +58,8 @@ LABELS = {
     "tool_call": "tool call",
     "tool_result": "tool result",
     "waiting": "paused",
+    "pause": "paused",
+    "notice": "notice",
     "error": "error",
     "state": "state change",
 }
