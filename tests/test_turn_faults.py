@@ -310,3 +310,35 @@ async def test_the_web_timeline_shows_the_in_doubt_pause_as_a_pause_not_an_appro
     (pause,) = [item for item in items if item["kind"] == "pause"]
     assert "may have run" in pause["text"]
     assert any(item["kind"] == "notice" for item in items)
+
+
+async def test_chat_asks_about_a_call_in_doubt_with_its_own_verbs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """(e, chat) ``codeact chat`` shows a call in doubt with the ``decide`` lines that resolve it
+    and asks rerun / skip / fail at the prompt (it used to ask for a long-running call's result,
+    and its "no" denied the call)."""
+    from codeact.cli import _ChatPauses
+    from codeact.console import EventPrinter
+
+    ledger = Ledger()
+    with SqliteSessionService(tmp_path / "s.db") as service:
+        runner, _ = await paused_in_doubt(service, ledger)
+        (call,) = await runner.pending(user_id=USER, session_id=SESSION)
+        pauses = _ChatPauses(runner, USER, SESSION, EventPrinter(), ["--db", "chat.db"])
+        await anyio.to_thread.run_sync(pauses.show_commands, [call])
+        shown = capsys.readouterr().out
+        assert "is in doubt" in shown
+        for verb in ("rerun", "skip", "fail"):
+            assert f"codeact sessions decide s {verb} --db chat.db --call {call.call_key}" in shown
+        questions: list[str] = []
+
+        def read(question: str) -> str:
+            questions.append(question)
+            return 'skip "checked"'
+
+        failed = await anyio.to_thread.run_sync(pauses.ask, read)
+        assert not failed and "rerun / skip" in questions[0]
+        assert "checked" in capsys.readouterr().out
+        assert await runner.pending(user_id=USER, session_id=SESSION) == []
+        assert ledger.lines == ["pay 5"]

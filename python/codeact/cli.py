@@ -426,6 +426,18 @@ class _ChatPauses:
         if self.note:
             _err().print(self.note, style="dim")
         for p in pending:
+            if p.kind == "in_doubt":
+                _out().print(
+                    f"{p.call_key}: {p.tool}({json.dumps(p.args)}) is in doubt (it may have run before its runner "
+                    "stopped); resolve it with:",
+                    highlight=False,
+                    markup=False,
+                )
+                for act in p.accepts:
+                    extra = ["--value", "JSON"] if act == "skip" else []
+                    line = [*base, "decide", self.session_id, act, *self.commands, "--call", p.call_key, *extra]
+                    _out().print("  " + shlex.join(line), highlight=False, markup=False)
+                continue
             _out().print(f"{p.call_key}: {p.tool}({json.dumps(p.args)}) waits for a {p.kind}; answer it with:")
             verbs = [["approve"], ["deny"]] if p.kind == "confirmation" else [["complete"], ["deny"]]
             for verb in verbs:
@@ -445,6 +457,11 @@ class _ChatPauses:
             call = f"{p.tool}({json.dumps(p.args)})"
             if p.kind == "confirmation":
                 question = f"approve {call}? [y]es / [n]o [reason] / Enter leaves it pending> "
+            elif p.kind == "in_doubt":
+                question = (
+                    f"{call} may have run before its runner stopped: rerun / skip <JSON or text> / fail [reason] / "
+                    "Enter leaves it> "
+                )
             else:
                 hint = f" (it said: {p.hint})" if p.hint else ""
                 question = f"result of long-running {call}{hint}: JSON or text / deny [reason] / Enter leaves it> "
@@ -456,6 +473,27 @@ class _ChatPauses:
                 self.show_commands(pending)
                 return failed
             word, rest = _first_word(answer)
+            if p.kind == "in_doubt":
+                if word not in ("rerun", "skip", "fail"):
+                    _err().print("answer rerun, skip <value> or fail [reason]; Enter leaves the call", style="yellow")
+                    continue
+                value: Any = None
+                if word == "skip":
+                    try:
+                        value = json.loads(rest)
+                    except json.JSONDecodeError:
+                        value = rest
+                resolved = self._resume(
+                    "resolve_in_doubt",
+                    call_key=p.call_key,
+                    action=word,
+                    value=value,
+                    reason=rest if word == "fail" else "",
+                )
+                failed = resolved or failed
+                if resolved:
+                    return failed
+                continue
             if word in _NO:
                 failed = self._resume("deny", call_key=p.call_key, reason=rest or None) or failed
             elif p.kind == "confirmation" and word in _YES:
