@@ -309,7 +309,7 @@ async def test_the_web_timeline_shows_the_in_doubt_pause_as_a_pause_not_an_appro
     assert "waiting" not in kinds and "reply" not in kinds, kinds
     (pause,) = [item for item in items if item["kind"] == "pause"]
     assert "may have run" in pause["text"]
-    assert any(item["kind"] == "notice" for item in items)
+    assert any(item["kind"] == "remark" for item in items)
 
 
 async def test_chat_asks_about_a_call_in_doubt_with_its_own_verbs(

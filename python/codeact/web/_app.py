@@ -59,7 +59,7 @@ LABELS = {
     "tool_result": "tool result",
     "waiting": "paused",
     "pause": "paused",
-    "notice": "notice",
+    "remark": "notice",
     "error": "error",
     "state": "state change",
 }

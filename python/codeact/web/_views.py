@@ -177,7 +177,7 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
     ``user``, ``script``, ``reply`` (an answer), ``feedback`` (what was fed back to the model
     after a script: ``"error": True`` for an error), ``tool_call``, ``tool_result``,
     ``output``, ``waiting`` (a call awaiting approval), ``pause`` (the pause for a call in
-    doubt, as its text), ``notice`` (an in-doubt or discarded-turn notice), ``error``,
+    doubt, as its text), ``remark`` (an in-doubt or discarded-turn notice), ``error``,
     ``state``."""
     items: list[dict[str, Any]] = []
     for event in events:
@@ -218,7 +218,7 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
                 elif event.interrupted:
                     kind = "pause"  # a pause for a human with no confirmation request: a call in doubt
                 elif event.kind in ("in_doubt", "turn_discarded"):
-                    kind = "notice"
+                    kind = "remark"
                 else:
                     kind = "reply"
                 items.append({**base, "kind": kind, "text": part.text})
