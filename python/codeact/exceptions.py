@@ -42,10 +42,12 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
     ├── ServiceNotConfiguredError        (RuntimeError) a service the Runner was not given
     └── SuspensionError                  the suspension protocol (SPEC §5)
         ├── NoPendingCallError           (LookupError)
+        │   └── DecisionRefusedError     the call's kind does not accept the decision
         ├── CallsPendingError
         ├── AlreadyResumingError
         ├── DecisionMismatchError
         ├── StaleCheckpointError
+        ├── EditNotSupportedError        (NotImplementedError) a Decision with edited args
         └── ConfirmationHandlerError
 """
 

@@ -86,6 +86,10 @@ here, where the store contract first named them; read on first use, so the sessi
 does not import the turns layer above it when it loads."""
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _TURN_NAMES)
+
+
 def __getattr__(name: str) -> Any:
     if name in _TURN_NAMES:
         from ..turns import _record
