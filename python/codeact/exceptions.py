@@ -45,6 +45,7 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
         ├── CallsPendingError
         ├── AlreadyResumingError
         ├── DecisionMismatchError
+        ├── DecisionNotAcceptedError     (ValueError) a decision the call's kind does not accept
         ├── StaleCheckpointError
         └── ConfirmationHandlerError
 """
@@ -68,6 +69,7 @@ __all__ = (
     "CodeRuntimeError",
     "ConfirmationHandlerError",
     "DecisionMismatchError",
+    "DecisionNotAcceptedError",
     "LangChainToolError",
     "McpConnectionError",
     "McpToolError",
@@ -420,6 +422,13 @@ class DecisionMismatchError(SuspensionError):
     """A decision named the digest of a call (``PendingCallInfo.digest``) that is not the
     call pending under that key: the view it was made on is stale. Nothing was claimed or
     stored and no tool ran; the call stays pending."""
+
+
+class DecisionNotAcceptedError(SuspensionError, ValueError):
+    """A decision the pending call's kind does not accept: approve or deny on a call in
+    doubt (it accepts rerun, skip with a value, or fail), a confirmation answer on a call
+    awaiting its result, ... The message names what the call awaits and the decisions it
+    accepts. Nothing was claimed or stored and no tool ran; the call stays pending."""
 
 
 class StaleCheckpointError(SuspensionError):
