@@ -32,7 +32,8 @@ from .exceptions import (
     CodeRuntimeError,
     ConfirmationHandlerError,
     DecisionMismatchError,
-    DecisionNotAcceptedError,
+    DecisionRefusedError,
+    EditNotSupportedError,
     MissingStateError,
     ModelError,
     NoPendingCallError,
@@ -101,6 +102,7 @@ from .sessions import (
     UsageMetadata,
 )
 from .skills import Skill, SkillIndex, SkillPolicy
+from .turns import Decision
 from .tools import FunctionTool, LongRunningFunctionTool, State, Tool, ToolContext, tool
 from .toolsets import FunctionToolset, Toolset
 
@@ -124,8 +126,10 @@ __all__ = (
     "AgentTool",
     "AlreadyResumingError",
     "ConfirmationHandlerError",
+    "Decision",
     "DecisionMismatchError",
-    "DecisionNotAcceptedError",
+    "DecisionRefusedError",
+    "EditNotSupportedError",
     "InDoubtDecision",
     "StaleCheckpointError",
     "TurnInfo",

@@ -36,6 +36,7 @@ from typing import Annotated, Any
 try:
     import typer
     from rich.console import Console
+    from rich.markup import escape
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("the codeact command line needs typer and rich: pip install 'codeact[cli]'") from exc
 
@@ -679,8 +680,12 @@ def sessions_pending(
             _out().print("nothing pending")
         return
     for p in items:
+        label = "in doubt (it may have run)" if p.kind == "in_doubt" else p.kind
         _out().print(
-            f"[bold]{p.call_key}[/] {p.kind}: {p.tool}({json.dumps(p.args)})" + (f" — {p.hint}" if p.hint else "")
+            f"[bold]{escape(p.call_key)}[/] {label}: {escape(p.tool)}({escape(json.dumps(p.args))})"
+            + (f" — {escape(p.hint)}" if p.hint else "")
+            + f" [dim](accepts: {', '.join(_CLI_VERBS[a] for a in p.accepts)})[/]",
+            highlight=False,
         )
 
 
@@ -702,24 +707,63 @@ def _call(fn: Any) -> Any:
         raise typer.Exit(1) from None
 
 
-def _decide(
+_CLI_VERBS = {"approve": "approve", "deny": "deny", "complete": "complete", "rerun": "rerun", "skip": "skip", "fail": "fail"}
+"""The ``codeact sessions decide`` verb for each decision a pending call accepts."""
+
+DECIDE_VERBS = ("approve", "deny", "complete", "rerun", "skip", "fail", "recover")
+"""The verbs of ``codeact sessions decide``: a ``Decision`` each (rerun, skip and fail resolve a
+call in doubt)."""
+
+
+def _decision(
     verb: str,
+    call: str | None,
+    *,
+    value: Any = None,
+    error: str | None = None,
+    reason: str | None = None,
+    digest: str | None = None,
+    actor: str | None = None,
+) -> Any:
+    """The ``Decision`` a CLI verb stands for (exit 2 on a decision that does not validate)."""
+    from pydantic import ValidationError
+
+    from .exceptions import ValueConversionError
+    from .turns import Decision
+
+    fields: dict[str, Any] = {"call_key": call, "digest": digest, "actor": actor, "reason": reason or None}
+    if verb in ("rerun", "skip", "fail"):
+        fields.update(verb="resolve", action=verb, payload=value if verb == "skip" else None)
+    elif verb == "complete":
+        fields.update(verb="complete", payload=value, error=error)
+    else:
+        fields["verb"] = verb
+    try:
+        return Decision(**fields)
+    except (ValidationError, ValueConversionError) as exc:
+        text = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        _err().print(f"cannot {verb}: {text}", style="red", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _decide(
+    decision: Any,
     session_id: str,
     db: str,
     app_name: str,
     user: str,
-    call: str | None,
     agent: str | None,
     chat_agent: dict[str, Any] | None,
-    **extra: Any,
 ) -> None:
+    """Sends ``decision`` through ``Runner.decide`` and prints the resumed run's events (exit 1
+    on a refusal or an error event)."""
     runner = _runner(db, app_name, agent, chat_agent)
-    method = _require(runner, verb)
+    decide = _require(runner, "decide")
     printer = EventPrinter(_out())
 
     async def go() -> bool:
         failed = False
-        stream: AsyncIterator[Any] = method(user_id=user, session_id=session_id, call_key=call, **extra)
+        stream: AsyncIterator[Any] = decide(decision, user_id=user, session_id=session_id)
         async for event in stream:
             printer(event)
             failed = failed or bool(event.error_code)
@@ -748,6 +792,59 @@ def _chat_options(
     }
 
 
+ValueOption = Annotated[
+    str | None, typer.Option(help="the result (complete) or the value given instead (skip): JSON, else the text")
+]
+
+
+def _json_or_text(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+@sessions_app.command("decide")
+def sessions_decide(
+    session_id: str,
+    verb: Annotated[str, typer.Argument(help="approve, deny, complete, rerun, skip, fail or recover")],
+    db: DbOption,
+    agent: AgentOption = None,
+    call: CallOption = None,
+    value: ValueOption = None,
+    error: Annotated[
+        str | None, typer.Option(help="complete: fail the call; the script's call raises RuntimeError with this text")
+    ] = None,
+    reason: Annotated[str | None, typer.Option(help="deny / fail: the reason told to the model")] = None,
+    digest: Annotated[str | None, typer.Option(help="the call's digest as listed: refuse a changed call")] = None,
+    actor: Annotated[str | None, typer.Option(help="who decides (recorded with the decision)")] = None,
+    app_name: AppOption = DEFAULT_APP,
+    user: UserOption = DEFAULT_USER,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    model_from: ModelFromOption = None,
+    tools: ToolsOption = None,
+    instruction: InstructionOption = "",
+) -> None:
+    """Decide a paused call and resume the run (Runner.decide): approve or deny a call awaiting
+    confirmation, complete (or deny) a long-running call, rerun / skip / fail a call in doubt,
+    or recover an interrupted turn. A call accepts only its kind's verbs (`sessions pending`
+    lists them); any other is refused before anything runs."""
+    if verb not in DECIDE_VERBS:
+        _err().print(f"the verb must be one of {', '.join(DECIDE_VERBS)}, not {verb!r}", style="red")
+        raise typer.Exit(2)
+    if verb == "complete" and (value is None) == (error is None):
+        _err().print("complete: give exactly one of --value and --error", style="red")
+        raise typer.Exit(2)
+    decision = _decision(
+        verb, call, value=_json_or_text(value), error=error, reason=reason, digest=digest, actor=actor
+    )
+    chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
+    _decide(decision, session_id, db, app_name, user, agent, chat_agent)
+
+
 @sessions_app.command("approve")
 def sessions_approve(
     session_id: str,
@@ -762,9 +859,9 @@ def sessions_approve(
     tools: ToolsOption = None,
     instruction: InstructionOption = "",
 ) -> None:
-    """Approve a call waiting for confirmation and resume the run (Runner.approve)."""
+    """Approve a call waiting for confirmation and resume the run (`sessions decide SESSION approve`)."""
     chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
-    _decide("approve", session_id, db, app_name, user, call, agent, chat_agent)
+    _decide(_decision("approve", call), session_id, db, app_name, user, agent, chat_agent)
 
 
 @sessions_app.command("deny")
@@ -782,9 +879,10 @@ def sessions_deny(
     tools: ToolsOption = None,
     instruction: InstructionOption = "",
 ) -> None:
-    """Deny a pending call and resume the run; the script gets PermissionError (Runner.deny)."""
+    """Deny a call awaiting confirmation or its result and resume the run; the script gets
+    PermissionError (`sessions decide SESSION deny`). A call in doubt is not denied: resolve it."""
     chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
-    _decide("deny", session_id, db, app_name, user, call, agent, chat_agent, reason=reason)
+    _decide(_decision("deny", call, reason=reason), session_id, db, app_name, user, agent, chat_agent)
 
 
 @sessions_app.command("complete")
@@ -806,18 +904,13 @@ def sessions_complete(
     instruction: InstructionOption = "",
 ) -> None:
     """Complete a long-running call with its result (--value) or as failed (--error) and resume
-    the run (Runner.complete)."""
+    the run (`sessions decide SESSION complete`)."""
     if (value is None) == (error is None):
         _err().print("give exactly one of --value and --error", style="red")
         raise typer.Exit(2)
-    result: Any = None
-    if value is not None:
-        try:
-            result = json.loads(value)
-        except json.JSONDecodeError:
-            result = value
     chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
-    _decide("complete", session_id, db, app_name, user, call, agent, chat_agent, value=result, error=error)
+    decision = _decision("complete", call, value=_json_or_text(value), error=error)
+    _decide(decision, session_id, db, app_name, user, agent, chat_agent)
 
 
 @sessions_app.command("recover")
@@ -829,19 +922,8 @@ def sessions_recover(
     user: UserOption = DEFAULT_USER,
 ) -> None:
     """Resume an interrupted turn (its runner stopped) from its continuation and journal
-    (Runner.recover); a call that was in flight follows its tool's on_in_doubt."""
-    runner = _runner(db, app_name, agent)
-    printer = EventPrinter(_out())
-
-    async def go() -> bool:
-        failed = False
-        async for event in runner.recover(user_id=user, session_id=session_id):
-            printer(event)
-            failed = failed or bool(event.error_code)
-        return failed
-
-    if _call(go):
-        raise typer.Exit(1)
+    (`sessions decide SESSION recover`); a call that was in flight follows its tool's on_in_doubt."""
+    _decide(_decision("recover", None), session_id, db, app_name, user, agent, None)
 
 
 @sessions_app.command("discard")
@@ -890,19 +972,8 @@ def sessions_resolve(
     except json.JSONDecodeError as exc:
         _err().print(f"--value is not JSON: {exc}", style="red")
         raise typer.Exit(2) from None
-    _decide(
-        "resolve_in_doubt",
-        session_id,
-        db,
-        app_name,
-        user,
-        call,
-        agent,
-        None,
-        action=action,
-        value=parsed,
-        reason=reason,
-    )
+    decision = _decision(action, call, value=parsed, reason=reason)
+    _decide(decision, session_id, db, app_name, user, agent, None)
 
 
 # ------------------------------------------------------------------ serve

@@ -45,7 +45,6 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
         ├── CallsPendingError
         ├── AlreadyResumingError
         ├── DecisionMismatchError
-        ├── DecisionNotAcceptedError     (ValueError) a decision the call's kind does not accept
         ├── StaleCheckpointError
         └── ConfirmationHandlerError
 """
@@ -69,7 +68,8 @@ __all__ = (
     "CodeRuntimeError",
     "ConfirmationHandlerError",
     "DecisionMismatchError",
-    "DecisionNotAcceptedError",
+    "DecisionRefusedError",
+    "EditNotSupportedError",
     "LangChainToolError",
     "McpConnectionError",
     "McpToolError",
@@ -424,19 +424,47 @@ class DecisionMismatchError(SuspensionError):
     stored and no tool ran; the call stays pending."""
 
 
-class DecisionNotAcceptedError(SuspensionError, ValueError):
-    """A decision the pending call's kind does not accept: approve or deny on a call in
-    doubt (it accepts rerun, skip with a value, or fail), a confirmation answer on a call
-    awaiting its result, ... The message names what the call awaits and the decisions it
-    accepts. Nothing was claimed or stored and no tool ran; the call stays pending."""
-
-
 class StaleCheckpointError(SuspensionError):
     """A decision or completion was sent for a paused script this agent cannot resume (a
     changed tool roster, another agent, a different format, a continuation that fails its
     integrity check). Nothing was claimed or stored and no tool ran: the call stays pending
     for an agent that can resume it, or the turn can be discarded
     (``Runner.discard_pending_checkpoint``)."""
+
+
+class DecisionRefusedError(NoPendingCallError):
+    """A decision names a pending call whose kind does not accept it (SPEC §5 v4): an
+    approval or a denial of a call in doubt, an approval of a call awaiting its result, a
+    resolution of a call awaiting approval, ... The message says what the call awaits and
+    which decisions it accepts. Refused before anything was claimed or stored; no tool ran
+    and the call stays pending as it was.
+
+    Attributes:
+        call_key: the call decided on.
+        kind: what it waits for (``"confirmation"``, ``"completion"`` or ``"in_doubt"``).
+        accepts: the decisions it accepts (``PendingCallInfo.accepts``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        pending: list[PendingCallInfo] | None = None,
+        *,
+        call_key: str = "",
+        kind: str = "",
+        accepts: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message, pending)
+        self.call_key = call_key
+        self.kind = kind
+        self.accepts = accepts
+
+
+class EditNotSupportedError(SuspensionError, NotImplementedError):
+    """A ``Decision`` carries edited arguments (``args``): approving a call with edited
+    arguments is not supported yet (a later version validates them against the tool's schema
+    and binds them by the edited call's digest). Refused before anything was claimed or
+    stored; no tool ran."""
 
 
 class ConfirmationHandlerError(SuspensionError):
@@ -446,7 +474,14 @@ class ConfirmationHandlerError(SuspensionError):
 
 
 def describe_pending(pending: list[Any]) -> str:
-    """``"call k1 (tool 'a', awaiting confirmation), ..."`` or ``"no call is pending"``."""
+    """``"call k1 to 'a' awaits approval or denial; call k2 to 'b' is in doubt: awaits rerun,
+    skip or fail"`` (each call and what it waits for, ``PendingCallInfo.awaits``), or ``"no
+    call is pending"``."""
     if not pending:
         return "no call is pending"
-    return "pending: " + ", ".join(f"call {p.call_key} (tool {p.tool!r}, awaiting {p.kind})" for p in pending)
+    return "; ".join(f"call {p.call_key} to {p.tool!r} {_awaits(p)}" for p in pending)
+
+
+def _awaits(p: Any) -> str:
+    awaits = getattr(p, "awaits", None)
+    return awaits if isinstance(awaits, str) else f"awaits {p.kind}"

@@ -34,7 +34,7 @@ from ..plugins import MaybeAwaitable, Plugin
 from ..runtime import CodeRuntime, Raised, SessionRestoringRuntime
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
-from ..sessions._turns import TurnRecord, new_claim
+from ..turns._record import TurnRecord, new_claim
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
 from ..telemetry import start_agent_run
 from ..tools import FunctionTool, Tool, ToolContext
@@ -57,11 +57,11 @@ from ._output import (
     truncate_middle,
 )
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
-from ._protocol import TURN_FORMAT, claim_decisions
+from ..turns._codec import TURN_FORMAT, claim_decisions
 from ._recovery import drop_slot, release_claim, restore
 from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event, gated_tools, unknown_tool_error
-from ._stepper import run_step
-from ._turn import LeaseKeeper, verify_turn
+from ..runtime._stepper import run_step
+from ..turns._verify import LeaseKeeper, verify_turn
 
 __all__ = (
     "DEFAULT_MAX_ERROR_CHARS",
@@ -659,6 +659,10 @@ class CodeActAgent(BaseAgent):
             ev.invocation_id for ev in events if ev.author != "user" and ev.error_code == "codeact.max_iterations"
         }
         for ev in events:
+            if ev.kind == "turn_discarded" and ev.content is not None:
+                # what a discarded paused turn had done: the model is told before the new message
+                history.append(Content.from_text(ev.content.text, role="user"))
+                continue
             if ev.kind is not None:
                 if ev.kind in INTERMEDIATE_KINDS and ev.invocation_id in continued and ev.content is not None:
                     if ev.kind == "model_reply":

@@ -24,7 +24,7 @@ from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import CallbackContext, InvocationContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, merge_actions, run_bare_tool, run_tool
 from ._namespace import Namespace, Prepared
-from ._turn import LeaseKeeper
+from ..turns._verify import LeaseKeeper
 
 if TYPE_CHECKING:
     from ..telemetry import AgentRun
