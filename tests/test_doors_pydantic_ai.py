@@ -224,3 +224,58 @@ async def test_an_approval_of_a_settled_pause_never_approves_the_next_one(tmp_pa
         third = await same.run(message_history=first.all_messages(), deferred_tool_results=approve(second.output))
         assert third.output == "done: {'value': ['paid 5', 'paid 5'], 'stdout': ''}"
         assert calls == [("pay", 5), ("pay", 5)]
+
+
+CHILD = """
+import json, sys
+import anyio
+from pydantic_ai import DeferredToolResults
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+sys.path.insert(0, sys.argv[3])
+import test_doors_pydantic_ai as t
+from codeact.exceptions import NoPendingCallError
+from codeact.sessions import SqliteSessionService
+
+async def main():
+    history = ModelMessagesTypeAdapter.validate_json(open(sys.argv[2]).read())
+    calls = []
+    with SqliteSessionService(sys.argv[1]) as store:
+        try:
+            run = await t.agent(calls, session_service=store).run(
+                message_history=history, deferred_tool_results=DeferredToolResults(approvals={"call-1": True})
+            )
+            print(json.dumps({"output": run.output, "calls": calls}))
+        except NoPendingCallError as exc:
+            print(json.dumps({"refused": str(exc), "calls": calls}))
+
+anyio.run(main)
+"""
+
+
+async def test_an_approval_replayed_by_another_os_process_runs_nothing(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    calls: list[tuple[str, Any]] = []
+    db = tmp_path / "pauses.db"
+    with SqliteSessionService(db) as store:
+        first, _ = await paused(calls, session_service=store)
+    (tmp_path / "history.json").write_bytes(first.all_messages_json())
+    (tmp_path / "child.py").write_text(CHILD)
+    tests = str(Path(__file__).resolve().parent)
+
+    def child() -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, str(tmp_path / "child.py"), str(db), str(tmp_path / "history.json"), tests],
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr.decode()[-3000:]
+        return dict(json.loads(done.stdout.decode().strip().splitlines()[-1]))
+
+    once = child()  # a handler process: approvals={id: True}, no metadata
+    assert once["output"] == "done: {'value': 'paid 900', 'stdout': 'paying 900\\n'}"
+    assert once["calls"] == [["pay", 900]]
+    twice = child()  # the same request delivered again, to another process
+    assert "already resumed" in twice["refused"] and twice["calls"] == []
