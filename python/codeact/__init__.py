@@ -102,9 +102,9 @@ from .sessions import (
     UsageMetadata,
 )
 from .skills import Skill, SkillIndex, SkillPolicy
-from .turns import Decision
 from .tools import FunctionTool, LongRunningFunctionTool, State, Tool, ToolContext, tool
 from .toolsets import FunctionToolset, Toolset
+from .turns import Decision
 
 __version__ = "0.2.0"
 

@@ -707,7 +707,14 @@ def _call(fn: Any) -> Any:
         raise typer.Exit(1) from None
 
 
-_CLI_VERBS = {"approve": "approve", "deny": "deny", "complete": "complete", "rerun": "rerun", "skip": "skip", "fail": "fail"}
+_CLI_VERBS = {
+    "approve": "approve",
+    "deny": "deny",
+    "complete": "complete",
+    "rerun": "rerun",
+    "skip": "skip",
+    "fail": "fail",
+}
 """The ``codeact sessions decide`` verb for each decision a pending call accepts."""
 
 DECIDE_VERBS = ("approve", "deny", "complete", "rerun", "skip", "fail", "recover")
@@ -838,9 +845,7 @@ def sessions_decide(
     if verb == "complete" and (value is None) == (error is None):
         _err().print("complete: give exactly one of --value and --error", style="red")
         raise typer.Exit(2)
-    decision = _decision(
-        verb, call, value=_json_or_text(value), error=error, reason=reason, digest=digest, actor=actor
-    )
+    decision = _decision(verb, call, value=_json_or_text(value), error=error, reason=reason, digest=digest, actor=actor)
     chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
     _decide(decision, session_id, db, app_name, user, agent, chat_agent)
 

@@ -14,16 +14,7 @@ import anyio
 from .agent._agent_tool import set_default_runner_factory
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InDoubtDecision, InvocationContext, RunConfig
-from .turns._codec import (
-    CompletionError,
-    PendingCallInfo,
-    announced_keys,
-    announcement_events,
-    decision_value,
-    plain_value_problem,
-)
-from .turns._verify import TurnView, open_journal
-from .events import CALL_ACCEPTS, Content, Event, EventActions, FunctionResponse, Part, new_id
+from .events import Content, Event, EventActions, FunctionResponse, Part, new_id
 from .exceptions import (
     AlreadyResumingError,
     CallsPendingError,
@@ -40,10 +31,19 @@ from .exceptions import (
 from .services import BaseArtifactService, BaseMemoryService, SecretsProvider
 from .sessions import BaseSessionService, InMemorySessionService, SessionNotFoundError
 from .sessions._journal import TurnSlot
+from .sessions._types import Session
+from .turns._codec import (
+    CompletionError,
+    PendingCallInfo,
+    announced_keys,
+    announcement_events,
+    decision_value,
+    plain_value_problem,
+)
 from .turns._decision import Decision, check_accepted, check_supported
 from .turns._record import Claim, Clock, TurnRecord, claim_abandoned, new_claim, release_owner
 from .turns._turn import Turn, discard_notice, in_flight_calls
-from .sessions._types import Session
+from .turns._verify import TurnView, open_journal
 
 __all__ = ("Runner", "TurnInfo")
 
@@ -562,7 +562,9 @@ class Runner:
         record = turn.record
         if record is None:
             where = turn.view.record.turn if turn.view.record is not None and turn.view.seal_failed else ""
-            return TurnInfo(status="stale", turn=where, reason=turn.stale or "", seal_failed=turn.view.seal_failed), turn
+            return TurnInfo(
+                status="stale", turn=where, reason=turn.stale or "", seal_failed=turn.view.seal_failed
+            ), turn
         info = TurnInfo(
             status=turn.status(self.clock),
             turn=record.turn,
@@ -649,11 +651,11 @@ class Runner:
                     "and names no such call; nothing ran"
                 )
             key = call_key or str(keys[0])
-            kind = next((p.get("kind") for p in entries if p.get("call_key") == key), "confirmation")
+            kind = next((p.get("kind") for p in entries if p.get("call_key") == key), None)
             stale = PendingCallInfo(
                 call_key=key,
                 tool="",
-                kind=kind if kind in CALL_ACCEPTS else "confirmation",
+                kind=kind if kind in ("completion", "in_doubt") else "confirmation",
                 invocation_id="",
             )
             check_accepted(decision, stale, [stale])
@@ -677,9 +679,7 @@ class Runner:
             matching = [p for p in pending if verb in p.accepts]
             if len(matching) == 1:
                 return matching[0], turn
-            reason = (
-                f"no call accepts {verb!r}" if not matching else f"{len(matching)} calls accept {verb!r}; name one"
-            )
+            reason = f"no call accepts {verb!r}" if not matching else f"{len(matching)} calls accept {verb!r}; name one"
             raise NoPendingCallError(
                 f"cannot {verb} without a call key in session {session_id!r}: {reason} ({describe_pending(pending)})",
                 pending,
@@ -752,9 +752,9 @@ class Runner:
         self, decision: Decision, user_id: str, session_id: str, run_config: RunConfig | None
     ) -> tuple[RunConfig, Content | None, Turn | None]:
         """The run options (and, for a completion, the message) that carry ``decision`` into
-        ``run_async``, and the verified turn it was checked against (None for a redelivery). A decision sent again under a run key already seen is matched again
-        only against what is still pending (``run_async``), never refused for a call it
-        already decided."""
+        ``run_async``, and the verified turn it was checked against (None for a redelivery).
+        A decision sent again under a run key already seen is matched again only against
+        what is still pending (``run_async``), never refused for a call it already decided."""
         rc = run_config or RunConfig()
         verb, call_key, digest = decision.verb, decision.call_key, decision.digest
         redelivery = decision.run_key is not None and await self._finished(user_id, session_id, decision.run_key)
@@ -777,8 +777,8 @@ class Runner:
         if verb == "complete":
             assert call_key is not None
             if info is None:
-                turn = await self.turn_info(user_id=user_id, session_id=session_id)
-                tool = next((p.tool for p in turn.pending if p.call_key == call_key), "") if turn is not None else ""
+                shown = await self.turn_info(user_id=user_id, session_id=session_id)
+                tool = next((p.tool for p in shown.pending if p.call_key == call_key), "") if shown is not None else ""
             else:
                 tool = info.tool
             response = FunctionResponse(name=tool, response=decision.payload, id=call_key, error=decision.error)
@@ -936,7 +936,6 @@ class Runner:
             run_key=run_key,
         )
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
-
 
     async def _only_pending(self, user_id: str, session_id: str, kinds: tuple[str, ...]) -> str | None:
         """The key of the one call of ``kinds`` pending and not started, or None (none, or

@@ -32,12 +32,15 @@ from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, Llm, LlmRequest, LlmResponse
 from ..plugins import MaybeAwaitable, Plugin
 from ..runtime import CodeRuntime, Raised, SessionRestoringRuntime
+from ..runtime._stepper import run_step
 from ..services._artifacts import check_filename
 from ..sessions._journal import TurnSlot
-from ..turns._record import TurnRecord, new_claim
 from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
 from ..telemetry import start_agent_run
 from ..tools import FunctionTool, Tool, ToolContext
+from ..turns._codec import TURN_FORMAT, claim_decisions
+from ..turns._record import TurnRecord, new_claim
+from ..turns._verify import LeaseKeeper, verify_turn
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolOutcome, call_callback
@@ -57,11 +60,8 @@ from ._output import (
     truncate_middle,
 )
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
-from ..turns._codec import TURN_FORMAT, claim_decisions
 from ._recovery import drop_slot, release_claim, restore
 from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event, gated_tools, unknown_tool_error
-from ..runtime._stepper import run_step
-from ..turns._verify import LeaseKeeper, verify_turn
 
 __all__ = (
     "DEFAULT_MAX_ERROR_CHARS",

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..events import Content, Event, EventActions
 from ..services._access import ServiceAccess
 from ..sessions._journal import TurnSlot
-from ..turns._record import DEFAULT_CLAIM_LEASE, Claim, Clock
 from ..sessions._types import Session
 from ..tools._context import State
+from ..turns._record import DEFAULT_CLAIM_LEASE, Claim, Clock
 
 if TYPE_CHECKING:
     from ..services import BaseArtifactService, BaseMemoryService, SecretsProvider

@@ -43,14 +43,10 @@ from ..exceptions import (
     TurnConflictError,
 )
 from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
+from ..runtime._stepper import INLINE_WAIT, await_ticket, run_step
 from ..runtime.monty import FINAL_ANSWER, StepTicket, final_answer_step
 from ..sessions._journal import JournalRecord
-from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..tools import FunctionTool, Tool
-from ._dispatch import failure_of, run_bare_tool, terminal_signal
-from ._output import step_output
-from ._pacing import StopPacer
-from ._position import paused_position
 from ..turns._codec import (
     INLINE_VALUE_LIMIT,
     MAX_VALUE_BYTES,
@@ -63,8 +59,12 @@ from ..turns._codec import (
     plain_args_digest,
     value_problem,
 )
-from ..runtime._stepper import INLINE_WAIT, await_ticket, run_step
+from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..turns._verify import call_digest, journal_scope, record_data, seal_journal, seal_record, slot_data
+from ._dispatch import failure_of, run_bare_tool, terminal_signal
+from ._output import step_output
+from ._pacing import StopPacer
+from ._position import paused_position
 
 if TYPE_CHECKING:
     from ._run import Run

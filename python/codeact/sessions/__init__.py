@@ -70,7 +70,16 @@ if TYPE_CHECKING:
     from ._postgres import PostgresSessionService as PostgresSessionService
 
 _TURN_NAMES = frozenset(
-    {"DEFAULT_CLAIM_LEASE", "TURN_FORMAT", "CallPosition", "Claim", "Clock", "PendingEntry", "TurnRecord", "claim_abandoned"}
+    {
+        "DEFAULT_CLAIM_LEASE",
+        "TURN_FORMAT",
+        "CallPosition",
+        "Claim",
+        "Clock",
+        "PendingEntry",
+        "TurnRecord",
+        "claim_abandoned",
+    }
 )
 """The turn record's types, owned by ``codeact.turns`` (issue 47) and still importable from
 here, where the store contract first named them; read on first use, so the sessions layer

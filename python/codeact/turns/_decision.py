@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from ..events import CALL_ACCEPTS, PendingCallInfo
 from ..exceptions import DecisionRefusedError, EditNotSupportedError, ValueConversionError, describe_pending
@@ -71,6 +71,13 @@ class Decision(BaseModel):
     error: str | None = None
     run_key: str | None = None
 
+    @field_validator("error", mode="before")
+    @classmethod
+    def _error_text(cls, error: Any) -> Any:
+        if error is not None and not isinstance(error, str):
+            raise ValueError(f"error must be a str, not {type(error).__name__}")
+        return error
+
     @model_validator(mode="after")
     def _shape(self) -> Decision:
         verb = self.verb
@@ -88,13 +95,15 @@ class Decision(BaseModel):
         if self.error is not None and verb != "complete":
             raise ValueError(f"error is for 'complete' decisions only, not {verb!r}")
         if self.error is not None and self.payload is not None:
-            raise ValueError("give either payload or error, not both")
+            raise ValueError("complete a call with either value or error (payload or error), not both")
         takes_payload = verb == "complete" or (verb == "resolve" and self.action == "skip")
         if self.payload is not None and not takes_payload:
             what = f"'resolve' with action {self.action!r}" if verb == "resolve" else repr(verb)
             raise ValueError(f"payload is for 'complete' and 'resolve' with 'skip' decisions only, not {what}")
         if takes_payload and self.error is None:
-            problem = plain_value_problem(self.payload, f"the value of the {verb!r} decision for call {self.call_key!r}")
+            problem = plain_value_problem(
+                self.payload, f"the value of the {verb!r} decision for call {self.call_key!r}"
+            )
             if problem is not None:
                 raise ValueConversionError(f"{problem}; nothing was claimed or stored")
         return self
@@ -129,7 +138,8 @@ def check_accepted(decision: Decision, call: PendingCallInfo, pending: list[Pend
     if decision.act in accepts:
         return
     raise DecisionRefusedError(
-        f"cannot {decision.act} call {call.call_key} to {call.tool!r}: it {call.awaits} and accepts only {_either(accepts)} "
+        f"cannot {decision.act} call {call.call_key} to {call.tool!r}: it {call.awaits} and accepts only "
+        f"{_either(accepts)} "
         f"({describe_pending(pending)}); nothing was claimed or stored and no tool ran",
         pending,
         call_key=call.call_key,

@@ -120,9 +120,7 @@ def journal_calls(turn: str, journal: list[JournalRecord]) -> tuple[list[str], l
     return ran, started
 
 
-def discard_notice(
-    author: str, invocation_id: str, turn: Turn, pending: list[PendingCallInfo], reason: str
-) -> Event:
+def discard_notice(author: str, invocation_id: str, turn: Turn, pending: list[PendingCallInfo], reason: str) -> Event:
     """The event stored when a paused turn is discarded (``on_pending_message="discard"``):
     it names each discarded call and what it awaited, and the calls of that turn that had
     already run (or started), so the model, which sees it in its history as a note before

@@ -12,12 +12,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..turns._verify import open_journal
 from ..events import Event, PendingCallInfo
 from ..exceptions import CodeActError, SessionNotFoundError
 from ..runner import Runner
 from ..sessions import Session
 from ..turns._record import claim_abandoned, record_problem
+from ..turns._verify import open_journal
 
 Redact = Callable[[str], str]
 
