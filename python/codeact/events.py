@@ -278,11 +278,14 @@ class Event(BaseModel):
     def is_final_response(self) -> bool:
         """True when the event ends the run from the caller's point of view: a final
         answer, an error, a transfer, an escalation, or a pause for a long-running tool's
-        result. A confirmation request is not final (as in Google ADK, it asks the caller
-        for a decision; ``actions.requested_tool_confirmations`` holds the calls)."""
+        result. A pause for a human decision (``interrupted``) is not final: a confirmation
+        request (as in Google ADK, it asks the caller for a decision;
+        ``actions.requested_tool_confirmations`` holds the calls) or the announcement of a
+        call in doubt (it awaits rerun, skip or fail). Progress events (``INTERMEDIATE_KINDS``)
+        are never final."""
         a = self.actions
-        if a.requested_tool_confirmations and not self.error_code:
-            return False
+        if (a.requested_tool_confirmations or self.interrupted) and not self.error_code:
+            return False  # a pause for a human decision (a confirmation, a call in doubt)
         if not self.error_code and (self.kind is not None and self.kind in INTERMEDIATE_KINDS):
             return False
         return bool(

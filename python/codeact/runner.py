@@ -40,9 +40,9 @@ from .turns._codec import (
     decision_value,
     plain_value_problem,
 )
-from .turns._decision import Decision, check_accepted, check_supported
+from .turns._decision import Decision, check_supported
 from .turns._record import Claim, Clock, TurnRecord, claim_abandoned, new_claim, release_owner
-from .turns._turn import Turn, discard_notice, in_flight_calls
+from .turns._turn import Turn, discard_notice, in_flight_calls, pick_call
 from .turns._verify import TurnView, open_journal
 
 __all__ = ("Runner", "TurnInfo")
@@ -176,8 +176,10 @@ class Runner:
         Args:
             user_id / session_id: the session (see ``auto_create_session``).
             new_message: the user's message (text or ``Content``); it may carry function
-                responses completing a long-running call. None resumes without one (and
-                recovers an interrupted turn). The same message sent again after a run that
+                responses completing a long-running call. None resumes without one (it
+                re-announces the pending calls, or recovers an interrupted turn); on a
+                session with nothing in flight it returns at once: no model call, no event,
+                nothing stored. The same message sent again after a run that
                 stored nothing after it (a ``ModelError`` on the first model call) retries
                 that invocation: it is not stored twice.
             run_config: per-run options (confirmation decisions, discarding a checkpoint).
@@ -626,73 +628,14 @@ class Runner:
             DecisionRefusedError: the call's kind does not accept the decision.
         """
         verb = decision.act
-        call_key = decision.call_key
         if run_config is not None and run_config.discard_pending_checkpoint:
             raise ValueError(
                 f"cannot {verb} with RunConfig(discard_pending_checkpoint=True): discarding drops the paused script "
                 f"the {verb} resumes; call Runner.discard_pending_checkpoint() instead. Nothing ran"
             )
-        info, turn = await self._turn_state(user_id, session_id)
-        if info is not None and info.status == "stale" and info.seal_failed:
-            # Not this session's turn as sealed (edited, copied from another session, or
-            # sealed by 0.2.0): nothing it names is decided and nothing is stored.
-            raise StaleCheckpointError(f"cannot {verb} in session {session_id!r}: {info.reason}")
-        if info is not None and info.status == "stale":
-            # The run that follows reports the stale turn with an event and claims nothing:
-            # the decision is never used, the call stays as it was. Only a key the stored
-            # record names gets that far; anything else matches nothing.
-            slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
-            raw = slot.data.get("pending") if slot is not None else None
-            entries = [p for p in raw if isinstance(p, dict)] if isinstance(raw, list) else []
-            keys = [p.get("call_key") for p in entries]
-            if (call_key is None and len(keys) != 1) or (call_key is not None and call_key not in keys):
-                raise NoPendingCallError(
-                    f"cannot {verb} in session {session_id!r}: the stored turn cannot be resumed here ({info.reason}) "
-                    "and names no such call; nothing ran"
-                )
-            key = call_key or str(keys[0])
-            kind = next((p.get("kind") for p in entries if p.get("call_key") == key), None)
-            stale = PendingCallInfo(
-                call_key=key,
-                tool="",
-                kind=kind if kind in ("completion", "in_doubt") else "confirmation",
-                invocation_id="",
-            )
-            check_accepted(decision, stale, [stale])
-            return stale, None
-        pending = info.pending if info is not None else []
-        if info is not None and info.status == "running":
-            assert info.claim is not None
-            raise AlreadyResumingError(
-                f"cannot {verb} in session {session_id!r}: another runner, {info.claim.describe()}, is resuming it; "
-                "nothing ran here",
-                pending,
-            )
-        if info is not None and info.in_flight and (call_key is None or call_key in info.in_flight):
-            raise AlreadyResumingError(
-                f"cannot {verb} in session {session_id!r}: call {call_key or info.in_flight[0]} was already decided "
-                f"and started, and its runner ({info.claim.describe() if info.claim else 'unknown'}) stopped before "
-                "its outcome was recorded; recover the turn with Runner.recover() or `codeact sessions recover`",
-                pending,
-            )
-        if call_key is None:
-            matching = [p for p in pending if verb in p.accepts]
-            if len(matching) == 1:
-                return matching[0], turn
-            reason = f"no call accepts {verb!r}" if not matching else f"{len(matching)} calls accept {verb!r}; name one"
-            raise NoPendingCallError(
-                f"cannot {verb} without a call key in session {session_id!r}: {reason} ({describe_pending(pending)})",
-                pending,
-            )
-        found = next((p for p in pending if p.call_key == call_key), None)
-        if found is None:
-            raise NoPendingCallError(
-                f"cannot {verb} call {call_key!r} in session {session_id!r}: it matches no pending call "
-                f"({describe_pending(pending)}); nothing ran",
-                pending,
-            )
-        check_accepted(decision, found, pending)
-        return found, turn
+        _, turn = await self._turn_state(user_id, session_id)
+        call = pick_call(turn, decision, session_id, self.clock)
+        return call, (turn if call.tool else None)
 
     async def decide(
         self,
@@ -1219,12 +1162,7 @@ def _paused_unannounced(record: TurnRecord | None, run_key: str, mine: list[Even
     nothing) do not name every pending call: it stopped before storing them all."""
     if record is None or record.status != "suspended" or record.claim is not None or record.run_key != run_key:
         return False
-    announced: set[str] = set()
-    for event in reversed(mine):
-        if not (event.interrupted or event.long_running_tool_ids):
-            break
-        announced.update(announced_keys(event))
-    return not {p.call_key for p in record.pending} <= announced
+    return not {p.call_key for p in record.pending} <= announced_keys(mine)
 
 
 def _record_of(slot: TurnSlot | None) -> TurnRecord | None:

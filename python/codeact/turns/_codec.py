@@ -92,10 +92,11 @@ def announcement_events(
     - the calls awaiting approval or denial: a confirmation request
       (``requested_tool_confirmations``; ``interrupted``; not ``is_final_response()``);
     - the calls in doubt (they started before their runner stopped and may have run): a
-      notice saying so and offering rerun, skip or fail (``custom_metadata``
-      ``{"codeact_kind": "in_doubt", "call_keys": [...], "awaits": "resolve"}``;
-      ``interrupted``; a progress event, not ``is_final_response()``); never a confirmation
-      request, which no approval could settle;
+      notice saying so and offering rerun, skip or fail (``interrupted``, not
+      ``is_final_response()``; ``custom_metadata`` ``{"codeact_kind": "in_doubt",
+      "call_keys": [...], "awaits": "resolve"}``, which the first event of a suspension
+      does not keep: the driver's in-doubt notice before it, action ``"ask"``, names the
+      call); never a confirmation request, which no approval could settle;
     - the long-running calls awaiting their result: a function-call event
       (``long_running_tool_ids``).
     """
@@ -163,14 +164,25 @@ def announcement_events(
     return events
 
 
-def announced_keys(event: Event) -> set[str]:
-    """The call keys a pause announcement (``announcement_events``) names: the confirmation
-    request's, the in-doubt notice's and the long-running calls'; empty for other events."""
-    keys = set(event.actions.requested_tool_confirmations)
-    keys.update(event.long_running_tool_ids or ())
-    meta = event.custom_metadata or {}
-    if meta.get("codeact_kind") == "in_doubt" and isinstance(meta.get("call_keys"), list):
-        keys.update(str(k) for k in meta["call_keys"])
+def announced_keys(events: list[Event]) -> set[str]:
+    """The call keys the pause announcement at the end of ``events`` (a run's stored events,
+    in order) names: the confirmation request's, the long-running calls' and the calls in
+    doubt's (named by the in-doubt notices, ``codeact_kind`` ``"in_doubt"`` with action
+    ``"ask"``, that precede a stored pause); empty when ``events`` does not end with one."""
+    keys: set[str] = set()
+    paused = False
+    for event in reversed(events):
+        meta = event.custom_metadata or {}
+        asks = meta.get("codeact_kind") == "in_doubt" and meta.get("action") == "ask"
+        if not (event.interrupted or event.long_running_tool_ids or asks):
+            break
+        paused = paused or event.interrupted
+        keys.update(event.actions.requested_tool_confirmations)
+        keys.update(event.long_running_tool_ids or ())
+        if isinstance(meta.get("call_keys"), list):
+            keys.update(str(k) for k in meta["call_keys"])
+        if asks and paused and isinstance(meta.get("call_key"), str):
+            keys.add(meta["call_key"])
     return keys
 
 

@@ -17,11 +17,13 @@ from typing import Any, Literal
 import pydantic_core
 
 from ..events import Content, Event, PendingCallInfo
+from ..exceptions import AlreadyResumingError, NoPendingCallError, StaleCheckpointError, describe_pending
 from ..sessions._journal import JournalRecord, TurnSlot
+from ._decision import Decision, check_accepted
 from ._record import Clock, TurnRecord, claim_abandoned
 from ._verify import TurnView
 
-__all__ = ("Turn", "TurnStatus", "discard_notice", "in_flight_calls", "journal_calls")
+__all__ = ("Turn", "TurnStatus", "discard_notice", "in_flight_calls", "journal_calls", "pick_call")
 
 TurnStatus = Literal["suspended", "running", "interrupted", "stale"]
 """``"suspended"`` (paused, at rest), ``"running"`` (a live runner holds its claim),
@@ -150,3 +152,77 @@ def discard_notice(author: str, invocation_id: str, turn: Turn, pending: list[Pe
         content=Content.from_text(" ".join(lines), role="model"),
         custom_metadata=meta,
     )
+
+
+def pick_call(turn: Turn | None, decision: Decision, session_id: str, clock: Clock) -> PendingCallInfo:
+    """The pending call of ``turn`` (None: the session has no turn in flight) that
+    ``decision`` decides, after checking that its kind accepts it (SPEC §5 v4). For a stale
+    turn that this runner cannot resume (not a failed seal), the call is the one the stored
+    record names (``tool`` ``""``): the run that follows reports the stale turn and claims
+    nothing, the call stays as it was.
+
+    Raises:
+        StaleCheckpointError: the stored turn's seal does not hold in this session.
+        AlreadyResumingError: another runner drives the turn, or the call already started
+            under a runner that stopped (recover the turn).
+        NoPendingCallError: the key matches no pending call, or none is given and not exactly
+            one call accepts the decision.
+        DecisionRefusedError: the call's kind does not accept the decision.
+    """
+    verb, call_key = decision.act, decision.call_key
+    if turn is not None and turn.record is None:
+        if turn.view.seal_failed:
+            # Not this session's turn as sealed (edited, copied from another session, or
+            # sealed by 0.2.0): nothing it names is decided and nothing is stored.
+            raise StaleCheckpointError(f"cannot {verb} in session {session_id!r}: {turn.stale}")
+        raw = turn.slot.data.get("pending")
+        entries = [p for p in raw if isinstance(p, dict)] if isinstance(raw, list) else []
+        keys = [p.get("call_key") for p in entries]
+        if (call_key is None and len(keys) != 1) or (call_key is not None and call_key not in keys):
+            raise NoPendingCallError(
+                f"cannot {verb} in session {session_id!r}: the stored turn cannot be resumed here ({turn.stale}) "
+                "and names no such call; nothing ran"
+            )
+        key = call_key or str(keys[0])
+        kind = next((p.get("kind") for p in entries if p.get("call_key") == key), None)
+        stale = PendingCallInfo(
+            call_key=key, tool="", kind=kind if kind in ("completion", "in_doubt") else "confirmation", invocation_id=""
+        )
+        check_accepted(decision, stale, [stale])
+        return stale
+    pending = turn.pending if turn is not None else []
+    record = turn.record if turn is not None else None
+    claim = record.claim if record is not None else None
+    if turn is not None and turn.status(clock) == "running":
+        assert claim is not None
+        raise AlreadyResumingError(
+            f"cannot {verb} in session {session_id!r}: another runner, {claim.describe()}, is resuming it; "
+            "nothing ran here",
+            pending,
+        )
+    in_flight = sorted(turn.in_flight) if turn is not None else []
+    if in_flight and (call_key is None or call_key in in_flight):
+        raise AlreadyResumingError(
+            f"cannot {verb} in session {session_id!r}: call {call_key or in_flight[0]} was already decided "
+            f"and started, and its runner ({claim.describe() if claim else 'unknown'}) stopped before "
+            "its outcome was recorded; recover the turn with Runner.recover() or `codeact sessions recover`",
+            pending,
+        )
+    if call_key is None:
+        matching = [p for p in pending if verb in p.accepts]
+        if len(matching) == 1:
+            return matching[0]
+        reason = f"no call accepts {verb!r}" if not matching else f"{len(matching)} calls accept {verb!r}; name one"
+        raise NoPendingCallError(
+            f"cannot {verb} without a call key in session {session_id!r}: {reason} ({describe_pending(pending)})",
+            pending,
+        )
+    found = next((p for p in pending if p.call_key == call_key), None)
+    if found is None:
+        raise NoPendingCallError(
+            f"cannot {verb} call {call_key!r} in session {session_id!r}: it matches no pending call "
+            f"({describe_pending(pending)}); nothing ran",
+            pending,
+        )
+    check_accepted(decision, found, pending)
+    return found
