@@ -1176,6 +1176,7 @@ def _fields(event: Event) -> dict[str, Any]:
         "long_running_tool_ids": event.long_running_tool_ids,
         "interrupted": event.interrupted,
         "turn_complete": event.turn_complete,
+        "custom_metadata": event.custom_metadata,  # the in-doubt announcement's kind and call keys
     }
 
 
