@@ -35,7 +35,7 @@ RULES: dict[str, tuple[str, str]] = {
     "bound method value assigned": ("bound_method", "d = {'a': 2}\nf = d.get\nf('a') == 2"),
     "bound method as key=": ("bound_method", "d = {'a': 2, 'b': 1}\nsorted(d, key=d.get) == ['b', 'a']"),
     "str method as map callable": ("bound_method", "list(map(str.upper, ['a'])) == ['A']"),
-    "next on a generator expression": ("next_genexp", "next((x for x in [1, 2] if x > 1), None) == 2"),
+    "next on a generator expression": ("lazy_genexp", "next((x for x in [1, 2] if x > 1), None) == 2"),
     "tool call in a key= lambda": (
         "tool_in_callback",
         "sorted([1, 3, 2], key=lambda v: call_tool('double', {'x': -v})) == [3, 2, 1]",

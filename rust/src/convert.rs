@@ -149,12 +149,17 @@ fn monty_type_label(value: V<'_>) -> String {
             }
         }
         MontyNode::Function { name, .. } => format!("function ({name})"),
+        // By its own type (`ValueError`, `KeyError`), not the generic "Exception".
+        MontyNode::Exception { exc_type, arg } => match arg {
+            Some(text) => format!("{exc_type} ({exc_type}({text:?}))"),
+            None => format!("{exc_type} ({exc_type}())"),
+        },
         _ => value.r().type_name().to_string(),
     }
 }
 
 fn article(word: &str) -> &'static str {
-    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u', 'A', 'E', 'I', 'O', 'U']) {
         "an"
     } else {
         "a"

@@ -242,7 +242,8 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "next((o for o in xs if call_tool(...)), None), an unconsumed or stored generator): "
         "it runs every element at once, as a list",
         False,
-        "seen = []\ndef f(x):\n    seen.append(x)\n    return x > 1\nany(f(x) for x in [1, 2, 3])\nseen == [1, 2]",
+        "seen = []\ndef f(x):\n    seen.append(x)\n    return call_tool('double', {'x': x}) > 2\n"
+        "any(f(x) for x in [1, 2, 3])\nseen == [1, 2]",
         "a for loop that stops when it has what it needs: for o in xs: if call_tool(...): found = o; break",
         key="lazy_genexp",
         rewrite="consumed by sorted/list/tuple/set/frozenset/dict/str.join it becomes the comprehension; "

@@ -24,7 +24,7 @@ from ..exceptions import CodeRuntimeError, SnapshotError
 from ._check import cached_check_result, check_script_safely, format_findings
 from ._oneshot import RunResult, arun_script, run_script
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
-from ._subset import render_language_section
+from ._subset import STDLIB_MODULES, render_language_section
 
 if TYPE_CHECKING:
     from ._render import Tool
@@ -395,6 +395,7 @@ class MontyRuntime:
             prompt=self._build_prompt(),
             supports_await=True,
             supports_namespace_session=isolation == "in_process" and bool(namespace_sessions),
+            importable_modules=STDLIB_MODULES,
         )
 
     @property
