@@ -274,3 +274,15 @@ def test_no_test_case_that_monty_runs_is_refused() -> None:
         if isinstance(step, Complete):
             wrong.append((path.name, [str(f) for f in findings]))
     assert wrong == []
+
+
+def test_a_tool_import_refusal_names_every_unavailable_module_and_what_is_importable() -> None:
+    from codeact.runtime._precheck import precheck
+    from codeact.runtime._subset import STDLIB_MODULES
+
+    script = "import numpy\nimport statistics\nfrom tools import search\nsearch('x')"
+    message = precheck(script, tools=["search"], importable=STDLIB_MODULES)
+    assert message is not None
+    assert "`from tools import search`" in message
+    assert "line 1: `numpy` cannot be imported here" in message and "line 2: `statistics`" in message
+    assert "the importable modules are: " + ", ".join(sorted(STDLIB_MODULES)) in message
