@@ -105,7 +105,7 @@ async def test_schema_feedback_for_many_errors_stays_within_max_error_chars() ->
     within ``max_error_chars``, not 2,000 errors (161 KB before)."""
     bad = final([{"n": "x"} for _ in range(2000)])
     agent, _, model = scripted_agent([[bad], [final([{"n": 1}])]], output_schema=ROWS_SCHEMA, max_error_chars=4000)
-    events, _, _ = await run(agent)
+    await run(agent)
     feedback = next(t for t in texts(model.requests[1].contents) if "required schema" in t)
     assert len(feedback) <= 4000
     assert "2000 errors (the first 5 by path): 0/n: 'x' is not of type 'integer'" in feedback

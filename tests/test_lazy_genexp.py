@@ -21,19 +21,19 @@ ORDERS = [1, 2, 3, 4]
 
 
 def _tools(calls: list[tuple[str, Any]]) -> dict[str, Any]:
-    def check(id: int) -> bool:  # noqa: A002 - the tool's argument name
+    def check(id: int) -> bool:
         calls.append(("check", id))
         return id >= 2
 
-    def get(id: int) -> dict[str, int]:  # noqa: A002
+    def get(id: int) -> dict[str, int]:
         calls.append(("get", id))
         return {"id": id, "total": id * 60}
 
-    def price(id: int) -> int:  # noqa: A002
+    def price(id: int) -> int:
         calls.append(("price", id))
         return id * 10
 
-    def audit(id: int) -> None:  # noqa: A002
+    def audit(id: int) -> None:
         calls.append(("audit", id))
 
     return {"check": check, "get": get, "price": price, "audit": audit}
@@ -45,11 +45,11 @@ def on_cpython(script: str, functions_style: bool = False) -> tuple[list[tuple[s
     tools = _tools(calls)
     namespace: dict[str, Any] = {"orders": list(ORDERS), "call_tool": lambda name, args=None: tools[name](**args)}
     if functions_style:
-        namespace |= {name: (lambda f: lambda id: f(id=id))(f) for name, f in tools.items()}
+        namespace |= tools
     tree = ast.parse(script)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    exec(compile(tree, "main.py", "exec"), namespace)  # noqa: S102 - the reference run
-    value = eval(compile(ast.Expression(last.value), "main.py", "eval"), namespace) if last else None  # noqa: S307
+    exec(compile(tree, "main.py", "exec"), namespace)
+    value = eval(compile(ast.Expression(last.value), "main.py", "eval"), namespace) if last else None
     return calls, value
 
 
@@ -60,10 +60,7 @@ def on_monty(script: str, functions_style: bool = False, raw: bool = False) -> t
         rewrite_scripts=not raw,
         check_scripts=not raw,
     )
-    tools = _tools(calls)
-    if functions_style:
-        tools = {name: (lambda f: lambda id: f(id=id))(f) for name, f in tools.items()}
-    result = runtime.run(script, tools=tools, inputs={"orders": list(ORDERS)})
+    result = runtime.run(script, tools=_tools(calls), inputs={"orders": list(ORDERS)})
     return calls, result.value
 
 
@@ -113,7 +110,11 @@ def test_the_rewrite_makes_cpythons_calls_and_result(script):
 
 def test_a_bare_tool_name_in_the_functions_style():
     script = "any(check(o) for o in orders)"
-    assert on_monty(script, functions_style=True) == on_cpython(script, functions_style=True) == ([("check", 1), ("check", 2)], True)
+    assert (
+        on_monty(script, functions_style=True)
+        == on_cpython(script, functions_style=True)
+        == ([("check", 1), ("check", 2)], True)
+    )
 
 
 @pytest.mark.parametrize("script", REFUSED.values(), ids=REFUSED.keys())

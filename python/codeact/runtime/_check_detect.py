@@ -7,6 +7,7 @@ import ast
 import sys
 
 from ._check_facts import (
+    _BUILTIN_TYPES,
     _CALLBACK_HANDLERS,
     _DATETIME_GAPS,
     _ENTRIES,
@@ -16,7 +17,6 @@ from ._check_facts import (
     _STDLIB_ALTERNATIVES,
     _STDLIB_GAPS,
     _TOOL_CALLERS,
-    _BUILTIN_TYPES,
     Finding,
     _callable_slots,
     _callback_guarded,
@@ -365,4 +365,3 @@ def _bound(src: _Source, node: ast.Attribute) -> Finding:
         "bound_method",
         f"the method value {owner}.{node.attr} (not called) is not available; wrap it in a lambda: {alt}",
     )
-

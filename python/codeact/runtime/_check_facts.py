@@ -81,7 +81,6 @@ def format_findings(findings: tuple[Finding, ...] | list[Finding]) -> str:
     return "\n".join([head, *(f"- {f}" for f in findings)])
 
 
-
 # ------------------------------------------------------------------ positions and text
 
 
@@ -393,8 +392,6 @@ def _callable_slots(node: ast.Call) -> Iterator[tuple[str, ast.expr]]:
         yield name, node.args[0]
 
 
-
-
 def _path_encoding(node: ast.Call) -> list[ast.keyword]:
     """The ``encoding=`` / ``errors=`` keywords of a ``.read_text()`` / ``.write_text()`` call."""
     if isinstance(node.func, ast.Attribute) and node.func.attr in ("read_text", "write_text"):
@@ -494,4 +491,3 @@ def _callback_guarded(
         return False
     calls = [sub for sub in ast.walk(defs[0]) if _is_tool_call(sub, tool_callers, functions_style, user_names)]
     return bool(calls) and all(_guarded_by(c, parents, _CALLBACK_HANDLERS, within=defs[0]) for c in calls)
-

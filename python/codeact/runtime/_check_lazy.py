@@ -170,7 +170,7 @@ def _in_order(node: ast.AST) -> list[ast.AST] | None:
     if isinstance(node, ast.Subscript):
         return [node.value, node.slice]
     if isinstance(node, ast.BoolOp):
-        return node.values[:1]
+        return [node.values[0]]
     if isinstance(node, ast.IfExp):
         return [node.test]
     return None
@@ -278,7 +278,7 @@ def _loop(kind: str, gen: ast.GeneratorExp, call: ast.Call, names: _Names) -> li
     else:  # min / max: the first element, then each one that compares lower / higher
         op = "<" if kind == "min" else ">"
         key_fn = next((kw.value for kw in call.keywords if kw.arg == "key"), None)
-        default = next((kw.value for kw in call.keywords if kw.arg == "default"), None)
+        fallback = next((kw.value for kw in call.keywords if kw.arg == "default"), None)
         pre = [f"{f} = False"]
         if key_fn is None:
             body = [f"{x} = {elt}", f"if not {f} or {x} {op} {r}:", f"    {r} = {x}", f"    {f} = True"]
@@ -291,7 +291,8 @@ def _loop(kind: str, gen: ast.GeneratorExp, call: ast.Call, names: _Names) -> li
                 f"    {r}, {k} = {x}, {k}_new",
                 f"    {f} = True",
             ]
-        post = [f"if not {f}:", f"    {r} = {ast.unparse(default)}" if default else f"    {r} = {kind}(())"]
+        empty = ast.unparse(fallback) if fallback is not None else f"{kind}(())"
+        post = [f"if not {f}:", f"    {r} = {empty}"]
         nested = False
     lines: list[str] = []
     depth = 0
@@ -338,7 +339,9 @@ def _sites(tree: ast.Module, functions_style: bool) -> list[_Site]:
     return out
 
 
-def rewrite_lazy(tree: ast.Module, src: _Source, functions_style: bool, serial: int) -> tuple[str, list[Rewrite]] | None:
+def rewrite_lazy(
+    tree: ast.Module, src: _Source, functions_style: bool, serial: int
+) -> tuple[str, list[Rewrite]] | None:
     """One pass of the rewrites (None when there is none to make). ``serial`` numbers the
     names the loops bind, so that passes do not reuse them."""
     f = _facts(tree)

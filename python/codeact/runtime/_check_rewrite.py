@@ -35,7 +35,6 @@ def _rewrite_callable_value(node: ast.expr, modules: set[str]) -> str | None:
     return f"lambda *_a: {owner}.{node.attr}(*_a)"
 
 
-
 """(names of the json module, names ``dumps`` / ``dump`` are imported as)."""
 
 
@@ -89,7 +88,6 @@ def _rewrite_json_default(node: ast.Call, names: _JsonNames) -> str | None:
         walk.args[1:] = [node.args[0], value]
         obj = walk
     return ast.unparse(ast.Call(func=func, args=[obj, *node.args[1:]], keywords=keywords))
-
 
 
 # ------------------------------------------------------------------ the pass
@@ -186,4 +184,3 @@ def _apply(src: _Source, edits: list[tuple[ast.AST, str, str]]) -> tuple[str, li
         for start, end, replacement, node, key in kept
     ]
     return text, rewrites
-
