@@ -229,7 +229,9 @@ impl<'a> Tokens<'_, 'a> {
             match self.tokens[i].0 {
                 // decorators (and `@` as an operator), `del`, `await`
                 TokenKind::At | TokenKind::Del | TokenKind::Await => return true,
-                kind @ (TokenKind::Lpar | TokenKind::Lsqb | TokenKind::Lbrace) => brackets.push(kind),
+                kind @ (TokenKind::Lpar | TokenKind::Lsqb | TokenKind::Lbrace) => {
+                    brackets.push(kind)
+                }
                 TokenKind::Rpar | TokenKind::Rsqb | TokenKind::Rbrace => {
                     brackets.pop();
                 }
