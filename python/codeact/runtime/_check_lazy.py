@@ -143,6 +143,8 @@ def _inert(node: ast.AST) -> bool:
     """An expression whose evaluation calls nothing (a constant, a name, a display of those)."""
     if isinstance(node, (ast.Constant, ast.Name)):
         return True
+    if isinstance(node, ast.UnaryOp):  # a signed literal (`-1`); an operator on a name may call a method
+        return isinstance(node.operand, ast.Constant)
     if isinstance(node, ast.Attribute):
         return _inert(node.value)
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
