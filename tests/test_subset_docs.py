@@ -34,12 +34,16 @@ class Example:
     kind: str
     key: str
     script: str
-    line: int
+    construct: str  # the paragraph above the block
 
 
 def page_examples() -> list[Example]:
     text = PAGE.read_text(encoding="utf-8")
-    return [Example(m[1], m[2] or "", m[3], text.count("\n", 0, m.start()) + 1) for m in _BLOCK.finditer(text)]
+    out = []
+    for m in _BLOCK.finditer(text):
+        above = [line for line in text[: m.start()].splitlines() if line and not line.startswith("```")]
+        out.append(Example(m[1], m[2] or "", m[3], above[-1] if above else ""))
+    return out
 
 
 EXAMPLES = page_examples()
@@ -47,7 +51,7 @@ ENTRIES = {e.key: e for e in SUBSET if not e.supported}
 
 
 def _id(example: Example) -> str:
-    return f"{example.kind}-{example.key or example.line}"
+    return f"{example.kind}-{example.key or example.construct[:40]}"
 
 
 def on_cpython(script: str, folder: Path) -> None:
@@ -71,14 +75,25 @@ def on_monty(script: str, folder: Path, *, checked: bool) -> None:
 def test_the_page_shows_an_example_of_each_construct():
     works = [e for e in EXAMPLES if e.kind == "works"]
     assert len(works) == sum(e.supported for e in SUBSET)
-    text = PAGE.read_text(encoding="utf-8")
-    for entry in SUBSET:
-        if entry.supported:
-            assert f'\n{entry.construct}:\n\n```python title="works"\n' in text, entry.construct
     assert sorted(e.key for e in EXAMPLES if e.kind == "refused") == sorted(ENTRIES)
     assert sorted(e.key for e in EXAMPLES if e.kind == "rewritten") == sorted(
         k for k, e in ENTRIES.items() if e.rewrite
     )
+
+
+def test_each_construct_of_the_prompt_is_shown_on_the_page_as_it_behaves():
+    """The prompt's "Works:" line claims exactly the constructs the page shows working (each
+    example run below), and its "Not available" lines are those the page shows refused."""
+    prompt = MontyRuntime().capabilities().prompt
+    works_line = next(line for line in prompt.splitlines() if line.startswith("- Works: "))
+    shown = [e for e in SUBSET if e.supported]
+    assert works_line == "- Works: " + "; ".join(e.construct for e in shown) + "."
+    text = PAGE.read_text(encoding="utf-8")
+    for entry in shown:
+        assert f'\n{entry.construct}:\n\n```python title="works"\n' in text, entry.construct
+    for entry in ENTRIES.values():
+        assert f"  - {entry.construct}. Instead: " in prompt, entry.key
+        assert f'\n{entry.construct} (`{entry.key}`):\n\n```python title="refused: {entry.key}"\n' in text
 
 
 @pytest.mark.parametrize("example", [e for e in EXAMPLES if e.kind == "works"], ids=_id)
