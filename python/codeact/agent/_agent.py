@@ -57,6 +57,7 @@ from ._output import (
     output_header,
     render_final,
     render_observation,
+    schema_errors_summary,
     truncate_middle,
 )
 from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
@@ -1102,7 +1103,8 @@ class CodeActAgent(BaseAgent):
             try:
                 self._schema_adapter.validate_python(value)
             except ValidationError as exc:
-                return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
+                pairs = [(".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()]
+                return schema_errors_summary(pairs, self._schema_error_room())
             return None
         if self._schema_validator is not None:
             try:
@@ -1110,8 +1112,14 @@ class CodeActAgent(BaseAgent):
             except Exception as exc:  # a value JSON Schema has no word for (a tuple key in a pattern)
                 return f"the value cannot be checked against the schema ({type(exc).__name__}: {exc})"
             if errs:
-                return "; ".join(f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in errs)
+                pairs = [("/".join(map(str, e.path)), e.message) for e in errs]
+                return schema_errors_summary(pairs, self._schema_error_room())
         return None
+
+    def _schema_error_room(self) -> int:
+        """Characters the schema errors may take in the feedback (``max_error_chars`` less the
+        words around them)."""
+        return max(self.max_error_chars - 120, 200)
 
     # ------------------------------------------------------------------ tool calls
 
