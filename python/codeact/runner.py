@@ -6,78 +6,50 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 
+from ._runner_claims import (
+    ANNOUNCE,
+    DISCARD,
+    agent_for,
+    check_digest,
+    claim_for,
+    claim_turn,
+    delete_slot,
+    paused_unannounced,
+    record_of,
+    redelivered,
+    still_pending,
+    text_problem,
+)
 from .agent._agent_tool import set_default_runner_factory
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InDoubtDecision, InvocationContext, RunConfig
 from .events import Content, Event, EventActions, FunctionResponse, Part, new_id
 from .exceptions import (
     AlreadyResumingError,
-    CallsPendingError,
-    DecisionMismatchError,
-    DecisionRefusedError,
     NoPendingCallError,
     SnapshotError,
     StaleCheckpointError,
     StaleSessionError,
-    TurnConflictError,
     ValueConversionError,
-    describe_pending,
 )
 from .services import BaseArtifactService, BaseMemoryService, SecretsProvider
 from .sessions import BaseSessionService, InMemorySessionService, SessionNotFoundError
 from .sessions._journal import TurnSlot
 from .sessions._types import Session
-from .turns._codec import (
-    CompletionError,
-    PendingCallInfo,
-    announced_keys,
-    announcement_events,
-    decision_value,
-    plain_value_problem,
-)
+from .turns._codec import PendingCallInfo, announcement_events
 from .turns._decision import Decision, check_supported
-from .turns._record import Claim, Clock, TurnRecord, claim_abandoned, new_claim, release_owner
-from .turns._turn import Turn, discard_notice, in_flight_calls, pick_call
+from .turns._record import Claim, Clock, claim_abandoned, new_claim, release_owner
+from .turns._turn import Turn, TurnInfo, discard_notice, in_flight_calls, pick_call
 from .turns._verify import TurnView, open_journal
 
 __all__ = ("Runner", "TurnInfo")
 
 RUN_KEY = "codeact_run_key"
 """``Event.custom_metadata`` key naming the run key of the run that stored the event."""
-
-
-@dataclass
-class TurnInfo:
-    """The state of a session's in-flight turn (``Runner.turn_info``).
-
-    Attributes:
-        status: ``"suspended"`` (paused at ``pending``, nobody driving it), ``"running"`` (a
-            live runner drives it: ``claim``), ``"interrupted"`` (its runner stopped:
-            recover it with ``Runner.recover`` or ``codeact sessions recover``; ``in_flight``
-            lists the calls that had started) or ``"stale"`` (this agent cannot resume it:
-            ``reason``).
-        turn: the turn id, or "".
-        claim: who holds (or held) the turn, or None.
-        pending: the calls awaiting a decision or a result, from the verified continuation.
-        in_flight: call keys that started and have no recorded outcome (in doubt).
-        reason: why the turn is stale.
-        seal_failed: the turn is stale because a seal does not hold in this session (an
-            edited record, one copied from another session, or one sealed by 0.2.0):
-            decisions on it raise ``StaleCheckpointError``.
-    """
-
-    status: Literal["suspended", "running", "interrupted", "stale"]
-    turn: str = ""
-    claim: Claim | None = None
-    pending: list[PendingCallInfo] = field(default_factory=list)
-    in_flight: list[str] = field(default_factory=list)
-    reason: str = ""
-    seal_failed: bool = False
 
 
 class Runner:
@@ -146,15 +118,6 @@ class Runner:
             )
         return session
 
-    def _agent_for(self, session: Session, slot: TurnSlot | None = None) -> BaseAgent:
-        """The agent owning the in-flight turn (or a 0.1.0 checkpoint), else the root agent."""
-        for record in (slot.data if slot is not None else None, session.state.get(PENDING_STATE_KEY)):
-            if isinstance(record, dict) and isinstance(record.get("agent_name"), str):
-                owner = self.agent.find_agent(record["agent_name"])
-                if owner is not None:
-                    return owner
-        return self.agent
-
     def _transfer_config(self, agent: BaseAgent, base: RunConfig) -> RunConfig:
         parent = self.agent.find_parent(agent.name)
         if parent is None:
@@ -219,7 +182,7 @@ class Runner:
         run_config = run_config or RunConfig()
         content = Content.from_text(new_message) if isinstance(new_message, str) else new_message
         if content is not None:
-            problem = _text_problem(content)
+            problem = text_problem(content)
             if problem is not None:
                 raise ValueConversionError(f"{problem}; nothing was stored")
         responses = [p.function_response for p in content.parts if p.function_response] if content else []
@@ -231,7 +194,7 @@ class Runner:
         used: set[str] = set()
         if run_key is not None:
             mine = [e for e in session.events if (e.custom_metadata or {}).get(RUN_KEY) == run_key]
-            record = _record_of(slot)
+            record = record_of(slot)
             held = record is not None and record.claim is not None and record.claim.run_key == run_key
             if held:
                 # Interrupted (or still running elsewhere): recovered below. The decisions this
@@ -251,7 +214,7 @@ class Runner:
                     content = None
                 else:
                     stored_message = False
-            elif _paused_unannounced(record, run_key, mine):
+            elif paused_unannounced(record, run_key, mine):
                 # The run paused (its turn is stored, suspended) but stopped before its
                 # announcement was stored (it may have stored no event at all: an approval
                 # whose call ran and whose script paused at the next one): the redelivery
@@ -315,17 +278,17 @@ class Runner:
         view: TurnView | None = None
         discarded: Event | None = None
         if slot is not None and run_config.discard_pending_checkpoint:
-            await self._delete_slot(session, slot)
+            await delete_slot(self.session_service, session, slot)
             slot = None
         if slot is not None:
-            owner = self._agent_for(session, slot)
+            owner = agent_for(self.agent, session, slot)
             if turn is None or turn.slot.version != slot.version or not turn.strict:
                 turn = await self._load(owner, session, slot, run_config)
             if turn.stale is not None:
                 # Not claimed: the agent reports the stale turn with an event and the slot is left
                 # exactly as it was (the call stays pending for an agent that can resume it).
                 if content is not None and content.text and run_config.on_pending_message == "discard":
-                    await self._delete_slot(session, slot)
+                    await delete_slot(self.session_service, session, slot)
                     slot = None
                 # else the agent reports the stale turn (the slot is left as it is)
             else:
@@ -333,7 +296,7 @@ class Runner:
                 assert record is not None
                 pending = turn.pending
                 if redelivered:
-                    run_config, responses = _still_pending(run_config, responses, pending, used or set())
+                    run_config, responses = still_pending(run_config, responses, pending, used or set())
                     decided = bool(run_config.tool_confirmation_decisions or run_config.in_doubt_decisions or responses)
                 if record.claim is not None and not claim_abandoned(record.claim, self.clock):
                     raise AlreadyResumingError(
@@ -342,15 +305,15 @@ class Runner:
                         "lease expires",
                         pending,
                     )
-                action = self._claim_for(
+                action = claim_for(
                     record, pending, turn.in_flight, turn.interrupted, run_config, content, responses, decided
                 )
-                if action is _ANNOUNCE:
+                if action is ANNOUNCE:
                     for event in announcement_events(owner.name, invocation_id, pending):
                         yield event  # a re-announcement: nothing is stored
                     return
-                if action is _DISCARD:
-                    await self._delete_slot(session, slot)
+                if action is DISCARD:
+                    await delete_slot(self.session_service, session, slot)
                     slot = None
                     discarded = discard_notice(
                         owner.name, invocation_id, turn, pending, "a new message arrived while calls were pending"
@@ -366,7 +329,7 @@ class Runner:
                             },
                         }
                     )
-                    slot = await self._claim(session, slot, claim)
+                    slot = await claim_turn(self.session_service, session, slot, claim)
                     claimed = True
                     view = turn.view
         elif content is None and not decided and session.state.get(PENDING_STATE_KEY) is None:
@@ -378,7 +341,7 @@ class Runner:
                 f"session {session.id!r} has no pending call (its run finished or never paused); the decision or "
                 "function response matches nothing and nothing ran"
             )
-        agent = self._agent_for(session, slot)
+        agent = agent_for(self.agent, session, slot)
         if discarded is not None:
             await self._append(session, discarded, claimed, claim.run_key)
             yield discarded
@@ -483,10 +446,10 @@ class Runner:
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         found = False
         if slot is not None:
-            await self._delete_slot(session, slot)
+            await delete_slot(self.session_service, session, slot)
             found = True
         if session.state.get(PENDING_STATE_KEY) is not None:
-            owner = self._agent_for(session)
+            owner = agent_for(self.agent, session)
             event = Event(
                 invocation_id=new_id(),
                 author=owner.name,
@@ -556,7 +519,7 @@ class Runner:
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         if slot is None:
             return None, None
-        owner = self._agent_for(session, slot)
+        owner = agent_for(self.agent, session, slot)
         # A runner whose tree does not hold the turn's agent (a read-only tool) still lists
         # the calls, read from the continuation; resuming needs the agent (strict check).
         strict = owner.name == slot.data.get("agent_name")
@@ -703,13 +666,13 @@ class Runner:
         redelivery = decision.run_key is not None and await self._finished(user_id, session_id, decision.run_key)
         info, turn = (None, None) if redelivery else await self._pick(user_id, session_id, decision, run_config)
         if info is not None and info.tool:
-            _check_digest(info, digest)
+            check_digest(info, digest)
         if verb in ("approve", "deny"):
             approve = verb == "approve"
             if info is None:
                 kinds = ("confirmation",) if approve else ("confirmation", "completion")
                 key = call_key or await self._only_pending(user_id, session_id, kinds)
-                return _redelivered(run_config, key, approve, digest=digest, reason=decision.reason), None, None
+                return redelivered(run_config, key, approve, digest=digest, reason=decision.reason), None, None
             update: dict[str, Any] = {
                 "tool_confirmation_decisions": {info.call_key: approve} if info.call_key else {},
                 "decision_digests": {info.call_key: info.digest if digest is None else digest},
@@ -898,173 +861,12 @@ class Runner:
         session = await self._session(user_id, session_id, create=False)
         if any((e.custom_metadata or {}).get(RUN_KEY) == run_key for e in session.events):
             return True
-        record = _record_of(
+        record = record_of(
             await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         )
         if record is None:
             return False
         return record.run_key == run_key or (record.claim is not None and record.claim.run_key == run_key)
-
-    def _claim_for(
-        self,
-        record: TurnRecord,
-        pending: list[PendingCallInfo],
-        in_flight: set[str],
-        interrupted: bool,
-        run_config: RunConfig,
-        content: Content | None,
-        responses: list[FunctionResponse],
-        decided: bool,
-    ) -> dict[str, Any] | object:
-        """What this run does with the stored (verified) turn: the decisions and results to
-        resume it with (kept in memory: they become durable only in the journal record of
-        the resume that uses them), ``_ANNOUNCE`` (re-announce, store nothing) or
-        ``_DISCARD``.
-
-        Raises:
-            NoPendingCallError: a decision names no pending call (SPEC §5).
-            CallsPendingError: calls are pending and nothing decides them.
-            AlreadyResumingError: another runner holds the claim.
-            DecisionMismatchError: a decision's digest does not match.
-        """
-        by_key = {p.call_key: p for p in pending}
-        decisions: dict[str, Any] = {}
-        results: dict[str, Any] = {}
-        for key, raw in run_config.tool_confirmation_decisions.items():
-            info = by_key.get(key)
-            if info is None:
-                if key in in_flight:
-                    raise AlreadyResumingError(
-                        f"call {key} was already decided and started; its runner stopped before recording its "
-                        "outcome; recover the turn with Runner.recover(). Nothing ran here",
-                        pending,
-                    )
-                raise NoPendingCallError(
-                    f"the decision for call {key!r} matches no pending call ({describe_pending(pending)}); nothing ran",
-                    pending,
-                )
-            expected = run_config.decision_digests.get(key)
-            if expected is not None and expected != info.digest:
-                raise DecisionMismatchError(
-                    f"the decision for call {key} was made on another call (digest {expected}, the pending call "
-                    f"{info.tool!r} has {info.digest}); nothing was claimed and no tool ran",
-                    pending,
-                )
-            approve = decision_value(raw)
-            verb = "approve" if approve else "deny"
-            if verb not in info.accepts:
-                raise DecisionRefusedError(
-                    f"cannot {verb} call {key} to {info.tool!r} (RunConfig.tool_confirmation_decisions): it "
-                    f"{info.awaits} and accepts only {', '.join(repr(a) for a in info.accepts)} "
-                    f"({describe_pending(pending)}); nothing was claimed or stored and no tool ran",
-                    pending,
-                    call_key=key,
-                    kind=info.kind,
-                    accepts=info.accepts,
-                )
-            decisions[key] = True if approve else run_config.tool_denial_reasons.get(key, "")
-        for key, chosen in run_config.in_doubt_decisions.items():
-            info = by_key.get(key)
-            if info is None:
-                raise NoPendingCallError(
-                    f"the in-doubt decision for call {key!r} matches no pending call ({describe_pending(pending)}); "
-                    "nothing ran",
-                    pending,
-                )
-            if chosen.action not in info.accepts:
-                raise DecisionRefusedError(
-                    f"cannot {chosen.action} call {key} to {info.tool!r} (RunConfig.in_doubt_decisions): it "
-                    f"{info.awaits} and accepts only {', '.join(repr(a) for a in info.accepts)}; nothing was claimed "
-                    "or stored and no tool ran",
-                    pending,
-                    call_key=key,
-                    kind=info.kind,
-                    accepts=info.accepts,
-                )
-        completions = [p for p in pending if p.kind == "completion"]
-        for response in responses:
-            if response.id is None:
-                if len(completions) != 1:
-                    raise NoPendingCallError(
-                        "a function response without an id is accepted only when exactly one call awaits a "
-                        f"result ({describe_pending(pending)})",
-                        pending,
-                    )
-                info = completions[0]
-                if response.name != info.tool:
-                    raise NoPendingCallError(
-                        f"the function response names tool {response.name!r}, but the call awaiting a result is "
-                        f"{info.call_key} of {info.tool!r}; nothing ran",
-                        pending,
-                    )
-            else:
-                found = by_key.get(response.id)
-                if found is not None and found.kind != "completion":
-                    raise DecisionRefusedError(
-                        f"cannot complete call {found.call_key} to {found.tool!r} with a function response: it "
-                        f"{found.awaits} and accepts only {', '.join(repr(a) for a in found.accepts)}; nothing ran",
-                        pending,
-                        call_key=found.call_key,
-                        kind=found.kind,
-                        accepts=found.accepts,
-                    )
-                if found is None or response.name not in (found.tool, ""):
-                    raise NoPendingCallError(
-                        f"the function response for {response.id!r} matches no call awaiting a result "
-                        f"({describe_pending(pending)}); nothing ran",
-                        pending,
-                    )
-                info = found
-            if response.error is not None:
-                # a failed long-running call: the script's call raises RuntimeError(error)
-                results[info.call_key] = CompletionError(response.error)
-                continue
-            value = response.response if response.response is not None else {}
-            _check_completion(value, info.call_key)
-            results[info.call_key] = value
-        if not decided:
-            if content is None or not content.text:
-                if interrupted:
-                    return {"decisions": {}, "responses": {}}  # recovery of an interrupted turn
-                return _ANNOUNCE
-            if not pending:
-                return {"decisions": {}, "responses": {}}  # an interrupted turn: recovered, then the message
-            policy = run_config.on_pending_message
-            if policy == "reject":
-                raise CallsPendingError(
-                    f"a new message arrived while calls are pending ({describe_pending(pending)}); approve, deny "
-                    "or complete them first, or pass RunConfig(on_pending_message='deny' or 'discard')",
-                    pending,
-                )
-            if policy == "discard":
-                return _DISCARD
-            decisions = {p.call_key: "the user sent a new message instead" for p in pending if p.kind != "in_doubt"}
-        return {"decisions": decisions, "responses": results}
-
-    async def _claim(self, session: Session, slot: TurnSlot, claim: Claim) -> TurnSlot:
-        """Claims the stored turn for this run by compare-and-set: records this run as its
-        owner (with a lease) before any tool runs. Nothing else of the record changes: the
-        decisions stay in memory until the journal record of the resume that uses them.
-
-        Raises:
-            AlreadyResumingError: another runner claimed it first.
-        """
-        data = {**slot.data, "claim": claim.model_dump(mode="json")}
-        try:
-            version = await self.session_service.save_turn(
-                app_name=session.app_name,
-                user_id=session.user_id,
-                session_id=session.id,
-                data=data,
-                snapshot=slot.snapshot,
-                expected_version=slot.version,
-            )
-        except TurnConflictError as exc:
-            raise AlreadyResumingError(
-                f"another runner is resuming session {session.id!r} (it claimed the paused script first); "
-                "nothing ran here",
-            ) from exc
-        return TurnSlot(version, data, slot.snapshot)
 
     async def _append(self, session: Session, event: Event, claimed: bool, run_key: str | None = None) -> None:
         """Stores ``event`` (marked with the run key, if any). A run that claimed the
@@ -1087,127 +889,5 @@ class Runner:
             session.last_update_time = fresh.last_update_time
             await self.session_service.append_event(session, event)
 
-    async def _delete_slot(self, session: Session, slot: TurnSlot) -> None:
-        try:
-            await self.session_service.save_turn(
-                app_name=session.app_name,
-                user_id=session.user_id,
-                session_id=session.id,
-                data=None,
-                snapshot=None,
-                expected_version=slot.version,
-            )
-        except TurnConflictError as exc:
-            raise AlreadyResumingError(
-                f"another runner is resuming session {session.id!r}; its turn was not discarded"
-            ) from exc
-
-
-def _redelivered(
-    run_config: RunConfig | None,
-    call_key: str | None,
-    approve: bool,
-    *,
-    digest: str | None,
-    reason: str | None = None,
-) -> RunConfig:
-    """The decision of an approval or denial sent again under a run key already seen; a
-    decision without a call key cannot be matched again and is left out."""
-    rc = run_config or RunConfig()
-    if call_key is None:
-        return rc
-    update: dict[str, Any] = {"tool_confirmation_decisions": {call_key: approve}}
-    if digest is not None:
-        update["decision_digests"] = {call_key: digest}
-    if reason:
-        update["tool_denial_reasons"] = {call_key: reason}
-    return rc.model_copy(update=update)
-
-
-def _still_pending(
-    run_config: RunConfig, responses: list[FunctionResponse], pending: list[PendingCallInfo], used: set[str]
-) -> tuple[RunConfig, list[FunctionResponse]]:
-    """The decisions and function responses of a redelivered keyed run (the same request
-    again, after its runner stopped) that still apply: those naming a call that is still
-    pending, of the kind it awaits, and not ``used`` (calls whose in-doubt decision the run
-    announced before it stopped: a "rerun" may have run the tool again, so the call is in
-    doubt again and is asked about, not rerun once more). The others were used by the run
-    before it stopped (the journal has them) and are dropped, not refused."""
-    kinds = {p.call_key: p.kind for p in pending}
-    completions = [p for p in pending if p.kind == "completion"]
-    decisions = {
-        k: v
-        for k, v in run_config.tool_confirmation_decisions.items()
-        if k in kinds and (kinds[k] == "confirmation" or (kinds[k] == "completion" and not decision_value(v)))
-    }
-    kept = [
-        r
-        for r in responses
-        if (r.id is None and len(completions) == 1) or (r.id is not None and kinds.get(r.id) == "completion")
-    ]
-    update = {
-        "tool_confirmation_decisions": decisions,
-        "tool_denial_reasons": {k: v for k, v in run_config.tool_denial_reasons.items() if k in decisions},
-        "decision_digests": {k: v for k, v in run_config.decision_digests.items() if k in decisions},
-        "in_doubt_decisions": {
-            k: v for k, v in run_config.in_doubt_decisions.items() if kinds.get(k) == "in_doubt" and k not in used
-        },
-    }
-    return run_config.model_copy(update=update), kept
-
-
-def _paused_unannounced(record: TurnRecord | None, run_key: str, mine: list[Event]) -> bool:
-    """Whether the run with ``run_key`` suspended its turn (the stored turn is its own, at
-    rest) and the announcement events at the end of what it stored (``mine``; maybe
-    nothing) do not name every pending call: it stopped before storing them all."""
-    if record is None or record.status != "suspended" or record.claim is not None or record.run_key != run_key:
-        return False
-    return not {p.call_key for p in record.pending} <= announced_keys(mine)
-
-
-def _record_of(slot: TurnSlot | None) -> TurnRecord | None:
-    if slot is None:
-        return None
-    try:
-        return TurnRecord.model_validate(slot.data)
-    except Exception:
-        return None
-
-
-def _check_digest(info: PendingCallInfo, digest: str | None) -> None:
-    if digest is not None and digest != info.digest:
-        raise DecisionMismatchError(
-            f"call {info.call_key} is a call to {info.tool!r} with digest {info.digest}, not {digest}: the decision "
-            "was made on a stale view; nothing was claimed and no tool ran",
-            [info],
-        )
-
-
-def _text_problem(content: Content) -> str | None:
-    """Why a user message cannot be stored (a text part with lone surrogates), or None."""
-    for i, part in enumerate(content.parts):
-        text = part.text
-        if text is not None and not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                return f"the message's part {i} text has a lone surrogate at position {exc.start}"
-    return None
-
-
-def _check_completion(value: Any, call_key: str) -> None:
-    """Refuses a completion value that cannot cross into the script, before anything is
-    claimed or stored.
-
-    Raises:
-        ValueConversionError: not plain data, too deep or too large.
-    """
-    problem = plain_value_problem(value, f"the value completing call {call_key!r}")
-    if problem is not None:
-        raise ValueConversionError(f"{problem}; nothing was claimed or stored")
-
-
-_ANNOUNCE = object()
-_DISCARD = object()
 
 set_default_runner_factory(Runner)  # AgentTool runs its agent with this runner unless given another

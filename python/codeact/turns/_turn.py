@@ -20,14 +20,43 @@ from ..events import Content, Event, PendingCallInfo
 from ..exceptions import AlreadyResumingError, NoPendingCallError, StaleCheckpointError, describe_pending
 from ..sessions._journal import JournalRecord, TurnSlot
 from ._decision import Decision, check_accepted
-from ._record import Clock, TurnRecord, claim_abandoned
+from ._record import Claim, Clock, TurnRecord, claim_abandoned
 from ._verify import TurnView
 
-__all__ = ("Turn", "TurnStatus", "discard_notice", "in_flight_calls", "journal_calls", "pick_call")
+__all__ = ("Turn", "TurnInfo", "TurnStatus", "discard_notice", "in_flight_calls", "journal_calls", "pick_call")
 
 TurnStatus = Literal["suspended", "running", "interrupted", "stale"]
 """``"suspended"`` (paused, at rest), ``"running"`` (a live runner holds its claim),
 ``"interrupted"`` (its runner stopped) or ``"stale"`` (it cannot be resumed here)."""
+
+
+@dataclass
+class TurnInfo:
+    """The state of a session's in-flight turn (``Runner.turn_info``).
+
+    Attributes:
+        status: ``"suspended"`` (paused at ``pending``, nobody driving it), ``"running"`` (a
+            live runner drives it: ``claim``), ``"interrupted"`` (its runner stopped:
+            recover it with ``Runner.recover`` or ``codeact sessions recover``; ``in_flight``
+            lists the calls that had started) or ``"stale"`` (this agent cannot resume it:
+            ``reason``).
+        turn: the turn id, or "".
+        claim: who holds (or held) the turn, or None.
+        pending: the calls awaiting a decision or a result, from the verified continuation.
+        in_flight: call keys that started and have no recorded outcome (in doubt).
+        reason: why the turn is stale.
+        seal_failed: the turn is stale because a seal does not hold in this session (an
+            edited record, one copied from another session, or one sealed by 0.2.0):
+            decisions on it raise ``StaleCheckpointError``.
+    """
+
+    status: Literal["suspended", "running", "interrupted", "stale"]
+    turn: str = ""
+    claim: Claim | None = None
+    pending: list[PendingCallInfo] = field(default_factory=list)
+    in_flight: list[str] = field(default_factory=list)
+    reason: str = ""
+    seal_failed: bool = False
 
 
 @dataclass
