@@ -92,6 +92,8 @@ REWRITTEN = {
     "nested any": f"any(any({CI('check', 'a + b')} for b in orders) for a in orders)",
     "inside a function": f"def first():\n    return next((o for o in orders if {CI('check', 'o')}), None)\nfirst()",
     "loop variable not leaked": f"o = 'kept'\nany({CI('check', 'o')} for o in orders)\no",
+    "star argument": f"max(*({CI('price', 'o')} for o in orders), {CI('price', '0')})",
+    "star in a list display": f"[{CI('price', '0')}, *({CI('price', 'o')} for o in orders), {CI('price', '9')}]",
 }
 REFUSED = {
     "never consumed": f"g = ({CI('audit', 'o')} for o in orders)\n1",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -216,7 +217,7 @@ def test_to_plain_keeps_plain_values_and_converts_the_rest() -> None:
 
 def test_the_journal_refuses_a_tagged_form_it_could_not_read_back() -> None:
     ok = nested(MAX_DEPTH, kind=list)
-    assert _protocol.decode_outcome(_protocol.pydantic_core.from_json(_protocol.encode_outcome(ResumeValue(ok))))
+    assert _protocol.decode_outcome(pydantic_core.from_json(_protocol.encode_outcome(ResumeValue(ok))))
     deep_tuples = nested(MAX_DEPTH, kind=tuple)
     assert problem(deep_tuples) is None
     with pytest.raises(ValueError, match=r"nests deeper than [0-9]+ levels"):

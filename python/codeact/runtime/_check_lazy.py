@@ -350,6 +350,18 @@ def rewrite_lazy(
     edits: list[tuple[int, int, str, ast.AST]] = []  # (start, end, replacement, node)
     hoisted: set[ast.AST] = set()
     for site in _sites(tree, functions_style):
+        starred = f.parents.get(site.gen)
+        if (
+            isinstance(starred, ast.Starred)
+            and isinstance(f.parents.get(starred), (ast.Call, ast.List, ast.Tuple, ast.Set))
+            and not any(isinstance(n, (ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(site.gen))
+            and not any(c.is_async for c in site.gen.generators)
+        ):
+            # `f(*(...))`, `[*(...)]`: Python consumes the generator whole, in order, before the
+            # next argument or element, so the list comprehension makes the same calls.
+            start, end = src.span(site.gen)
+            edits.append((start, end, ast.unparse(ast.ListComp(site.gen.elt, site.gen.generators)), site.gen))
+            continue
         if site.consumer is None or site.stmt is None:
             continue
         kind, call = site.consumer
