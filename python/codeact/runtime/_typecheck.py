@@ -1,0 +1,361 @@
+"""The type check before a script runs: tool calls that cannot succeed, found with ty.
+
+``check_tool_calls`` checks a whole script against stubs of the tools it can see
+(``_stubs.tool_stubs``) with ``monty-type-checking`` (the ty-based checker of the pinned Monty
+release, ``codeact._monty.type_check``: native, pooled checkers, the GIL released) and keeps
+only what a tool call gets wrong:
+
+- an unknown tool: ``call_tool("nme", ...)`` with a literal name no tool has, or, in the
+  ``functions`` style, a bare call of a name the script never defines that is close to a
+  tool's name;
+- an unknown or missing argument;
+- a wrong argument type where both sides are known (a single type the schema's type does not
+  take: a value whose type ty sees as a union, or partly unknown, is let through, since the
+  value that runs may be the member that fits).
+
+Every other diagnostic is dropped: ty's view of a value may be wider than what runs, and the
+checker also flags standard-library surface Monty lacks (the subset check covers that). A call
+whose tool name or argument dict is not a literal (``call_tool(name, args)``), and any call
+inside a ``try`` block that handles exceptions, is not gated: what it does is decided when it
+runs. A checker that fails gives no verdict (the script runs).
+
+Results are cached by script text and stubs (``_CACHE_SIZE`` entries, least recently used
+first out), like the subset check's.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._precheck import parse_script
+from ._stubs import ANY_TOOL, ToolSignature, tool_signatures, tool_stubs
+
+if TYPE_CHECKING:
+    from ._render import Tool
+
+__all__ = ("ToolCallError", "check_tool_calls", "clear_type_check_cache", "format_tool_call_errors")
+
+_CACHE_SIZE = 256
+_GATING = frozenset(
+    {
+        "invalid-argument-type",
+        "missing-argument",
+        "unknown-argument",
+        "too-many-positional-arguments",
+        "parameter-already-assigned",
+        "no-matching-overload",
+        "invalid-key",
+        "missing-typed-dict-key",
+    }
+)
+"""ty's rule names that say a call's arguments do not fit its signature."""
+_BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallError:
+    """One tool call that cannot succeed.
+
+    Attributes:
+        line: 1-based line of the call.
+        column: 1-based column (characters) of what is wrong.
+        tool: the tool's name as the script wrote it.
+        message: what is wrong.
+        expected: the call the tool takes (``ToolSignature.call_tool_form`` / ``function_form``),
+            or the tools there are for an unknown one.
+    """
+
+    line: int
+    column: int
+    tool: str
+    message: str
+    expected: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}, column {self.column}: {self.message}; expected: {self.expected}"
+
+
+def format_tool_call_errors(errors: Sequence[ToolCallError]) -> str:
+    """The corrective text fed back for ``errors`` (one line each), in the subset check's
+    "nothing was executed" form."""
+    head = (
+        "TypeError: a tool call in the script cannot succeed; nothing was executed (no tool was called). "
+        "Fix each of these and send the whole script again:"
+    )
+    return "\n".join([head, *(f"- {e}" for e in errors)])
+
+
+@dataclass(slots=True)
+class _Site:
+    """A tool call in the script."""
+
+    node: ast.Call
+    tool: str | None  # the literal tool name, None when not a literal
+    style: str  # "call_tool" or "function"
+    checked: bool  # ty's verdict on it counts (literal name and dict, not in a try body)
+    any_tool: bool  # checked against ANY_TOOL (the name swapped before checking)
+
+
+_cache: OrderedDict[tuple[str, str, bool, bool], tuple[ToolCallError, ...]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def clear_type_check_cache() -> None:
+    """Forgets every stored verdict."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def check_tool_calls(
+    script: str,
+    tools: Sequence[Tool],
+    *,
+    functions_style: bool = False,
+    namespace: Iterable[str] | None = (),
+) -> tuple[ToolCallError, ...]:
+    """The tool calls in ``script`` that cannot succeed (empty: run it).
+
+    Args:
+        script: the script about to start.
+        tools: the tools it can see (their ``parameters`` JSON schemas give the types).
+        functions_style: tools are also bare functions (``tool_style="functions"``).
+        namespace: names an earlier script left (``persist_namespace``); None when they are
+            not known (then a bare call of an undefined name is never taken for a misspelt
+            tool).
+
+    Never raises for a script: one CPython cannot parse, or one the checker fails on, gives
+    no errors (the interpreter reports what it finds).
+    """
+    if not tools and not functions_style and "call_tool" not in script:
+        return ()
+    signatures = tool_signatures(tools)
+    names = None if namespace is None else sorted(set(namespace))
+    stubs = tool_stubs(signatures, functions_style=functions_style, namespace=names or ())
+    key = (script, stubs, functions_style, names is None)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    found = _check(script, signatures, stubs, functions_style=functions_style, namespace_known=names is not None)
+    with _cache_lock:
+        _cache[key] = found
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return found
+
+
+def _check(
+    script: str, signatures: dict[str, ToolSignature], stubs: str, *, functions_style: bool, namespace_known: bool
+) -> tuple[ToolCallError, ...]:
+    tree = parse_script(script)
+    if tree is None:
+        return ()
+    sites = _tool_sites(tree, signatures, functions_style)
+    if not sites and not functions_style:
+        return ()
+    lines = script.splitlines(keepends=True)
+    errors: list[ToolCallError] = []
+    for site in sites:
+        if site.checked and site.style == "call_tool" and site.tool is not None and site.tool not in signatures:
+            errors.append(
+                ToolCallError(
+                    site.node.lineno,
+                    _col(lines, site.node.lineno, site.node.col_offset) + 1,
+                    site.tool,
+                    f"unknown tool {site.tool!r}",
+                    _known_tools(site.tool, signatures),
+                )
+            )
+    if functions_style and namespace_known:
+        errors += _unknown_functions(tree, lines, signatures)
+    if any(s.any_tool for s in sites):
+        script = _swap_names(script, lines, [s.node.func for s in sites if s.any_tool])
+    try:
+        from .._monty import type_check
+
+        raw = type_check(script, stubs)
+    except Exception:  # the checker failed: no verdict
+        raw = None
+    if raw:
+        errors += _gating(json.loads(raw), tree, lines, sites, signatures)
+    seen: set[tuple[int, int, str]] = set()
+    unique = []
+    for e in sorted(errors, key=lambda e: (e.line, e.column)):
+        if (e.line, e.column, e.message) not in seen:
+            seen.add((e.line, e.column, e.message))
+            unique.append(e)
+    return tuple(unique)
+
+
+def _col(lines: list[str], lineno: int, byte_col: int) -> int:
+    """0-based character column from ast's UTF-8 byte column."""
+    if lineno - 1 >= len(lines):
+        return byte_col
+    return len(lines[lineno - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+
+
+def _tool_sites(tree: ast.Module, signatures: dict[str, ToolSignature], functions_style: bool) -> list[_Site]:
+    sites: list[_Site] = []
+    guarded: set[int] = set()  # ids of nodes inside a try body with handlers
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)) and node.handlers:
+            for stmt in node.body:
+                guarded.update(id(n) for n in ast.walk(stmt))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            continue
+        name = node.func.id
+        free = id(node) not in guarded
+        if name == "call_tool":
+            first = node.args[0] if node.args else None
+            tool = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+            literal_args = (
+                not node.keywords
+                and tool is not None
+                and not any(isinstance(a, ast.Starred) for a in node.args)
+                and (
+                    len(node.args) == 1
+                    or (
+                        len(node.args) == 2
+                        and isinstance(node.args[1], ast.Dict)
+                        and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.args[1].keys)
+                    )
+                )
+            )
+            sites.append(_Site(node, tool, "call_tool", free, not literal_args or tool not in signatures))
+        elif functions_style and name in signatures:
+            sites.append(_Site(node, name, "function", free, False))
+    return sites
+
+
+def _swap_names(script: str, lines: list[str], funcs: list[ast.expr]) -> str:
+    """``script`` with the ``call_tool`` name of each of ``funcs`` replaced by ``ANY_TOOL``
+    (the same length: every position holds)."""
+    out = list(lines)
+    for func in sorted(funcs, key=lambda f: (f.lineno, f.col_offset), reverse=True):
+        i = func.lineno - 1
+        col = _col(lines, func.lineno, func.col_offset)
+        line = out[i]
+        if line[col : col + len("call_tool")] == "call_tool":
+            out[i] = line[:col] + ANY_TOOL + line[col + len("call_tool") :]
+    return "".join(out)
+
+
+def _known_tools(name: str, signatures: dict[str, ToolSignature]) -> str:
+    close = difflib.get_close_matches(name, list(signatures), n=1, cutoff=0.6)
+    if close:
+        sig = signatures[close[0]]
+        return f"did you mean {sig.call_tool_form()}?"
+    listed = ", ".join(sorted(signatures)) or "(none)"
+    return f"one of the tools: {listed}"
+
+
+def _unknown_functions(tree: ast.Module, lines: list[str], signatures: dict[str, ToolSignature]) -> list[ToolCallError]:
+    """Bare calls of a name the script never binds, close to a tool's name (a misspelt tool)."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+            if any(a.name == "*" for a in node.names):
+                return []
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+    tools = [n for n in signatures if n.isidentifier()]
+    errors = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        name = node.func.id
+        if name in bound or name in signatures or name in _BUILTINS or name in ("call_tool", ANY_TOOL):
+            continue
+        close = difflib.get_close_matches(name, tools, n=1, cutoff=0.8)
+        if close:
+            errors.append(
+                ToolCallError(
+                    node.lineno,
+                    _col(lines, node.lineno, node.col_offset) + 1,
+                    name,
+                    f"unknown tool {name!r} (no tool or function of that name)",
+                    f"did you mean {signatures[close[0]].function_form()}?",
+                )
+            )
+    return errors
+
+
+def _gating(
+    diagnostics: Any, tree: ast.Module, lines: list[str], sites: list[_Site], signatures: dict[str, ToolSignature]
+) -> list[ToolCallError]:
+    """The diagnostics that fall on the arguments of a checked tool call."""
+    by_call = {id(s.node): s for s in sites}
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    errors = []
+    for d in diagnostics if isinstance(diagnostics, list) else ():
+        code = d.get("code") or d.get("name")
+        where = d.get("location") or {}
+        row, column = where.get("row"), where.get("column")
+        if code not in _GATING or not isinstance(row, int) or not isinstance(column, int):
+            continue
+        message = str(d.get("message") or code)
+        if code == "invalid-argument-type" and not _definite(message):
+            continue
+        call = _owning_call(calls, lines, row, column)
+        site = by_call.get(id(call)) if call is not None else None
+        if site is None or not site.checked or site.any_tool or site.tool is None:
+            continue
+        sig = signatures.get(site.tool)
+        if sig is None:
+            continue
+        expected = sig.call_tool_form() if site.style == "call_tool" else sig.function_form()
+        errors.append(ToolCallError(row, column, site.tool, f"{site.tool}: {_plain(message)}", expected))
+    return errors
+
+
+def _definite(message: str) -> bool:
+    """Whether an argument-type message names a found type that cannot fit: one type, fully
+    known (``found `str | None``` or ``found `list[Unknown]``` may be the member that fits)."""
+    found = message.rpartition("found `")[2]
+    if not found or found == message:
+        return True
+    found = found.rsplit("`", 1)[0]
+    return " | " not in found and "Unknown" not in found and "Any" not in found
+
+
+def _plain(message: str) -> str:
+    """ty's message without the internal names the stubs give (``_Args3``, ``_any_tool``)."""
+    import re
+
+    return re.sub(r"`?_Args\d+`?", "the tool's arguments", message)
+
+
+def _owning_call(calls: list[ast.Call], lines: list[str], row: int, column: int) -> ast.Call | None:
+    """The innermost call whose arguments (after its callee) hold ``(row, column)`` (1-based,
+    characters)."""
+    pos = (row, column - 1)
+    best: ast.Call | None = None
+    best_start: tuple[int, int] = (0, 0)
+    for call in calls:
+        func = call.func
+        if func.end_lineno is None or call.end_lineno is None or call.end_col_offset is None:
+            continue
+        after_callee = (func.end_lineno, _col(lines, func.end_lineno, func.end_col_offset or 0))
+        end = (call.end_lineno, _col(lines, call.end_lineno, call.end_col_offset))
+        if after_callee <= pos < end:
+            start = (call.lineno, call.col_offset)
+            if best is None or start >= best_start:
+                best, best_start = call, start
+    return best
