@@ -96,7 +96,8 @@ def test_a_schema_the_stubs_cannot_express_is_any(schema: dict[str, Any], annota
 def test_stubs_are_call_tool_overloads_with_typed_dicts_and_typed_functions() -> None:
     stubs = tool_stubs(tool_signatures(Ledger().tools()), functions_style=True, namespace=["rows"])
     assert '@overload\ndef call_tool(name: Literal["get_order"], arguments: _Args0, /)' in stubs
-    assert '_Args0 = TypedDict("_Args0", {"order_id": str, "verbose": NotRequired[bool]})' in stubs
+    assert "class _Args0(TypedDict):\n    order_id: str\n    verbose: NotRequired[bool]\n" in stubs
+    assert 'def _t0______(name: Literal["get_order"], arguments: _Args0, /)' in stubs
     assert "def get_order(order_id: str, verbose: bool = ...) -> Any: ..." in stubs
     assert "rows: Any" in stubs
     assert type_check("x = 1\n", stubs) is None  # the stubs themselves check clean

@@ -1,10 +1,11 @@
 """Type stubs of the tools a script can see, for the type check before it runs (``_typecheck``).
 
 ``tool_stubs`` writes one ``.pyi`` text: ``call_tool`` as one overload per tool, keyed by the
-tool's name as a ``Literal``, its arguments a functional ``TypedDict`` (required keys plain,
-optional ones ``NotRequired``); in the ``functions`` style also each tool whose name is an
-identifier as a typed function (required parameters first, then the optional ones with a
-default, as ``bind_call_args`` binds positionals); and the names an earlier script left
+tool's name as a ``Literal``, its arguments a ``TypedDict`` (required keys plain, optional ones
+``NotRequired``; class syntax, which ty 0.0.14 reads, where the functional form is unknown to
+it, so a tool with an argument name that is not an identifier takes any mapping); in the
+``functions`` style also each tool whose name is an identifier as a typed function (required
+parameters first, then the optional ones with a default, as ``bind_call_args`` binds them); and the names an earlier script left
 (``persist_namespace``) typed ``Any``.
 
 The translation is deliberately wide: a type is written only where a value of another type
@@ -26,13 +27,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._render import Tool
 
-__all__ = ("ANY_TOOL", "ToolSignature", "schema_type", "tool_signatures", "tool_stubs")
+__all__ = (
+    "ANY_TOOL",
+    "FINAL_ANSWER",
+    "ToolSignature",
+    "call_tool_alias",
+    "schema_type",
+    "tool_signatures",
+    "tool_stubs",
+)
 
 ANY_TOOL = "_any_tool"
 """The stub name a ``call_tool`` call whose tool name or argument dict is not a literal is
 checked against (``_typecheck`` swaps the names, same length, so positions hold): it takes any
 string and any mapping, so such a call is never refused."""
 assert len(ANY_TOOL) == len("call_tool")
+FINAL_ANSWER = "final_answer"
+"""Ends a script in the ``functions`` style (``runtime.monty.FINAL_ANSWER``); never a tool."""
 
 _MAX_DEPTH = 4
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
@@ -152,50 +163,77 @@ def tool_signatures(tools: Sequence[Tool]) -> dict[str, ToolSignature]:
     return out
 
 
+def call_tool_alias(index: int) -> str:
+    """The stub name the ``index``-th tool's literal ``call_tool`` calls are checked against:
+    as long as ``call_tool`` (``_t3______``), so swapping the names keeps every position."""
+    name = f"_t{index}"
+    if len(name) > len("call_tool"):
+        raise ValueError(f"too many tools to alias: {index}")
+    return name.ljust(len("call_tool"), "_")
+
+
+def _typed(sig: ToolSignature) -> bool:
+    """Whether the tool's arguments can be a class-syntax ``TypedDict`` (ty 0.0.14 reads the
+    functional form as unknown): a closed schema whose names are all identifiers."""
+    return not sig.open and all(_is_identifier(n) for n, _t, _r in sig.params)
+
+
 def tool_stubs(signatures: Mapping[str, ToolSignature], *, functions_style: bool, namespace: Iterable[str] = ()) -> str:
     """The ``.pyi`` text the script is checked against (see the module docstring).
+
+    ``call_tool`` is one overload per tool keyed by its ``Literal`` name. A call with a
+    literal name and a literal argument dict is checked against the tool's own alias
+    (``call_tool_alias``: the same parameters, one signature), whose diagnostics name the key
+    and the value that are wrong (an overload set only says that none matched).
 
     Args:
         signatures: ``tool_signatures`` of the tools the script can see.
         functions_style: tools are also bare functions.
         namespace: names an earlier script left (``persist_namespace``), typed ``Any``.
     """
-    lines = [
-        "from typing import Any, Literal, Mapping, NotRequired, Sequence, TypedDict, overload",
-        "",
-    ]
+    lines = ["from typing import Any, Literal, Mapping, NotRequired, Sequence, TypedDict, overload", ""]
+    exported = ["call_tool", ANY_TOOL]
     overloads: list[str] = []
+    aliases: list[str] = []
     for i, sig in enumerate(signatures.values()):
         literal = f"Literal[{json.dumps(sig.name)}]"
-        if sig.open:
-            overloads.append(
-                f"@overload\ndef call_tool(name: {literal}, arguments: Mapping[str, Any] = ..., /) -> Any: ..."
-            )
-            continue
-        fields = ", ".join(f"{json.dumps(n)}: {t if req else f'NotRequired[{t}]'}" for n, t, req in sig.params)
-        lines.append(f"_Args{i} = TypedDict({json.dumps(f'_Args{i}')}, {{{fields}}})")
-        default = "" if any(req for _n, _t, req in sig.params) else " = ..."
-        overloads.append(f"@overload\ndef call_tool(name: {literal}, arguments: _Args{i}{default}, /) -> Any: ...")
-    if len(overloads) == 1:  # one overload is not allowed: write it as a plain function
+        alias = call_tool_alias(i)
+        exported.append(alias)
+        if not _typed(sig):
+            arguments = "Mapping[str, Any] = ..."
+        else:
+            lines.append(f"class _Args{i}(TypedDict):")
+            body = [f"    {n}: {t if req else f'NotRequired[{t}]'}" for n, t, req in sig.params]
+            lines += body or ["    pass"]
+            arguments = f"_Args{i}" + ("" if any(req for _n, _t, req in sig.params) else " = ...")
+        overloads.append(f"@overload\ndef call_tool(name: {literal}, arguments: {arguments}, /) -> Any: ...")
+        aliases.append(f"def {alias}(name: {literal}, arguments: {arguments}, /) -> Any: ...")
+    if len(overloads) == 1:  # a single overload is not allowed: a plain function
         overloads[0] = overloads[0].removeprefix("@overload\n")
-    lines += (
-        ["", *overloads]
-        if overloads
-        else ["def call_tool(name: str, arguments: Mapping[str, Any] = ..., /) -> Any: ..."]
-    )
-    lines.append(f"def {ANY_TOOL}(name: str, arguments: Mapping[str, Any] = ..., /) -> Any: ...")
-    defined = {"call_tool", ANY_TOOL}
+    if not overloads:
+        overloads = ["def call_tool(name: str, arguments: Mapping[str, Any] = ..., /) -> Any: ..."]
+    lines += ["", *overloads, *aliases, f"def {ANY_TOOL}(name: str, arguments: Mapping[str, Any] = ..., /) -> Any: ..."]
+    defined = set(exported)
     if functions_style:
         for sig in signatures.values():
             if not _is_identifier(sig.name) or sig.name in defined:
                 continue
             defined.add(sig.name)
-            if sig.open or not all(_is_identifier(n) for n, _t, _r in sig.params):
+            exported.append(sig.name)
+            if not _typed(sig):
                 lines.append(f"def {sig.name}(*args: Any, **kwargs: Any) -> Any: ...")
                 continue
             params = [f"{n}: {t}" + ("" if req else " = ...") for n, t, req in sig.params]
             lines.append(f"def {sig.name}({', '.join(params)}) -> Any: ...")
+        if FINAL_ANSWER not in defined:
+            defined.add(FINAL_ANSWER)
+            exported.append(FINAL_ANSWER)
+            lines.append(f"def {FINAL_ANSWER}(*args: Any, **kwargs: Any) -> Any: ...")
     for name in namespace:
         if _is_identifier(name) and name not in defined:
+            defined.add(name)
+            exported.append(name)
             lines.append(f"{name}: Any")
+    # The star import skips names with a leading underscore unless __all__ lists them.
+    lines.insert(1, f"__all__ = {exported!r}")
     return "\n".join(lines) + "\n"

@@ -29,6 +29,7 @@ import ast
 import builtins
 import difflib
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._precheck import parse_script
-from ._stubs import ANY_TOOL, ToolSignature, tool_signatures, tool_stubs
+from ._stubs import ANY_TOOL, FINAL_ANSWER, ToolSignature, call_tool_alias, tool_signatures, tool_stubs
 
 if TYPE_CHECKING:
     from ._render import Tool
@@ -57,6 +58,8 @@ _GATING = frozenset(
     }
 )
 """ty's rule names that say a call's arguments do not fit its signature."""
+_AT_CALL = frozenset({"missing-argument", "no-matching-overload"})
+"""Rules ty reports at the call itself rather than at an argument."""
 _BUILTINS = frozenset(dir(builtins))
 
 
@@ -100,8 +103,9 @@ class _Site:
     node: ast.Call
     tool: str | None  # the literal tool name, None when not a literal
     style: str  # "call_tool" or "function"
-    checked: bool  # ty's verdict on it counts (literal name and dict, not in a try body)
-    any_tool: bool  # checked against ANY_TOOL (the name swapped before checking)
+    checked: bool  # not in a try body that handles exceptions
+    any_tool: bool  # checked against ANY_TOOL: a name or argument dict that is not a literal
+    swap: str | None = None  # the stub name ``call_tool`` is replaced by before checking
 
 
 _cache: OrderedDict[tuple[str, str, bool, bool], tuple[ToolCallError, ...]] = OrderedDict()
@@ -177,8 +181,13 @@ def _check(
             )
     if functions_style and namespace_known:
         errors += _unknown_functions(tree, lines, signatures)
-    if any(s.any_tool for s in sites):
-        script = _swap_names(script, lines, [s.node.func for s in sites if s.any_tool])
+    aliases = {name: call_tool_alias(i) for i, name in enumerate(signatures)}
+    for site in sites:
+        if site.style == "call_tool":
+            site.swap = ANY_TOOL if site.any_tool or site.tool is None else aliases[site.tool]
+    swaps = [(s.node.func, s.swap) for s in sites if s.swap is not None]
+    if swaps:
+        script = _swap_names(script, lines, swaps)
     try:
         from .._monty import type_check
 
@@ -237,16 +246,16 @@ def _tool_sites(tree: ast.Module, signatures: dict[str, ToolSignature], function
     return sites
 
 
-def _swap_names(script: str, lines: list[str], funcs: list[ast.expr]) -> str:
-    """``script`` with the ``call_tool`` name of each of ``funcs`` replaced by ``ANY_TOOL``
-    (the same length: every position holds)."""
+def _swap_names(script: str, lines: list[str], swaps: list[tuple[ast.expr, str]]) -> str:
+    """``script`` with the ``call_tool`` name of each call in ``swaps`` replaced by its stub
+    name (as long: every position holds)."""
     out = list(lines)
-    for func in sorted(funcs, key=lambda f: (f.lineno, f.col_offset), reverse=True):
+    for func, new in sorted(swaps, key=lambda f: (f[0].lineno, f[0].col_offset), reverse=True):
         i = func.lineno - 1
         col = _col(lines, func.lineno, func.col_offset)
         line = out[i]
         if line[col : col + len("call_tool")] == "call_tool":
-            out[i] = line[:col] + ANY_TOOL + line[col + len("call_tool") :]
+            out[i] = line[:col] + new + line[col + len("call_tool") :]
     return "".join(out)
 
 
@@ -281,7 +290,7 @@ def _unknown_functions(tree: ast.Module, lines: list[str], signatures: dict[str,
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
             continue
         name = node.func.id
-        if name in bound or name in signatures or name in _BUILTINS or name in ("call_tool", ANY_TOOL):
+        if name in bound or name in signatures or name in _BUILTINS or name in ("call_tool", ANY_TOOL, FINAL_ANSWER):
             continue
         close = difflib.get_close_matches(name, tools, n=1, cutoff=0.8)
         if close:
@@ -313,33 +322,46 @@ def _gating(
         message = str(d.get("message") or code)
         if code == "invalid-argument-type" and not _definite(message):
             continue
-        call = _owning_call(calls, lines, row, column)
-        site = by_call.get(id(call)) if call is not None else None
+        site = None
+        if code in _AT_CALL:  # said at the call itself (``get_order()``: missing-argument)
+            site = next((by_call[id(c)] for c in _calls_at(calls, lines, row, column) if id(c) in by_call), None)
+        if site is None:
+            call = _owning_call(calls, lines, row, column)
+            site = by_call.get(id(call)) if call is not None else None
         if site is None or not site.checked or site.any_tool or site.tool is None:
             continue
         sig = signatures.get(site.tool)
         if sig is None:
             continue
         expected = sig.call_tool_form() if site.style == "call_tool" else sig.function_form()
-        errors.append(ToolCallError(row, column, site.tool, f"{site.tool}: {_plain(message)}", expected))
+        errors.append(ToolCallError(row, column, site.tool, _plain(message, site), expected))
     return errors
+
+
+def _calls_at(calls: list[ast.Call], lines: list[str], row: int, column: int) -> list[ast.Call]:
+    return [c for c in calls if c.lineno == row and _col(lines, row, c.col_offset) == column - 1]
 
 
 def _definite(message: str) -> bool:
     """Whether an argument-type message names a found type that cannot fit: one type, fully
-    known (``found `str | None``` or ``found `list[Unknown]``` may be the member that fits)."""
-    found = message.rpartition("found `")[2]
-    if not found or found == message:
-        return True
-    found = found.rsplit("`", 1)[0]
-    return " | " not in found and "Unknown" not in found and "Any" not in found
+    known (``found `str | None``` or ``found `list[Unknown]``` may be the member that fits).
+    ty says ``found `T``` of a parameter and ``value of type `T``` of a ``TypedDict`` key."""
+    for marker in ("found `", "value of type `"):
+        _head, sep, found = message.rpartition(marker)
+        if sep:
+            found = found.rsplit("`", 1)[0]
+            return " | " not in found and "Unknown" not in found and "Any" not in found
+    return True
 
 
-def _plain(message: str) -> str:
-    """ty's message without the internal names the stubs give (``_Args3``, ``_any_tool``)."""
-    import re
-
-    return re.sub(r"`?_Args\d+`?", "the tool's arguments", message)
+def _plain(message: str, site: _Site) -> str:
+    """ty's message in the script's words: the stubs' internal names (``_Args3``, the
+    aliases) become the tool's."""
+    tool = json.dumps(site.tool)
+    message = re.sub(r"TypedDict `_Args\d+`( constructor)?", f"the arguments of tool {tool}", message)
+    message = re.sub(r"`_Args\d+`", f"the arguments of tool {tool}", message)
+    message = re.sub(r"function `_t\d+_*`", f"`call_tool({tool}, ...)`", message)
+    return message
 
 
 def _owning_call(calls: list[ast.Call], lines: list[str], row: int, column: int) -> ast.Call | None:
