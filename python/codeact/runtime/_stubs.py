@@ -5,8 +5,8 @@ tool's name as a ``Literal``, its arguments a ``TypedDict`` (required keys plain
 ``NotRequired``; class syntax, which ty 0.0.14 reads, where the functional form is unknown to
 it, so a tool with an argument name that is not an identifier takes any mapping); in the
 ``functions`` style also each tool whose name is an identifier as a typed function (required
-parameters first, then the optional ones with a default, as ``bind_call_args`` binds them); and the names an earlier script left
-(``persist_namespace``) typed ``Any``.
+parameters first, then the optional ones with a default, as ``bind_call_args`` binds them);
+and the names an earlier script left (``persist_namespace``) typed ``Any``.
 
 The translation is deliberately wide: a type is written only where a value of another type
 cannot succeed. A schema it cannot express exactly (``oneOf``, ``$ref``, ``enum``/``const``
