@@ -119,9 +119,9 @@ def test_stubs_are_call_tool_overloads_with_typed_dicts_and_typed_functions() ->
 )
 def test_a_tool_call_that_cannot_succeed_is_reported(script: str, wanted: str) -> None:
     found = errors(script)
-    assert len(found) == 1, found
-    assert wanted in found[0]
-    assert "expected" in found[0]
+    assert found, script
+    assert any(wanted in f for f in found), found
+    assert all("; expected: " in f for f in found)
 
 
 @pytest.mark.parametrize(
@@ -136,8 +136,8 @@ def test_a_tool_call_that_cannot_succeed_is_reported(script: str, wanted: str) -
 )
 def test_the_functions_style_is_checked_against_typed_functions(script: str, wanted: str) -> None:
     found = errors(script, style="functions")
-    assert len(found) == 1, found
-    assert wanted in found[0]
+    assert found, script
+    assert any(wanted in f for f in found), found
 
 
 @pytest.mark.parametrize(

@@ -361,7 +361,7 @@ def _plain(message: str, site: _Site) -> str:
     message = re.sub(r"TypedDict `_Args\d+`( constructor)?", f"the arguments of tool {tool}", message)
     message = re.sub(r"`_Args\d+`", f"the arguments of tool {tool}", message)
     message = re.sub(r"function `_t\d+_*`", f"`call_tool({tool}, ...)`", message)
-    return message
+    return re.sub(r'^(Unknown key "[^"]*") (.*): \1$', r"\1 \2", message)
 
 
 def _owning_call(calls: list[ast.Call], lines: list[str], row: int, column: int) -> ast.Call | None:
