@@ -167,6 +167,19 @@ def test_functions_style_unknown_names_are_tools_only_when_close_and_unbound() -
     assert errors("def get_ordr(x):\n    return x\nget_ordr(1)", style="functions") == []
     assert errors("get_ordr(1)", style="functions", namespace=None) == []  # an earlier script may define it
     assert errors("final_answer(1)", style="functions") == []
+    assert errors("try:\n    get_ordr(1)\nexcept NameError:\n    pass", style="functions") == []
+
+
+def test_a_tool_name_the_script_binds_itself_is_not_a_tool_call() -> None:
+    # a tool named like a library function: the script's own import is what it calls
+    def partial(text: str) -> str:
+        """A tool that happens to share a library function's name."""
+        return text
+
+    tools = [*Ledger().tools(), FunctionTool(partial)]
+    script = "from functools import partial\npartial(1)"
+    assert find_errors(script, tools, functions_style=True) == ()
+    assert find_errors("def add(a, b):\n    return a\nadd('x', 'y')", tools, functions_style=True) == ()
 
 
 def test_namespace_names_from_an_earlier_script_are_known() -> None:
@@ -232,3 +245,21 @@ async def test_a_good_script_runs_with_the_check_on() -> None:
     events, _session, _ = await run(agent)
     assert ledger.calls == ["get_order:A"]
     assert events[-1].content is not None and events[-1].content.text == "120"
+
+
+def test_a_check_past_its_time_gives_no_verdict_and_the_script_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ty 0.0.14 does not settle on some scripts; the check is given up after CHECK_TIMEOUT
+    (here 0: any check) and the script is not refused."""
+    import time
+
+    from codeact.runtime import _typecheck
+
+    clear_type_check_cache()
+    monkeypatch.setattr(_typecheck, "CHECK_TIMEOUT", 0.0)
+    script = 'x = 1\ncall_tool("get_order", {"id": "A"})\n' * 200  # wrong, but not checked in time
+    assert find_errors(script, Ledger().tools()) == ()
+    deadline = time.monotonic() + 30
+    while _typecheck._stuck and time.monotonic() < deadline:  # the abandoned check ends by itself
+        time.sleep(0.01)
+    assert _typecheck._stuck == 0
+    clear_type_check_cache()

@@ -163,7 +163,8 @@ def _check(
     tree = parse_script(script)
     if tree is None:
         return ()
-    sites = _tool_sites(tree, signatures, functions_style)
+    bound = _bound_names(tree)
+    sites = _tool_sites(tree, signatures, functions_style, bound)
     if not sites and not functions_style:
         return ()
     lines = script.splitlines(keepends=True)
@@ -180,7 +181,7 @@ def _check(
                 )
             )
     if functions_style and namespace_known:
-        errors += _unknown_functions(tree, lines, signatures)
+        errors += _unknown_functions(tree, lines, signatures, bound)
     aliases = {name: call_tool_alias(i) for i, name in enumerate(signatures)}
     for site in sites:
         if site.style == "call_tool":
@@ -188,12 +189,7 @@ def _check(
     swaps = [(s.node.func, s.swap) for s in sites if s.swap is not None]
     if swaps:
         script = _swap_names(script, lines, swaps)
-    try:
-        from .._monty import type_check
-
-        raw = type_check(script, stubs)
-    except Exception:  # the checker failed: no verdict
-        raw = None
+    raw = _run_checker(script, stubs)
     if raw:
         errors += _gating(json.loads(raw), tree, lines, sites, signatures)
     seen: set[tuple[int, int, str]] = set()
@@ -205,6 +201,52 @@ def _check(
     return tuple(unique)
 
 
+CHECK_TIMEOUT = 2.0
+"""Seconds a check may take before the script runs without a verdict. ty 0.0.14 does not
+settle on some scripts (a ``functools.partial`` rebound in a class body inside a loop, Monty's
+own ``functools__partial.py``) and the crate offers no way to cancel a check: such a check is
+left running on its own daemon thread, and while ``_MAX_STUCK`` of them run, scripts are not
+checked at all (no verdict), so a hostile script costs at most that many busy threads."""
+_MAX_STUCK = 2
+_stuck = 0
+_stuck_lock = threading.Lock()
+
+
+def _run_checker(script: str, stubs: str) -> str | None:
+    """The native checker's JSON for ``script``, or None (clean, failed, or over
+    ``CHECK_TIMEOUT``)."""
+    global _stuck
+    from .._monty import type_check
+
+    with _stuck_lock:
+        if _stuck >= _MAX_STUCK:
+            return None
+    done = threading.Event()
+    answer: list[str | None] = [None]
+
+    def work() -> None:
+        global _stuck
+        try:
+            answer[0] = type_check(script, stubs)
+        except Exception:  # the checker failed: no verdict
+            answer[0] = None
+        finally:
+            with _stuck_lock:
+                if done.is_set():  # it had been given up on: no longer stuck
+                    _stuck -= 1
+                done.set()
+
+    threading.Thread(target=work, name="codeact-type-check", daemon=True).start()
+    if done.wait(CHECK_TIMEOUT):
+        return answer[0]
+    with _stuck_lock:
+        if done.is_set():  # finished just now
+            return answer[0]
+        done.set()
+        _stuck += 1
+    return None
+
+
 def _col(lines: list[str], lineno: int, byte_col: int) -> int:
     """0-based character column from ast's UTF-8 byte column."""
     if lineno - 1 >= len(lines):
@@ -212,13 +254,50 @@ def _col(lines: list[str], lineno: int, byte_col: int) -> int:
     return len(lines[lineno - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
 
 
-def _tool_sites(tree: ast.Module, signatures: dict[str, ToolSignature], functions_style: bool) -> list[_Site]:
-    sites: list[_Site] = []
-    guarded: set[int] = set()  # ids of nodes inside a try body with handlers
+def _guarded(tree: ast.Module) -> set[int]:
+    """The ids of the nodes inside a ``try`` body that handles exceptions."""
+    guarded: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)) and node.handlers:
             for stmt in node.body:
                 guarded.update(id(n) for n in ast.walk(stmt))
+    return guarded
+
+
+def _bound_names(tree: ast.Module) -> set[str] | None:
+    """Every name the script binds anywhere (assignments, definitions, imports, parameters,
+    ``global``), or None after a star import (any name may be bound)."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if any(a.name == "*" for a in node.names):
+                return None
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return bound
+
+
+def _tool_sites(
+    tree: ast.Module, signatures: dict[str, ToolSignature], functions_style: bool, bound: set[str] | None
+) -> list[_Site]:
+    """The script's tool calls: every ``call_tool(...)``, and in the ``functions`` style every
+    bare call of a tool's name the script does not bind itself (an imported ``partial`` is
+    functools', not a tool; after a star import no bare call is taken for a tool)."""
+    sites: list[_Site] = []
+    guarded = _guarded(tree)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
             continue
@@ -241,7 +320,7 @@ def _tool_sites(tree: ast.Module, signatures: dict[str, ToolSignature], function
                 )
             )
             sites.append(_Site(node, tool, "call_tool", free, not literal_args or tool not in signatures))
-        elif functions_style and name in signatures:
+        elif functions_style and name in signatures and bound is not None and name not in bound:
             sites.append(_Site(node, name, "function", free, False))
     return sites
 
@@ -268,26 +347,17 @@ def _known_tools(name: str, signatures: dict[str, ToolSignature]) -> str:
     return f"one of the tools: {listed}"
 
 
-def _unknown_functions(tree: ast.Module, lines: list[str], signatures: dict[str, ToolSignature]) -> list[ToolCallError]:
+def _unknown_functions(
+    tree: ast.Module, lines: list[str], signatures: dict[str, ToolSignature], bound: set[str] | None
+) -> list[ToolCallError]:
     """Bare calls of a name the script never binds, close to a tool's name (a misspelt tool)."""
-    bound: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            bound.add(node.name)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-            if any(a.name == "*" for a in node.names):
-                return []
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            bound.update(node.names)
+    if bound is None:
+        return []
     tools = [n for n in signatures if n.isidentifier()]
+    guarded = _guarded(tree)
     errors = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)) or id(node) in guarded:
             continue
         name = node.func.id
         if name in bound or name in signatures or name in _BUILTINS or name in ("call_tool", ANY_TOOL, FINAL_ANSWER):
