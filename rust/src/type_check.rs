@@ -41,7 +41,10 @@ struct Pooled {
 static POOL: Mutex<Vec<Pooled>> = Mutex::new(Vec::new());
 
 fn take_checker() -> Pooled {
-    let idle = POOL.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+    let idle = POOL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .pop();
     idle.unwrap_or_else(|| Pooled {
         checker: TypeChecker::default(),
         uses: 0,
@@ -52,7 +55,9 @@ fn give_back(pooled: Pooled) {
     if pooled.uses >= CHECKS_PER_CHECKER {
         return;
     }
-    let mut pool = POOL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut pool = POOL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if pool.len() < POOL_IDLE {
         pool.push(pooled);
     }
@@ -109,10 +114,14 @@ pub fn type_check(
 ) -> PyResult<Option<String>> {
     let modules = modules
         .into_iter()
-        .map(|(name, source)| ModuleStub::new(name, source).map_err(|e| PyValueError::new_err(e.to_string())))
+        .map(|(name, source)| {
+            ModuleStub::new(name, source).map_err(|e| PyValueError::new_err(e.to_string()))
+        })
         .collect::<PyResult<Vec<_>>>()?;
     let outcome = py.detach(|| {
-        if !monty::source_within_nesting_bound(script, 0) || !monty::source_within_nesting_bound(stubs, 0) {
+        if !monty::source_within_nesting_bound(script, 0)
+            || !monty::source_within_nesting_bound(stubs, 0)
+        {
             return Ok(None);
         }
         with_stack(CHECK_STACK, || check(script, stubs, &modules))
@@ -132,5 +141,7 @@ pub fn warm_type_checker(py: Python<'_>) {
 /// Idle checkers in the pool right now (tests and benchmarks).
 #[pyfunction]
 pub fn type_checkers_idle() -> usize {
-    POOL.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    POOL.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .len()
 }
