@@ -14,6 +14,10 @@ PATCHED := .cargo/config.toml
 # Cargo profiles (Cargo.toml): fat-LTO `release` for the release wheel, `dev-release` for
 # development builds and the demo (several times faster to build from cold).
 DEV_PROFILE ?= dev-release
+# Cargo features of the extension: `make build FEATURES=type-check` adds the ty-based type check
+# of scripts' tool calls (off by default: it roughly doubles a cold build; docs/type-check.md).
+FEATURES ?=
+CARGO_FEATURES = $(if $(FEATURES),--features $(FEATURES))
 DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,dbos,web,test-web
@@ -48,7 +52,7 @@ patch: $(PATCHED)  ## prepare the patched monty-types and monty crates (rust/pat
 
 build: toolchain $(BIN)/python $(PATCHED)  ## build the extension (dev-release profile) and install the package editable into $(VENV)
 	$(UV)
-	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --uv --profile $(DEV_PROFILE) -E $(EXTRAS)
+	PATH=$(RUST_PATH) VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --uv --profile $(DEV_PROFILE) $(CARGO_FEATURES) -E $(EXTRAS)
 
 # The release wheel is portable: zig links it against glibc 2.17 (manylinux2014), so it installs on
 # RHEL/Rocky 8, Amazon Linux 2023, Debian 11, Ubuntu 20.04 and newer. The release workflow runs the same.
@@ -56,7 +60,7 @@ WHEEL_COMPAT ?= manylinux2014
 wheel: toolchain $(BIN)/python $(PATCHED)  ## build the release wheel (fat LTO, manylinux2014 via zig) into dist/
 	rm -f dist/codeact-*.whl
 	$(BIN)/python -c "import ziglang" 2>/dev/null || $(BIN)/pip install -q "ziglang>=0.13"
-	PATH=$(BIN):$(RUST_PATH) $(BIN)/maturin build --release --zig --compatibility $(WHEEL_COMPAT) --out dist
+	PATH=$(BIN):$(RUST_PATH) $(BIN)/maturin build --release --zig --compatibility $(WHEEL_COMPAT) $(CARGO_FEATURES) --out dist
 
 sdist: $(BIN)/python $(PATCHED)  ## build the sdist into dist/ (sources and patches, not Monty's source)
 	rm -f dist/codeact-*.tar.gz

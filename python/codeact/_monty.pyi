@@ -112,6 +112,19 @@ def parses(script: str) -> bool:
     Rust; the GIL released). On a thread with a short stack, False also for a source nested
     past Monty's bound (which Monty refuses to run)."""
 
+def type_check(script: str, stubs: str, modules: list[tuple[str, str]] = ...) -> str | None:
+    """Type-checks ``script`` against ``stubs`` (a ``.pyi`` text, star-imported) and
+    ``modules`` (``(dotted_name, pyi_text)`` module stubs) with Monty's ty-based checker (a
+    pooled checker, the GIL released). None when it finds nothing, else the diagnostics as a
+    JSON array (``code``, ``message``, ``location: {row, column}``, 1-based). Raises
+    ``ValueError`` for an invalid module name, ``RuntimeError`` when the checker fails."""
+
+def warm_type_checker() -> None:
+    """Builds one checker ahead of the first check (it loads the bundled typeshed)."""
+
+def type_checkers_idle() -> int:
+    """Idle checkers in the pool."""
+
 def plain_json(value: object, lone_surrogates: bool, max_int_digits: int | None = None) -> bool:
     """Whether ``value`` is None, or an exact bool, int (within 64 bits, and of at most
     ``max_int_digits`` decimal digits when given), float or str (without lone surrogates

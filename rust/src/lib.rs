@@ -18,6 +18,8 @@ mod slot;
 mod snapshot;
 mod stack;
 mod traceback;
+#[cfg(feature = "type-check")]
+mod type_check;
 mod worker;
 
 use pyo3::prelude::*;
@@ -39,6 +41,12 @@ fn _monty(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_repl::MontySession>()?;
     m.add_class::<screen::SubsetScreen>()?;
     m.add_function(wrap_pyfunction!(screen::parses, m)?)?;
+    #[cfg(feature = "type-check")]
+    m.add_function(wrap_pyfunction!(type_check::type_check, m)?)?;
+    #[cfg(feature = "type-check")]
+    m.add_function(wrap_pyfunction!(type_check::warm_type_checker, m)?)?;
+    #[cfg(feature = "type-check")]
+    m.add_function(wrap_pyfunction!(type_check::type_checkers_idle, m)?)?;
     m.add_function(wrap_pyfunction!(plain::plain_json, m)?)?;
     m.add_function(wrap_pyfunction!(plain::plain_json_digest, m)?)?;
     m.add_function(wrap_pyfunction!(py_api::register_seam_types, m)?)?;

@@ -60,6 +60,7 @@ from ._output import (
 )
 from ._recovery import drop_slot, release_claim, restore
 from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event, gated_tools, unknown_tool_error
+from ._toolcheck import tool_call_problem
 
 __all__ = (
     "DEFAULT_MAX_ERROR_CHARS",
@@ -595,6 +596,10 @@ class CodeActAgent(BaseAgent):
                 run.turn_stdout = ""
                 run.tools_ran = []
                 hint = script_hint(script, self.runtime, run.roster)
+                if hint is None:
+                    hint = await tool_call_problem(
+                        run, self.runtime, script, persist_namespace=self.persist_namespace, uses_session=uses_session
+                    )
                 if hint is not None:
                     yield model_event
                     self._feed_back(run, "Error during execution:\n" + hint, outcome=None)

@@ -17,7 +17,9 @@ from ._seam import (
     RuntimeCapabilities,
     SessionRestoringRuntime,
     SuspendingRuntime,
+    ToolCallChecking,
     bind_call_args,
+    check_tool_calls,
     default_tool_catalog,
 )
 from .cpython import CPythonRuntime
@@ -52,8 +54,10 @@ __all__ = (
     "SnapshotError",
     "SteppingClock",
     "SuspendingRuntime",
+    "ToolCallChecking",
     "ToolCallLimitError",
     "ValueConversionError",
     "bind_call_args",
+    "check_tool_calls",
     "default_tool_catalog",
 )

@@ -35,7 +35,9 @@ __all__ = (
     "RuntimeCapabilities",
     "SessionRestoringRuntime",
     "SuspendingRuntime",
+    "ToolCallChecking",
     "bind_call_args",
+    "check_tool_calls",
     "default_tool_catalog",
 )
 
@@ -273,6 +275,34 @@ class SessionRestoringRuntime(SuspendingRuntime, Protocol):
         """A paused session's bytes opened as ``restore`` opens a script's: ``(session,
         step)``. Raises ``SnapshotError``."""
         ...
+
+
+@runtime_checkable
+class ToolCallChecking(Protocol):
+    """An optional part of the seam: a runtime that can tell, before a script runs, which of
+    its tool calls cannot succeed (``MontyRuntime``: a type check against the tools' stubs).
+    The agent asks any runtime through ``check_tool_calls``; one without it reports nothing."""
+
+    def check_tool_calls(
+        self, script: str, tools: Sequence[Tool], *, namespace: Sequence[str] | None = ()
+    ) -> str | None:
+        """The corrective text for the tool calls in ``script`` that cannot succeed (unknown
+        tool, unknown or missing argument, a wrong argument type), or None to run it. Nothing
+        has run when it is given. ``namespace``: names an earlier script left
+        (``persist_namespace``), None when they are not known. Never raises for a script."""
+        ...
+
+
+def check_tool_calls(
+    runtime: object, script: str, tools: Sequence[Tool], *, namespace: Sequence[str] | None = ()
+) -> str | None:
+    """``runtime.check_tool_calls(script, tools, namespace=...)`` when the runtime has it
+    (``ToolCallChecking``), else None."""
+    check = getattr(runtime, "check_tool_calls", None)
+    if check is None:
+        return None
+    found: str | None = check(script, tools, namespace=namespace)
+    return found
 
 
 # ------------------------------------------------------------------ argument binding

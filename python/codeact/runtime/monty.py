@@ -189,6 +189,11 @@ class MontyRuntime:
             (``CODEACT_PROCESS_WORKERS``, default the CPU count), so an interpreter crash
             kills a worker and raises ``CodeRuntimeError`` instead of ending the host.
             Costs an IPC round trip and a snapshot dump per stop (docs/security.md).
+        check_types: whether the agent's type check of a script's tool calls against the
+            tools' stubs runs before it starts (``check_tool_calls``); a plain attribute. It
+            needs an extension built with the ``type-check`` cargo feature
+            (``make build FEATURES=type-check``, docs/type-check.md); without it the attribute
+            is False and nothing is checked.
         namespace_sessions: whether ``start_session`` is offered (in process only), so
             ``persist_namespace`` runs on an interpreter session that keeps every value
             (ADR 0003); False keeps the agent's source transform (readable JSON namespace).
@@ -212,6 +217,7 @@ class MontyRuntime:
         isolation: Literal["in_process", "process"] = "in_process",
         rewrite_scripts: bool = True,
         check_scripts: bool = True,
+        check_types: bool = True,
         namespace_sessions: bool = True,
         timezone: str = "local",
         clock: FrozenClock | SteppingClock | None = None,
@@ -237,6 +243,8 @@ class MontyRuntime:
         self._tool_style = tool_style
         self._rewrite_scripts = bool(rewrite_scripts)
         self._check_scripts = bool(check_scripts)
+        # Only in a build with the `type-check` cargo feature (docs/type-check.md).
+        self.check_types = bool(check_types) and hasattr(_monty, "type_check")
         if max_stdout <= 0:
             raise ValueError("max_stdout must be a positive number of bytes")
         if snapshot_key is not None and (not isinstance(snapshot_key, bytes) or len(snapshot_key) < 16):
@@ -379,6 +387,21 @@ class MontyRuntime:
         if "await" in script:
             return script, None, check_script_safely(script, rewrite=False, functions_style=functions_style).deferred
         return script, None, ()
+
+    def check_tool_calls(
+        self, script: str, tools: Sequence[Tool], *, namespace: Sequence[str] | None = ()
+    ) -> str | None:
+        """The seam's optional type check (``ToolCallChecking``): the tool calls in
+        ``script`` that cannot succeed against ``tools``' stubs, as the text to feed back
+        ("nothing was executed"), or None. None without looking when ``check_types`` is off.
+        Costs a few milliseconds once per script text and tool set, the GIL released
+        (``runtime._typecheck``)."""
+        if not self.check_types:
+            return None
+        from ._typecheck import check_tool_calls, format_tool_call_errors
+
+        errors = check_tool_calls(script, tools, functions_style=self.tool_style == "functions", namespace=namespace)
+        return format_tool_call_errors(errors) if errors else None
 
     def wake_workers(self) -> None:
         """Wakes a native step worker ahead of a ``start_async`` or ``resume_async`` that
