@@ -92,6 +92,8 @@ REWRITTEN = {
     "nested any": f"any(any({CI('check', 'a + b')} for b in orders) for a in orders)",
     "inside a function": f"def first():\n    return next((o for o in orders if {CI('check', 'o')}), None)\nfirst()",
     "loop variable not leaked": f"o = 'kept'\nany({CI('check', 'o')} for o in orders)\no",
+    "max with key None": f"max(({CI('price', 'o')} for o in orders), key=None)",
+    "a name like the loop's kept": f"_any1 = 'mine'\nr = any({CI('check', 'o')} for o in orders)\n(_any1, r)",
     "star argument": f"max(*({CI('price', 'o')} for o in orders), {CI('price', '0')})",
     "star in a list display": f"[{CI('price', '0')}, *({CI('price', 'o')} for o in orders), {CI('price', '9')}]",
 }
@@ -100,6 +102,10 @@ REFUSED = {
     "zip": f"list(zip(({CI('price', 'o')} for o in orders), ({CI('check', 'o')} for o in orders)))",
     "for over it": f"for p in ({CI('price', 'o')} for o in orders):\n    if p > 10:\n        break\np",
     "unpacking": f"a, b, c, d = ({CI('price', 'o')} for o in orders)\na",
+    "after a name that may not exist": f"prnt(any({CI('check', 'o')} for o in orders))",
+    "after an attribute": f"orders.add(any({CI('check', 'o')} for o in orders))",
+    "after a name in an operation": f"x = totl + sum({CI('price', 'o')} for o in orders)\nx",
+    "in a chained comparison": f"r = 2 < 1 < any({CI('check', 'o')} for o in orders)\nr",
     "any inside a comprehension": f"[any({CI('check', 'a + b')} for b in orders) for a in orders]",
     "any after a call": f"print('x'); any({CI('check', 'o')} for o in orders)",
 }

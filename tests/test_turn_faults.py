@@ -272,6 +272,9 @@ def test_the_cli_lists_a_call_in_doubt_and_decides_it(tmp_path: Path, monkeypatc
     assert refused.exit_code == 1 and "is in doubt: awaits rerun, skip or fail" in refused.output
     denied = cli.invoke(app, ["sessions", "deny", SESSION, "--call", key, *common, *agent])
     assert denied.exit_code == 1 and "is in doubt" in denied.output
+    # An option the verb ignores is refused, not dropped: `approve --error` never approves.
+    stray = cli.invoke(app, ["sessions", "decide", SESSION, "rerun", "--call", key, "--error", "no", *common, *agent])
+    assert stray.exit_code == 2 and "rerun does not take --error" in stray.output
     resolved = cli.invoke(
         app, ["sessions", "decide", SESSION, "skip", "--call", key, "--value", '"checked"', *common, *agent]
     )

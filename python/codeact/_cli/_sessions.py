@@ -336,6 +336,12 @@ def sessions_decide(
     if verb not in DECIDE_VERBS:
         _err().print(f"the verb must be one of {', '.join(DECIDE_VERBS)}, not {verb!r}", style="red")
         raise typer.Exit(2)
+    takes = {"complete": ("value", "error"), "skip": ("value",)}
+    given = {"value": value, "error": error}
+    stray = [f"--{k}" for k, v in given.items() if v is not None and k not in takes.get(verb, ())]
+    if stray:  # an option the verb ignores: the operator may have meant another verb
+        _err().print(f"{verb} does not take {', '.join(stray)}; nothing was decided", style="red")
+        raise typer.Exit(2)
     if verb == "complete" and (value is None) == (error is None):
         _err().print("complete: give exactly one of --value and --error", style="red")
         raise typer.Exit(2)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import cast
 
@@ -139,18 +140,25 @@ def _consumer(gen: ast.GeneratorExp, parents: dict[ast.AST, ast.AST], defined: s
     return name, call
 
 
-def _inert(node: ast.AST) -> bool:
-    """An expression whose evaluation calls nothing (a constant, a name, a display of those)."""
-    if isinstance(node, (ast.Constant, ast.Name)):
+_BUILTINS = frozenset(dir(builtins))
+"""Names that resolve without the script binding them (a script may still shadow one)."""
+
+
+def _inert(node: ast.AST, safe: Set[str]) -> bool:
+    """An expression whose evaluation calls nothing and cannot fail: a constant, a name in
+    ``safe`` (bound by the script, or a builtin), a display of those. Any other name may raise
+    ``NameError`` and an attribute ``AttributeError``: a loop hoisted before them would make
+    tool calls that Python never reaches."""
+    if isinstance(node, ast.Constant):
         return True
+    if isinstance(node, ast.Name):
+        return node.id in safe
     if isinstance(node, ast.UnaryOp):  # a signed literal (`-1`); an operator on a name may call a method
         return isinstance(node.operand, ast.Constant)
-    if isinstance(node, ast.Attribute):
-        return _inert(node.value)
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return all(_inert(e) for e in node.elts)
+        return all(_inert(e, safe) for e in node.elts)
     if isinstance(node, ast.Dict):
-        return all(k is None or _inert(k) for k in node.keys) and all(_inert(v) for v in node.values)
+        return all(k is None or _inert(k, safe) for k in node.keys) and all(_inert(v, safe) for v in node.values)
     return False
 
 
@@ -165,8 +173,8 @@ def _in_order(node: ast.AST) -> list[ast.AST] | None:
         return [node.func, *node.args, *(k.value for k in node.keywords)]
     if isinstance(node, ast.BinOp):
         return [node.left, node.right]
-    if isinstance(node, ast.Compare):
-        return [node.left, *node.comparators]
+    if isinstance(node, ast.Compare):  # a chain (`a < b < c`) stops at the first false link
+        return [node.left, node.comparators[0]]
     if isinstance(node, (ast.UnaryOp, ast.Starred, ast.Attribute, ast.FormattedValue, ast.Await)):
         return [node.operand if isinstance(node, ast.UnaryOp) else node.value]
     if isinstance(node, ast.Subscript):
@@ -178,7 +186,7 @@ def _in_order(node: ast.AST) -> list[ast.AST] | None:
     return None
 
 
-def _runs_first(root: ast.AST, target: ast.AST) -> bool:
+def _runs_first(root: ast.AST, target: ast.AST, safe: Set[str]) -> bool:
     """Whether ``target`` (inside ``root``) always runs, and nothing that calls runs before it."""
     node = root
     while node is not target:
@@ -189,7 +197,7 @@ def _runs_first(root: ast.AST, target: ast.AST) -> bool:
             if child is target or any(n is target for n in ast.walk(child)):
                 node = child
                 break
-            if not _inert(child):
+            if not _inert(child, safe):
                 return False
         else:
             return False
@@ -280,6 +288,8 @@ def _loop(kind: str, gen: ast.GeneratorExp, call: ast.Call, names: _Names) -> li
     else:  # min / max: the first element, then each one that compares lower / higher
         op = "<" if kind == "min" else ">"
         key_fn = next((kw.value for kw in call.keywords if kw.arg == "key"), None)
+        if isinstance(key_fn, ast.Constant) and key_fn.value is None:  # `key=None`: no key
+            key_fn = None
         fallback = next((kw.value for kw in call.keywords if kw.arg == "default"), None)
         pre = [f"{f} = False"]
         if key_fn is None:
@@ -347,6 +357,7 @@ def rewrite_lazy(
     """One pass of the rewrites (None when there is none to make). ``serial`` numbers the
     names the loops bind, so that passes do not reuse them."""
     f = _facts(tree)
+    safe = f.defined | _BUILTINS
     edits: list[tuple[int, int, str, ast.AST]] = []  # (start, end, replacement, node)
     hoisted: set[ast.AST] = set()
     for site in _sites(tree, functions_style):
@@ -399,8 +410,8 @@ def rewrite_lazy(
             root is None
             or site.stmt in hoisted
             or isinstance(f.parents.get(site.stmt), ast.ClassDef)
-            or not _runs_first(root, call)
-            or not all(_inert(a) or isinstance(a, ast.Lambda) for a in extra)
+            or not _runs_first(root, call, safe)
+            or not all(_inert(a, safe) or isinstance(a, ast.Lambda) for a in extra)
             or _rebinds(gen, names)
         ):
             if not site.reaches:  # no tool: the iterator of the list gives the same element
@@ -409,6 +420,8 @@ def rewrite_lazy(
                 edits.append((start, end, ast.unparse(ast.Call(call.func, [wrapped, *call.args[1:]], [])), call))
             continue
         serial += 1
+        while any(n.startswith(f"_{kind}{serial}") or n.endswith(f"_{serial}") for n in f.defined):
+            serial += 1  # the script already uses such a name: the loop's names must not clobber it
         tag = f"{kind}{serial}"
         loop = {n: f"_{n}_{serial}" for n in names}
         loop_names = _Names(f"_{tag}", f"_{tag}_found", f"_{tag}_item", f"_{tag}_key", f"_{tag}_key_fn", loop)
