@@ -20,7 +20,6 @@ nothing travels back through shared mutable fields.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import inspect
 import logging
@@ -39,15 +38,24 @@ from ..exceptions import (
     ReplayDivergenceError,
     SnapshotError,
     ToolArgumentError,
-    ToolHostError,
     TurnConflictError,
 )
-from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
-from ..runtime.monty import FINAL_ANSWER, StepTicket, final_answer_step
+from ..runtime import (
+    Call,
+    Complete,
+    Gather,
+    PendingCall,
+    Raised,
+    ResumeError,
+    ResumeValue,
+    RunStep,
+    bind_call_args,
+)
+from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
 from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
-from ..tools import FunctionTool, Tool
-from ._dispatch import failure_of, run_bare_tool, terminal_signal
+from ..tools import Tool
+from ._dispatch import terminal_signal
 from ._output import step_output
 from ._pacing import StopPacer
 from ._position import paused_position
@@ -63,7 +71,7 @@ from ._protocol import (
     plain_args_digest,
     value_problem,
 )
-from ._stepper import INLINE_WAIT, await_ticket, run_step
+from ._stepper import INLINE_WAIT, await_ticket
 from ._turn import call_digest, journal_scope, record_data, seal_journal, seal_record, slot_data
 
 if TYPE_CHECKING:
@@ -201,9 +209,26 @@ class _Final:
     step: Complete
 
 
+_STEPS = frozenset({Call, Gather, Complete, Raised})
+"""The step types ``resume_within`` answers with when the advance finished in time."""
+
 _SHORT_SCALARS = frozenset({float, bool, type(None)})
 _SHORT_INT = 2**53
-"""Ints inside this bound (magnitude) have far fewer digits than ``MAX_INT_DIGITS``."""
+"""Ints inside this bound (magnitude) have far fewer digits than ``MAX_INT_DIGITS``: such a
+result needs no plain-data walk, no size check and no blob (``_checked_result``, ``_record``)."""
+
+
+@dataclass(slots=True, frozen=True)
+class _Plan:
+    """What the driver reads once per tool name and turn (``TurnDriver._plan``).
+
+    Attributes:
+        tool: the tool the name resolves to (None: no such tool in this run).
+        gated: its calls need a confirmation (``Run.needs_confirmation``).
+    """
+
+    tool: Tool | None
+    gated: bool
 
 
 @dataclass(slots=True)
@@ -216,8 +241,14 @@ class _Invoke:
     digest: str
     call_key: str
     journaled: bool  # the journal holds its intent already (a recovery re-runs it)
-    call: Any
+    call: PendingCall
     decided: str = ""  # how it was allowed to run ("approved", "handler", "rerun"), kept in its intent
+
+
+_Resolved = Any
+"""What ``TurnDriver._resolve`` makes of one call: an ``Outcome`` the script gets now, an
+``_Invoke`` (the tool runs), a ``_Suspend``, a ``_Notice`` (an in-doubt notice and one of the
+others), or a ``_Final`` / ``_Stop`` / ``_Budget`` that ends the turn."""
 
 
 class TurnDriver:
@@ -235,116 +266,110 @@ class TurnDriver:
         self._emit = ctx.run_config.emit_tool_events
         self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
         self._runtime = agent.runtime
-        self._sealed = getattr(agent.runtime, "seal", None) is not None and agent.runtime.seal(b"") is not None
+        self._sealed = agent.runtime.seal(b"") is not None
         # what every journal seal of this turn binds: the session and the turn (issue 46)
         self._scope = journal_scope(self._key, state.turn) if self._sealed else ""
         self._pacer = StopPacer()  # yields to the event loop between stops (issue 20)
-        self._fast_tools: dict[str, FunctionTool | None] = {}  # _fast_tool's answers this turn
+        self._plans: dict[str, _Plan] = {}  # per tool name, made at its first call of the turn (_plan)
+        self._functions_style = agent.runtime.tool_style == "functions"
         self._appender = self._service.journal_appender() if self._service is not None else None
 
     # ------------------------------------------------------------------ the loop
 
-    async def drive(self, step: Any) -> AsyncGenerator[Event | TurnEnd, None]:
+    async def drive(self, step: RunStep) -> AsyncGenerator[Event | TurnEnd, None]:
         """Advances the script from ``step`` until it ends, suspends or the run stops;
         yields the events to store and, last, one ``TurnEnd``."""
         run, st = self.run, self.state
         while True:
             run.turn_stdout += step_output(step)
-            os_log = getattr(step, "os_log", ())
+            os_log = step.os_log
             if os_log and st.advance not in st.journal.os:
                 self._os_unwritten = [JournalRecord("os", st.advance, _json(list(os_log)))]
             if isinstance(step, (Complete, Raised)):
                 yield TurnEnd("finished", step)
                 return
-            gather = not isinstance(step, Call)
-            calls = list(step.calls) if gather else [step.call]
+            gather = type(step) is Gather
+            calls: list[PendingCall] = list(step.calls) if isinstance(step, Gather) else [step.call]
             for call in calls:
                 if call.call_id not in st.positions:
                     st.positions[call.call_id] = st.next_pos
                     st.next_pos += 1
             if self._checkpoint_due() and self._service is not None:
                 await self._checkpoint(step, calls)
-            # The common inline call takes the short path (same records, same order); any
-            # other call, and any call the short path declines, goes through the policy below.
-            fast = None if gather else await self._fast_call(calls[0], st.positions[calls[0].call_id])
             outcomes: dict[int, Outcome] = {}
-            if fast is None:
-                suspended: list[_Suspend] = []
-                # Each call goes through the same policy; the calls to run now run together
-                # (the calls of a gather concurrently), after their intents are written.
-                resolved: list[tuple[Any, Any]] = []
-                notices: list[Event] = []
-                handler_error: BaseException | None = None
-                for call in calls:
-                    try:
-                        result = await self._resolve(call, st.positions[call.call_id])
-                    except _HandlerFailed as failed:
-                        handler_error = failed.cause
-                        result = failed.suspend
-                    if isinstance(result, _Notice):  # its call goes on as ``then`` (never one that ends the turn)
-                        notices.append(result.event)
-                        result = result.then
-                    resolved.append((call, result))
-                    if isinstance(result, (_Final, _Stop, _Budget)):
-                        break
-                for notice in notices:  # the in-doubt notices, stored before their calls go on
-                    yield notice
-                invokes = [r for _, r in resolved if isinstance(r, _Invoke)]
-                if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)) and handler_error is None:
-                    for inv in invokes:
-                        if self._emit and not (inv.tool.is_long_running and run.supports_suspension):
-                            yield self._call_event(inv)  # a long-running call's announcement shows it
-                    ran = await self._invoke_all(invokes)
-                    resolved = [(call, ran.get(id(r), r)) for call, r in resolved]
-                for call, result in resolved:
-                    if isinstance(result, _Invoke):  # not run: a later call ends the turn, or the handler failed
-                        continue
-                    if isinstance(result, _Final):
-                        yield TurnEnd("finished", result.step)
-                        return
-                    if isinstance(result, _Stop):
-                        yield result.event
-                        yield TurnEnd("stopped")
-                        return
-                    if isinstance(result, _Budget):
-                        yield TurnEnd("budget", message=result.message)
-                        return
-                    if isinstance(result, _Ran):
-                        if run.pending.state_delta or run.pending.artifact_delta:
-                            # The tool's state / artifact changes are stored before its outcome:
-                            # a recorded outcome never runs again, so its changes must not be lost.
-                            yield run.event()
-                        result = await self._record(result.pos, result.tool, result.digest, result.outcome)
-                    elif isinstance(result, _Recorded):
-                        result = result.outcome
-                    if self._events:
-                        for event in self._events:
-                            yield event
-                        self._events.clear()
-                    if isinstance(result, _Suspend):
-                        suspended.append(result)
-                    else:
-                        outcomes[call.call_id] = result
-                if handler_error is not None:
-                    # The handler failed: the call it was asked about stays pending, the run ends (the
-                    # other calls of a gather that were to run now run when the script resumes).
-                    async for event in self._suspend(step, calls, suspended):
-                        yield event
-                    raise ConfirmationHandlerError(
-                        f"the tool confirmation handler raised {type(handler_error).__name__}: {handler_error}; the "
-                        "run ended and the call is left pending (approve or deny it, or run again)",
-                        [s.info for s in suspended],
-                    ) from handler_error
-                if suspended:
-                    async for event in self._suspend(step, calls, suspended):
-                        yield event
-                    yield TurnEnd("suspended")
+            suspended: list[_Suspend] = []
+            # Each call goes through the same policy; the calls to run now run together
+            # (the calls of a gather concurrently), after their intents are written.
+            resolved: list[tuple[PendingCall, _Resolved]] = []
+            notices: list[Event] = []
+            handler_error: BaseException | None = None
+            for call in calls:
+                try:
+                    result = await self._resolve(call, st.positions[call.call_id])
+                except _HandlerFailed as failed:
+                    handler_error = failed.cause
+                    result = failed.suspend
+                if isinstance(result, _Notice):  # its call goes on as ``then`` (never one that ends the turn)
+                    notices.append(result.event)
+                    result = result.then
+                resolved.append((call, result))
+                if isinstance(result, (_Final, _Stop, _Budget)):
+                    break
+            for notice in notices:  # the in-doubt notices, stored before their calls go on
+                yield notice
+            invokes = [r for _, r in resolved if isinstance(r, _Invoke)]
+            if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)) and handler_error is None:
+                for inv in invokes:
+                    if self._emit and not (inv.tool.is_long_running and run.supports_suspension):
+                        yield self._call_event(inv)  # a long-running call's announcement shows it
+                ran = await self._invoke_all(invokes)
+                resolved = [(call, ran.get(id(r), r)) for call, r in resolved]
+            for call, result in resolved:
+                if isinstance(result, _Invoke):  # not run: a later call ends the turn, or the handler failed
+                    continue
+                if isinstance(result, _Final):
+                    yield TurnEnd("finished", result.step)
                     return
-            try:
-                if fast is not None:
-                    step = await self._advance(step, fast, False)
+                if isinstance(result, _Stop):
+                    yield result.event
+                    yield TurnEnd("stopped")
+                    return
+                if isinstance(result, _Budget):
+                    yield TurnEnd("budget", message=result.message)
+                    return
+                if isinstance(result, _Ran):
+                    if run.pending.state_delta or run.pending.artifact_delta:
+                        # The tool's state / artifact changes are stored before its outcome:
+                        # a recorded outcome never runs again, so its changes must not be lost.
+                        yield run.event()
+                    result = await self._record(result.pos, result.tool, result.digest, result.outcome)
+                elif isinstance(result, _Recorded):
+                    result = result.outcome
+                if self._events:
+                    for event in self._events:
+                        yield event
+                    self._events.clear()
+                if isinstance(result, _Suspend):
+                    suspended.append(result)
                 else:
-                    step = await self._advance(step, outcomes if gather else next(iter(outcomes.values())), gather)
+                    outcomes[call.call_id] = result
+            if handler_error is not None:
+                # The handler failed: the call it was asked about stays pending, the run ends (the
+                # other calls of a gather that were to run now run when the script resumes).
+                async for event in self._suspend(step, calls, suspended):
+                    yield event
+                raise ConfirmationHandlerError(
+                    f"the tool confirmation handler raised {type(handler_error).__name__}: {handler_error}; the "
+                    "run ended and the call is left pending (approve or deny it, or run again)",
+                    [s.info for s in suspended],
+                ) from handler_error
+            if suspended:
+                async for event in self._suspend(step, calls, suspended):
+                    yield event
+                yield TurnEnd("suspended")
+                return
+            try:
+                step = await self._advance(step, outcomes if gather else outcomes[calls[0].call_id], gather)
             except SnapshotError as exc:
                 run.end("error", keep_slot=True)
                 yield run.stale_event(str(exc))
@@ -356,16 +381,15 @@ class TurnDriver:
                 yield TurnEnd("stopped")
                 return
 
-    async def _advance(self, step: Any, arg: Outcome | dict[int, Outcome], gather: bool) -> Any:
-        """Resumes the script with the outcomes of its pending calls, on a worker thread.
+    async def _advance(self, step: Call | Gather, arg: Outcome | dict[int, Outcome], gather: bool) -> RunStep:
+        """Resumes the script with the outcomes of its pending calls, off the event loop.
 
         Every advance runs off the event loop (issue 20: one run inline could not be
         interrupted, so a script that looped after a tool call held the loop for its whole
-        ``max_duration``). The native ``resume_async`` of the runtime's continuations hands
-        the advance to a native worker that never takes the GIL; the loop blocks at most
-        ``INLINE_WAIT`` seconds for it (a short advance comes back without an event-loop
-        round trip), then awaits it without blocking. A runtime without that variant goes
-        through ``run_step``.
+        ``max_duration``). The seam's ``resume_within`` hands the advance to the runtime's
+        worker (Monty's native one never takes the GIL) and waits at most ``INLINE_WAIT``
+        seconds for it: the usual short advance comes back as its step, without an
+        event-loop round trip; a longer one as its ticket, awaited without blocking.
 
         ``arg``: the outcome of the paused call, or of a gather its outcomes by call id.
         """
@@ -374,28 +398,19 @@ class TurnDriver:
             await self._pacer.pace()
         st.advance += 1
         replay = st.journal.os.get(st.advance)
-        target = step if gather else step.call
-        within = getattr(target, "resume_within", None)
-        if within is not None:
-            # One native call hands the advance over and waits for it: the usual short one
-            # comes back as its step, a longer one as its ticket, awaited without blocking.
-            got = within(arg, INLINE_WAIT, replay)
-            if type(got) is StepTicket:
-                return await await_ticket(got, waited=True)
-            return got
-        native = getattr(target, "resume_async", None)
-        if native is None:
-            fn = functools.partial(target.resume, os_replay=replay) if replay else target.resume
-            return await run_step(fn, arg)
-        ticket = native(arg, os_replay=replay) if replay else native(arg)
-        if ticket.wait(INLINE_WAIT):  # the usual short advance: no coroutine for the wait
-            return ticket.result()
-        return await await_ticket(ticket, waited=True)
+        if isinstance(step, Gather):
+            got = step.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type]
+        else:
+            got = step.call.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type]
+        if type(got) in _STEPS:
+            return got  # type: ignore[return-value]
+        result: RunStep = await await_ticket(got, waited=True)
+        return result
 
     # ------------------------------------------------------------------ one call
 
     def _pending_of(
-        self, call: Any, pos: int, tool: str, args: dict[str, Any], kind: str = "confirmation", hint: Any = None
+        self, call: PendingCall, pos: int, tool: str, args: dict[str, Any], kind: str = "confirmation", hint: Any = None
     ) -> _Suspend:
         st = self.state
         call_key = f"{st.turn}:{pos}"
@@ -422,144 +437,27 @@ class TurnDriver:
         )
         return _Suspend(entry, info)
 
-    async def _fast_call(self, call: Any, pos: int) -> Outcome | None:
-        """The short path of the most common call (issue 21): a live call (not journaled, not
-        pending) of a plain ``FunctionTool`` with no context parameter, no confirmation, no
-        long-running result, no timeout to enforce and no retries, on an agent with no tool
-        callbacks, plugins, tool events or tracing. It writes the same records in the same
-        order as the policy of ``_resolve`` / ``_invoke_all`` / ``Run.execute`` would: the
-        intent, then the tool runs, then its outcome.
+    def _plan(self, name: str) -> _Plan:
+        """The plan of the tool the script calls ``name``, made at its first call of the turn."""
+        tool = self.run.tools.get(name)
+        return _Plan(tool, tool is not None and self.run.needs_confirmation(tool))
 
-        Returns:
-            The recorded outcome the script resumes with, or None when the call is not of
-            that kind or its arguments would be refused (a budget, an open circuit breaker,
-            arguments that do not bind, are not plain or have no digest); nothing was done
-            then, and the caller takes the general path, which gives the same answer it
-            always did. The agent's callbacks and plugins are read before the intent's
-            write (the general path reads them just after it); the tool's thread mode, which
-            another session's call can change meanwhile, is read again after it.
-
-        Raises:
-            AlreadyResumingError: another runner took the turn over (from ``_write``).
-            ToolHostError: the tool reported a host failure (the run ends).
-        """
-        run, st, agent = self.run, self.state, self.agent
-        if pos in st.journal.calls or pos in st.pending:
-            return None
-        try:
-            tool = self._fast_tools[call.name]
-        except KeyError:
-            tool = self._fast_tools[call.name] = self._fast_tool(call.name)
-        if (
-            tool is None
-            or (agent.tool_timeout is not None and not tool.runs_inline)
-            or run.pending.state_delta
-            or run.pending.artifact_delta
-            or run.breaker.is_open(tool.name)
-            or ((agent.max_script_seconds is not None or agent.max_tool_calls is not None) and self._budget_breach(pos))
-        ):
-            return None
-        try:
-            args = bind_call_args(tool, call.positional_args, call.keyword_args)
-        except TypeError:
-            return None
-        digest = plain_args_digest(args)
-        if digest is None:
-            return None
-        # From here on, as the general path does for this call.
-        intent = [JournalRecord("intent", pos, _json([tool.name, digest]))]
-        if not self._write_now(intent):
-            await self._write_awaited(intent)
-        run.tools_ran.append(tool.name)
-        failure = None
-        if agent.tool_timeout is not None and not tool.runs_inline:
-            # Back in its worker thread since the check above (a slow call of the same tool in
-            # another session, during the intent's write): its timeout applies, as it would
-            # on the general path, which reads this after the write.
-            value, failure = await run_bare_tool(
-                tool,
-                args,
-                f"{st.turn}:{pos}",
-                run.ctx.session,
-                timeout=agent.tool_timeout,
-                retry=agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget),
-                breaker=run.breaker,
-            )
-        else:
-            try:
-                # The usual quick sync tool runs without a coroutine; run_inline reads the
-                # tool's mode once and declines (NotImplemented) when the call is not inline.
-                value = tool.run_inline(args)
-                if value is NotImplemented:
-                    value = await tool.run(args, None)  # type: ignore[arg-type]
-                elif inspect.iscoroutine(value):  # the function returned an awaitable
-                    value = await value
-            except ToolHostError:
-                raise  # the host's failure, not the script's: it ends the run
-            except (Exception, SystemExit) as exc:  # as ``_attempts``: SystemExit never ends the host's run
-                failure = failure_of(tool, None, exc, f"{st.turn}:{pos}", run.ctx.session)
-            run.breaker.record(tool.name, failure is None)
-        if failure is None and (
-            type(value) in _SHORT_SCALARS or (type(value) is int and -_SHORT_INT < value < _SHORT_INT)
-        ):
-            # A scalar result (a short int, a float, a bool, None) is plain: no walk, no
-            # length check (_checked_result's) and no blob; an int's record is written here,
-            # as encode_outcome would write it.
-            outcome: Outcome = ResumeValue(value)
-            text = f'{{"v":{value}}}' if type(value) is int else encode_outcome(outcome).decode()
-        else:
-            if failure is not None:
-                outcome = ResumeError(failure.message, failure.exc_type)
-            else:
-                outcome = self._checked_result(tool, value)
-            try:
-                data = encode_outcome(outcome)
-            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-                data = b""
-            if not data or len(data) > INLINE_VALUE_LIMIT:  # escaped, refused or kept as a blob: as _record does
-                return await self._record(pos, tool.name, digest, outcome)
-            text = data.decode()
-        records = [JournalRecord("outcome", pos, text)]
-        if not self._write_now(records):
-            await self._write_awaited(records)
-        return outcome
-
-    def _fast_tool(self, name: str) -> FunctionTool | None:
-        """The tool ``name`` when its calls may take the short path as far as nothing that
-        changes within a turn forbids it (``_fast_call`` checks the rest per call): a plain
-        ``FunctionTool`` with no context parameter, no confirmation, no long-running result
-        and no retries, on an agent with no tool callbacks, plugins or tool events, in a run
-        that is not traced; else None. Read once per tool and turn (``_fast_tools``)."""
-        run, agent = self.run, self.agent
-        tool = run.tools.get(name)
-        if (
-            type(tool) is not FunctionTool  # a subclass may have its own run or policy
-            or tool.context_parameter is not None
-            or tool.is_long_running
-            or self._emit
-            or run.plugins
-            or agent.before_tool
-            or agent.after_tool
-            or agent.after_tool_full
-            or agent.on_tool_error
-            or (run.otel is not None and run.otel.active)
-            or run.needs_confirmation(tool)
-        ):
-            return None
-        retry = agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget)
-        if retry is not None and retry.max_retries:
-            return None
-        return tool
-
-    async def _resolve(self, call: Any, pos: int) -> Any:
+    async def _resolve(self, call: PendingCall, pos: int) -> _Resolved:
+        """What becomes of one call (the policy every call goes through): an outcome the
+        script gets now, a tool to run (``_Invoke``), a pause, or the end of the turn."""
         agent, run, st = self.agent, self.run, self.state
-        tool = run.tools.get(call.name)
-        if tool is None and call.name == FINAL_ANSWER and getattr(agent.runtime, "tool_style", None) == "functions":
+        try:
+            plan = self._plans[call.name]
+        except KeyError:
+            plan = self._plans[call.name] = self._plan(call.name)
+        tool = plan.tool
+        if tool is None and self._functions_style and call.name == FINAL_ANSWER:
             outcome = final_answer_step(call.positional_args, call.keyword_args)
             if isinstance(outcome, Complete):
                 return _Final(outcome)
             return outcome
-        if pos not in st.journal.calls and pos not in st.pending:
+        live = pos not in st.journal.calls and pos not in st.pending
+        if live and (agent.max_tool_calls is not None or agent.max_script_seconds is not None):
             # Every stop counts, an unknown tool or refused arguments too (issue 20): a loop of
             # them caught by try/except ends at the budget like a loop of real calls.
             budget = self._budget_breach(pos)
@@ -572,18 +470,17 @@ class TurnDriver:
             args = bind_call_args(tool, call.positional_args, call.keyword_args)
         except TypeError as exc:
             return ResumeError(str(exc), "TypeError")
-        problem = value_problem(args, "")  # the label is spelled out only for a message
-        if problem is not None:
-            problem = value_problem(args, f"the arguments of {tool.name!r}")
-        if problem is not None:
-            return ResumeError(f"{problem}; the tool did not run", "ValueError")
-        try:
-            digest = args_digest(args)
-        except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
-            return ResumeError(
-                f"the arguments of {tool.name!r} cannot cross the boundary ({exc}); the tool did not run", "ValueError"
-            )
+        digest = plain_args_digest(args)  # one native walk for the usual plain arguments
+        if digest is None:
+            checked = _args_digest_or_error(tool, args)
+            if isinstance(checked, ResumeError):
+                return checked
+            digest = checked
         call_key = f"{st.turn}:{pos}"
+        if live:
+            if not plan.gated:
+                return _Invoke(tool, args, pos, digest, call_key, False, call)
+            return await self._gated(tool, args, pos, digest, call_key, call)
         entry = st.journal.calls.get(pos)
         if entry is not None:
             if entry.tool != tool.name or entry.digest != digest:
@@ -595,59 +492,65 @@ class TurnDriver:
             if waiting is None or waiting.kind == "confirmation":
                 # started (approved, or not gated) and never recorded: it may have run
                 return await self._in_doubt(tool, args, pos, digest, call_key, call)
-        waiting = st.pending.get(pos)
-        if waiting is not None:
-            decision = st.decisions.get(call_key)
-            if decision is not None and decision is not True:
-                reason = f": {decision}" if isinstance(decision, str) and decision else ""
-                what = "call to" if waiting.kind == "confirmation" else "long-running call to"
-                denied = ResumeError(f"{what} {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
-                return await self._record(pos, tool.name, digest, denied, intent=True)
-            if waiting.kind == "completion":
-                if call_key not in st.responses:
-                    return self._pending_of(call, pos, tool.name, args, "completion", waiting.hint)
-                result = self._checked_result(tool, st.responses[call_key])
-                return await self._record(pos, tool.name, digest, result, intent=True)
-            if waiting.kind == "in_doubt":
-                return await self._in_doubt(tool, args, pos, digest, call_key, call, waiting=True)
-            if decision is None:
-                return await self._ask(tool, args, pos, digest, call_key, call)
-            return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
-        if run.needs_confirmation(tool):
-            decision = st.decisions.get(call_key)
-            if decision is None and not run.gates_all(tool):
-                try:
-                    asks = await tool.confirmation_required(args)
-                except Exception as exc:  # a per-call check of the host failed: the script hears of it
-                    log.warning("confirmation check of tool %r failed", tool.name, exc_info=True)
-                    return ResumeError(
-                        f"the confirmation check of {tool.name!r} failed ({type(exc).__name__}); the tool did not run",
-                        "RuntimeError",
-                    )
-                if not asks:
-                    return _Invoke(tool, args, pos, digest, call_key, False, call)
-            if decision is None:
-                if not run.supports_suspension and run.ctx.run_config.tool_confirmation_handler is None:
-                    return ResumeError(
-                        f"tool {tool.name!r} requires confirmation, but this runtime cannot pause for a human "
-                        "decision; the call was refused",
-                        "PermissionError",
-                    )
-                check = getattr(tool, "check_args", None)  # a call that can never validate is not put to a human
-                try:
-                    if check is not None:
-                        check(args)
-                except ToolArgumentError as exc:
-                    return ResumeError(f"{exc}; the tool did not run and no confirmation was requested", "TypeError")
-                return await self._ask(tool, args, pos, digest, call_key, call)
-            if decision is not True:
-                reason = f": {decision}" if isinstance(decision, str) and decision else ""
-                denied = ResumeError(f"call to {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
-                return await self._record(pos, tool.name, digest, denied, intent=True)
-            return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
-        return _Invoke(tool, args, pos, digest, call_key, False, call)
+        waiting = st.pending[pos]  # not live, not answered by the journal: the call is pending
+        decision = st.decisions.get(call_key)
+        if decision is not None and decision is not True:
+            reason = f": {decision}" if isinstance(decision, str) and decision else ""
+            what = "call to" if waiting.kind == "confirmation" else "long-running call to"
+            denied = ResumeError(f"{what} {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
+            return await self._record(pos, tool.name, digest, denied, intent=True)
+        if waiting.kind == "completion":
+            if call_key not in st.responses:
+                return self._pending_of(call, pos, tool.name, args, "completion", waiting.hint)
+            result = self._checked_result(tool, st.responses[call_key])
+            return await self._record(pos, tool.name, digest, result, intent=True)
+        if waiting.kind == "in_doubt":
+            return await self._in_doubt(tool, args, pos, digest, call_key, call, waiting=True)
+        if decision is None:
+            return await self._ask(tool, args, pos, digest, call_key, call)
+        return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
 
-    async def _ask(self, tool: Tool, args: dict[str, Any], pos: int, digest: str, call_key: str, call: Any) -> Any:
+    async def _gated(
+        self, tool: Tool, args: dict[str, Any], pos: int, digest: str, call_key: str, call: PendingCall
+    ) -> _Resolved:
+        """A live call of a tool that needs a confirmation: its decision, the tool's per-call
+        check, the run's handler or a pause."""
+        run, st = self.run, self.state
+        decision = st.decisions.get(call_key)
+        if decision is None and not run.gates_all(tool):
+            try:
+                asks = await tool.confirmation_required(args)
+            except Exception as exc:  # a per-call check of the host failed: the script hears of it
+                log.warning("confirmation check of tool %r failed", tool.name, exc_info=True)
+                return ResumeError(
+                    f"the confirmation check of {tool.name!r} failed ({type(exc).__name__}); the tool did not run",
+                    "RuntimeError",
+                )
+            if not asks:
+                return _Invoke(tool, args, pos, digest, call_key, False, call)
+        if decision is None:
+            if not run.supports_suspension and run.ctx.run_config.tool_confirmation_handler is None:
+                return ResumeError(
+                    f"tool {tool.name!r} requires confirmation, but this runtime cannot pause for a human "
+                    "decision; the call was refused",
+                    "PermissionError",
+                )
+            check = getattr(tool, "check_args", None)  # a call that can never validate is not put to a human
+            try:
+                if check is not None:
+                    check(args)
+            except ToolArgumentError as exc:
+                return ResumeError(f"{exc}; the tool did not run and no confirmation was requested", "TypeError")
+            return await self._ask(tool, args, pos, digest, call_key, call)
+        if decision is not True:
+            reason = f": {decision}" if isinstance(decision, str) and decision else ""
+            denied = ResumeError(f"call to {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
+            return await self._record(pos, tool.name, digest, denied, intent=True)
+        return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
+
+    async def _ask(
+        self, tool: Tool, args: dict[str, Any], pos: int, digest: str, call_key: str, call: PendingCall
+    ) -> _Resolved:
         """A gated call with no decision: the run's confirmation handler decides, else the
         turn suspends for a human."""
         suspend = self._pending_of(call, pos, tool.name, args)
@@ -691,10 +594,10 @@ class TurnDriver:
         pos: int,
         digest: str,
         call_key: str,
-        call: Any,
+        call: PendingCall,
         *,
         waiting: bool = False,
-    ) -> Any:
+    ) -> _Resolved:
         """A recovered call with an intent and no outcome: it may have run. Per the tool's
         ``on_in_doubt``: run it again, pause for a human, or fail it into the script; a
         notice event is always emitted."""
@@ -807,6 +710,11 @@ class TurnDriver:
         return _Ran(pos, tool.name, digest, self._checked_result(tool, value), changes)
 
     def _checked_result(self, tool: Tool, value: Any) -> Outcome:
+        """``value`` as the outcome the script gets: a result that cannot cross the boundary,
+        or a completion's error, becomes the script's exception."""
+        kind = type(value)
+        if kind in _SHORT_SCALARS or (kind is int and -_SHORT_INT < value < _SHORT_INT):
+            return ResumeValue(value)  # plain by its type: no walk
         if isinstance(value, CompletionError):  # the caller completed the call with an error
             return ResumeError(f"long-running call to {tool.name!r} failed: {value.message}", "RuntimeError")
         problem = value_problem(value, "")  # the label is spelled out only for a message
@@ -860,21 +768,30 @@ class TurnDriver:
         error the script gets when the value is too large for the boundary. A value that
         cannot be encoded as it is (a str with lone surrogates) is recorded, and given to the
         script, escaped; one that cannot be encoded at all becomes the script's error."""
-        try:
-            data = encode_outcome(outcome)
-        except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-            outcome = _escaped(outcome, tool)
-            data = encode_outcome(outcome)
-        if len(data) > MAX_VALUE_BYTES:
-            outcome = ResumeError(f"the result of {tool!r} is larger than {MAX_VALUE_BYTES} bytes", "ValueError")
-            data = encode_outcome(outcome)
-        elif len(data) > INLINE_VALUE_LIMIT and self._service is not None:
-            blob = hashlib.sha256(data).hexdigest()
-            app, user, sid = self._key
-            await self._service.put_blob(app_name=app, user_id=user, session_id=sid, digest=blob, data=data)
-            data = _json({"r": blob, "n": len(data)}).encode()
-        records = [JournalRecord("intent", pos, _json([tool, digest]))] if intent else []
-        records.append(JournalRecord("outcome", pos, data.decode()))
+        value: Any = outcome.value if type(outcome) is ResumeValue else outcome
+        kind = type(value)
+        if kind is int and -_SHORT_INT < value < _SHORT_INT:
+            text = f'{{"v":{value}}}'  # as encode_outcome writes it
+        elif kind in _SHORT_SCALARS:
+            text = encode_outcome(outcome).decode()
+        else:
+            try:
+                data = encode_outcome(outcome)
+            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+                outcome = _escaped(outcome, tool)
+                data = encode_outcome(outcome)
+            if len(data) > MAX_VALUE_BYTES:
+                outcome = ResumeError(f"the result of {tool!r} is larger than {MAX_VALUE_BYTES} bytes", "ValueError")
+                data = encode_outcome(outcome)
+            elif len(data) > INLINE_VALUE_LIMIT and self._service is not None:
+                blob = hashlib.sha256(data).hexdigest()
+                app, user, sid = self._key
+                await self._service.put_blob(app_name=app, user_id=user, session_id=sid, digest=blob, data=data)
+                data = _json({"r": blob, "n": len(data)}).encode()
+            text = data.decode()
+        records = [JournalRecord("intent", pos, _json([tool, digest])), JournalRecord("outcome", pos, text)]
+        if not intent:
+            del records[0]
         await self._write(records)
         if self._emit:
             self._events.append(self._response_event(f"{self.state.turn}:{pos}", tool, outcome))
@@ -1056,7 +973,7 @@ class TurnDriver:
             and time.monotonic() - st.last_checkpoint >= agent.checkpoint_every_seconds
         )
 
-    async def _checkpoint(self, step: Any, calls: list[Any]) -> None:
+    async def _checkpoint(self, step: Call | Gather, calls: list[PendingCall]) -> None:
         st = self.state
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
         await self.save(
@@ -1065,10 +982,12 @@ class TurnDriver:
         st.calls_since_checkpoint = 0
         st.last_checkpoint = time.monotonic()
 
-    def _at(self, call: Any) -> CallPosition:
+    def _at(self, call: PendingCall) -> CallPosition:
         return CallPosition(call_id=call.call_id, pos=self.state.positions[call.call_id])
 
-    async def _suspend(self, step: Any, calls: list[Any], suspended: list[_Suspend]) -> AsyncGenerator[Event, None]:
+    async def _suspend(
+        self, step: Call | Gather, calls: list[PendingCall], suspended: list[_Suspend]
+    ) -> AsyncGenerator[Event, None]:
         agent, run = self.agent, self.run
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
         await self.save(
@@ -1109,6 +1028,20 @@ def _intent(inv: _Invoke) -> JournalRecord:
         inv.pos,
         _json([inv.tool.name, inv.digest, inv.decided] if inv.decided else [inv.tool.name, inv.digest]),
     )
+
+
+def _args_digest_or_error(tool: Tool, args: dict[str, Any]) -> str | ResumeError:
+    """The digest of arguments ``plain_args_digest`` declined, or the error the script gets
+    when they cannot cross the boundary (the checks that name why)."""
+    problem = value_problem(args, f"the arguments of {tool.name!r}")
+    if problem is not None:
+        return ResumeError(f"{problem}; the tool did not run", "ValueError")
+    try:
+        return args_digest(args)
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
+        return ResumeError(
+            f"the arguments of {tool.name!r} cannot cross the boundary ({exc}); the tool did not run", "ValueError"
+        )
 
 
 def _verdict(verdict: Any) -> tuple[bool | None, str]:

@@ -3,6 +3,7 @@
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
 from ._oneshot import RunResult, ScriptError, ScriptSuspended, SuspendScript, ToolCallLimitError
 from ._seam import (
+    AdvanceTicket,
     Call,
     CodeRuntime,
     Complete,
@@ -17,13 +18,18 @@ from ._seam import (
     RuntimeCapabilities,
     SessionRestoringRuntime,
     SuspendingRuntime,
+    ThreadTicket,
+    ToolStyle,
     bind_call_args,
     default_tool_catalog,
+    resume_in_thread,
+    step_within,
 )
 from .cpython import CPythonRuntime
 from .monty import FrozenClock, MontyRuntime, Mount, NamespaceSession, PathAccess, ResourceLimits, SteppingClock
 
 __all__ = (
+    "AdvanceTicket",
     "CPythonRuntime",
     "Call",
     "CodeRuntime",
@@ -52,8 +58,12 @@ __all__ = (
     "SnapshotError",
     "SteppingClock",
     "SuspendingRuntime",
+    "ThreadTicket",
     "ToolCallLimitError",
+    "ToolStyle",
     "ValueConversionError",
     "bind_call_args",
     "default_tool_catalog",
+    "resume_in_thread",
+    "step_within",
 )
