@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
 
 import anyio
 import pydantic_core
@@ -71,6 +71,7 @@ from ._protocol import (
     plain_args_digest,
     value_problem,
 )
+from ._run import NO_ACTIONS
 from ._stepper import INLINE_WAIT, await_ticket
 from ._turn import call_digest, journal_scope, record_data, seal_journal, seal_record, slot_data
 
@@ -170,44 +171,33 @@ class TurnState:
     calls_since_checkpoint: int = 0
 
 
+@final
 @dataclass(slots=True)
 class _Suspend:
     entry: PendingEntry
     info: PendingCallInfo
 
 
+@final
 @dataclass(slots=True)
 class _Stop:
     event: Event
 
 
+@final
 @dataclass(slots=True)
 class _Budget:
     message: str
 
 
-@dataclass(slots=True)
-class _Ran:
-    """A tool ran: its outcome is to be recorded (after its state changes are stored)."""
-
-    pos: int
-    tool: str
-    digest: str
-    outcome: Outcome
-    changes: bool = False  # the tool changed state or artifacts (stored as an event first)
-
-
-@dataclass(slots=True)
-class _Recorded:
-    """A tool of a gather ran and its outcome is stored already (as soon as it returned)."""
-
-    outcome: Outcome
-
-
+@final
 @dataclass(slots=True)
 class _Final:
     step: Complete
 
+
+_TURN_ENDS = frozenset({_Final, _Stop, _Budget})
+"""The results of a call that end the turn (no later call of a gather is resolved)."""
 
 _STEPS = frozenset({Call, Gather, Complete, Raised})
 """The step types ``resume_within`` answers with when the advance finished in time."""
@@ -231,9 +221,12 @@ class _Plan:
     gated: bool
 
 
+@final
 @dataclass(slots=True)
 class _Invoke:
-    """The tool is to run now (after its intent is written)."""
+    """The tool is to run now (after its intent is written); once it ran (``_invoke``),
+    ``outcome`` is what the script gets, to be recorded (after the tool's state changes,
+    ``changes``, are stored)."""
 
     tool: Tool
     args: dict[str, Any]
@@ -243,12 +236,19 @@ class _Invoke:
     journaled: bool  # the journal holds its intent already (a recovery re-runs it)
     call: PendingCall
     decided: str = ""  # how it was allowed to run ("approved", "handler", "rerun"), kept in its intent
+    outcome: Outcome | None = None  # set when the tool ran
+    changes: bool = False  # the tool changed state or artifacts (stored as an event before its outcome)
 
 
-_Resolved = Any
+_Resolved: TypeAlias = "ResumeValue | ResumeError | _Invoke | _Suspend | _Notice | _Final | _Stop | _Budget"
 """What ``TurnDriver._resolve`` makes of one call: an ``Outcome`` the script gets now, an
 ``_Invoke`` (the tool runs), a ``_Suspend``, a ``_Notice`` (an in-doubt notice and one of the
 others), or a ``_Final`` / ``_Stop`` / ``_Budget`` that ends the turn."""
+
+_Settled: TypeAlias = "ResumeValue | ResumeError | _Invoke | _Suspend | _Final | _Stop | _Budget"
+"""A call's result once its notice is taken out: what ``_Resolved`` holds but a ``_Notice``.
+An ``_Invoke`` with an ``outcome`` ran and its outcome is to be recorded; one without did not
+run (a later call ends the turn, or the confirmation handler failed)."""
 
 
 class TurnDriver:
@@ -272,6 +272,7 @@ class TurnDriver:
         self._pacer = StopPacer()  # yields to the event loop between stops (issue 20)
         self._plans: dict[str, _Plan] = {}  # per tool name, made at its first call of the turn (_plan)
         self._functions_style = agent.runtime.tool_style == "functions"
+        self._otel = run.otel if run.otel is not None and run.otel.active else None  # spans recorded this run
         self._appender = self._service.journal_appender() if self._service is not None else None
 
     # ------------------------------------------------------------------ the loop
@@ -296,66 +297,85 @@ class TurnDriver:
                     st.next_pos += 1
             if self._checkpoint_due() and self._service is not None:
                 await self._checkpoint(step, calls)
-            outcomes: dict[int, Outcome] = {}
-            suspended: list[_Suspend] = []
-            # Each call goes through the same policy; the calls to run now run together
-            # (the calls of a gather concurrently), after their intents are written.
-            resolved: list[tuple[PendingCall, _Resolved]] = []
-            notices: list[Event] = []
+            # Each call goes through the same policy (_resolve), in call order; the calls to run
+            # now run together (the calls of a gather concurrently), after their intents are
+            # written in one write; then each call's result is settled in call order.
+            settled: list[_Settled] = []
+            runs: list[int] = []  # indexes in ``settled`` of the calls to run now
+            notices: list[Event] | None = None
             handler_error: BaseException | None = None
             for call in calls:
+                result: _Resolved
                 try:
                     result = await self._resolve(call, st.positions[call.call_id])
                 except _HandlerFailed as failed:
                     handler_error = failed.cause
                     result = failed.suspend
-                if isinstance(result, _Notice):  # its call goes on as ``then`` (never one that ends the turn)
+                if type(result) is _Notice:  # its call goes on as ``then`` (never one that ends the turn)
+                    if notices is None:
+                        notices = []
                     notices.append(result.event)
                     result = result.then
-                resolved.append((call, result))
-                if isinstance(result, (_Final, _Stop, _Budget)):
+                if type(result) is _Invoke:
+                    runs.append(len(settled))
+                settled.append(result)
+                if type(result) in _TURN_ENDS:
                     break
-            for notice in notices:  # the in-doubt notices, stored before their calls go on
-                yield notice
-            invokes = [r for _, r in resolved if isinstance(r, _Invoke)]
-            if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)) and handler_error is None:
-                for inv in invokes:
-                    if self._emit and not (inv.tool.is_long_running and run.supports_suspension):
-                        yield self._call_event(inv)  # a long-running call's announcement shows it
-                ran = await self._invoke_all(invokes)
-                resolved = [(call, ran.get(id(r), r)) for call, r in resolved]
-            for call, result in resolved:
-                if isinstance(result, _Invoke):  # not run: a later call ends the turn, or the handler failed
-                    continue
-                if isinstance(result, _Final):
-                    yield TurnEnd("finished", result.step)
-                    return
-                if isinstance(result, _Stop):
-                    yield result.event
-                    yield TurnEnd("stopped")
-                    return
-                if isinstance(result, _Budget):
-                    yield TurnEnd("budget", message=result.message)
-                    return
-                if isinstance(result, _Ran):
+            if notices is not None:  # the in-doubt notices, stored before their calls go on
+                for notice in notices:
+                    yield notice
+            if runs and handler_error is None and type(settled[-1]) not in _TURN_ENDS:
+                if self._emit:
+                    for i in runs:
+                        inv = settled[i]
+                        assert type(inv) is _Invoke
+                        if not (inv.tool.is_long_running and run.supports_suspension):
+                            yield self._call_event(inv)  # a long-running call's announcement shows it
+                if len(runs) == 1:  # one tool to run now (the usual single call): no task group
+                    inv = settled[runs[0]]
+                    assert type(inv) is _Invoke
+                    if not inv.journaled:
+                        intent = [_intent(inv)]
+                        if not self._write_now(intent):
+                            await self._write_awaited(intent)
+                    settled[runs[0]] = await self._invoke(inv)
+                else:
+                    await self._invoke_all(settled, runs)
+            outcomes: dict[int, Outcome] = {}
+            suspended: list[_Suspend] | None = None
+            for call, done in zip(calls, settled, strict=False):  # settled stops at a call that ends the turn
+                if type(done) is _Invoke:
+                    if done.outcome is None:  # not run: a later call ends the turn, or the handler failed
+                        continue
                     if run.pending.state_delta or run.pending.artifact_delta:
                         # The tool's state / artifact changes are stored before its outcome:
                         # a recorded outcome never runs again, so its changes must not be lost.
                         yield run.event()
-                    result = await self._record(result.pos, result.tool, result.digest, result.outcome)
-                elif isinstance(result, _Recorded):
-                    result = result.outcome
+                    done = await self._record(done.pos, done.tool.name, done.digest, done.outcome)
+                elif type(done) is _Final:
+                    yield TurnEnd("finished", done.step)
+                    return
+                elif type(done) is _Stop:
+                    yield done.event
+                    yield TurnEnd("stopped")
+                    return
+                elif type(done) is _Budget:
+                    yield TurnEnd("budget", message=done.message)
+                    return
                 if self._events:
                     for event in self._events:
                         yield event
                     self._events.clear()
-                if isinstance(result, _Suspend):
-                    suspended.append(result)
+                if type(done) is _Suspend:
+                    if suspended is None:
+                        suspended = []
+                    suspended.append(done)
                 else:
-                    outcomes[call.call_id] = result
+                    outcomes[call.call_id] = done
             if handler_error is not None:
                 # The handler failed: the call it was asked about stays pending, the run ends (the
                 # other calls of a gather that were to run now run when the script resumes).
+                suspended = suspended or []
                 async for event in self._suspend(step, calls, suspended):
                     yield event
                 raise ConfirmationHandlerError(
@@ -398,10 +418,10 @@ class TurnDriver:
             await self._pacer.pace()
         st.advance += 1
         replay = st.journal.os.get(st.advance)
-        if isinstance(step, Gather):
-            got = step.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type]
+        if gather:
+            got = step.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
         else:
-            got = step.call.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type]
+            got = step.call.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
         if type(got) in _STEPS:
             return got  # type: ignore[return-value]
         result: RunStep = await await_ticket(got, waited=True)
@@ -646,35 +666,32 @@ class TurnDriver:
             custom_metadata={"codeact_kind": "in_doubt", "call_key": call_key, "tool": tool, "action": action},
         )
 
-    async def _invoke_all(self, invokes: list[_Invoke]) -> dict[int, _Ran | _Recorded | _Suspend | _Stop]:
-        """Runs the tools of ``invokes`` (keyed by ``id()`` of each): their intents first, in
-        one write (a decision becomes durable here, with the resume that uses it), then the
-        tools, concurrently when there are several (the calls of one gather)."""
+    async def _invoke_all(self, settled: list[_Settled], runs: list[int]) -> None:
+        """Runs the tools of the ``_Invoke`` entries of ``settled`` at the indexes ``runs``,
+        replacing each by its result: their intents first, in one write (a decision becomes
+        durable here, with the resume that uses it), then the tools, concurrently (the calls
+        of one gather; ``drive`` runs a single call itself, without a task group)."""
+        invokes: list[_Invoke] = [settled[i] for i in runs]  # type: ignore[misc]
         intents = [_intent(inv) for inv in invokes if not inv.journaled]
-        if intents:
-            await self._write(intents)
-        if len(invokes) == 1:
-            return {id(invokes[0]): await self._invoke(invokes[0])}
-        results: dict[int, _Ran | _Recorded | _Suspend | _Stop] = {}
+        if intents and not self._write_now(intents):
+            await self._write_awaited(intents)
         writing = anyio.Lock()
 
-        async def one(inv: _Invoke) -> None:
+        async def one(i: int, inv: _Invoke) -> None:
             result = await self._invoke(inv)
-            if isinstance(result, _Ran) and not result.changes:
+            if type(result) is _Invoke and result.outcome is not None and not result.changes:
                 # Stored as soon as this tool returns, not when its slowest sibling does: a
                 # crash meanwhile never runs it again. A tool that changed state waits for the
                 # gather's end, where its changes are stored (as an event) before its outcome.
                 async with writing:
-                    results[id(inv)] = _Recorded(
-                        await self._record(result.pos, result.tool, result.digest, result.outcome)
-                    )
+                    settled[i] = await self._record(result.pos, result.tool.name, result.digest, result.outcome)
                 return
-            results[id(inv)] = result
+            settled[i] = result
 
         try:
             async with anyio.create_task_group() as tg:
-                for inv in invokes:
-                    tg.start_soon(one, inv)
+                for i, inv in zip(runs, invokes, strict=True):
+                    tg.start_soon(one, i, inv)
         except BaseException as exc:
             # A store failure while recording (or a crash) raises as itself, not wrapped in the
             # task group's exception group, as it does outside a gather.
@@ -682,14 +699,14 @@ class TurnDriver:
             if inner:
                 raise inner[0] from None
             raise
-        return results
 
-    async def _invoke(self, inv: _Invoke) -> _Ran | _Suspend | _Stop:
-        """Runs the tool (its intent is written already)."""
+    async def _invoke(self, inv: _Invoke) -> _Invoke | _Suspend | _Stop:
+        """Runs the tool (its intent is written already): ``inv`` with its ``outcome`` and
+        ``changes`` set, a pause for a long-running call, or the end of the run."""
         run = self.run
-        tool, args, pos, digest, call_key = inv.tool, inv.args, inv.pos, inv.digest, inv.call_key
-        otel = run.otel
-        if otel is not None and otel.active:
+        tool, args, pos, call_key = inv.tool, inv.args, inv.pos, inv.call_key
+        otel = self._otel
+        if otel is not None:
             with otel.tool(tool.name, call_key, args) as span:
                 value, failure, actions = await run.execute(tool, args, call_key)
                 if failure is not None:
@@ -698,16 +715,25 @@ class TurnDriver:
                     span.record_result(value)
         else:
             value, failure, actions = await run.execute(tool, args, call_key)
-        if terminal_signal(actions):
-            run.end("handed_off")
-            return _Stop(run.handoff_event(actions))
-        changes = bool(actions.state_delta or actions.artifact_delta)
+        changes = False
+        if actions is not NO_ACTIONS:  # a call with a ToolContext: its actions may end the run or change state
+            if terminal_signal(actions):
+                run.end("handed_off")
+                return _Stop(run.handoff_event(actions))
+            changes = bool(actions.state_delta or actions.artifact_delta)
+        inv.changes = changes
         if failure is not None:
-            return _Ran(pos, tool.name, digest, ResumeError(failure.message, failure.exc_type), changes)
+            inv.outcome = ResumeError(failure.message, failure.exc_type)
+            return inv
         if tool.is_long_running and run.supports_suspension:
             hint = value if isinstance(value, str) or value is None else _json(value)
             return self._pending_of(inv.call, pos, tool.name, args, "completion", hint)
-        return _Ran(pos, tool.name, digest, self._checked_result(tool, value), changes)
+        kind = type(value)
+        if kind in _SHORT_SCALARS or (kind is int and -_SHORT_INT < value < _SHORT_INT):
+            inv.outcome = ResumeValue(value)  # plain by its type: no walk
+        else:
+            inv.outcome = self._checked_result(tool, value)
+        return inv
 
     def _checked_result(self, tool: Tool, value: Any) -> Outcome:
         """``value`` as the outcome the script gets: a result that cannot cross the boundary,
@@ -789,10 +815,11 @@ class TurnDriver:
                 await self._service.put_blob(app_name=app, user_id=user, session_id=sid, digest=blob, data=data)
                 data = _json({"r": blob, "n": len(data)}).encode()
             text = data.decode()
-        records = [JournalRecord("intent", pos, _json([tool, digest])), JournalRecord("outcome", pos, text)]
-        if not intent:
-            del records[0]
-        await self._write(records)
+        records = [JournalRecord("outcome", pos, text)]
+        if intent:
+            records.insert(0, JournalRecord("intent", pos, _json([tool, digest])))
+        if not self._write_now(records):
+            await self._write_awaited(records)
         if self._emit:
             self._events.append(self._response_event(f"{self.state.turn}:{pos}", tool, outcome))
         return outcome
@@ -1005,12 +1032,13 @@ class TurnDriver:
             yield event
 
 
+@final
 @dataclass(slots=True)
 class _Notice:
     """An event to emit before the call's result (an in-doubt notice), and the result."""
 
     event: Event
-    then: Any
+    then: ResumeValue | ResumeError | _Invoke | _Suspend
 
 
 class _HandlerFailed(Exception):
