@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
 
 import anyio
@@ -38,6 +39,7 @@ from ..exceptions import (
     ReplayDivergenceError,
     SnapshotError,
     ToolArgumentError,
+    ToolHostError,
     TurnConflictError,
 )
 from ..runtime import (
@@ -54,8 +56,8 @@ from ..runtime import (
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
 from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
-from ..tools import Tool
-from ._dispatch import terminal_signal
+from ..tools import FunctionTool, Tool
+from ._dispatch import failure_of, run_bare_tool, terminal_signal
 from ._output import step_output
 from ._pacing import StopPacer
 from ._position import paused_position
@@ -215,10 +217,14 @@ class _Plan:
     Attributes:
         tool: the tool the name resolves to (None: no such tool in this run).
         gated: its calls need a confirmation (``Run.needs_confirmation``).
+        in_place: ``tool`` when a quick call of it may run in place (``_invoke``): a
+            ``FunctionTool`` whose ``run`` is its own and whose function takes no
+            ``ToolContext``, with no retries; else None.
     """
 
     tool: Tool | None
     gated: bool
+    in_place: FunctionTool | None = None
 
 
 @final
@@ -459,8 +465,20 @@ class TurnDriver:
 
     def _plan(self, name: str) -> _Plan:
         """The plan of the tool the script calls ``name``, made at its first call of the turn."""
-        tool = self.run.tools.get(name)
-        return _Plan(tool, tool is not None and self.run.needs_confirmation(tool))
+        run, agent = self.run, self.agent
+        tool = run.tools.get(name)
+        if tool is None:
+            return _Plan(None, False)
+        retry = agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget)
+        in_place = (
+            tool
+            if isinstance(tool, FunctionTool)
+            and type(tool).run is FunctionTool.run  # a subclass's own run may read its context
+            and tool.context_parameter is None
+            and not (retry is not None and retry.max_retries)
+            else None
+        )
+        return _Plan(tool, run.needs_confirmation(tool), in_place)
 
     async def _resolve(self, call: PendingCall, pos: int) -> _Resolved:
         """What becomes of one call (the policy every call goes through): an outcome the
@@ -703,7 +721,7 @@ class TurnDriver:
     async def _invoke(self, inv: _Invoke) -> _Invoke | _Suspend | _Stop:
         """Runs the tool (its intent is written already): ``inv`` with its ``outcome`` and
         ``changes`` set, a pause for a long-running call, or the end of the run."""
-        run = self.run
+        run, s = self.run, self.agent
         tool, args, pos, call_key = inv.tool, inv.args, inv.pos, inv.call_key
         otel = self._otel
         if otel is not None:
@@ -713,6 +731,35 @@ class TurnDriver:
                     span.fail(failure.exc_type, failure.message)
                 else:
                     span.record_result(value)
+        elif (
+            (bare := self._plans[inv.call.name].in_place) is not None
+            and not (run.plugins or s.before_tool or s.after_tool or s.after_tool_full or s.on_tool_error)
+            and (s.tool_timeout is None or bare.runs_inline)
+            and not run.breaker.is_open(tool.name)
+        ):
+            # The usual quick call, as Run.execute would run it (no context, no callbacks, no
+            # retries, no timeout to enforce) but in place, without a coroutine per layer
+            # (issue 21). The callbacks are read at every call, as Run.execute reads them.
+            run.tools_ran.append(tool.name)
+            actions = NO_ACTIONS
+            failure = None
+            try:
+                # run_inline reads the tool's mode once and declines (NotImplemented) when it
+                # went back to its worker thread, where the agent's timeout applies.
+                value = bare.run_inline(args)
+                if value is not NotImplemented:
+                    if type(value) is CoroutineType:  # the function returned an awaitable
+                        value = await value
+                    run.breaker.record(tool.name, True)
+            except ToolHostError:
+                raise  # the host's failure, not the script's: it ends the run
+            except (Exception, SystemExit) as exc:  # as _attempts: SystemExit never ends the host's run
+                value, failure = None, failure_of(tool, None, exc, call_key, run.ctx.session)
+                run.breaker.record(tool.name, False)
+            if value is NotImplemented:
+                value, failure = await run_bare_tool(
+                    tool, args, call_key, run.ctx.session, timeout=s.tool_timeout, retry=None, breaker=run.breaker
+                )
         else:
             value, failure, actions = await run.execute(tool, args, call_key)
         changes = False

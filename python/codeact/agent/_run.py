@@ -12,27 +12,18 @@ from __future__ import annotations
 
 import collections
 import difflib
-import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..events import Content, Event, EventActions, UsageMetadata
-from ..exceptions import ToolHostError, UnknownToolError
+from ..exceptions import UnknownToolError
 from ..runtime import CodeRuntime
 from ..tools import FunctionTool, Tool, ToolContext
 from ..toolsets import tool_names
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import CallbackContext, InvocationContext
-from ._dispatch import (
-    CircuitBreaker,
-    RetryBudget,
-    ToolFailure,
-    failure_of,
-    merge_actions,
-    run_bare_tool,
-    run_tool,
-)
+from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, merge_actions, run_bare_tool, run_tool
 from ._namespace import Namespace, Prepared
 from ._turn import LeaseKeeper
 
@@ -284,11 +275,8 @@ class Run:
         A ``FunctionTool`` (not a subclass with a ``run`` of its own) whose function takes no
         ``ToolContext``, while the agent has no tool callbacks and the run no plugins, runs
         without one (nothing could read it or set actions on it): its actions are
-        ``NO_ACTIONS``, shared and never to be changed. Such a call with no retries and no
-        timeout to enforce (none set, or the tool runs on the event loop) runs in place
-        through ``FunctionTool.run_inline``: the same result and failures, without a
-        coroutine per layer (issue 21). The callbacks are read at every call, so one set
-        during the run applies from the next call on."""
+        ``NO_ACTIONS``, shared and never to be changed. The callbacks are read at every
+        call, so one set during the run applies from the next call on."""
         s = self.settings
         self.tools_ran.append(tool.name)
         retry = s.tool_retry_budgets.get(tool.name, s.default_retry_budget)
@@ -298,26 +286,6 @@ class Run:
             and type(tool).run is FunctionTool.run  # a subclass's own run may read its context
             and tool.context_parameter is None
         ):
-            if (
-                (retry is None or not retry.max_retries)
-                and (s.tool_timeout is None or tool.runs_inline)
-                and not self.breaker.is_open(tool.name)
-            ):
-                # The common quick call: in place, without a coroutine per layer (issue 21).
-                # run_inline reads the tool's mode once and declines (NotImplemented) when it
-                # went back to its worker thread, where the timeout applies: run_bare_tool then.
-                try:
-                    value = tool.run_inline(args)
-                    if value is not NotImplemented:
-                        if inspect.iscoroutine(value):  # the function returned an awaitable
-                            value = await value
-                        self.breaker.record(tool.name, True)
-                        return value, None, NO_ACTIONS
-                except ToolHostError:
-                    raise  # the host's failure, not the script's: it ends the run
-                except (Exception, SystemExit) as exc:  # as _attempts: SystemExit never ends the host's run
-                    self.breaker.record(tool.name, False)
-                    return None, failure_of(tool, None, exc, call_key, self.ctx.session), NO_ACTIONS
             value, failure = await run_bare_tool(
                 tool, args, call_key, self.ctx.session, timeout=s.tool_timeout, retry=retry, breaker=self.breaker
             )
