@@ -92,3 +92,21 @@ async def test_an_int_too_long_for_text_is_fed_back_and_the_run_goes_on(ending: 
     assert "second" in events[-1].text
     fed_back = model.requests[1].contents[-1].text
     assert "digits" in fed_back and "x.bit_length()" in fed_back
+
+
+ROWS_SCHEMA = {
+    "type": "array",
+    "items": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+}
+
+
+async def test_schema_feedback_for_many_errors_stays_within_max_error_chars() -> None:
+    """A 2,000-row output with every row wrong: the count and the first few rows by path,
+    within ``max_error_chars``, not 2,000 errors (161 KB before)."""
+    bad = final([{"n": "x"} for _ in range(2000)])
+    agent, _, model = scripted_agent([[bad], [final([{"n": 1}])]], output_schema=ROWS_SCHEMA, max_error_chars=4000)
+    await run(agent)
+    feedback = next(t for t in texts(model.requests[1].contents) if "required schema" in t)
+    assert len(feedback) <= 4000
+    assert "2000 errors (the first 5 by path): 0/n: 'x' is not of type 'integer'" in feedback
+    assert "4/n:" in feedback and "5/n:" not in feedback and "and 1995 more" in feedback

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from codeact import FrozenClock, MontyRuntime, Mount, ResumeValue, SteppingClock
-from codeact.agent._protocol import args_digest, decode_outcome, encode_outcome, plain_value_problem, value_problem
 from codeact.runtime import ScriptError
 from codeact.runtime._check import check_script, explain_failure
+from codeact.turns._codec import args_digest, decode_outcome, encode_outcome, plain_value_problem, value_problem
 from conftest import expect_call, expect_complete, expect_raised, start
 
 
@@ -121,7 +121,7 @@ def test_the_journal_form_of_a_set_round_trips(value: object) -> None:
 
 def test_a_set_argument_digest_does_not_depend_on_the_hash_seed() -> None:
     code = (
-        "from codeact.agent._protocol import args_digest, encode_outcome\nfrom codeact import ResumeValue\n"
+        "from codeact.turns._codec import args_digest, encode_outcome\nfrom codeact import ResumeValue\n"
         "v = {'s': {'alpha', 'beta', 'gamma', 'delta', 'eps'}, 'f': frozenset({('x', 1), ('y', 2)})}\n"
         "print(args_digest(v), encode_outcome(ResumeValue(v)).decode())"
     )

@@ -240,9 +240,9 @@ async def test_a_tool_result_that_is_not_plain_data_is_a_retry_not_a_crash():
     result = await agent.run("go")
     retry = next(p for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart))
     assert retry.outcome == "retried"
-    assert "the result of tool 'handle' is a Opaque, which cannot cross the boundary" in str(retry.content)
+    assert "the result of tool 'handle' is an Opaque, which cannot cross the boundary" in str(retry.content)
     assert "before" in str(retry.content)
-    assert "the result of tool 'handle' is a Opaque" in result.output  # the script may catch it
+    assert "the result of tool 'handle' is an Opaque" in result.output  # the script may catch it
 
 
 async def test_a_large_value_reaches_the_model_capped_and_marked():

@@ -32,7 +32,7 @@ GAPS = {
     "next over a generator expression with a default": Gap(
         "xs = [1, 2, 3]\nnext((x for x in xs if x > 1), None) == 2",
         works=False,
-        key="next_genexp",
+        key="lazy_genexp",
         rewritten=True,
     ),
     "a lambda capturing a comprehension variable": Gap(

@@ -17,7 +17,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from codeact import _values  # noqa: E402
 from codeact._values import MAX_DEPTH, plain_json  # noqa: E402
-from codeact.agent import _protocol  # noqa: E402
+from codeact.turns import _codec as _protocol  # noqa: E402
 
 
 class Text(str):

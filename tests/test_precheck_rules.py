@@ -35,7 +35,7 @@ RULES: dict[str, tuple[str, str]] = {
     "bound method value assigned": ("bound_method", "d = {'a': 2}\nf = d.get\nf('a') == 2"),
     "bound method as key=": ("bound_method", "d = {'a': 2, 'b': 1}\nsorted(d, key=d.get) == ['b', 'a']"),
     "str method as map callable": ("bound_method", "list(map(str.upper, ['a'])) == ['A']"),
-    "next on a generator expression": ("next_genexp", "next((x for x in [1, 2] if x > 1), None) == 2"),
+    "next on a generator expression": ("lazy_genexp", "next((x for x in [1, 2] if x > 1), None) == 2"),
     "tool call in a key= lambda": (
         "tool_in_callback",
         "sorted([1, 3, 2], key=lambda v: call_tool('double', {'x': -v})) == [3, 2, 1]",
@@ -274,3 +274,15 @@ def test_no_test_case_that_monty_runs_is_refused() -> None:
         if isinstance(step, Complete):
             wrong.append((path.name, [str(f) for f in findings]))
     assert wrong == []
+
+
+def test_a_tool_import_refusal_names_every_unavailable_module_and_what_is_importable() -> None:
+    from codeact.runtime._precheck import precheck
+    from codeact.runtime._subset import STDLIB_MODULES
+
+    script = "import numpy\nimport statistics\nfrom tools import search\nsearch('x')"
+    message = precheck(script, tools=["search"], importable=STDLIB_MODULES)
+    assert message is not None
+    assert "`from tools import search`" in message
+    assert "line 1: `numpy` cannot be imported here" in message and "line 2: `statistics`" in message
+    assert "the importable modules are: " + ", ".join(sorted(STDLIB_MODULES)) in message

@@ -28,8 +28,8 @@ from codeact import (
     SqliteSessionService,
     ValueConversionError,
 )
-from codeact.agent._protocol import MAX_VALUE_BYTES
 from codeact.sessions._types import FunctionResponse, Part
+from codeact.turns._codec import MAX_VALUE_BYTES
 from test_faults import Ledger, agent_for, collect, final_script, fresh_runner, start
 
 pytestmark = pytest.mark.anyio

@@ -35,8 +35,8 @@ from codeact import (
     StaleCheckpointError,
     ToolContext,
 )
-from codeact.agent._turn import open_journal
 from codeact.exceptions import SnapshotError
+from codeact.turns._verify import open_journal
 
 pytestmark = pytest.mark.anyio
 
@@ -320,7 +320,7 @@ def test_cli_discards_the_0_2_0_turn_and_the_session_runs_again(tmp_path: Path) 
 def test_a_pending_call_without_a_position_signs_as_before() -> None:
     # Issue 46: the paused call's position joined the pending entries; a record sealed before
     # it (no position) must sign the same data, and a stored position is covered by the seal.
-    from codeact.sessions._turns import TURN_FORMAT, TurnRecord
+    from codeact.turns._record import TURN_FORMAT, TurnRecord
 
     entry = {"call_key": "t:0", "pos": 0, "call_id": 0, "kind": "confirmation", "hint": None}
     base = {

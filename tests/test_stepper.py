@@ -1,4 +1,4 @@
-"""``run_step`` (``codeact.agent._stepper``): a step handed to a worker comes back with its
+"""``run_step`` (``codeact.runtime._stepper``): a step handed to a worker comes back with its
 result or its exception, on the real interpreter's native workers and on the thread pool;
 and the agent stores a model reply before it starts the script (nothing of the script runs
 while its reply is not stored), so a start that fails ends the run after the reply."""
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from codeact import CodeActAgent, Complete, InMemorySessionService, MontyRuntime, Runner, ScriptedModel
-from codeact.agent._stepper import run_step
+from codeact.runtime._stepper import run_step
 
 pytestmark = pytest.mark.anyio
 

@@ -82,7 +82,7 @@ REWRITE_EXAMPLES = {
     "inheritance": "class A(object):\n    pass\nisinstance(A(), A)",
     "del": "d = {'a': 1}\ndel d['a']\nd == {}",
     "bound_method": "d = {'a': 2, 'b': 1}\nsorted(d, key=d.get) == ['b', 'a']",
-    "next_genexp": "xs = [1, 2, 3]\nnext((x for x in xs if x > 1), None) == 2",
+    "lazy_genexp": "xs = [1, 2, 3]\nnext((x for x in xs if x > 1), None) == 2",
     "format_map": "'{a}-{b}'.format_map({'a': 1, 'b': 2}) == '1-2'",
     "path_encoding": (
         "from pathlib import Path\nok = False\ntry:\n    Path('/no-such-dir/x.txt').read_text(encoding='utf-8')\n"

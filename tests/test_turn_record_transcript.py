@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from codeact import CodeActAgent, Content, InMemorySessionService, MontyRuntime, Runner, ScriptedModel
-from codeact.agent._turn import record_data
 from codeact.plugins import Plugin
-from codeact.sessions._turns import TurnRecord
+from codeact.turns._record import TurnRecord
+from codeact.turns._verify import record_data
 
 pytestmark = pytest.mark.anyio
 
@@ -121,8 +121,8 @@ def test_slot_data_is_the_dump_of_the_updated_record() -> None:
     ``record_data`` of the record copied with the save's fields, key for key and in order,
     for a running slot with a claim, a suspended one with pending calls at a gather, and one
     with a snapshot digest."""
-    from codeact.agent._turn import slot_data
-    from codeact.sessions._turns import CallPosition, Claim, PendingEntry
+    from codeact.turns._record import CallPosition, Claim, PendingEntry
+    from codeact.turns._verify import slot_data
 
     record = _record(script="x = call_tool('inc', {'x': 1})", namespace={"vars": {"a": 1}}, created_at=12.5)
     base = record_data(record)

@@ -19,8 +19,8 @@ from codeact import CodeActAgent, MontyRuntime, Runner, ScriptedModel, SqliteSes
 from codeact._values import decode_value, encode_value, readable
 from codeact.agent import render_final
 from codeact.agent._namespace import Namespace
-from codeact.agent._protocol import decode_outcome, encode_outcome
 from codeact.runtime import ResumeValue
+from codeact.turns._codec import decode_outcome, encode_outcome
 
 pytestmark = pytest.mark.anyio
 

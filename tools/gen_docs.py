@@ -16,6 +16,8 @@ try:  # the installed package when there is one; the source tree only as a fallb
 except ImportError:
     sys.path.append(str(ROOT / "python"))
 
+from subset_examples import REFUSED, REWRITTEN, WORKS  # noqa: E402
+
 from codeact.agent._extract import _TAG, _fences, _split_thinking, explain_no_code, extract_code  # noqa: E402
 from codeact.runtime._subset import SUBSET  # noqa: E402
 
@@ -119,6 +121,18 @@ def extraction_md(shared: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _example(examples: dict[str, str], construct: str) -> str:
+    """The example of a supported construct (keyed by the start of its text)."""
+    found = [text for start, text in examples.items() if construct.startswith(start)]
+    if len(found) != 1:
+        raise SystemExit(f"tools/subset_examples.py: {len(found)} examples for {construct!r}, not one")
+    return found[0]
+
+
+def _fence(title: str, script: str) -> list[str]:
+    return [f'```python title="{title}"', *script.splitlines(), "```"]
+
+
 def subset_md() -> str:
     lines = [
         "# The Monty subset: what the check rewrites and what it reports",
@@ -156,10 +170,21 @@ def subset_md() -> str:
         "",
         "## What runs",
         "",
-    ]
-    lines += [f"- {e.construct}" for e in SUBSET if e.supported]
-    lines += [
+        "Every block of this page is run by `tests/test_subset_docs.py`, on the pinned Monty and under",
+        "CPython, and says what it shows with `assert`; its title says what happens to it:",
         "",
+        "- **works**: runs on Monty as it is (no check, no rewrites) and with the check on;",
+        "- **refused**: fails on Monty; the check reports it before anything runs, or Monty does;",
+        "- **rewritten**: fails on Monty as written, and runs once the check has rewritten it.",
+        "",
+        "Under CPython each one runs (but the third-party import). An example may call the tool",
+        '`call_tool("double", {"x": n})` (it returns `2 * n`) and use files under `/tmp`.',
+        "",
+    ]
+    for e in SUBSET:
+        if e.supported:
+            lines += [e.construct + ":", "", *_fence("works", _example(WORKS, e.construct)), ""]
+    lines += [
         "## What does not, and what the check does about it",
         "",
         "| construct | key | automatic rewrite | otherwise: what to write instead |",
@@ -169,10 +194,29 @@ def subset_md() -> str:
         if e.supported:
             continue
         lines.append(f"| {e.construct.replace('|', '/')} | `{e.key}` | {e.rewrite or '—'} | {e.instead} |")
+    lines += ["", "### Examples", ""]
+    for e in SUBSET:
+        if e.supported:
+            continue
+        lines += [f"{e.construct} (`{e.key}`):", "", *_fence(f"refused: {e.key}", REFUSED[e.key]), ""]
+        if e.rewrite:
+            lines += [*_fence(f"rewritten: {e.key}", REWRITTEN[e.key]), ""]
     lines += [
+        "Generator expressions: Monty 1.4 builds them as lists, so every element runs at once. One whose",
+        "element, conditions or later iterables could reach a tool (`call_tool`, a function of the script",
+        "that calls one, a lambda or a name holding a function, a bare tool name in the functions style)",
+        "never runs as a generator (`runtime/_check_lazy.py`): consumed by `sorted`, `list`, `tuple`,",
+        "`set`, `frozenset`, `dict` or `str.join` it becomes the comprehension (those take every element",
+        "before anything else on CPython too); consumed by `any`, `all`, `next`, `sum`, `min` or `max` in a",
+        "statement that evaluates it before anything that calls (an assignment, an `if` test, a `return`,",
+        "the script's last expression), the statement is preceded by the loop that computes it, stopping",
+        "where CPython stops (line numbers after it move down); anything else (unconsumed, stored, `zip`,",
+        "a `for` over it, unpacking, inside a comprehension or after another call in the statement) is",
+        "refused before anything runs, with the loop to write. `next()` of a generator that reaches no",
+        "tool gets the loop too, or `iter(...)` where no loop fits. `tests/test_lazy_genexp.py` runs each",
+        "construct under CPython with a recording tool and on `MontyRuntime`: the same calls, in order.",
         "",
-        "Rewrites are conservative: `next(<generator expression>, ...)` gains an `iter(...)` (the same",
-        "object on CPython; Monty builds generator expressions as lists); `format_map` becomes `format(**...)`",
+        "Rewrites are conservative: `format_map` becomes `format(**...)`",
         "only on a dict display (a name could hold a `defaultdict`, whose missing keys `format(**d)` would",
         "not fill); `encoding=` is dropped only when it is a literal UTF-8 and `errors=` is absent; a bound",
         "method is wrapped only where a callable is required (`key=`, `map`, `filter`). Anything else is",

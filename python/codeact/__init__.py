@@ -32,6 +32,8 @@ from .exceptions import (
     CodeRuntimeError,
     ConfirmationHandlerError,
     DecisionMismatchError,
+    DecisionRefusedError,
+    EditNotSupportedError,
     MissingStateError,
     ModelError,
     NoPendingCallError,
@@ -102,6 +104,7 @@ from .sessions import (
 from .skills import Skill, SkillIndex, SkillPolicy
 from .tools import FunctionTool, LongRunningFunctionTool, State, Tool, ToolContext, tool
 from .toolsets import FunctionToolset, Toolset
+from .turns import Decision
 
 __version__ = "0.2.0"
 
@@ -123,7 +126,10 @@ __all__ = (
     "AgentTool",
     "AlreadyResumingError",
     "ConfirmationHandlerError",
+    "Decision",
     "DecisionMismatchError",
+    "DecisionRefusedError",
+    "EditNotSupportedError",
     "InDoubtDecision",
     "StaleCheckpointError",
     "TurnInfo",

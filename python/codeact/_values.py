@@ -65,7 +65,7 @@ _UNHASHABLE = (list, dict, set)
 
 
 def _article(word: str) -> str:
-    return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
+    return "an" if word[:1].lower() in ("a", "e", "i", "o", "u") else "a"
 
 
 def _int_too_long(where: str, limit: int) -> str:

@@ -23,24 +23,42 @@ Exit codes: 0 success, 1 the script or run failed, 2 bad usage.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import shlex
 import sys
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 try:
+    import rich  # noqa: F401 - the extra's other half (the consoles in _cli)
     import typer
-    from rich.console import Console
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("the codeact command line needs typer and rich: pip install 'codeact[cli]'") from exc
 
 import anyio
 
+from ._cli._common import (
+    DEFAULT_APP,
+    DEFAULT_USER,
+    BaseUrlOption,
+    InstructionOption,
+    ModelFromOption,
+    ModelOption,
+    ToolsOption,
+    _chat_agent,
+    _err,
+    _existing_store,
+    _first_line,
+    _is_postgres_url,
+    _out,
+    _session_service,
+    _shown_db,
+    load_object,
+)
+from ._cli._sessions import AppOption, sessions_app
 from .console import EventPrinter
 
 __all__ = ("app", "load_object", "main", "parse_mount")
@@ -52,22 +70,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-sessions_app = typer.Typer(
-    help="Inspect sessions in a SQLite file or a PostgreSQL database and act on calls waiting for a human.",
-    pretty_exceptions_show_locals=False,
-)
 app.add_typer(sessions_app, name="sessions")
-
-DEFAULT_APP = "codeact"
-DEFAULT_USER = "cli"
-
-
-def _out() -> Console:
-    return Console(soft_wrap=True)
-
-
-def _err() -> Console:
-    return Console(stderr=True)
 
 
 def _print_version(value: bool) -> None:
@@ -85,26 +88,6 @@ def _root(
     ] = False,
 ) -> None:
     """CodeAct agents and sandboxed Python scripts on Monty."""
-
-
-def load_object(spec: str) -> Any:
-    """Imports ``module:attr`` (``attr`` may be dotted) and returns the object.
-
-    Raises:
-        typer.BadParameter: not of that form, or the module or attribute does not exist.
-    """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise typer.BadParameter(f"expected module:attribute, got {spec!r}")
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")  # like `python -m`: the current directory's modules are importable
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise typer.BadParameter(f"cannot load {spec!r}: {exc}") from exc
-    return obj
 
 
 def parse_mount(spec: str) -> Any:
@@ -134,20 +117,6 @@ def _parse_input(spec: str) -> tuple[str, Any]:
         return name, json.loads(raw)
     except json.JSONDecodeError:
         return name, raw  # a bare string
-
-
-def _tools_from(specs: Sequence[str]) -> tuple[list[Any], list[Any]]:
-    """``--tools`` objects split into (tools or functions, toolsets)."""
-    from .toolsets import Toolset
-
-    tools: list[Any] = []
-    toolsets: list[Any] = []
-    for spec in specs:
-        obj = load_object(spec)
-        items = obj if isinstance(obj, (list, tuple)) else [obj]
-        for item in items:
-            (toolsets if isinstance(item, Toolset) else tools).append(item)
-    return tools, toolsets
 
 
 def _callables_from(spec: str) -> dict[str, Any]:
@@ -242,115 +211,6 @@ def run(
 # ------------------------------------------------------------------ chat
 
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-def _is_postgres_url(db: str | Path) -> bool:
-    return isinstance(db, str) and db.lower().startswith(_POSTGRES_SCHEMES)
-
-
-_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
-"""libpq connection parameters that hold a secret: never printed."""
-
-
-def _shown_db(db: str | Path) -> str:
-    """``--db`` as it may be printed: a ``postgresql://`` URL without its password (in the
-    user part, a ``password=`` or an ``sslpassword=`` parameter); anything else as given."""
-    if not _is_postgres_url(db):
-        return str(db)
-    from urllib.parse import parse_qsl, urlencode, urlsplit
-
-    parts = urlsplit(str(db))
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        netloc = userinfo.split(":", 1)[0] + "@" + hostport
-    params = parse_qsl(parts.query, keep_blank_values=True)
-    kept = [(k, v) for k, v in params if k.lower() not in _SECRET_PARAMETERS]
-    if netloc == parts.netloc and len(kept) == len(params):
-        return str(db)
-    query = urlencode(kept) if len(kept) != len(params) else parts.query
-    return (
-        f"{parts.scheme}://{netloc}{parts.path}"
-        + (f"?{query}" if query else "")
-        + (f"#{parts.fragment}" if parts.fragment else "")
-    )
-
-
-def _session_service(db: str | Path | None) -> Any:
-    """The store ``--db`` names: a ``postgresql://`` URL, a SQLite file, or memory (None)."""
-    from .sessions import InMemorySessionService, SqliteSessionService
-
-    if db is None:
-        return InMemorySessionService()
-    if _is_postgres_url(db):
-        from . import sessions
-
-        try:
-            # the scheme in lower case: libpq reads only that, and quotes the whole string
-            # (password included) in its error for any other spelling
-            scheme, sep, rest = str(db).partition("://")
-            return sessions.PostgresSessionService(scheme.lower() + sep + rest)
-        except ImportError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--db") from exc
-    return SqliteSessionService(db)
-
-
-def _existing_store(db: str) -> str:
-    """``--db`` of the sessions commands: a ``postgresql://`` URL or an existing SQLite file."""
-    if _is_postgres_url(db):
-        return db
-    path = Path(db)
-    if not path.is_file():
-        raise typer.BadParameter(
-            f"{db!r} is neither an existing SQLite file nor a postgresql:// URL", param_hint="--db"
-        )
-    return db
-
-
-ModelOption = Annotated[str | None, typer.Option(help="model name on an OpenAI-compatible endpoint")]
-BaseUrlOption = Annotated[str | None, typer.Option(help="the endpoint (default: OpenAI's)")]
-ModelFromOption = Annotated[str | None, typer.Option(help="module:attr of a codeact model object instead")]
-ToolsOption = Annotated[list[str] | None, typer.Option(help="module:attr of a tool, list of tools or toolset")]
-InstructionOption = Annotated[str, typer.Option(help="the agent's instruction")]
-CHAT_AGENT_NAME = "assistant"
-
-
-def _chat_agent(
-    model: str | None, base_url: str | None, model_from: str | None, tools: Sequence[str], instruction: str
-) -> Any:
-    """The agent ``codeact chat`` runs (also rebuilt by ``sessions approve|deny|complete`` from
-    the same options, to resume a chat's paused run)."""
-    from .agent import CodeActAgent
-    from .runtime import MontyRuntime
-
-    if (model is None) == (model_from is None):
-        raise typer.BadParameter("give exactly one of --model and --model-from")
-    if model_from is not None:
-        llm = load_object(model_from)
-    else:
-        from .models import OpenAIChatModel
-
-        llm = OpenAIChatModel(model, base_url=base_url)  # type: ignore[arg-type]
-    tool_list, toolsets = _tools_from(tools)
-    try:
-        return CodeActAgent(
-            name=CHAT_AGENT_NAME,
-            model=llm,
-            runtime=MontyRuntime(),
-            tools=tool_list,
-            toolsets=toolsets,
-            instruction=instruction,
-        )
-    except (TypeError, ValueError) as exc:  # a --tools object codeact cannot use: one line, no traceback
-        raise typer.BadParameter(f"--tools: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 def _agent_options(
     model: str | None, base_url: str | None, model_from: str | None, tools: Sequence[str], instruction: str
 ) -> list[str]:
@@ -425,6 +285,18 @@ class _ChatPauses:
         if self.note:
             _err().print(self.note, style="dim")
         for p in pending:
+            if p.kind == "in_doubt":
+                _out().print(
+                    f"{p.call_key}: {p.tool}({json.dumps(p.args)}) is in doubt (it may have run before its runner "
+                    "stopped); resolve it with:",
+                    highlight=False,
+                    markup=False,
+                )
+                for act in p.accepts:
+                    extra = ["--value", "JSON"] if act == "skip" else []
+                    line = [*base, "decide", self.session_id, act, *self.commands, "--call", p.call_key, *extra]
+                    _out().print("  " + shlex.join(line), highlight=False, markup=False)
+                continue
             _out().print(f"{p.call_key}: {p.tool}({json.dumps(p.args)}) waits for a {p.kind}; answer it with:")
             verbs = [["approve"], ["deny"]] if p.kind == "confirmation" else [["complete"], ["deny"]]
             for verb in verbs:
@@ -444,6 +316,11 @@ class _ChatPauses:
             call = f"{p.tool}({json.dumps(p.args)})"
             if p.kind == "confirmation":
                 question = f"approve {call}? [y]es / [n]o [reason] / Enter leaves it pending> "
+            elif p.kind == "in_doubt":
+                question = (
+                    f"{call} may have run before its runner stopped: rerun / skip <JSON or text> / fail [reason] / "
+                    "Enter leaves it> "
+                )
             else:
                 hint = f" (it said: {p.hint})" if p.hint else ""
                 question = f"result of long-running {call}{hint}: JSON or text / deny [reason] / Enter leaves it> "
@@ -455,6 +332,27 @@ class _ChatPauses:
                 self.show_commands(pending)
                 return failed
             word, rest = _first_word(answer)
+            if p.kind == "in_doubt":
+                if word not in ("rerun", "skip", "fail"):
+                    _err().print("answer rerun, skip <value> or fail [reason]; Enter leaves the call", style="yellow")
+                    continue
+                value: Any = None
+                if word == "skip":
+                    try:
+                        value = json.loads(rest)
+                    except json.JSONDecodeError:
+                        value = rest
+                resolved = self._resume(
+                    "resolve_in_doubt",
+                    call_key=p.call_key,
+                    action=word,
+                    value=value,
+                    reason=rest if word == "fail" else "",
+                )
+                failed = resolved or failed
+                if resolved:
+                    return failed
+                continue
             if word in _NO:
                 failed = self._resume("deny", call_key=p.call_key, reason=rest or None) or failed
             elif p.kind == "confirmation" and word in _YES:
@@ -539,370 +437,6 @@ def chat(
     _err().print(f"session {session_id}", style="dim")
     if failed:
         raise typer.Exit(1)
-
-
-# ------------------------------------------------------------------ sessions
-
-
-def _runner(db: str, app_name: str, agent_spec: str | None, chat_agent: dict[str, Any] | None = None) -> Any:
-    from .agent import CodeActAgent
-    from .models import ScriptedModel
-    from .runner import Runner
-    from .runtime import MontyRuntime
-
-    if agent_spec:
-        agent = load_object(agent_spec)
-    elif chat_agent is not None and (chat_agent["model"] or chat_agent["model_from"]):
-        agent = _chat_agent(**chat_agent)
-    elif chat_agent is not None:
-        raise typer.BadParameter(
-            "give --agent module:attr (the agent that paused), or the --model/--model-from and --tools options the "
-            "chat was started with"
-        )
-    else:
-        agent = CodeActAgent(name="inspect", model=ScriptedModel([]), runtime=MontyRuntime())
-    return Runner(app_name=app_name, agent=agent, session_service=_session_service(db))
-
-
-DbOption = Annotated[
-    str, typer.Option(help="the session store: a SQLite file or a postgresql:// URL", callback=_existing_store)
-]
-AppOption = Annotated[str, typer.Option("--app", help="app name")]
-UserOption = Annotated[str, typer.Option(help="user id")]
-
-
-@sessions_app.command("list")
-def sessions_list(
-    db: DbOption, app_name: AppOption = DEFAULT_APP, user: Annotated[str | None, typer.Option()] = None
-) -> None:
-    """List the sessions of an app (of one user with --user)."""
-    from rich.table import Table
-
-    async def load() -> list[Any]:
-        service = _session_service(db)
-        try:
-            return await service.list_sessions(app_name=app_name, user_id=user)
-        finally:
-            await _close(service)
-
-    table = Table("session", "user", "updated", "state keys")
-    import datetime as _dt
-
-    for s in _call(load):
-        updated = _dt.datetime.fromtimestamp(s.last_update_time, tz=_dt.timezone.utc).isoformat(timespec="seconds")
-        table.add_row(s.id, s.user_id, updated, ", ".join(sorted(s.state)) or "-")
-    _out().print(table)
-
-
-async def _close(service: Any) -> None:
-    close = getattr(service, "close", None)
-    if close is not None:
-        result = close()
-        if hasattr(result, "__await__"):
-            await result
-
-
-@sessions_app.command("show")
-def sessions_show(
-    session_id: str,
-    db: DbOption,
-    app_name: AppOption = DEFAULT_APP,
-    user: UserOption = DEFAULT_USER,
-    json_output: Annotated[bool, typer.Option("--json", help="the session as JSON")] = False,
-) -> None:
-    """Print a session's events (and state)."""
-
-    async def load() -> Any:
-        service = _session_service(db)
-        try:
-            return await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
-        finally:
-            await _close(service)
-
-    found = _call(load)
-    if found is None:
-        _err().print(f"no session {session_id!r} for user {user!r} in app {app_name!r}", style="red")
-        raise typer.Exit(1)
-    if json_output:
-        sys.stdout.write(found.model_dump_json() + "\n")
-        return
-    printer = EventPrinter(_out())
-    for event in found.events:
-        printer(event)
-    from ._values import json_native, readable
-
-    state = json.dumps(found.state, default=repr) if json_native(found.state) else readable(found.state)
-    _out().print(f"state: {state}", style="magenta", highlight=False)
-
-
-@sessions_app.command("pending")
-def sessions_pending(
-    session_id: str,
-    db: DbOption,
-    app_name: AppOption = DEFAULT_APP,
-    user: UserOption = DEFAULT_USER,
-    json_output: Annotated[bool, typer.Option("--json")] = False,
-    agent: Annotated[str | None, typer.Option(help="module:attr of the agent (binds arguments by name)")] = None,
-) -> None:
-    """List the calls of a session waiting for a human (Runner.pending), read from the
-    verified continuation; an interrupted turn is reported with how to recover it."""
-    runner = _runner(db, app_name, agent)
-    pending = _require(runner, "pending")
-
-    async def load() -> list[Any]:
-        return list(await pending(user_id=user, session_id=session_id))
-
-    items = _call(load)
-    if json_output:
-        sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in items]) + "\n")
-        return
-    if not items:
-        info = _call(lambda: runner.turn_info(user_id=user, session_id=session_id))
-        if info is not None and info.status == "interrupted":
-            held = info.claim.describe() if info.claim is not None else "a runner"
-            _out().print(
-                f"nothing pending: turn {info.turn} was interrupted ({held} stopped"
-                + (f" during call {', '.join(info.in_flight)}" if info.in_flight else "")
-                + f"); recover it with `codeact sessions recover {session_id} --db {db} --agent module:attr`"
-            )
-        elif info is not None and info.status == "running":
-            assert info.claim is not None
-            _out().print(f"nothing pending: turn {info.turn} is being run by {info.claim.describe()}")
-        elif info is not None and info.status == "stale":
-            _out().print(
-                f"nothing pending: the stored turn cannot be read here ({info.reason}); drop it with "
-                f"`codeact sessions discard {session_id} --db ...`",
-                markup=False,
-                highlight=False,
-            )
-        else:
-            _out().print("nothing pending")
-        return
-    for p in items:
-        _out().print(
-            f"[bold]{p.call_key}[/] {p.kind}: {p.tool}({json.dumps(p.args)})" + (f" — {p.hint}" if p.hint else "")
-        )
-
-
-def _require(runner: Any, name: str) -> Any:
-    method = getattr(runner, name, None)
-    if method is None:
-        _err().print(f"this codeact version has no Runner.{name} (the durability API)", style="red")
-        raise typer.Exit(1)
-    return method
-
-
-def _call(fn: Any) -> Any:
-    from .exceptions import CodeActError
-
-    try:
-        return anyio.run(fn)
-    except CodeActError as exc:
-        _err().print(f"{type(exc).__name__}: {exc}", style="red", highlight=False)
-        raise typer.Exit(1) from None
-
-
-def _decide(
-    verb: str,
-    session_id: str,
-    db: str,
-    app_name: str,
-    user: str,
-    call: str | None,
-    agent: str | None,
-    chat_agent: dict[str, Any] | None,
-    **extra: Any,
-) -> None:
-    runner = _runner(db, app_name, agent, chat_agent)
-    method = _require(runner, verb)
-    printer = EventPrinter(_out())
-
-    async def go() -> bool:
-        failed = False
-        stream: AsyncIterator[Any] = method(user_id=user, session_id=session_id, call_key=call, **extra)
-        async for event in stream:
-            printer(event)
-            failed = failed or bool(event.error_code)
-        return failed
-
-    if _call(go):
-        raise typer.Exit(1)
-
-
-AgentOption = Annotated[
-    str | None,
-    typer.Option(help="module:attr of the agent that resumes the run (or give the options chat was started with)"),
-]
-CallOption = Annotated[str | None, typer.Option("--call", help="call key (optional when one call is pending)")]
-
-
-def _chat_options(
-    model: str | None, base_url: str | None, model_from: str | None, tools: list[str] | None, instruction: str
-) -> dict[str, Any]:
-    return {
-        "model": model,
-        "base_url": base_url,
-        "model_from": model_from,
-        "tools": tools or [],
-        "instruction": instruction,
-    }
-
-
-@sessions_app.command("approve")
-def sessions_approve(
-    session_id: str,
-    db: DbOption,
-    agent: AgentOption = None,
-    call: CallOption = None,
-    app_name: AppOption = DEFAULT_APP,
-    user: UserOption = DEFAULT_USER,
-    model: ModelOption = None,
-    base_url: BaseUrlOption = None,
-    model_from: ModelFromOption = None,
-    tools: ToolsOption = None,
-    instruction: InstructionOption = "",
-) -> None:
-    """Approve a call waiting for confirmation and resume the run (Runner.approve)."""
-    chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
-    _decide("approve", session_id, db, app_name, user, call, agent, chat_agent)
-
-
-@sessions_app.command("deny")
-def sessions_deny(
-    session_id: str,
-    db: DbOption,
-    agent: AgentOption = None,
-    call: CallOption = None,
-    reason: Annotated[str | None, typer.Option(help="told to the model")] = None,
-    app_name: AppOption = DEFAULT_APP,
-    user: UserOption = DEFAULT_USER,
-    model: ModelOption = None,
-    base_url: BaseUrlOption = None,
-    model_from: ModelFromOption = None,
-    tools: ToolsOption = None,
-    instruction: InstructionOption = "",
-) -> None:
-    """Deny a pending call and resume the run; the script gets PermissionError (Runner.deny)."""
-    chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
-    _decide("deny", session_id, db, app_name, user, call, agent, chat_agent, reason=reason)
-
-
-@sessions_app.command("complete")
-def sessions_complete(
-    session_id: str,
-    db: DbOption,
-    call: Annotated[str, typer.Option("--call", help="the long-running call's key (codeact sessions pending)")],
-    value: Annotated[str | None, typer.Option(help="its result: JSON, else the text as a string")] = None,
-    error: Annotated[
-        str | None, typer.Option(help="complete it as failed: the script's call raises RuntimeError with this text")
-    ] = None,
-    agent: AgentOption = None,
-    app_name: AppOption = DEFAULT_APP,
-    user: UserOption = DEFAULT_USER,
-    model: ModelOption = None,
-    base_url: BaseUrlOption = None,
-    model_from: ModelFromOption = None,
-    tools: ToolsOption = None,
-    instruction: InstructionOption = "",
-) -> None:
-    """Complete a long-running call with its result (--value) or as failed (--error) and resume
-    the run (Runner.complete)."""
-    if (value is None) == (error is None):
-        _err().print("give exactly one of --value and --error", style="red")
-        raise typer.Exit(2)
-    result: Any = None
-    if value is not None:
-        try:
-            result = json.loads(value)
-        except json.JSONDecodeError:
-            result = value
-    chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
-    _decide("complete", session_id, db, app_name, user, call, agent, chat_agent, value=result, error=error)
-
-
-@sessions_app.command("recover")
-def sessions_recover(
-    session_id: str,
-    db: DbOption,
-    agent: AgentOption,
-    app_name: AppOption = DEFAULT_APP,
-    user: UserOption = DEFAULT_USER,
-) -> None:
-    """Resume an interrupted turn (its runner stopped) from its continuation and journal
-    (Runner.recover); a call that was in flight follows its tool's on_in_doubt."""
-    runner = _runner(db, app_name, agent)
-    printer = EventPrinter(_out())
-
-    async def go() -> bool:
-        failed = False
-        async for event in runner.recover(user_id=user, session_id=session_id):
-            printer(event)
-            failed = failed or bool(event.error_code)
-        return failed
-
-    if _call(go):
-        raise typer.Exit(1)
-
-
-@sessions_app.command("discard")
-def sessions_discard(
-    session_id: str,
-    db: DbOption,
-    app_name: AppOption = DEFAULT_APP,
-    user: UserOption = DEFAULT_USER,
-) -> None:
-    """Drop a session's in-flight turn: a paused script, an interrupted turn, or one this
-    version cannot resume, such as a turn sealed by codeact 0.2.0
-    (Runner.discard_pending_checkpoint). Nothing runs; the next message starts fresh."""
-    runner = _runner(db, app_name, None)
-
-    async def go() -> bool:
-        try:
-            return bool(await runner.discard_pending_checkpoint(user_id=user, session_id=session_id))
-        finally:
-            await _close(runner.session_service)
-
-    if _call(go):
-        _out().print(f"discarded the in-flight turn of session {session_id!r}; nothing ran", highlight=False)
-    else:
-        _out().print(f"session {session_id!r} has no turn in flight", highlight=False)
-
-
-@sessions_app.command("resolve")
-def sessions_resolve(
-    session_id: str,
-    db: DbOption,
-    agent: AgentOption,
-    call: Annotated[str, typer.Option("--call", help="the call key of the call in doubt")],
-    action: Annotated[str, typer.Option(help="rerun, skip or fail")],
-    value: Annotated[str | None, typer.Option(help="JSON result for skip")] = None,
-    reason: Annotated[str, typer.Option(help="message for fail")] = "",
-    app_name: AppOption = DEFAULT_APP,
-    user: UserOption = DEFAULT_USER,
-) -> None:
-    """Decide a call paused in doubt (Runner.resolve_in_doubt): run it again, skip it with a
-    JSON value, or fail it into the script."""
-    if action not in ("rerun", "skip", "fail"):
-        _err().print(f"--action must be rerun, skip or fail, not {action!r}", style="red")
-        raise typer.Exit(2)
-    try:
-        parsed = json.loads(value) if value is not None else None
-    except json.JSONDecodeError as exc:
-        _err().print(f"--value is not JSON: {exc}", style="red")
-        raise typer.Exit(2) from None
-    _decide(
-        "resolve_in_doubt",
-        session_id,
-        db,
-        app_name,
-        user,
-        call,
-        agent,
-        None,
-        action=action,
-        value=parsed,
-        reason=reason,
-    )
 
 
 # ------------------------------------------------------------------ serve

@@ -25,7 +25,10 @@ from pydantic import (
 )
 
 __all__ = (
+    "CALL_ACCEPTS",
+    "CALL_AWAITS",
     "INTERMEDIATE_KINDS",
+    "CallKind",
     "CodeExecutionResult",
     "Content",
     "Event",
@@ -275,11 +278,14 @@ class Event(BaseModel):
     def is_final_response(self) -> bool:
         """True when the event ends the run from the caller's point of view: a final
         answer, an error, a transfer, an escalation, or a pause for a long-running tool's
-        result. A confirmation request is not final (as in Google ADK, it asks the caller
-        for a decision; ``actions.requested_tool_confirmations`` holds the calls)."""
+        result. A pause for a human decision (``interrupted``) is not final: a confirmation
+        request (as in Google ADK, it asks the caller for a decision;
+        ``actions.requested_tool_confirmations`` holds the calls) or the announcement of a
+        call in doubt (it awaits rerun, skip or fail). Progress events (``INTERMEDIATE_KINDS``)
+        are never final."""
         a = self.actions
-        if a.requested_tool_confirmations and not self.error_code:
-            return False
+        if (a.requested_tool_confirmations or self.interrupted) and not self.error_code:
+            return False  # a pause for a human decision (a confirmation, a call in doubt)
         if not self.error_code and (self.kind is not None and self.kind in INTERMEDIATE_KINDS):
             return False
         return bool(
@@ -292,7 +298,9 @@ class Event(BaseModel):
         )
 
 
-INTERMEDIATE_KINDS = frozenset({"model_reply", "script_result", "tool_call", "tool_response"})
+INTERMEDIATE_KINDS = frozenset(
+    {"model_reply", "script_result", "tool_call", "tool_response", "in_doubt", "turn_discarded"}
+)
 """``Event.kind`` values of events that show a run's progress (never final)."""
 
 
@@ -326,3 +334,35 @@ class PendingCallInfo(BaseModel):
     invocation_id: str
     hint: str | None = None
     digest: str = ""
+
+    @property
+    def accepts(self) -> tuple[str, ...]:
+        """The decisions this call accepts (``CALL_ACCEPTS``): ``("approve", "deny")`` for a
+        confirmation, ``("complete", "deny")`` for a completion, ``("rerun", "skip", "fail")``
+        (``Decision(verb="resolve", action=...)``) for a call in doubt."""
+        return CALL_ACCEPTS[self.kind]
+
+    @property
+    def awaits(self) -> str:
+        """What the call waits for, as a phrase (``CALL_AWAITS``): ``"awaits approval or
+        denial"``, ``"awaits its result"`` or ``"is in doubt: awaits rerun, skip or fail"``."""
+        return CALL_AWAITS[self.kind]
+
+
+CallKind = Literal["confirmation", "completion", "in_doubt"]
+"""What a pending call waits for: the one kind vocabulary of the suspension protocol."""
+
+CALL_ACCEPTS: dict[str, tuple[str, ...]] = {
+    "confirmation": ("approve", "deny"),
+    "completion": ("complete", "deny"),
+    "in_doubt": ("rerun", "skip", "fail"),
+}
+"""The decisions each kind of pending call accepts (SPEC §5 v4); any other is refused before
+anything runs."""
+
+CALL_AWAITS: dict[str, str] = {
+    "confirmation": "awaits approval or denial",
+    "completion": "awaits its result",
+    "in_doubt": "is in doubt: awaits rerun, skip or fail",
+}
+"""What each kind of pending call waits for, as refusals and listings say it."""

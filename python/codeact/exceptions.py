@@ -42,10 +42,12 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
     ├── ServiceNotConfiguredError        (RuntimeError) a service the Runner was not given
     └── SuspensionError                  the suspension protocol (SPEC §5)
         ├── NoPendingCallError           (LookupError)
+        │   └── DecisionRefusedError     the call's kind does not accept the decision
         ├── CallsPendingError
         ├── AlreadyResumingError
         ├── DecisionMismatchError
         ├── StaleCheckpointError
+        ├── EditNotSupportedError        (NotImplementedError) a Decision with edited args
         └── ConfirmationHandlerError
 """
 
@@ -68,6 +70,8 @@ __all__ = (
     "CodeRuntimeError",
     "ConfirmationHandlerError",
     "DecisionMismatchError",
+    "DecisionRefusedError",
+    "EditNotSupportedError",
     "LangChainToolError",
     "McpConnectionError",
     "McpToolError",
@@ -430,6 +434,41 @@ class StaleCheckpointError(SuspensionError):
     (``Runner.discard_pending_checkpoint``)."""
 
 
+class DecisionRefusedError(NoPendingCallError):
+    """A decision names a pending call whose kind does not accept it (SPEC §5 v4): an
+    approval or a denial of a call in doubt, an approval of a call awaiting its result, a
+    resolution of a call awaiting approval, ... The message says what the call awaits and
+    which decisions it accepts. Refused before anything was claimed or stored; no tool ran
+    and the call stays pending as it was.
+
+    Attributes:
+        call_key: the call decided on.
+        kind: what it waits for (``"confirmation"``, ``"completion"`` or ``"in_doubt"``).
+        accepts: the decisions it accepts (``PendingCallInfo.accepts``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        pending: list[PendingCallInfo] | None = None,
+        *,
+        call_key: str = "",
+        kind: str = "",
+        accepts: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message, pending)
+        self.call_key = call_key
+        self.kind = kind
+        self.accepts = accepts
+
+
+class EditNotSupportedError(SuspensionError, NotImplementedError):
+    """A ``Decision`` carries edited arguments (``args``): approving a call with edited
+    arguments is not supported yet (a later version validates them against the tool's schema
+    and binds them by the edited call's digest). Refused before anything was claimed or
+    stored; no tool ran."""
+
+
 class ConfirmationHandlerError(SuspensionError):
     """``RunConfig.tool_confirmation_handler`` raised. The run ended; the call it was asked
     about is left pending (listed, approvable, deniable). The handler's exception is the
@@ -437,7 +476,14 @@ class ConfirmationHandlerError(SuspensionError):
 
 
 def describe_pending(pending: list[Any]) -> str:
-    """``"call k1 (tool 'a', awaiting confirmation), ..."`` or ``"no call is pending"``."""
+    """``"call k1 to 'a' awaits approval or denial; call k2 to 'b' is in doubt: awaits rerun,
+    skip or fail"`` (each call and what it waits for, ``PendingCallInfo.awaits``), or ``"no
+    call is pending"``."""
     if not pending:
         return "no call is pending"
-    return "pending: " + ", ".join(f"call {p.call_key} (tool {p.tool!r}, awaiting {p.kind})" for p in pending)
+    return "; ".join(f"call {p.call_key} to {p.tool!r} {_awaits(p)}" for p in pending)
+
+
+def _awaits(p: Any) -> str:
+    awaits = getattr(p, "awaits", None)
+    return awaits if isinstance(awaits, str) else f"awaits {p.kind}"

@@ -6,74 +6,50 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 
+from ._runner_claims import (
+    ANNOUNCE,
+    DISCARD,
+    agent_for,
+    check_digest,
+    claim_for,
+    claim_turn,
+    delete_slot,
+    paused_unannounced,
+    record_of,
+    redelivered,
+    still_pending,
+    text_problem,
+)
 from .agent._agent_tool import set_default_runner_factory
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InDoubtDecision, InvocationContext, RunConfig
-from .agent._protocol import (
-    CompletionError,
-    PendingCallInfo,
-    announcement_events,
-    decision_value,
-    plain_value_problem,
-)
-from .agent._turn import TurnView, open_journal
 from .events import Content, Event, EventActions, FunctionResponse, Part, new_id
 from .exceptions import (
     AlreadyResumingError,
-    CallsPendingError,
-    DecisionMismatchError,
     NoPendingCallError,
     SnapshotError,
     StaleCheckpointError,
     StaleSessionError,
-    TurnConflictError,
     ValueConversionError,
-    describe_pending,
 )
 from .services import BaseArtifactService, BaseMemoryService, SecretsProvider
 from .sessions import BaseSessionService, InMemorySessionService, SessionNotFoundError
 from .sessions._journal import TurnSlot
-from .sessions._turns import Claim, Clock, TurnRecord, claim_abandoned, new_claim, release_owner
 from .sessions._types import Session
+from .turns._codec import PendingCallInfo, announcement_events
+from .turns._decision import Decision, check_supported
+from .turns._record import Claim, Clock, claim_abandoned, new_claim, release_owner
+from .turns._turn import Turn, TurnInfo, discard_notice, in_flight_calls, pick_call
+from .turns._verify import TurnView, open_journal
 
 __all__ = ("Runner", "TurnInfo")
 
 RUN_KEY = "codeact_run_key"
 """``Event.custom_metadata`` key naming the run key of the run that stored the event."""
-
-
-@dataclass
-class TurnInfo:
-    """The state of a session's in-flight turn (``Runner.turn_info``).
-
-    Attributes:
-        status: ``"suspended"`` (paused at ``pending``, nobody driving it), ``"running"`` (a
-            live runner drives it: ``claim``), ``"interrupted"`` (its runner stopped:
-            recover it with ``Runner.recover`` or ``codeact sessions recover``; ``in_flight``
-            lists the calls that had started) or ``"stale"`` (this agent cannot resume it:
-            ``reason``).
-        turn: the turn id, or "".
-        claim: who holds (or held) the turn, or None.
-        pending: the calls awaiting a decision or a result, from the verified continuation.
-        in_flight: call keys that started and have no recorded outcome (in doubt).
-        reason: why the turn is stale.
-        seal_failed: the turn is stale because a seal does not hold in this session (an
-            edited record, one copied from another session, or one sealed by 0.2.0):
-            decisions on it raise ``StaleCheckpointError``.
-    """
-
-    status: Literal["suspended", "running", "interrupted", "stale"]
-    turn: str = ""
-    claim: Claim | None = None
-    pending: list[PendingCallInfo] = field(default_factory=list)
-    in_flight: list[str] = field(default_factory=list)
-    reason: str = ""
-    seal_failed: bool = False
 
 
 class Runner:
@@ -142,15 +118,6 @@ class Runner:
             )
         return session
 
-    def _agent_for(self, session: Session, slot: TurnSlot | None = None) -> BaseAgent:
-        """The agent owning the in-flight turn (or a 0.1.0 checkpoint), else the root agent."""
-        for record in (slot.data if slot is not None else None, session.state.get(PENDING_STATE_KEY)):
-            if isinstance(record, dict) and isinstance(record.get("agent_name"), str):
-                owner = self.agent.find_agent(record["agent_name"])
-                if owner is not None:
-                    return owner
-        return self.agent
-
     def _transfer_config(self, agent: BaseAgent, base: RunConfig) -> RunConfig:
         parent = self.agent.find_parent(agent.name)
         if parent is None:
@@ -172,8 +139,10 @@ class Runner:
         Args:
             user_id / session_id: the session (see ``auto_create_session``).
             new_message: the user's message (text or ``Content``); it may carry function
-                responses completing a long-running call. None resumes without one (and
-                recovers an interrupted turn). The same message sent again after a run that
+                responses completing a long-running call. None resumes without one (it
+                re-announces the pending calls, or recovers an interrupted turn); on a
+                session with nothing in flight it returns at once: no model call, no event,
+                nothing stored. The same message sent again after a run that
                 stored nothing after it (a ``ModelError`` on the first model call) retries
                 that invocation: it is not stored twice.
             run_config: per-run options (confirmation decisions, discarding a checkpoint).
@@ -195,10 +164,25 @@ class Runner:
             StaleCheckpointError: the paused script cannot resume under this agent.
                 In each of these cases nothing was claimed or stored and no tool ran.
         """
+        async with aclosing(self._run(user_id, session_id, new_message, run_config, run_key, None)) as events:
+            async for event in events:
+                yield event
+
+    async def _run(
+        self,
+        user_id: str,
+        session_id: str,
+        new_message: Content | str | None,
+        run_config: RunConfig | None,
+        run_key: str | None,
+        turn: Turn | None,
+    ) -> AsyncGenerator[Event, None]:
+        """``run_async``, reusing ``turn`` (the stored turn a decision was checked against,
+        verified once) when the slot is still the one it was read from."""
         run_config = run_config or RunConfig()
         content = Content.from_text(new_message) if isinstance(new_message, str) else new_message
         if content is not None:
-            problem = _text_problem(content)
+            problem = text_problem(content)
             if problem is not None:
                 raise ValueConversionError(f"{problem}; nothing was stored")
         responses = [p.function_response for p in content.parts if p.function_response] if content else []
@@ -210,7 +194,7 @@ class Runner:
         used: set[str] = set()
         if run_key is not None:
             mine = [e for e in session.events if (e.custom_metadata or {}).get(RUN_KEY) == run_key]
-            record = _record_of(slot)
+            record = record_of(slot)
             held = record is not None and record.claim is not None and record.claim.run_key == run_key
             if held:
                 # Interrupted (or still running elsewhere): recovered below. The decisions this
@@ -230,7 +214,7 @@ class Runner:
                     content = None
                 else:
                     stored_message = False
-            elif _paused_unannounced(record, run_key, mine):
+            elif paused_unannounced(record, run_key, mine):
                 # The run paused (its turn is stored, suspended) but stopped before its
                 # announcement was stored (it may have stored no event at all: an approval
                 # whose call ran and whose script paused at the next one): the redelivery
@@ -266,6 +250,7 @@ class Runner:
                     stored_message,
                     redelivered,
                     used,
+                    turn,
                 )
             ) as events:
                 async for event in events:
@@ -286,35 +271,32 @@ class Runner:
         stored_message: bool,
         redelivered: bool = False,
         used: set[str] | None = None,
+        turn: Turn | None = None,
     ) -> AsyncGenerator[Event, None]:
         claimed = False
         results: dict[str, Any] = {}
+        view: TurnView | None = None
+        discarded: Event | None = None
         if slot is not None and run_config.discard_pending_checkpoint:
-            await self._delete_slot(session, slot)
+            await delete_slot(self.session_service, session, slot)
             slot = None
         if slot is not None:
-            owner = self._agent_for(session, slot)
-            view = await self._view(owner, session, slot, run_config)
-            in_flight: set[str] = set()
-            if view.stale is None and view.record is not None:
-                try:
-                    in_flight = await self._in_flight(session, view.record, owner)
-                except SnapshotError as exc:  # a journal record fails its seal: stale, nothing runs
-                    view = TurnView(stale=str(exc), seal_failed=True)
-            if view.stale is not None:
+            owner = agent_for(self.agent, session, slot)
+            if turn is None or turn.slot.version != slot.version or not turn.strict:
+                turn = await self._load(owner, session, slot, run_config)
+            if turn.stale is not None:
                 # Not claimed: the agent reports the stale turn with an event and the slot is left
                 # exactly as it was (the call stays pending for an agent that can resume it).
                 if content is not None and content.text and run_config.on_pending_message == "discard":
-                    await self._delete_slot(session, slot)
+                    await delete_slot(self.session_service, session, slot)
                     slot = None
                 # else the agent reports the stale turn (the slot is left as it is)
             else:
-                record = view.record
+                record = turn.record
                 assert record is not None
-                pending = [p for p in view.pending if p.call_key not in in_flight]
-                interrupted = record.status == "running" or record.claim is not None or bool(in_flight)
+                pending = turn.pending
                 if redelivered:
-                    run_config, responses = _still_pending(run_config, responses, pending, used or set())
+                    run_config, responses = still_pending(run_config, responses, pending, used or set())
                     decided = bool(run_config.tool_confirmation_decisions or run_config.in_doubt_decisions or responses)
                 if record.claim is not None and not claim_abandoned(record.claim, self.clock):
                     raise AlreadyResumingError(
@@ -323,16 +305,19 @@ class Runner:
                         "lease expires",
                         pending,
                     )
-                action = self._claim_for(
-                    record, pending, in_flight, interrupted, run_config, content, responses, decided
+                action = claim_for(
+                    record, pending, turn.in_flight, turn.interrupted, run_config, content, responses, decided
                 )
-                if action is _ANNOUNCE:
+                if action is ANNOUNCE:
                     for event in announcement_events(owner.name, invocation_id, pending):
                         yield event  # a re-announcement: nothing is stored
                     return
-                if action is _DISCARD:
-                    await self._delete_slot(session, slot)
+                if action is DISCARD:
+                    await delete_slot(self.session_service, session, slot)
                     slot = None
+                    discarded = discard_notice(
+                        owner.name, invocation_id, turn, pending, "a new message arrived while calls were pending"
+                    )
                 else:
                     assert isinstance(action, dict)
                     results = action["responses"]
@@ -344,14 +329,22 @@ class Runner:
                             },
                         }
                     )
-                    slot = await self._claim(session, slot, claim)
+                    slot = await claim_turn(self.session_service, session, slot, claim)
                     claimed = True
+                    view = turn.view
+        elif content is None and not decided and session.state.get(PENDING_STATE_KEY) is None:
+            # Nothing pending or interrupted and nothing to say: no model is called, no event
+            # is stored or yielded (a message-less run resumes; here there is nothing to resume).
+            return
         elif decided and not redelivered:
             raise NoPendingCallError(
                 f"session {session.id!r} has no pending call (its run finished or never paused); the decision or "
                 "function response matches nothing and nothing ran"
             )
-        agent = self._agent_for(session, slot)
+        agent = agent_for(self.agent, session, slot)
+        if discarded is not None:
+            await self._append(session, discarded, claimed, claim.run_key)
+            yield discarded
         if content is not None and not stored_message:
             checked = await agent.on_user_message(
                 self._context(invocation_id, agent, session, content, run_config), content
@@ -373,6 +366,7 @@ class Runner:
         while True:
             ctx = self._context(invocation_id, agent, session, content, run_config)
             ctx.turn_slot, slot = slot, None  # only the first agent resumes the claimed turn
+            ctx.turn_view, view = view, None  # restored once, here: the agent does not restore it again
             ctx.claim, ctx.clock, ctx.run_key = claim, self.clock, claim.run_key
             ctx.turn_responses, results = results, {}
             transfer_to: str | None = None
@@ -452,10 +446,10 @@ class Runner:
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         found = False
         if slot is not None:
-            await self._delete_slot(session, slot)
+            await delete_slot(self.session_service, session, slot)
             found = True
         if session.state.get(PENDING_STATE_KEY) is not None:
-            owner = self._agent_for(session)
+            owner = agent_for(self.agent, session)
             event = Event(
                 invocation_id=new_id(),
                 author=owner.name,
@@ -516,70 +510,57 @@ class Runner:
         Raises:
             SessionNotFoundError: no such session.
         """
+        info, _ = await self._turn_state(user_id, session_id)
+        return info
+
+    async def _turn_state(self, user_id: str, session_id: str) -> tuple[TurnInfo | None, Turn | None]:
+        """``turn_info`` and the ``Turn`` it was read from (loaded and verified once)."""
         session = await self._session(user_id, session_id, create=False)
         slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         if slot is None:
-            return None
-        owner = self._agent_for(session, slot)
+            return None, None
+        owner = agent_for(self.agent, session, slot)
         # A runner whose tree does not hold the turn's agent (a read-only tool) still lists
         # the calls, read from the continuation; resuming needs the agent (strict check).
         strict = owner.name == slot.data.get("agent_name")
-        view = await self._view(owner, session, slot, RunConfig(), strict=strict)
-        if view.stale is not None or view.record is None:
-            return TurnInfo(status="stale", reason=view.stale or "", seal_failed=view.seal_failed)
-        record = view.record
-        try:
-            in_flight = await self._in_flight(session, record, owner)
-        except SnapshotError as exc:  # a journal record that fails its seal: nothing of the turn runs
-            return TurnInfo(status="stale", turn=record.turn, reason=str(exc), seal_failed=True)
-        pending = [p for p in view.pending if p.call_key not in in_flight]
-        status: Literal["suspended", "running", "interrupted", "stale"]
-        if record.claim is not None and not claim_abandoned(record.claim, self.clock):
-            status = "running"
-        elif record.status == "running" or record.claim is not None or in_flight:
-            status = "interrupted"
-        else:
-            status = "suspended"
-        return TurnInfo(
-            status=status, turn=record.turn, claim=record.claim, pending=pending, in_flight=sorted(in_flight)
+        turn = await self._load(owner, session, slot, RunConfig(), strict=strict)
+        record = turn.record
+        if record is None:
+            where = turn.view.record.turn if turn.view.record is not None and turn.view.seal_failed else ""
+            return TurnInfo(
+                status="stale", turn=where, reason=turn.stale or "", seal_failed=turn.view.seal_failed
+            ), turn
+        info = TurnInfo(
+            status=turn.status(self.clock),
+            turn=record.turn,
+            claim=record.claim,
+            pending=turn.pending,
+            in_flight=sorted(turn.in_flight),
         )
+        return info, turn
 
-    async def recover(
-        self, *, user_id: str, session_id: str, run_config: RunConfig | None = None, run_key: str | None = None
-    ) -> AsyncGenerator[Event, None]:
-        """Resumes the session's interrupted turn (its runner stopped: the process died, or
-        its lease expired) from its continuation and journal; yields the run's events. Calls
-        whose outcome is recorded never run again; a call that started and has no outcome is
-        in doubt and follows its tool's ``on_in_doubt``.
-
-        Raises:
-            SessionNotFoundError: no such session.
-            NoPendingCallError: there is no interrupted turn (nothing ran).
-            AlreadyResumingError: a live runner holds the turn (its lease has not expired).
-            StaleCheckpointError: the stored turn cannot be resumed here (a changed roster,
-                another format, or a seal that does not hold in this session: edited,
-                copied from another session, or sealed by 0.2.0); nothing ran.
-        """
-        replay = run_key is not None and await self._finished(user_id, session_id, run_key)
-        info = None if replay else await self.turn_info(user_id=user_id, session_id=session_id)
-        if replay:
-            pass  # a recovery sent again: run_async replays (or resumes) the run with that key
-        elif info is not None and info.status == "stale":
-            raise StaleCheckpointError(f"cannot recover session {session_id!r}: {info.reason}; nothing ran")
-        elif info is None or info.status not in ("interrupted", "running"):
-            what = "no turn in flight" if info is None else f"its turn is {info.status}"
-            raise NoPendingCallError(f"nothing to recover in session {session_id!r}: {what}; nothing ran")
-        elif info.status == "running":
-            assert info.claim is not None
-            raise AlreadyResumingError(
-                f"cannot recover session {session_id!r}: it is being run by {info.claim.describe()}; nothing ran",
-                info.pending,
-            )
-        async with aclosing(
-            self.run_async(user_id=user_id, session_id=session_id, run_config=run_config, run_key=run_key)
-        ) as events:
-            async for event in events:
-                yield event
+    async def _load(
+        self, agent: BaseAgent, session: Session, slot: TurnSlot, run_config: RunConfig, *, strict: bool = True
+    ) -> Turn:
+        """The stored turn, verified (``verify_turn``, through the agent) and its journal
+        opened (seals checked): a ``Turn`` whose ``stale`` says why it cannot resume here."""
+        view = await self._view(agent, session, slot, run_config, strict=strict)
+        if view.stale is not None or view.record is None:
+            return Turn(slot, view, strict=strict)
+        record = view.record
+        runtime = getattr(agent, "runtime", None)
+        seal = getattr(runtime, "seal", None)
+        if not record.pending and (seal is None or seal(b"") is None):
+            return Turn(slot, view, strict=strict)  # nothing to decide, and no seal to check
+        records = await self.session_service.read_journal(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id, turn=record.turn
+        )
+        try:
+            journal = open_journal(runtime, (session.app_name, session.user_id, session.id), record.turn, records)
+        except SnapshotError as exc:  # a journal record fails its seal: stale, nothing of the turn runs
+            stale = TurnView(stale=str(exc), record=record, seal_failed=True)
+            return Turn(slot, stale, strict=strict)
+        return Turn(slot, view, journal, in_flight_calls(record, journal), strict=strict)
 
     async def _view(
         self, agent: BaseAgent, session: Session, slot: TurnSlot, run_config: RunConfig, *, strict: bool = True
@@ -594,98 +575,164 @@ class Runner:
             return TurnView(stale=str(exc))
         return view
 
-    async def _in_flight(self, session: Session, record: TurnRecord, owner: BaseAgent) -> set[str]:
-        """Call keys of the pending calls the journal shows as decided already: a
-        confirmation whose intent is written (it started), or any call with an outcome.
+    async def _pick(
+        self, user_id: str, session_id: str, decision: Decision, run_config: RunConfig | None
+    ) -> tuple[PendingCallInfo, Turn | None]:
+        """The pending call ``decision`` decides, read from the verified turn, after checking
+        that its kind accepts the decision (SPEC §5 v4), and the ``Turn`` it was read from
+        (the run that resumes it reuses it: the turn is verified once).
 
         Raises:
-            SnapshotError: a journal record of the turn fails its seal in this session (the
-                turn is stale: nothing of it may run).
+            ValueError: ``run_config`` asks to discard the paused script the decision resumes.
+            StaleCheckpointError: the stored turn's seal does not hold in this session.
+            AlreadyResumingError: another runner drives the turn, or the call already started.
+            NoPendingCallError: the key matches no pending call, or none is given and not
+                exactly one call accepts the decision.
+            DecisionRefusedError: the call's kind does not accept the decision.
         """
-        runtime = getattr(owner, "runtime", None)
-        seal = getattr(runtime, "seal", None)
-        if not record.pending and (seal is None or seal(b"") is None):
-            return set()  # nothing to decide, and no seal to check
-        records = await self.session_service.read_journal(
-            app_name=session.app_name, user_id=session.user_id, session_id=session.id, turn=record.turn
-        )
-        records = open_journal(runtime, (session.app_name, session.user_id, session.id), record.turn, records)
-        if not record.pending:
-            return set()
-        intents = {r.seq for r in records if r.kind == "intent"}
-        outcomes = {r.seq for r in records if r.kind == "outcome"}
-        return {
-            p.call_key for p in record.pending if p.pos in outcomes or (p.kind == "confirmation" and p.pos in intents)
-        }
-
-    async def _pick(
-        self,
-        user_id: str,
-        session_id: str,
-        call_key: str | None,
-        kind: str,
-        verb: str,
-        run_config: RunConfig | None,
-    ) -> PendingCallInfo:
+        verb = decision.act
         if run_config is not None and run_config.discard_pending_checkpoint:
             raise ValueError(
                 f"cannot {verb} with RunConfig(discard_pending_checkpoint=True): discarding drops the paused script "
                 f"the {verb} resumes; call Runner.discard_pending_checkpoint() instead. Nothing ran"
             )
-        info = await self.turn_info(user_id=user_id, session_id=session_id)
-        if info is not None and info.status == "stale" and info.seal_failed:
-            # Not this session's turn as sealed (edited, copied from another session, or
-            # sealed by 0.2.0): nothing it names is decided and nothing is stored.
-            raise StaleCheckpointError(f"cannot {verb} in session {session_id!r}: {info.reason}")
+        _, turn = await self._turn_state(user_id, session_id)
+        call = pick_call(turn, decision, session_id, self.clock)
+        return call, (turn if call.tool else None)
+
+    async def decide(
+        self,
+        decision: Decision,
+        *,
+        user_id: str,
+        session_id: str,
+        run_config: RunConfig | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """Applies one ``Decision`` to the session's paused (or interrupted) turn and resumes
+        it; yields the run's events (as ``run_async``). The one path every decision takes:
+        ``approve``, ``deny``, ``complete``, ``resolve_in_doubt`` and ``recover`` are this
+        method with the decision built for you.
+
+        The decision is checked before anything is claimed or stored: its ``args`` (edited
+        arguments; not supported yet), the call it names (read from the verified
+        continuation), whether that call's kind accepts it (confirmation: approve / deny;
+        completion: complete / deny; in doubt: resolve with rerun / skip / fail) and its
+        ``digest``. ``decision.run_key`` is the run's idempotency key (``run_async``).
+
+        Args:
+            decision: what to do (``Decision``).
+            user_id / session_id: the session (never created here).
+            run_config: per-run options; not ``discard_pending_checkpoint``.
+
+        Raises:
+            EditNotSupportedError: ``decision.args`` is set.
+            SessionNotFoundError: no such session (even with ``auto_create_session``).
+            NoPendingCallError: the key matches no pending call, or nothing is pending; for
+                ``recover``, there is no interrupted turn.
+            DecisionRefusedError: the call's kind does not accept the decision (it names what
+                the call awaits and accepts).
+            AlreadyResumingError: another runner claimed the suspension first (the tool runs
+                there, once), or the call already started under a runner that stopped
+                (``recover`` the turn).
+            DecisionMismatchError: ``decision.digest`` is not the pending call's.
+            StaleCheckpointError: the stored turn's seal does not hold in this session (an
+                edited record, one copied from another session, or one sealed by 0.2.0:
+                discard it); for ``recover``, any stale turn. Other stale turns (a changed
+                roster) are reported by the run's stale-checkpoint event, the call left pending.
+            ValueError: ``run_config`` asks to discard the pending checkpoint.
+            In each case nothing was claimed or stored and no tool ran.
+        """
+        check_supported(decision)
+        run_key = decision.run_key
+        if decision.verb == "recover":
+            rc = run_config
+            turn = await self._check_recoverable(user_id, session_id, run_key)
+            message: Content | None = None
+        else:
+            rc, message, turn = await self._resolve_decision(decision, user_id, session_id, run_config)
+        async with aclosing(self._run(user_id, session_id, message, rc, run_key, turn)) as events:
+            async for event in events:
+                yield event
+
+    async def _resolve_decision(
+        self, decision: Decision, user_id: str, session_id: str, run_config: RunConfig | None
+    ) -> tuple[RunConfig, Content | None, Turn | None]:
+        """The run options (and, for a completion, the message) that carry ``decision`` into
+        ``run_async``, and the verified turn it was checked against (None for a redelivery).
+        A decision sent again under a run key already seen is matched again only against
+        what is still pending (``run_async``), never refused for a call it already decided."""
+        rc = run_config or RunConfig()
+        verb, call_key, digest = decision.verb, decision.call_key, decision.digest
+        redelivery = decision.run_key is not None and await self._finished(user_id, session_id, decision.run_key)
+        info, turn = (None, None) if redelivery else await self._pick(user_id, session_id, decision, run_config)
+        if info is not None and info.tool:
+            check_digest(info, digest)
+        if verb in ("approve", "deny"):
+            approve = verb == "approve"
+            if info is None:
+                kinds = ("confirmation",) if approve else ("confirmation", "completion")
+                key = call_key or await self._only_pending(user_id, session_id, kinds)
+                return redelivered(run_config, key, approve, digest=digest, reason=decision.reason), None, None
+            update: dict[str, Any] = {
+                "tool_confirmation_decisions": {info.call_key: approve} if info.call_key else {},
+                "decision_digests": {info.call_key: info.digest if digest is None else digest},
+            }
+            if not approve:
+                update["tool_denial_reasons"] = {info.call_key: decision.reason} if decision.reason else {}
+            return rc.model_copy(update=update), None, turn
+        if verb == "complete":
+            assert call_key is not None
+            if info is None:
+                shown = await self.turn_info(user_id=user_id, session_id=session_id)
+                tool = next((p.tool for p in shown.pending if p.call_key == call_key), "") if shown is not None else ""
+            else:
+                tool = info.tool
+            response = FunctionResponse(name=tool, response=decision.payload, id=call_key, error=decision.error)
+            return rc, Content(role="user", parts=[Part(function_response=response)]), turn
+        assert verb == "resolve" and call_key is not None and decision.action is not None
+        chosen = InDoubtDecision(action=decision.action, value=decision.payload, reason=decision.reason or "")
+        return rc.model_copy(update={"in_doubt_decisions": {call_key: chosen}}), None, turn
+
+    async def _check_recoverable(self, user_id: str, session_id: str, run_key: str | None) -> Turn | None:
+        """Refuses a recovery with nothing to recover (a recovery sent again under a run key
+        already seen goes ahead: ``run_async`` replays or resumes the run with that key);
+        returns the verified turn to recover."""
+        if run_key is not None and await self._finished(user_id, session_id, run_key):
+            return None
+        info, turn = await self._turn_state(user_id, session_id)
         if info is not None and info.status == "stale":
-            # The run that follows reports the stale turn with an event and claims nothing:
-            # the decision is never used, the call stays as it was. Only a key the stored
-            # record names gets that far; anything else matches nothing.
-            slot = await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
-            raw = slot.data.get("pending") if slot is not None else None
-            keys = [p.get("call_key") for p in raw if isinstance(p, dict)] if isinstance(raw, list) else []
-            if (call_key is None and len(keys) != 1) or (call_key is not None and call_key not in keys):
-                raise NoPendingCallError(
-                    f"cannot {verb} in session {session_id!r}: the stored turn cannot be resumed here ({info.reason}) "
-                    "and names no such call; nothing ran"
-                )
-            return PendingCallInfo(call_key=call_key or str(keys[0]), tool="", kind="confirmation", invocation_id="")
-        pending = info.pending if info is not None else []
-        if info is not None and info.status == "running":
+            raise StaleCheckpointError(f"cannot recover session {session_id!r}: {info.reason}; nothing ran")
+        if info is None or info.status not in ("interrupted", "running"):
+            what = "no turn in flight" if info is None else f"its turn is {info.status}"
+            raise NoPendingCallError(f"nothing to recover in session {session_id!r}: {what}; nothing ran")
+        if info.status == "running":
             assert info.claim is not None
             raise AlreadyResumingError(
-                f"cannot {verb} in session {session_id!r}: another runner, {info.claim.describe()}, is resuming it; "
-                "nothing ran here",
-                pending,
+                f"cannot recover session {session_id!r}: it is being run by {info.claim.describe()}; nothing ran",
+                info.pending,
             )
-        if info is not None and info.in_flight and (call_key is None or call_key in info.in_flight):
-            raise AlreadyResumingError(
-                f"cannot {verb} in session {session_id!r}: call {call_key or info.in_flight[0]} was already decided "
-                f"and started, and its runner ({info.claim.describe() if info.claim else 'unknown'}) stopped before "
-                "its outcome was recorded; recover the turn with Runner.recover() or `codeact sessions recover`",
-                pending,
-            )
-        kinds = ("confirmation", "completion", "in_doubt") if kind == "any" else (kind,)
-        matching = [p for p in pending if p.kind in kinds]
-        if call_key is None:
-            if len(matching) == 1:
-                return matching[0]
-            reason = "nothing is pending" if not matching else f"{len(matching)} calls are pending; name one"
-            raise NoPendingCallError(
-                f"cannot {verb} without a call key in session {session_id!r}: {reason} ({describe_pending(pending)})",
-                pending,
-            )
-        for p in matching:
-            if p.call_key == call_key:
-                return p
-        awaiting = {"confirmation": "a decision", "completion": "a result", "in_doubt": "an in-doubt decision"}
-        raise NoPendingCallError(
-            f"cannot {verb} call {call_key!r} in session {session_id!r}: it matches no call awaiting "
-            f"{awaiting.get(kind, 'the caller')} ({describe_pending(pending)}); nothing ran",
-            pending,
-        )
+        return turn
 
-    async def approve(
+    def recover(
+        self, *, user_id: str, session_id: str, run_config: RunConfig | None = None, run_key: str | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """Resumes the session's interrupted turn (its runner stopped: the process died, or
+        its lease expired) from its continuation and journal; yields the run's events. Calls
+        whose outcome is recorded never run again; a call that started and has no outcome is
+        in doubt and follows its tool's ``on_in_doubt``. ``decide(Decision(verb="recover"))``.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            NoPendingCallError: there is no interrupted turn (nothing ran).
+            AlreadyResumingError: a live runner holds the turn (its lease has not expired).
+            StaleCheckpointError: the stored turn cannot be resumed here (a changed roster,
+                another format, or a seal that does not hold in this session: edited,
+                copied from another session, or sealed by 0.2.0); nothing ran.
+        """
+        decision = Decision(verb="recover", run_key=run_key)
+        return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
+
+    def approve(
         self,
         *,
         user_id: str,
@@ -698,7 +745,7 @@ class Runner:
         """Approves a call awaiting confirmation and resumes the paused script; yields the
         run's events (as ``run_async``). ``call_key=None`` is accepted only when exactly one
         call awaits confirmation. The call that runs is the one ``pending()`` lists under
-        that key, read from the verified continuation.
+        that key, read from the verified continuation. ``decide(Decision(verb="approve"))``.
 
         Args:
             digest: the ``PendingCallInfo.digest`` the decision was made on: when given, a
@@ -706,41 +753,13 @@ class Runner:
             run_key: an idempotency key (``run_async``).
 
         Raises:
-            SessionNotFoundError: no such session.
-            NoPendingCallError: the key matches no call awaiting confirmation, or nothing is
-                pending (nothing ran).
-            AlreadyResumingError: another runner claimed the suspension first (the tool runs
-                there, once), or the call already started under a runner that stopped
-                (``recover`` the turn).
-            DecisionMismatchError: ``digest`` is not the pending call's.
-            StaleCheckpointError: the stored turn's seal does not hold in this session (an
-                edited record, one copied from another session, or one sealed by 0.2.0:
-                discard it); nothing was claimed or stored and no tool ran. Other stale turns
-                (a changed roster) are reported by the run's stale-checkpoint event, the call
-                left pending.
-            ValueError: ``run_config`` asks to discard the pending checkpoint (nothing ran).
+            As ``decide``; ``DecisionRefusedError`` when the call awaits its result or is in
+            doubt (it accepts no approval).
         """
-        if run_key is None or not await self._finished(user_id, session_id, run_key):
-            info = await self._pick(user_id, session_id, call_key, "confirmation", "approve", run_config)
-            if info.tool:
-                _check_digest(info, digest)
-            rc = (run_config or RunConfig()).model_copy(
-                update={
-                    "tool_confirmation_decisions": {info.call_key: True} if info.call_key else {},
-                    "decision_digests": {info.call_key: info.digest if digest is None else digest},
-                }
-            )
-        else:
-            # a redelivery: the decision applies again if its call is still pending (run_async)
-            key = call_key or await self._only_pending(user_id, session_id, ("confirmation",))
-            rc = _redelivered(run_config, key, True, digest=digest)
-        async with aclosing(
-            self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
-        ) as events:
-            async for event in events:
-                yield event
+        decision = Decision(verb="approve", call_key=call_key, digest=digest, run_key=run_key)
+        return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
-    async def deny(
+    def deny(
         self,
         *,
         user_id: str,
@@ -751,38 +770,19 @@ class Runner:
         run_config: RunConfig | None = None,
         run_key: str | None = None,
     ) -> AsyncGenerator[Event, None]:
-        """Denies a pending call (the script gets ``PermissionError``, with ``reason``) and
-        resumes it; yields the run's events. A long-running call awaiting its result may be
-        denied too. ``call_key=None`` is accepted only when exactly one call is pending.
+        """Denies a call awaiting confirmation, or a long-running call awaiting its result
+        (the script gets ``PermissionError``, with ``reason``), and resumes it; yields the
+        run's events. A call in doubt cannot be denied (it may have run: resolve it).
+        ``call_key=None`` is accepted only when exactly one call accepts a denial.
+        ``decide(Decision(verb="deny"))``.
 
         Raises:
-            SessionNotFoundError: as ``approve``.
-            NoPendingCallError: as ``approve``.
-            AlreadyResumingError: as ``approve``.
-            DecisionMismatchError: as ``approve``.
-            StaleCheckpointError: as ``approve``.
+            As ``decide``; ``DecisionRefusedError`` for a call in doubt.
         """
-        if run_key is None or not await self._finished(user_id, session_id, run_key):
-            info = await self._pick(user_id, session_id, call_key, "any", "deny", run_config)
-            if info.tool:
-                _check_digest(info, digest)
-            rc = (run_config or RunConfig()).model_copy(
-                update={
-                    "tool_confirmation_decisions": {info.call_key: False} if info.call_key else {},
-                    "tool_denial_reasons": {info.call_key: reason} if reason else {},
-                    "decision_digests": {info.call_key: info.digest if digest is None else digest},
-                }
-            )
-        else:
-            key = call_key or await self._only_pending(user_id, session_id, ("confirmation", "completion", "in_doubt"))
-            rc = _redelivered(run_config, key, False, digest=digest, reason=reason)
-        async with aclosing(
-            self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
-        ) as events:
-            async for event in events:
-                yield event
+        decision = Decision(verb="deny", call_key=call_key, reason=reason, digest=digest, run_key=run_key)
+        return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
-    async def complete(
+    def complete(
         self,
         *,
         user_id: str,
@@ -798,46 +798,20 @@ class Runner:
         function response. ``error`` (text, with ``value`` left ``None``) completes it as
         failed instead: the script's call raises ``RuntimeError`` naming the tool and the text,
         which the script may catch; the failure is journaled like any outcome.
+        ``decide(Decision(verb="complete", payload=value))``.
 
         Raises:
             ValueConversionError: ``value`` is not plain data (SPEC §3), is nested more than
                 ``MAX_VALUE_DEPTH`` levels or encodes to more than ``MAX_VALUE_BYTES``; checked
                 before anything is claimed or stored (nothing changed).
-            SessionNotFoundError: as ``approve``.
-            NoPendingCallError: as ``approve``.
-            AlreadyResumingError: as ``approve``.
-            ValueError: as ``approve``; also ``error`` given together with a ``value``, or not a str.
+            ValueError: ``error`` given together with a ``value``, or not a str (a
+                ``pydantic.ValidationError``).
+            As ``decide`` otherwise.
         """
-        if error is not None:
-            if not isinstance(error, str):
-                raise ValueError(f"error must be a str, not {type(error).__name__}")
-            if value is not None:
-                raise ValueError("give either value or error, not both")
-        else:
-            _check_completion(value, call_key)
-        if run_key is not None and await self._finished(user_id, session_id, run_key):
-            # a redelivery: the response applies again if its call still awaits it (run_async)
-            turn = await self.turn_info(user_id=user_id, session_id=session_id)
-            tool = next((p.tool for p in turn.pending if p.call_key == call_key), "") if turn is not None else ""
-            response = FunctionResponse(name=tool, response=value, id=call_key, error=error)
-            message = Content(role="user", parts=[Part(function_response=response)])
-        else:
-            info = await self._pick(user_id, session_id, call_key, "completion", "complete", run_config)
-            message = Content(
-                role="user",
-                parts=[
-                    Part(function_response=FunctionResponse(name=info.tool, response=value, id=call_key, error=error))
-                ],
-            )
-        async with aclosing(
-            self.run_async(
-                user_id=user_id, session_id=session_id, new_message=message, run_config=run_config, run_key=run_key
-            )
-        ) as events:
-            async for event in events:
-                yield event
+        decision = Decision(verb="complete", call_key=call_key, payload=value, error=error, run_key=run_key)
+        return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
-    async def resolve_in_doubt(
+    def resolve_in_doubt(
         self,
         *,
         user_id: str,
@@ -853,30 +827,21 @@ class Runner:
         before its runner stopped and has no recorded outcome) and resumes the script:
         ``"rerun"`` runs the tool again, ``"skip"`` gives the script ``value`` as its result
         without running it, ``"fail"`` gives the script a ``RuntimeError`` (with ``reason``).
+        ``decide(Decision(verb="resolve", action=action))``.
 
         Raises:
             ValueConversionError: ``value`` is not plain data (``"skip"``).
-            SessionNotFoundError: as ``approve``.
-            NoPendingCallError: as ``approve``.
-            AlreadyResumingError: as ``approve``.
+            As ``decide`` otherwise.
         """
-        if action == "skip":
-            _check_completion(value, call_key)
-        if run_key is None or not await self._finished(user_id, session_id, run_key):
-            await self._pick(user_id, session_id, call_key, "in_doubt", "resolve", run_config)
-            rc = (run_config or RunConfig()).model_copy(
-                update={"in_doubt_decisions": {call_key: InDoubtDecision(action=action, value=value, reason=reason)}}
-            )
-        else:
-            # a redelivery: the decision applies again if the call is still in doubt (run_async)
-            rc = (run_config or RunConfig()).model_copy(
-                update={"in_doubt_decisions": {call_key: InDoubtDecision(action=action, value=value, reason=reason)}}
-            )
-        async with aclosing(
-            self.run_async(user_id=user_id, session_id=session_id, run_config=rc, run_key=run_key)
-        ) as events:
-            async for event in events:
-                yield event
+        decision = Decision(
+            verb="resolve",
+            call_key=call_key,
+            action=action,
+            payload=value if action == "skip" else None,
+            reason=reason or None,
+            run_key=run_key,
+        )
+        return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
     async def _only_pending(self, user_id: str, session_id: str, kinds: tuple[str, ...]) -> str | None:
         """The key of the one call of ``kinds`` pending and not started, or None (none, or
@@ -896,149 +861,12 @@ class Runner:
         session = await self._session(user_id, session_id, create=False)
         if any((e.custom_metadata or {}).get(RUN_KEY) == run_key for e in session.events):
             return True
-        record = _record_of(
+        record = record_of(
             await self.session_service.load_turn(app_name=self.app_name, user_id=user_id, session_id=session_id)
         )
         if record is None:
             return False
         return record.run_key == run_key or (record.claim is not None and record.claim.run_key == run_key)
-
-    def _claim_for(
-        self,
-        record: TurnRecord,
-        pending: list[PendingCallInfo],
-        in_flight: set[str],
-        interrupted: bool,
-        run_config: RunConfig,
-        content: Content | None,
-        responses: list[FunctionResponse],
-        decided: bool,
-    ) -> dict[str, Any] | object:
-        """What this run does with the stored (verified) turn: the decisions and results to
-        resume it with (kept in memory: they become durable only in the journal record of
-        the resume that uses them), ``_ANNOUNCE`` (re-announce, store nothing) or
-        ``_DISCARD``.
-
-        Raises:
-            NoPendingCallError: a decision names no pending call (SPEC §5).
-            CallsPendingError: calls are pending and nothing decides them.
-            AlreadyResumingError: another runner holds the claim.
-            DecisionMismatchError: a decision's digest does not match.
-        """
-        by_key = {p.call_key: p for p in pending}
-        decisions: dict[str, Any] = {}
-        results: dict[str, Any] = {}
-        for key, raw in run_config.tool_confirmation_decisions.items():
-            info = by_key.get(key)
-            if info is None:
-                if key in in_flight:
-                    raise AlreadyResumingError(
-                        f"call {key} was already decided and started; its runner stopped before recording its "
-                        "outcome; recover the turn with Runner.recover(). Nothing ran here",
-                        pending,
-                    )
-                raise NoPendingCallError(
-                    f"the decision for call {key!r} matches no pending call ({describe_pending(pending)}); nothing ran",
-                    pending,
-                )
-            expected = run_config.decision_digests.get(key)
-            if expected is not None and expected != info.digest:
-                raise DecisionMismatchError(
-                    f"the decision for call {key} was made on another call (digest {expected}, the pending call "
-                    f"{info.tool!r} has {info.digest}); nothing was claimed and no tool ran",
-                    pending,
-                )
-            approve = decision_value(raw)
-            if approve and info.kind != "confirmation":
-                raise NoPendingCallError(
-                    f"call {key!r} awaits {'a result' if info.kind == 'completion' else 'an in-doubt decision'}, "
-                    "not an approval",
-                    pending,
-                )
-            decisions[key] = True if approve else run_config.tool_denial_reasons.get(key, "")
-        for key in run_config.in_doubt_decisions:
-            info = by_key.get(key)
-            if info is None or info.kind != "in_doubt":
-                raise NoPendingCallError(
-                    f"the in-doubt decision for call {key!r} matches no call in doubt ({describe_pending(pending)}); "
-                    "nothing ran",
-                    pending,
-                )
-        completions = [p for p in pending if p.kind == "completion"]
-        for response in responses:
-            if response.id is None:
-                if len(completions) != 1:
-                    raise NoPendingCallError(
-                        "a function response without an id is accepted only when exactly one call awaits a "
-                        f"result ({describe_pending(pending)})",
-                        pending,
-                    )
-                info = completions[0]
-                if response.name != info.tool:
-                    raise NoPendingCallError(
-                        f"the function response names tool {response.name!r}, but the call awaiting a result is "
-                        f"{info.call_key} of {info.tool!r}; nothing ran",
-                        pending,
-                    )
-            else:
-                found = by_key.get(response.id)
-                if found is None or found.kind != "completion" or response.name not in (found.tool, ""):
-                    raise NoPendingCallError(
-                        f"the function response for {response.id!r} matches no call awaiting a result "
-                        f"({describe_pending(pending)}); nothing ran",
-                        pending,
-                    )
-                info = found
-            if response.error is not None:
-                # a failed long-running call: the script's call raises RuntimeError(error)
-                results[info.call_key] = CompletionError(response.error)
-                continue
-            value = response.response if response.response is not None else {}
-            _check_completion(value, info.call_key)
-            results[info.call_key] = value
-        if not decided:
-            if content is None or not content.text:
-                if interrupted:
-                    return {"decisions": {}, "responses": {}}  # recovery of an interrupted turn
-                return _ANNOUNCE
-            if not pending:
-                return {"decisions": {}, "responses": {}}  # an interrupted turn: recovered, then the message
-            policy = run_config.on_pending_message
-            if policy == "reject":
-                raise CallsPendingError(
-                    f"a new message arrived while calls are pending ({describe_pending(pending)}); approve, deny "
-                    "or complete them first, or pass RunConfig(on_pending_message='deny' or 'discard')",
-                    pending,
-                )
-            if policy == "discard":
-                return _DISCARD
-            decisions = {p.call_key: "the user sent a new message instead" for p in pending if p.kind != "in_doubt"}
-        return {"decisions": decisions, "responses": results}
-
-    async def _claim(self, session: Session, slot: TurnSlot, claim: Claim) -> TurnSlot:
-        """Claims the stored turn for this run by compare-and-set: records this run as its
-        owner (with a lease) before any tool runs. Nothing else of the record changes: the
-        decisions stay in memory until the journal record of the resume that uses them.
-
-        Raises:
-            AlreadyResumingError: another runner claimed it first.
-        """
-        data = {**slot.data, "claim": claim.model_dump(mode="json")}
-        try:
-            version = await self.session_service.save_turn(
-                app_name=session.app_name,
-                user_id=session.user_id,
-                session_id=session.id,
-                data=data,
-                snapshot=slot.snapshot,
-                expected_version=slot.version,
-            )
-        except TurnConflictError as exc:
-            raise AlreadyResumingError(
-                f"another runner is resuming session {session.id!r} (it claimed the paused script first); "
-                "nothing ran here",
-            ) from exc
-        return TurnSlot(version, data, slot.snapshot)
 
     async def _append(self, session: Session, event: Event, claimed: bool, run_key: str | None = None) -> None:
         """Stores ``event`` (marked with the run key, if any). A run that claimed the
@@ -1061,133 +889,5 @@ class Runner:
             session.last_update_time = fresh.last_update_time
             await self.session_service.append_event(session, event)
 
-    async def _delete_slot(self, session: Session, slot: TurnSlot) -> None:
-        try:
-            await self.session_service.save_turn(
-                app_name=session.app_name,
-                user_id=session.user_id,
-                session_id=session.id,
-                data=None,
-                snapshot=None,
-                expected_version=slot.version,
-            )
-        except TurnConflictError as exc:
-            raise AlreadyResumingError(
-                f"another runner is resuming session {session.id!r}; its turn was not discarded"
-            ) from exc
-
-
-def _redelivered(
-    run_config: RunConfig | None,
-    call_key: str | None,
-    approve: bool,
-    *,
-    digest: str | None,
-    reason: str | None = None,
-) -> RunConfig:
-    """The decision of an approval or denial sent again under a run key already seen; a
-    decision without a call key cannot be matched again and is left out."""
-    rc = run_config or RunConfig()
-    if call_key is None:
-        return rc
-    update: dict[str, Any] = {"tool_confirmation_decisions": {call_key: approve}}
-    if digest is not None:
-        update["decision_digests"] = {call_key: digest}
-    if reason:
-        update["tool_denial_reasons"] = {call_key: reason}
-    return rc.model_copy(update=update)
-
-
-def _still_pending(
-    run_config: RunConfig, responses: list[FunctionResponse], pending: list[PendingCallInfo], used: set[str]
-) -> tuple[RunConfig, list[FunctionResponse]]:
-    """The decisions and function responses of a redelivered keyed run (the same request
-    again, after its runner stopped) that still apply: those naming a call that is still
-    pending, of the kind it awaits, and not ``used`` (calls whose in-doubt decision the run
-    announced before it stopped: a "rerun" may have run the tool again, so the call is in
-    doubt again and is asked about, not rerun once more). The others were used by the run
-    before it stopped (the journal has them) and are dropped, not refused."""
-    kinds = {p.call_key: p.kind for p in pending}
-    completions = [p for p in pending if p.kind == "completion"]
-    decisions = {
-        k: v
-        for k, v in run_config.tool_confirmation_decisions.items()
-        if k in kinds and (kinds[k] == "confirmation" or not decision_value(v))
-    }
-    kept = [
-        r
-        for r in responses
-        if (r.id is None and len(completions) == 1) or (r.id is not None and kinds.get(r.id) == "completion")
-    ]
-    update = {
-        "tool_confirmation_decisions": decisions,
-        "tool_denial_reasons": {k: v for k, v in run_config.tool_denial_reasons.items() if k in decisions},
-        "decision_digests": {k: v for k, v in run_config.decision_digests.items() if k in decisions},
-        "in_doubt_decisions": {
-            k: v for k, v in run_config.in_doubt_decisions.items() if kinds.get(k) == "in_doubt" and k not in used
-        },
-    }
-    return run_config.model_copy(update=update), kept
-
-
-def _paused_unannounced(record: TurnRecord | None, run_key: str, mine: list[Event]) -> bool:
-    """Whether the run with ``run_key`` suspended its turn (the stored turn is its own, at
-    rest) and the announcement events at the end of what it stored (``mine``; maybe
-    nothing) do not name every pending call: it stopped before storing them all."""
-    if record is None or record.status != "suspended" or record.claim is not None or record.run_key != run_key:
-        return False
-    announced: set[str] = set()
-    for event in reversed(mine):
-        if not (event.interrupted or event.long_running_tool_ids):
-            break
-        announced.update(event.actions.requested_tool_confirmations)
-        announced.update(event.long_running_tool_ids or ())
-    return not {p.call_key for p in record.pending} <= announced
-
-
-def _record_of(slot: TurnSlot | None) -> TurnRecord | None:
-    if slot is None:
-        return None
-    try:
-        return TurnRecord.model_validate(slot.data)
-    except Exception:
-        return None
-
-
-def _check_digest(info: PendingCallInfo, digest: str | None) -> None:
-    if digest is not None and digest != info.digest:
-        raise DecisionMismatchError(
-            f"call {info.call_key} is a call to {info.tool!r} with digest {info.digest}, not {digest}: the decision "
-            "was made on a stale view; nothing was claimed and no tool ran",
-            [info],
-        )
-
-
-def _text_problem(content: Content) -> str | None:
-    """Why a user message cannot be stored (a text part with lone surrogates), or None."""
-    for i, part in enumerate(content.parts):
-        text = part.text
-        if text is not None and not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                return f"the message's part {i} text has a lone surrogate at position {exc.start}"
-    return None
-
-
-def _check_completion(value: Any, call_key: str) -> None:
-    """Refuses a completion value that cannot cross into the script, before anything is
-    claimed or stored.
-
-    Raises:
-        ValueConversionError: not plain data, too deep or too large.
-    """
-    problem = plain_value_problem(value, f"the value completing call {call_key!r}")
-    if problem is not None:
-        raise ValueConversionError(f"{problem}; nothing was claimed or stored")
-
-
-_ANNOUNCE = object()
-_DISCARD = object()
 
 set_default_runner_factory(Runner)  # AgentTool runs its agent with this runner unless given another

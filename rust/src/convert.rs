@@ -149,12 +149,51 @@ fn monty_type_label(value: V<'_>) -> String {
             }
         }
         MontyNode::Function { name, .. } => format!("function ({name})"),
+        // By its own type (`ValueError`, `KeyError`), not the generic "Exception".
+        MontyNode::Exception { exc_type, arg } => match arg {
+            Some(text) => format!("{exc_type} ({exc_type}({}))", py_str_repr(text, 100)),
+            None => format!("{exc_type} ({exc_type}())"),
+        },
         _ => value.r().type_name().to_string(),
     }
 }
 
+/// `text` as Python's `repr` writes a str (single quotes unless the text has one and no double
+/// quote), cut to `max_chars` characters with `...` inside the quotes.
+fn py_str_repr(text: &str, max_chars: usize) -> String {
+    let quote = if text.contains('\'') && !text.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(text.len().min(max_chars) + 2);
+    out.push(quote);
+    for (i, c) in text.chars().enumerate() {
+        if i == max_chars {
+            out.push_str("...");
+            break;
+        }
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
 fn article(word: &str) -> &'static str {
-    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u', 'A', 'E', 'I', 'O', 'U']) {
         "an"
     } else {
         "a"

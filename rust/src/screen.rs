@@ -222,10 +222,20 @@ impl<'a> Tokens<'_, 'a> {
         let mut modules: HashSet<&str> = HashSet::default();
         let mut slot_names: Vec<&str> = Vec::new();
         let mut gap_owners: Vec<&str> = Vec::new();
+        // The open brackets, innermost last: a `for` whose innermost bracket is `(` belongs
+        // to a generator expression (whose calls the check may rewrite into a loop).
+        let mut brackets: Vec<TokenKind> = Vec::new();
         for i in 0..self.tokens.len() {
             match self.tokens[i].0 {
                 // decorators (and `@` as an operator), `del`, `await`
                 TokenKind::At | TokenKind::Del | TokenKind::Await => return true,
+                kind @ (TokenKind::Lpar | TokenKind::Lsqb | TokenKind::Lbrace) => {
+                    brackets.push(kind)
+                }
+                TokenKind::Rpar | TokenKind::Rsqb | TokenKind::Rbrace => {
+                    brackets.pop();
+                }
+                TokenKind::For if brackets.last() == Some(&TokenKind::Lpar) => return true,
                 // a class with bases or keywords (`class A:` and `class A():` have none)
                 TokenKind::Class => match (self.kind(i + 2), self.kind(i + 3)) {
                     (Some(TokenKind::Colon), _)
@@ -655,6 +665,14 @@ impl<'a> Visitor<'a> for Walk<'_, 'a> {
         }
         let hit = match expr {
             Expr::Await(_) => true,
+            // a generator expression whose lazily evaluated part calls something (it may be
+            // a tool: `_check_lazy` rewrites or refuses it)
+            Expr::Generator(generator) => {
+                contains_call(&generator.elt)
+                    || generator.generators.iter().enumerate().any(|(k, g)| {
+                        (k > 0 && contains_call(&g.iter)) || g.ifs.iter().any(contains_call)
+                    })
+            }
             Expr::Call(call) => self.call_hits(call),
             Expr::Attribute(attr) => {
                 matches!(attr.value.as_ref(), Expr::Name(_))

@@ -4,47 +4,50 @@ checkpoints and events (SPEC §4–5)."""
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema  # type: ignore[import-untyped,unused-ignore]
-from pydantic import Field, PrivateAttr, SkipValidation, TypeAdapter, ValidationError, model_validator
-from pydantic_core import PydanticSerializationError
+from pydantic import Field, PrivateAttr, SkipValidation, TypeAdapter, model_validator
 
-from .._values import to_plain
-from ..events import (
-    INTERMEDIATE_KINDS,
-    CodeExecutionResult,
-    Content,
-    Event,
-    EventActions,
-    ExecutableCode,
-    Part,
-    UsageMetadata,
-)
-from ..exceptions import MissingStateError
+from ..events import CodeExecutionResult, Content, Event, EventActions, ExecutableCode, Part
 from ..guardrails import run_guardrails
-from ..models import GenerateContentConfig, Llm, LlmRequest, LlmResponse
-from ..plugins import MaybeAwaitable, Plugin
+from ..models import GenerateContentConfig, Llm
+from ..plugins import Plugin
 from ..runtime import CodeRuntime, Raised, SessionRestoringRuntime
-from ..services._artifacts import check_filename
+from ..runtime._stepper import run_step
 from ..sessions._journal import TurnSlot
-from ..sessions._turns import TurnRecord, new_claim
-from ..skills import DEFAULT_SKILL_BUDGET, Skill, SkillIndex, SkillPolicy
+from ..skills import DEFAULT_SKILL_BUDGET, SkillIndex, SkillPolicy
 from ..telemetry import start_agent_run
-from ..tools import FunctionTool, Tool, ToolContext
+from ..tools import Tool
+from ..turns._codec import TURN_FORMAT, claim_decisions
+from ..turns._record import TurnRecord, new_claim
+from ..turns._verify import LeaseKeeper, verify_turn
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
-from ._dispatch import CircuitBreaker, RetryBudget, ToolOutcome, call_callback
-from ._driver import TurnDriver, TurnEnd, TurnState, escape_surrogates
+from ._dispatch import CircuitBreaker, RetryBudget, call_callback
+from ._driver import TurnDriver, TurnEnd, TurnState
 from ._extract import explain_no_code, extract_code
+from ._final import check_input, final_result
 from ._hints import explain_raised, script_hint
+from ._instructions import seed_transcript, system_prompt
+from ._model_call import call_model, usage_breach
 from ._namespace import prepare_script, shift_traceback, unwrap_result
+from ._options import (
+    DEFAULT_MAX_ERROR_CHARS,
+    DEFAULT_MAX_ITERATIONS,
+    AfterAgentCallback,
+    AfterModelCallback,
+    AfterToolCallback,
+    AfterToolFullCallback,
+    BeforeAgentCallback,
+    BeforeModelCallback,
+    BeforeToolCallback,
+    OnToolErrorCallback,
+    check_options,
+)
 from ._output import (
     Error,
     FinalResult,
@@ -52,16 +55,11 @@ from ._output import (
     TransferToAgent,
     decode_script_output,
     output_header,
-    render_final,
     render_observation,
     truncate_middle,
 )
-from ._prompt import _PLACEHOLDER, assemble_system_prompt, inject_state, transfer_section
-from ._protocol import TURN_FORMAT, claim_decisions
 from ._recovery import drop_slot, release_claim, restore
 from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event, gated_tools, unknown_tool_error
-from ._stepper import run_step
-from ._turn import LeaseKeeper, verify_turn
 
 __all__ = (
     "DEFAULT_MAX_ERROR_CHARS",
@@ -78,31 +76,6 @@ __all__ = (
 )
 
 log = logging.getLogger("codeact.durability")
-
-DEFAULT_MAX_ITERATIONS = 12
-DEFAULT_MAX_ERROR_CHARS = 4000
-
-
-InstructionProvider = Callable[[CallbackContext], "str | Any"]
-
-# The shapes of the agent's callbacks; each may be sync or async (``MaybeAwaitable``). A field
-# takes one callback, a list of them or None.
-BeforeAgentCallback = Callable[[CallbackContext], MaybeAwaitable[Content | str | None]]
-"""``before_agent(ctx)``: a value answers without calling the model."""
-AfterAgentCallback = Callable[[CallbackContext], MaybeAwaitable[Content | str | None]]
-"""``after_agent(ctx)``: a value is yielded as one more event after a final result."""
-BeforeModelCallback = Callable[[CallbackContext, LlmRequest], MaybeAwaitable[LlmResponse | Content | str | None]]
-"""``before_model(ctx, request)``: the first reply skips the model."""
-AfterModelCallback = Callable[[CallbackContext, LlmResponse], MaybeAwaitable[LlmResponse | Content | str | None]]
-"""``after_model(ctx, response)``: a reply replaces the model's (a pipeline)."""
-BeforeToolCallback = Callable[[Tool, dict[str, Any], ToolContext], MaybeAwaitable[Any]]
-"""``before_tool(tool, args, tool_context)``: the first non-None value replaces the call."""
-AfterToolCallback = Callable[[Tool, dict[str, Any], ToolContext, Any], MaybeAwaitable[Any]]
-"""``after_tool(tool, args, tool_context, value)``: the first non-None value replaces the result."""
-AfterToolFullCallback = Callable[[Tool, dict[str, Any], ToolContext, Any, ToolOutcome], MaybeAwaitable[Any]]
-"""``after_tool_full(tool, args, tool_context, value, outcome)``: sees the ``ToolOutcome``."""
-OnToolErrorCallback = Callable[[Tool, dict[str, Any], ToolContext, str], MaybeAwaitable[Any]]
-"""``on_tool_error(tool, args, tool_context, error)``: the first non-None value is the fallback."""
 
 
 class CodeActAgent(BaseAgent):
@@ -366,67 +339,8 @@ class CodeActAgent(BaseAgent):
 
     @model_validator(mode="after")
     def _check(self) -> CodeActAgent:
-        if self.model is None:
-            raise ValueError("CodeActAgent requires a model")
-        if self.runtime is None:
-            raise ValueError("CodeActAgent requires a code runtime")
-        shorthands = {k: getattr(self, k) for k in ("temperature", "top_p", "top_k", "max_output_tokens")}
-        if any(v is not None for v in shorthands.values()):
-            base = self.generate_content_config or GenerateContentConfig()
-            self.generate_content_config = base.model_copy(
-                update={k: v for k, v in shorthands.items() if v is not None}
-            )
-        self._tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in self.tools]
-        self._check_tool_names()
-        seen: set[str] = set()
-        for sub in self.sub_agents:
-            if sub.name in seen:
-                raise ValueError(f"duplicate sub-agent name: {sub.name}")
-            seen.add(sub.name)
-        if self.output_schema is not None:
-            if isinstance(self.output_schema, dict):
-                cls = jsonschema.validators.validator_for(self.output_schema)
-                cls.check_schema(self.output_schema)
-                self._schema = self.output_schema
-                self._schema_validator = cls(self.output_schema)
-            else:
-                self._schema_adapter = TypeAdapter(self.output_schema)
-                self._schema = self._schema_adapter.json_schema()
-        if self.input_schema is not None:
-            if isinstance(self.input_schema, dict):
-                cls = jsonschema.validators.validator_for(self.input_schema)
-                cls.check_schema(self.input_schema)
-                self._input_validator = cls(self.input_schema)
-            else:
-                self._input_adapter = TypeAdapter(self.input_schema)
-        if isinstance(self.skills, SkillIndex):
-            self._skill_index = self.skills
-        elif isinstance(self.skills, (str, Path)):
-            self._skill_index = SkillIndex.from_dir(self.skills)
-        elif self.skills is not None:
-            self._skill_index = SkillIndex(s if isinstance(s, Skill) else Skill.model_validate(s) for s in self.skills)
-        return self
-
-    def _check_tool_names(self) -> None:
-        """``require_tool_confirmation`` names only tools the agent has, as far as they are known
-        without a run: the static tools and the toolsets whose ``static_tools`` are known. With a
-        toolset whose tools are listed at run start, the names none of the known ones match are
-        checked then (``_loop``).
-
-        Raises:
-            UnknownToolError: a name matches no tool, and no toolset is listed at run start.
-        """
-        if not self.require_tool_confirmation:
-            return
-        known = list(self._tools)
-        for toolset in self.toolsets:
-            listed = toolset.static_tools() if hasattr(toolset, "static_tools") else None
-            if listed is None:
-                return  # some names may belong to its tools: checked at run start
-            known.extend(listed)
-        _, unknown = gated_tools(self.require_tool_confirmation, known)
-        if unknown:
-            raise unknown_tool_error("require_tool_confirmation", self.name, unknown, known)
+        """The checks and compiled forms of the options (``_options.check_options``)."""
+        return check_options(self)
 
     # ------------------------------------------------------------------ entry point
 
@@ -590,97 +504,6 @@ class CodeActAgent(BaseAgent):
             targets.append(name)
         return targets
 
-    async def _instruction(self, source: str | Callable[..., Any], run: Run) -> str:
-        """A provider's text (not template-expanded), or the string with ``{key}`` /
-        ``{artifact.name}`` injected."""
-        if callable(source):
-            text = await call_callback(source, ReadonlyContext(run.ctx, run.pending))
-            return text or ""
-        if not source:
-            return ""
-        state = {**run.ctx.session.state, **run.pending.state_delta}
-        return inject_state(source, state, await self._template_artifacts(source, run))
-
-    async def _template_artifacts(self, template: str, run: Run) -> dict[str, str]:
-        """The text of each artifact a template names (``{artifact.name}``)."""
-        out: dict[str, str] = {}
-        for m in _PLACEHOLDER.finditer(template):
-            name, optional = m.group(1), m.group(2) == "?"
-            if not name.startswith("artifact."):
-                continue
-            filename = name[len("artifact.") :]
-            try:
-                check_filename(filename)
-            except ValueError as exc:
-                raise MissingStateError(str(exc)) from None
-            service = run.ctx.artifact_service
-            if service is None:
-                if optional:
-                    continue
-                raise MissingStateError(
-                    f"the instruction uses {{artifact.{filename}}} but there is no artifact service "
-                    "(pass Runner(artifact_service=...))"
-                )
-            s = run.ctx.session
-            art = await service.load_artifact(
-                app_name=s.app_name, user_id=s.user_id, session_id=s.id, filename=filename
-            )
-            if art is not None:
-                out[filename] = art.text or ""
-        return out
-
-    def _skill_block(self, run: Run) -> str:
-        if self._skill_index is None or run.ctx.user_content is None:
-            return ""
-        query = "\n".join(p.text for p in run.ctx.user_content.parts if p.text and not p.thought)
-        matches = self._skill_index.select(query, self.skill_policy)
-        return "\n\n".join(m.skill.render(self.skill_budget) for m in matches)
-
-    async def _system_prompt(self, run: Run, tools: Sequence[Tool]) -> str:
-        global_instruction = await self._instruction(self.global_instruction, run)
-        instruction = await self._instruction(self.instruction, run)
-        return assemble_system_prompt(
-            skill_block=self._skill_block(run),
-            global_instruction=global_instruction,
-            instruction=instruction,
-            runtime_prompt=self.runtime.capabilities().prompt,
-            tools_section=self.runtime.render_tools(tools),
-            transfer=transfer_section(self.transfer_targets(run.ctx)),
-            output_schema=self._schema,
-        )
-
-    def _seed(self, ctx: InvocationContext) -> list[Content]:
-        if self.include_contents == "none":
-            return [ctx.user_content] if ctx.user_content is not None else []
-        history: list[Content] = []
-        events = ctx.session.events
-        # A run that ended at max_iterations keeps its transcript: the next run goes on with it.
-        continued = {
-            ev.invocation_id for ev in events if ev.author != "user" and ev.error_code == "codeact.max_iterations"
-        }
-        for ev in events:
-            if ev.kind is not None:
-                if ev.kind in INTERMEDIATE_KINDS and ev.invocation_id in continued and ev.content is not None:
-                    if ev.kind == "model_reply":
-                        history.append(Content.from_text(ev.content.text, role="model"))
-                    elif ev.kind == "script_result":
-                        history.extend(
-                            Content.from_text(p.text, role="user") for p in ev.content.parts if p.text is not None
-                        )
-                continue
-            if ev.content is None or ev.error_code or ev.actions.state_delta.get(PENDING_STATE_KEY):
-                continue
-            if ev.author == "user" and ev.invocation_id == ctx.invocation_id:
-                continue
-            text = ev.content.text
-            if not text:
-                continue
-            history.append(Content.from_text(text, role="user" if ev.author == "user" else "model"))
-        if ctx.user_content is not None and ctx.user_content.text:
-            if not history or history[-1].role != "user" or history[-1].text != ctx.user_content.text:
-                history.append(Content.from_text(ctx.user_content.text, role="user"))
-        return history
-
     # ------------------------------------------------------------------ the loop
 
     async def _loop(self, run: Run) -> AsyncGenerator[Event, None]:
@@ -725,13 +548,13 @@ class CodeActAgent(BaseAgent):
                         return
                     state, step = item
         else:
-            problem = self._check_input(ctx.user_content)
+            problem = check_input(self, ctx.user_content)
             if problem is not None:
                 run.end("error")
                 yield run.error_event("codeact.input_schema", problem)
                 return
-            run.system_prompt = await self._system_prompt(run, tools)
-            run.transcript = self._seed(ctx)
+            run.system_prompt = await system_prompt(self, run, tools)
+            run.transcript = seed_transcript(self, ctx)
 
         rc = ctx.run_config
         while True:
@@ -751,12 +574,12 @@ class CodeActAgent(BaseAgent):
                         "here, or raise CodeActAgent.max_iterations",
                     )
                     return
-                limit = self._usage_breach(run)
+                limit = usage_breach(run)
                 if limit is not None:
                     run.end("error")
                     yield run.error_event("codeact.usage_limit", limit)
                     return
-                reply = await self._call_model(run)
+                reply = await call_model(self, run)
                 wake = getattr(self.runtime, "wake_workers", None)
                 if wake is not None:  # a step worker wakes while the reply is extracted and stored
                     wake()
@@ -881,7 +704,7 @@ class CodeActAgent(BaseAgent):
                 )
             else:
                 assert isinstance(output, FinalResult)
-                async with aclosing(self._final(run, output.value)) as _events:
+                async with aclosing(final_result(self, run, output.value)) as _events:
                     async for event in _events:
                         yield event
                 if run.stopped:
@@ -895,18 +718,6 @@ class CodeActAgent(BaseAgent):
         if run.ctx.turn_slot is not None and not run.message_seen and content is not None and content.text:
             run.transcript.append(Content.from_text(content.text, role="user"))
         run.message_seen = True
-
-    def _usage_breach(self, run: Run) -> str | None:
-        """Why the run's usage limits forbid another model call, or None."""
-        rc = run.ctx.run_config
-        if rc.max_model_calls is not None and run.model_calls >= rc.max_model_calls:
-            return f"the run reached max_model_calls={rc.max_model_calls} without a final result"
-        if rc.max_total_tokens is not None and run.total_tokens >= rc.max_total_tokens:
-            return (
-                f"the run used {run.total_tokens} tokens, reaching max_total_tokens={rc.max_total_tokens}, "
-                "without a final result"
-            )
-        return None
 
     def _feed_back(self, run: Run, message: str, *, outcome: str | None) -> None:
         """Appends model-facing feedback (secret values redacted) to the transcript, and the
@@ -947,167 +758,6 @@ class CodeActAgent(BaseAgent):
             content=Content(role="user", parts=parts),
             custom_metadata={"codeact_kind": "script_result"},
         )
-
-    def _check_input(self, content: Content | None) -> str | None:
-        """Why the user's message does not match ``input_schema``, or None."""
-        if self.input_schema is None or content is None or not content.text:
-            return None
-        text = content.text
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            if self._input_adapter is not None or (
-                isinstance(self.input_schema, dict) and self.input_schema.get("type") not in (None, "string")
-            ):
-                return f"the user message must be JSON matching the input schema of agent {self.name!r} ({exc})"
-            data = text
-        if self._input_adapter is not None:
-            try:
-                self._input_adapter.validate_python(data)
-            except ValidationError as exc:
-                errs = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
-                return f"the user message does not match the input schema of agent {self.name!r}: {errs}"
-            return None
-        errors = sorted(self._input_validator.iter_errors(data), key=lambda e: list(e.path))
-        if errors:
-            errs = "; ".join(f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in errors)
-            return f"the user message does not match the input schema of agent {self.name!r}: {errs}"
-        return None
-
-    # ------------------------------------------------------------------ model
-
-    async def _call_model(self, run: Run) -> str:
-        request = LlmRequest(
-            model=getattr(self.model, "name", None),
-            system_instruction=run.system_prompt,
-            contents=list(run.transcript),
-            config=self.generate_content_config,
-        )
-        response: LlmResponse | None = None
-        for plugin in run.plugins:
-            result = await call_callback(plugin.before_model, run.cb_ctx, request)
-            if isinstance(result, LlmRequest):
-                request = result
-            elif result is not None:
-                response = _as_response(result)
-                break
-        for cb in as_callbacks(self.before_model) if response is None else ():
-            result = await call_callback(cb, run.cb_ctx, request)
-            if result is not None:
-                response = _as_response(result)
-                break
-        run.last_usage = None
-        if response is None:
-            run.model_calls += 1
-            otel = run.otel
-            if otel is not None and otel.active:
-                with otel.chat(request.model, request=request) as chat:
-                    response = await self.model.generate_content(request)
-                    chat.record_response(response)
-            else:
-                response = await self.model.generate_content(request)
-            usage = getattr(response, "usage", None)
-            run.last_usage = UsageMetadata(model_calls=1)
-            if usage is not None:
-                prompt, completion = usage.prompt_tokens, usage.completion_tokens
-                run.total_tokens += int(getattr(usage, "total_tokens", 0) or 0)
-                if prompt is not None:
-                    run.prompt_tokens = (run.prompt_tokens or 0) + prompt
-                if completion is not None:
-                    run.completion_tokens = (run.completion_tokens or 0) + completion
-                run.last_usage = UsageMetadata(
-                    prompt_token_count=prompt,
-                    candidates_token_count=completion,
-                    total_token_count=usage.total_tokens,
-                    model_calls=1,
-                )
-        for plugin in run.plugins:
-            result = await call_callback(plugin.after_model, run.cb_ctx, response)
-            if result is not None:
-                response = _as_response(result)
-        for cb in as_callbacks(self.after_model):
-            result = await call_callback(cb, run.cb_ctx, response)
-            if result is not None:
-                response = _as_response(result)
-        text = response.text if response is not None else ""
-        # A reply with lone surrogates cannot be stored as it is: it is kept escaped (\udcxx).
-        return text if text.isascii() else escape_surrogates(text)
-
-    # ------------------------------------------------------------------ final result
-
-    async def _final(self, run: Run, value: Any) -> AsyncGenerator[Event, None]:
-        errors = self._validate_output(value)
-        if errors is not None:
-            if run.schema_retries >= self.output_max_retries:
-                run.end("error")
-                yield run.error_event(
-                    "codeact.output_schema",
-                    f"final result failed schema validation after {self.output_max_retries + 1} attempt(s): {errors}",
-                    clear=run.clear_delta() is not None,
-                )
-                return
-            run.schema_retries += 1
-            self._feed_back(
-                run,
-                "Error during execution:\nfinal_result did not match the required schema: "
-                f"{errors}. Return a conforming final_result.",
-                outcome="OUTCOME_FAILED",
-            )
-            return
-        if self._schema_adapter is not None:
-            validated = self._schema_adapter.validate_python(value)
-            try:
-                value = self._schema_adapter.dump_python(validated, mode="json")
-            except (PydanticSerializationError, ValueError, TypeError):
-                # a frozenset or tuple key JSON cannot name: the plain value, tagged when stored
-                value = to_plain(self._schema_adapter.dump_python(validated))
-        try:
-            rendered = render_final(value)
-        except ValueError as exc:  # plain data the store cannot hold (nested too deep when tagged)
-            self._feed_back(
-                run,
-                f"Error during execution:\nthe final_result value cannot be stored: {exc}. "
-                "Return a flatter value (fewer nested tuples, sets or dicts with non-str keys).",
-                outcome="OUTCOME_FAILED",
-            )
-            return
-        delta = run.clear_delta() or {}
-        content = Content.from_text(rendered, role="model")
-        if self.output_guardrails:
-            verdict = await run_guardrails(self.output_guardrails, content, ReadonlyContext(run.ctx, run.pending))
-            if verdict.blocked:
-                run.end("error")
-                yield run.error_event(
-                    "codeact.output_guardrail",
-                    f"output guardrails blocked the final answer: {verdict.reason}",
-                    clear=bool(delta),
-                )
-                return
-            content = verdict.content
-            if content.text != rendered:
-                value = content.text
-        if self.output_key:
-            delta[self.output_key] = value
-        yield self._result_event(run, [], "OUTCOME_OK")
-        run.turn_stdout = ""
-        run.end("final")
-        yield run.event(content=content, state_delta=delta)
-
-    def _validate_output(self, value: Any) -> str | None:
-        if self._schema_adapter is not None:
-            try:
-                self._schema_adapter.validate_python(value)
-            except ValidationError as exc:
-                return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
-            return None
-        if self._schema_validator is not None:
-            try:
-                errs = sorted(self._schema_validator.iter_errors(value), key=lambda e: list(e.path))
-            except Exception as exc:  # a value JSON Schema has no word for (a tuple key in a pattern)
-                return f"the value cannot be checked against the schema ({type(exc).__name__}: {exc})"
-            if errs:
-                return "; ".join(f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in errs)
-        return None
 
     # ------------------------------------------------------------------ tool calls
 
@@ -1230,11 +880,3 @@ def _as_content(value: Any) -> Content:
     if isinstance(value, Content):
         return value
     return Content.from_text(str(value), role="model")
-
-
-def _as_response(value: Any) -> LlmResponse:
-    if isinstance(value, LlmResponse):
-        return value
-    if isinstance(value, Content):
-        return LlmResponse(content=value)
-    return LlmResponse(content=Content.from_text(str(value), role="model"))

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..events import Content, Event, EventActions
 from ..services._access import ServiceAccess
 from ..sessions._journal import TurnSlot
-from ..sessions._turns import DEFAULT_CLAIM_LEASE, Claim, Clock
 from ..sessions._types import Session
 from ..tools._context import State
+from ..turns._record import DEFAULT_CLAIM_LEASE, Claim, Clock
 
 if TYPE_CHECKING:
     from ..services import BaseArtifactService, BaseMemoryService, SecretsProvider
@@ -201,6 +201,9 @@ class InvocationContext:
             from tools (``ToolContext``) and callbacks (``CallbackContext``) alike.
         turn_slot: the session's in-flight turn, claimed by the runner for this run (the
             agent resumes it), or None.
+        turn_view: the runner's verified view of ``turn_slot`` (a ``codeact.turns.TurnView``,
+            its continuation restored and not resumed), or None: the agent resumes from it
+            instead of verifying and restoring the slot again.
         claim: this run's claim (owner, lease) on the session's turn; written with every
             turn record the run stores.
         clock: wall-clock seconds since the epoch (``time.time``; tests replace it).
@@ -219,6 +222,7 @@ class InvocationContext:
     memory_service: BaseMemoryService | None = None
     secrets: SecretsProvider | None = None
     turn_slot: TurnSlot | None = None
+    turn_view: Any = None
     claim: Claim | None = None
     clock: Clock = time.time
     turn_responses: dict[str, Any] = field(default_factory=dict)

@@ -53,15 +53,11 @@ from ..runtime import (
     RunStep,
     bind_call_args,
 )
+from ..runtime._stepper import INLINE_WAIT, await_ticket
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
-from ..sessions._turns import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..tools import FunctionTool, Tool
-from ._dispatch import failure_of, run_bare_tool, terminal_signal
-from ._output import step_output
-from ._pacing import StopPacer
-from ._position import paused_position
-from ._protocol import (
+from ..turns._codec import (
     INLINE_VALUE_LIMIT,
     MAX_VALUE_BYTES,
     CompletionError,
@@ -73,9 +69,13 @@ from ._protocol import (
     plain_args_digest,
     value_problem,
 )
+from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
+from ..turns._verify import call_digest, journal_scope, record_data, seal_journal, seal_record, slot_data
+from ._dispatch import failure_of, run_bare_tool, terminal_signal
+from ._output import step_output
+from ._pacing import StopPacer
+from ._position import paused_position
 from ._run import NO_ACTIONS
-from ._stepper import INLINE_WAIT, await_ticket
-from ._turn import call_digest, journal_scope, record_data, seal_journal, seal_record, slot_data
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -1184,6 +1184,7 @@ def _fields(event: Event) -> dict[str, Any]:
         "long_running_tool_ids": event.long_running_tool_ids,
         "interrupted": event.interrupted,
         "turn_complete": event.turn_complete,
+        "custom_metadata": event.custom_metadata,  # the in-doubt announcement's kind and call keys
     }
 
 

@@ -12,6 +12,7 @@ from .._values import encode_value, json_native, readable
 from ._hints import tools_ran_note
 
 __all__ = (
+    "schema_errors_summary",
     "STDERR_TAG",
     "Error",
     "FinalResult",
@@ -114,6 +115,32 @@ def truncate_middle(text: str, limit: int) -> str:
         return text
     half = limit // 2
     return text[:half] + TRUNCATION_MARKER + text[len(text) - half :]
+
+
+SCHEMA_ERRORS_SHOWN = 5
+"""Schema errors listed by path in the feedback; the rest are counted."""
+
+
+def schema_errors_summary(errors: Sequence[tuple[str, str]], limit: int) -> str:
+    """The schema-retry feedback for ``errors`` ((path, message) pairs, in path order):
+    the number of errors and the first ``SCHEMA_ERRORS_SHOWN`` by path, in at most ``limit``
+    characters (``max_error_chars``; each message cut in the middle when long), so that a
+    2,000-row output gets a short, actionable answer rather than 2,000 lines.
+
+    Returns:
+        ``"<n> error(s); <path>: <message>; ...; and <m> more"`` (``""`` for no errors).
+    """
+    if not errors:
+        return ""
+    shown = errors[:SCHEMA_ERRORS_SHOWN]
+    head = f"{len(errors)} error{'s' if len(errors) != 1 else ''}" + (
+        f" (the first {len(shown)} by path)" if len(errors) > len(shown) else ""
+    )
+    tail = f"; and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
+    room = max(limit - len(head) - len(tail) - 2 * len(shown), 40 * len(shown))
+    each = max(room // len(shown), 40)
+    parts = [truncate_middle(f"{path or '(root)'}: {message}", each) for path, message in shown]
+    return truncate_middle(f"{head}: " + "; ".join(parts) + tail, max(limit, 80))
 
 
 _KINDS = {"observation": "value", "final_result": "value", "error": "message", "transfer_to_agent": "agent_name"}

@@ -17,13 +17,13 @@ from pydantic import ValidationError
 from ..events import Content, Event
 from ..exceptions import ReplayDivergenceError, SnapshotError, TurnConflictError
 from ..runtime import SessionRestoringRuntime
+from ..runtime._stepper import run_step
 from ..sessions._journal import TurnSlot
+from ..turns._codec import claim_decisions
+from ..turns._verify import open_journal, verify_turn
 from ._driver import Journal, TurnState
 from ._namespace import Namespace, Prepared
-from ._protocol import claim_decisions
 from ._run import SCRIPT_NAME, Run
-from ._stepper import run_step
-from ._turn import open_journal, verify_turn
 
 __all__ = ("drop_slot", "first_line", "release_claim", "restore")
 
@@ -44,15 +44,23 @@ async def restore(
     continuation waits on come from the verified continuation, never from the record."""
     runtime = run.settings.runtime
     s = run.ctx.session
-    view = await verify_turn(
-        runtime,
-        slot,
-        session_key=(s.app_name, s.user_id, s.id),
-        agent_name=run.settings.name,
-        tools=run.tools,
-        roster=run.roster,
-        persist_namespace=persist_namespace,
-        uses_session=uses_session,
+    given = run.ctx.turn_view
+    # The runner verified this slot and restored its continuation for this run (issue 47: once
+    # per call); it is used once, by the run that resumes the turn.
+    run.ctx.turn_view = None
+    view = (
+        given
+        if given is not None and given.stale is None
+        else await verify_turn(
+            runtime,
+            slot,
+            session_key=(s.app_name, s.user_id, s.id),
+            agent_name=run.settings.name,
+            tools=run.tools,
+            roster=run.roster,
+            persist_namespace=persist_namespace,
+            uses_session=uses_session,
+        )
     )
     if view.stale is not None:
         run.end("error", keep_slot=True)

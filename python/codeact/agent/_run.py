@@ -21,11 +21,11 @@ from ..exceptions import UnknownToolError
 from ..runtime import CodeRuntime
 from ..tools import FunctionTool, Tool, ToolContext
 from ..toolsets import tool_names
+from ..turns._verify import LeaseKeeper
 from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import CallbackContext, InvocationContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, merge_actions, run_bare_tool, run_tool
 from ._namespace import Namespace, Prepared
-from ._turn import LeaseKeeper
 
 if TYPE_CHECKING:
     from ..telemetry import AgentRun

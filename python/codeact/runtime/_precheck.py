@@ -105,6 +105,7 @@ def precheck(
     tools: Sequence[str],
     tool_style: str = "call_tool",
     await_supported: bool = False,
+    importable: Sequence[str] | None = None,
 ) -> str | None:
     """What to tell the model instead of running ``script``, or None to run it.
 
@@ -116,6 +117,9 @@ def precheck(
             over several calls; ``RuntimeCapabilities.supports_await``). When False,
             ``await call_tool(...)`` would run the tool and then fail on the result, so it is
             refused before anything runs.
+        importable: the modules a script may import (``RuntimeCapabilities.importable_modules``;
+            None: any installed one). When a tool import is refused, every other import of a
+            module outside them is named in the same message, with the list.
 
     Returns:
         A message naming each problem (with its line) and what to write instead; nothing
@@ -153,11 +157,35 @@ def precheck(
                 problems.append(problem)
     if not problems:
         return None
+    if importable is not None and any("cannot be imported" in p for p in problems):
+        problems += _unavailable_imports(tree, set(importable), set(tools))
     return (
         "The script was not run (no tool was called):\n"
         + "\n".join(f"- {p}" for p in sorted(set(problems), key=_line_key))
         + "\nFix it and send the whole script again."
     )
+
+
+def _unavailable_imports(tree: ast.Module, importable: set[str], tools: set[str]) -> list[str]:
+    """One problem per import of a module outside ``importable`` (tool imports aside: they
+    have their own), so that one answer fixes every import of the script."""
+    out = []
+    listed = ", ".join(sorted(importable))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots = [node.module.split(".")[0]]
+        elif isinstance(node, ast.Import):
+            roots = [a.name.split(".")[0] for a in node.names]
+        else:
+            continue
+        for root in roots:
+            if root in importable or root in _TOOL_MODULES or root in tools or root == "__future__":
+                continue
+            out.append(
+                f"line {node.lineno}: `{root}` cannot be imported here (ModuleNotFoundError); the importable "
+                f"modules are: {listed}"
+            )
+    return out
 
 
 def _line_key(problem: str) -> tuple[int, str]:
@@ -205,13 +233,16 @@ def script_hint(script: str, runtime: Any, tools: Sequence[str]) -> str | None:
     if getattr(runtime, "check_scripts", True) is False:
         return None
     try:
-        await_supported = bool(getattr(runtime.capabilities(), "supports_await", False))
+        capabilities = runtime.capabilities()
+        await_supported = bool(getattr(capabilities, "supports_await", False))
+        importable = getattr(capabilities, "importable_modules", None)
     except Exception:  # a runtime whose capabilities() fails gets the strict reading
-        await_supported = False
+        await_supported, importable = False, None
     style = getattr(runtime, "tool_style", "call_tool")
     return precheck(
         script,
         tools=tools,
         tool_style=style if isinstance(style, str) else "call_tool",
         await_supported=await_supported,
+        importable=importable,
     )

@@ -256,12 +256,16 @@ class RuntimeCapabilities:
         supports_namespace_session: the runtime has ``start_session()`` /
             ``load_session(bytes)`` / ``resume_session(...)``: scripts fed to one
             ``NamespaceSession`` share their globals (``persist_namespace`` uses it).
+        importable_modules: the top-level modules a script may import; None when any
+            installed module may be (the agent's pre-check names them beside an import
+            it refuses).
     """
 
     supports_suspension: bool = False
     prompt: str = ""
     supports_await: bool = False
     supports_namespace_session: bool = False
+    importable_modules: tuple[str, ...] | None = None
 
 
 @runtime_checkable

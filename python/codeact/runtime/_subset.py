@@ -127,12 +127,6 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "({'a': 1} | {'b': 2}) == {'a': 1, 'b': 2} and (1j * 1j).real == -1.0 and format(1.5, '.1f') == '1.5'",
     ),
     SubsetEntry(
-        "next(iter(...), default) on a generator expression",
-        True,
-        "xs = [1, 2, 3]\nnext(iter(x for x in xs if x > 1), None) == 2 "
-        "and next(iter(x for x in xs if x > 5), None) is None",
-    ),
-    SubsetEntry(
         "datetime.now(timezone.utc) for the current UTC time",
         True,
         "from datetime import datetime, timezone\ndatetime.now(timezone.utc).year > 2000",
@@ -244,12 +238,17 @@ SUBSET: tuple[SubsetEntry, ...] = (
         "(`str.upper` becomes `lambda x, *a: x.upper(*a)`)",
     ),
     SubsetEntry(
-        "next() directly on a generator expression (next((x for x in xs if c), None))",
+        "a generator expression whose elements call a tool (any(call_tool(...) for o in xs), "
+        "next((o for o in xs if call_tool(...)), None), an unconsumed or stored generator): "
+        "it runs every element at once, as a list",
         False,
-        "xs = [1, 2, 3]\nnext((x for x in xs if x > 1), None) == 2",
-        "next(iter(x for x in xs if c), None), or a for loop with break",
-        key="next_genexp",
-        rewrite="`next((x for ...), default)` becomes `next(iter(x for ...), default)`",
+        "seen = []\ndef f(x):\n    seen.append(x)\n    return call_tool('double', {'x': x}) > 2\n"
+        "any(f(x) for x in [1, 2, 3])\nseen == [1, 2]",
+        "a for loop that stops when it has what it needs: for o in xs: if call_tool(...): found = o; break",
+        key="lazy_genexp",
+        rewrite="consumed by sorted/list/tuple/set/frozenset/dict/str.join it becomes the comprehension; "
+        "consumed by any/all/next/sum/min/max in a statement that runs it first, the loop that computes it "
+        "(stopping where Python stops) goes before the statement",
     ),
     SubsetEntry(
         "a tool call inside a function that sorted/min/max/map/filter call back (key=lambda v: call_tool(...)): "

@@ -1,30 +1,26 @@
 """``MontyRuntime``: scripts run in-process on the Monty interpreter (SPEC §3).
 
 The native core (``codeact._monty``) parses, steps, suspends, dumps and enforces limits
-and the OS-access policy; this module holds the configuration, the prompt and the tool
-rendering.
+and the OS-access policy; this module holds the runtime, its prompt and the tool rendering.
+The configuration values (limits, mounts, clocks) are in ``_options`` and re-exported here.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import enum
 import hashlib
 import hmac
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import _monty
 from ..exceptions import CodeRuntimeError, SnapshotError
 from ._check import cached_check_result, check_script_safely, format_findings
 from ._oneshot import RunResult, arun_script, run_script
+from ._options import DEFAULT_MAX_STDOUT, FrozenClock, MiB, Mount, PathAccess, ResourceLimits, SteppingClock, as_utc
 from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
-from ._subset import render_language_section
+from ._subset import STDLIB_MODULES, render_language_section
 
 if TYPE_CHECKING:
     from ._render import Tool
@@ -32,12 +28,14 @@ if TYPE_CHECKING:
 __all__ = (
     "DEFAULT_MAX_STDOUT",
     "FINAL_ANSWER",
+    "FrozenClock",
     "MiB",
     "Mount",
     "MontyRuntime",
     "NamespaceSession",
     "PathAccess",
     "ResourceLimits",
+    "SteppingClock",
     "final_answer_step",
 )
 
@@ -47,126 +45,6 @@ StepTicket = _monty.StepTicket
 
 _monty.register_seam_types(Call, Complete, Raised, ResumeValue, ResumeError)
 _monty.register_gather_type(Gather)
-
-MiB = 1024 * 1024
-DEFAULT_MAX_STDOUT = 10 * MiB
-"""Bytes of ``print()`` output kept per advance; the rest is dropped behind a marker."""
-
-
-class ResourceLimits(BaseModel):
-    """Limits for each advance of a script (a start, or a resume up to the next stop).
-
-    They travel inside snapshots, so a script resumed elsewhere stays bounded; time spent
-    in tools between advances does not count.
-
-    Attributes:
-        max_duration: seconds of interpreter time per advance, sleeps (``time.sleep``,
-            ``asyncio.sleep``) included, or None for no cap.
-        max_memory: bytes of interpreter heap, or None for no cap. Checked before large
-            allocations, so ``'x' * 10**10`` fails fast without allocating.
-        max_recursion_depth: Python frames; capped at ``RECURSION_CEILING`` (10,000) even
-            when "unlimited", so the host stack always holds.
-        max_os_calls: OS calls (file and directory operations, clock reads, environment
-            lookups, sleeps) one run may make across all its advances (default 1,000,000), or
-            None for no cap. They are answered in place and never count as tool calls (so a
-            script that reads many files is not taken for a tool loop); past the budget the
-            script ends with an uncatchable ``RuntimeError`` naming ``max_os_calls``. Counted
-            per run and carried in its snapshots.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    max_duration: float | None = Field(default=5.0, gt=0)
-    max_memory: int | None = Field(default=256 * MiB, gt=0)
-    max_recursion_depth: int = Field(default=1000, ge=1, le=_monty.RECURSION_CEILING)
-    max_os_calls: int | None = Field(default=1_000_000, gt=0)
-
-    @classmethod
-    def unlimited(cls) -> ResourceLimits:
-        """No time or memory cap, recursion at the ceiling. For trusted scripts only."""
-        return cls(max_duration=None, max_memory=None, max_recursion_depth=_monty.RECURSION_CEILING, max_os_calls=None)
-
-
-class PathAccess(str, enum.Enum):
-    """What a script may do under a mount."""
-
-    READ_ONLY = "read-only"
-    READ_WRITE = "read-write"
-
-
-class Mount(BaseModel):
-    """A host folder visible to scripts at ``virtual_path``.
-
-    Attributes:
-        virtual_path: absolute path scripts use (``/data``): no ``..``, no trailing ``/``,
-            not ``/``; validated when the runtime is built.
-        host_path: an existing folder on the host.
-        access: ``PathAccess.READ_ONLY`` (default) or ``PathAccess.READ_WRITE``.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    virtual_path: str
-    host_path: Path
-    access: PathAccess = PathAccess.READ_ONLY
-
-
-class FrozenClock(BaseModel):
-    """A clock that always reads ``at``, in place of the system clock: every ``datetime.now()``,
-    ``date.today()`` and ``time.time()`` of a script answers that instant (shown in the
-    sandbox's ``timezone``). Each read is journaled like a system clock read, so a replay
-    answers the same values.
-
-    Attributes:
-        at: the instant; a naive datetime is taken as UTC.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    at: datetime
-
-    def instants(self) -> tuple[float, float]:
-        """(the first read, the step between reads), in seconds since the Unix epoch."""
-        return _epoch_seconds(self.at), 0.0
-
-
-class SteppingClock(BaseModel):
-    """A clock that moves ``step`` at each read: a run's first clock read answers ``start``,
-    its n-th (from 0) ``start + n * step``. The count belongs to the run: it goes on across
-    the run's tool calls and resumes (it travels in its snapshots, also to another process),
-    and starts again at ``start`` for the next run (each ``feed`` of a namespace session is
-    one run). Reads are journaled like system clock reads.
-
-    Attributes:
-        start: the first instant; a naive datetime is taken as UTC.
-        step: the time between two reads (default one second; zero or more).
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    start: datetime
-    step: timedelta = timedelta(seconds=1)
-
-    @field_validator("step")
-    @classmethod
-    def _not_negative(cls, step: timedelta) -> timedelta:
-        if step < timedelta(0):
-            raise ValueError("step must be zero or more")
-        return step
-
-    def instants(self) -> tuple[float, float]:
-        """(the first read, the step between reads), in seconds since the Unix epoch."""
-        return _epoch_seconds(self.start), self.step.total_seconds()
-
-
-def _aware(at: datetime) -> datetime:
-    """``at``, a naive datetime taken as UTC."""
-    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at
-
-
-def _epoch_seconds(at: datetime) -> float:
-    return (_aware(at) - datetime(1970, 1, 1, tzinfo=timezone.utc)) / timedelta(seconds=1)
-
 
 _PATH_READ = (
     "exists()",
@@ -395,6 +273,7 @@ class MontyRuntime:
             prompt=self._build_prompt(),
             supports_await=True,
             supports_namespace_session=isolation == "in_process" and bool(namespace_sessions),
+            importable_modules=STDLIB_MODULES,
         )
 
     @property
@@ -793,12 +672,12 @@ class MontyRuntime:
 
     def _os_section(self) -> str:
         if isinstance(self.clock, FrozenClock):
-            at = _aware(self.clock.at).isoformat()
+            at = as_utc(self.clock.at).isoformat()
             clock = f" `date.today()` and `datetime.now()` read a clock set by the host, stopped at {at}."
         elif isinstance(self.clock, SteppingClock):
             clock = (
                 f" `date.today()` and `datetime.now()` read a clock set by the host: "
-                f"{_aware(self.clock.start).isoformat()} at the "
+                f"{as_utc(self.clock.start).isoformat()} at the "
                 f"first read, then {self.clock.step.total_seconds():g} s later at each read."
             )
         elif self.system_clock:

@@ -41,16 +41,6 @@ from ._service import (
     turn_conflict,
 )
 from ._sqlite import SqliteSessionService
-from ._turns import (
-    DEFAULT_CLAIM_LEASE,
-    TURN_FORMAT,
-    CallPosition,
-    Claim,
-    Clock,
-    PendingEntry,
-    TurnRecord,
-    claim_abandoned,
-)
 from ._types import (
     CodeExecutionResult,
     Content,
@@ -67,10 +57,44 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
+    from ..turns._record import (
+        DEFAULT_CLAIM_LEASE,
+        TURN_FORMAT,
+        CallPosition,
+        Claim,
+        Clock,
+        PendingEntry,
+        TurnRecord,
+        claim_abandoned,
+    )
     from ._postgres import PostgresSessionService as PostgresSessionService
+
+_TURN_NAMES = frozenset(
+    {
+        "DEFAULT_CLAIM_LEASE",
+        "TURN_FORMAT",
+        "CallPosition",
+        "Claim",
+        "Clock",
+        "PendingEntry",
+        "TurnRecord",
+        "claim_abandoned",
+    }
+)
+"""The turn record's types, owned by ``codeact.turns`` (issue 47) and still importable from
+here, where the store contract first named them; read on first use, so the sessions layer
+does not import the turns layer above it when it loads."""
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _TURN_NAMES)
 
 
 def __getattr__(name: str) -> Any:
+    if name in _TURN_NAMES:
+        from ..turns import _record
+
+        return getattr(_record, name)
     if name == "PostgresSessionService":
         try:
             from ._postgres import PostgresSessionService as PostgresSessionService

@@ -37,6 +37,7 @@ from ..exceptions import (
     ValueConversionError,
 )
 from ..runner import Runner
+from ..turns import Decision
 from . import _views as views
 
 TOKEN_ENV = "CODEACT_SERVE_TOKEN"
@@ -58,6 +59,8 @@ LABELS = {
     "tool_call": "tool call",
     "tool_result": "tool result",
     "waiting": "paused",
+    "pause": "paused",
+    "remark": "notice",
     "error": "error",
     "state": "state change",
 }
@@ -364,29 +367,37 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
                 f"call {call_key} has changed since the page was loaded (digest {found.digest}, not {digest}): "
                 "the decision was made on a stale view; nothing ran",
             )
-        kwargs: dict[str, Any] = {"user_id": user_id, "session_id": session_id, "call_key": call_key}
-        if verb == "approve":
-            stream = r.approve(**kwargs, digest=digest)
-        elif verb == "deny":
+        fields: dict[str, Any] = {"call_key": call_key, "digest": digest}
+        if verb == "deny":
             reason = body.get("reason")
             if reason is not None and not isinstance(reason, str):
                 raise HttpError(400, "reason must be a string")
-            stream = r.deny(**kwargs, digest=digest, reason=reason or None)
+            fields.update(verb="deny", reason=reason or None)
         elif verb == "complete":
             error = body.get("error")
             if error is not None and not isinstance(error, str):
                 raise HttpError(400, "error must be a string")
             if error is None and "value" not in body:
                 raise HttpError(400, "give the call's result as value (any JSON), or error (a text)")
-            stream = r.complete(**kwargs, value=None if error is not None else body.get("value"), error=error)
-        else:
+            fields.update(verb="complete", payload=None if error is not None else body.get("value"), error=error)
+        elif verb == "resolve":
             action = body.get("action")
             if action not in ("rerun", "skip", "fail"):
                 raise HttpError(400, "action must be rerun, skip or fail")
             reason = body.get("reason") or ""
             if not isinstance(reason, str):
                 raise HttpError(400, "reason must be a string")
-            stream = r.resolve_in_doubt(**kwargs, action=action, value=body.get("value"), reason=reason)
+            value = body.get("value") if action == "skip" else None
+            fields.update(verb="resolve", action=action, payload=value, reason=reason or None)
+        else:
+            fields["verb"] = verb
+        try:
+            decision = Decision(**fields)
+        except CodeActError as exc:
+            raise HttpError(_status_of(exc), f"{exc}") from None
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
+        stream = r.decide(decision, user_id=user_id, session_id=session_id)
         events = await _drain(stream)
         return await _after(r, user_id, session_id, events)
 

@@ -12,12 +12,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..agent._turn import open_journal
 from ..events import Event, PendingCallInfo
 from ..exceptions import CodeActError, SessionNotFoundError
 from ..runner import Runner
 from ..sessions import Session
-from ..sessions._turns import claim_abandoned, record_problem
+from ..turns._record import claim_abandoned, record_problem
+from ..turns._verify import open_journal
 
 Redact = Callable[[str], str]
 
@@ -176,7 +176,9 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
     events themselves). Each item: ``{"kind", "author", "time", ...}`` with ``kind`` one of
     ``user``, ``script``, ``reply`` (an answer), ``feedback`` (what was fed back to the model
     after a script: ``"error": True`` for an error), ``tool_call``, ``tool_result``,
-    ``output``, ``waiting``, ``error``, ``state``."""
+    ``output``, ``waiting`` (a call awaiting approval), ``pause`` (the pause for a call in
+    doubt, as its text), ``remark`` (an in-doubt or discarded-turn notice), ``error``,
+    ``state``."""
     items: list[dict[str, Any]] = []
     for event in events:
         base = {"author": event.author, "time": _iso(event.timestamp), "event_id": event.id}
@@ -211,7 +213,14 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
                 error = not outcomes or outcomes[0] != "OUTCOME_OK" or part.text.startswith("Error during execution")
                 items.append({**base, "kind": "feedback", "error": error, "text": part.text})
             elif part.text is not None and not part.thought and not has_code:
-                kind = "user" if event.author == "user" else "reply"
+                if event.author == "user":
+                    kind = "user"
+                elif event.interrupted:
+                    kind = "pause"  # a pause for a human with no confirmation request: a call in doubt
+                elif event.kind in ("in_doubt", "turn_discarded"):
+                    kind = "remark"
+                else:
+                    kind = "reply"
                 items.append({**base, "kind": kind, "text": part.text})
         for key, conf in event.actions.requested_tool_confirmations.items():
             items.append({**base, "kind": "waiting", "tool": conf.tool_name, "args": conf.args, "call_key": key})

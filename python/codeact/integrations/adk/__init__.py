@@ -11,7 +11,8 @@ predicate is asked per call); a ``tool_context`` parameter receives codeact's ``
 model's reply with its ``executable_code``, the script's ``code_execution_result``, tool
 ``function_call`` / ``function_response`` pairs, the answer, state deltas, usage:
 ``to_adk_events``), and a call awaiting a human goes through ADK's ``adk_request_confirmation``
-flow.
+flow; a call in doubt (it may have run before its runner stopped) through ADK's
+``adk_request_input``, answered with rerun, skip (with a value) or fail.
 """
 
 from __future__ import annotations
@@ -20,7 +21,24 @@ from .. import require
 
 require("google.adk", "adk")
 
-from ._agent import REQUEST_CONFIRMATION, CodeActAdkAgent, confirmation_call_id, to_adk_events  # noqa: E402
+from ._agent import (  # noqa: E402
+    IN_DOUBT_SCHEMA,
+    REQUEST_CONFIRMATION,
+    REQUEST_INPUT,
+    CodeActAdkAgent,
+    confirmation_call_id,
+    in_doubt_call_id,
+    to_adk_events,
+)
 from ._tools import from_adk  # noqa: E402
 
-__all__ = ("REQUEST_CONFIRMATION", "CodeActAdkAgent", "confirmation_call_id", "from_adk", "to_adk_events")
+__all__ = (
+    "IN_DOUBT_SCHEMA",
+    "REQUEST_CONFIRMATION",
+    "REQUEST_INPUT",
+    "CodeActAdkAgent",
+    "confirmation_call_id",
+    "from_adk",
+    "in_doubt_call_id",
+    "to_adk_events",
+)

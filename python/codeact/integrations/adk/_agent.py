@@ -7,12 +7,14 @@ and session ids (held by ``session_service``, in memory by default, seeded with 
 session's state on first use). Every codeact event comes back as ADK events authored by this
 agent (see ``to_adk_events``), and a call awaiting a human decision goes through ADK's own
 confirmation flow (``adk_request_confirmation``), as an ``LlmAgent`` with the same
-``FunctionTool`` would.
+``FunctionTool`` would. A call in doubt (it started before its runner stopped and may have
+run) is never offered as a confirmation: it is ADK's input request (``adk_request_input``)
+whose ``response_schema`` names rerun, skip (with a value) or fail.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import pydantic
@@ -24,20 +26,52 @@ from google.adk.tools.tool_confirmation import ToolConfirmation as AdkToolConfir
 from google.genai import types
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from ...agent import CodeActAgent, RunConfig
-from ...events import Content, Event, EventActions, FunctionResponse, Part
-from ...exceptions import AlreadyResumingError, CallsPendingError, NoPendingCallError
+from ...agent import CodeActAgent, InDoubtDecision, RunConfig
+from ...events import Content, Event, EventActions, FunctionResponse, Part, PendingCallInfo
+from ...exceptions import AlreadyResumingError, CallsPendingError, DecisionRefusedError, NoPendingCallError
 from ...runner import Runner
 from ...sessions import BaseSessionService, InMemorySessionService
 from ...sessions._service import TEMP_PREFIX
 from ...sessions._types import Session
 
-__all__ = ("REQUEST_CONFIRMATION", "CodeActAdkAgent", "confirmation_call_id", "to_adk_events")
+__all__ = (
+    "IN_DOUBT_SCHEMA",
+    "REQUEST_CONFIRMATION",
+    "REQUEST_INPUT",
+    "CodeActAdkAgent",
+    "confirmation_call_id",
+    "in_doubt_call_id",
+    "to_adk_events",
+)
 
 REQUEST_CONFIRMATION = "adk_request_confirmation"
 """The function-call name of ADK's confirmation request (``google.adk`` keeps it private)."""
 
+REQUEST_INPUT = "adk_request_input"
+"""The function-call name of ADK's input request (``google.adk.events.RequestInput``; the name
+is private to ``google.adk``)."""
+
+IN_DOUBT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "InDoubtDecision",
+    "description": (
+        "The call started before its runner stopped and its outcome was never recorded: it may have run. "
+        "rerun: run it again; skip: do not run it, the script gets `value` as its result; fail: do not run "
+        "it, the script gets a RuntimeError (with `reason`)."
+    ),
+    "properties": {
+        "action": {"type": "string", "enum": ["rerun", "skip", "fail"]},
+        "value": {"description": "skip: the result the script gets instead (plain JSON data)."},
+        "reason": {"type": "string", "description": "fail: the reason the script's RuntimeError gives."},
+    },
+    "required": ["action"],
+}
+"""The ``response_schema`` of the ``adk_request_input`` asking about a call in doubt: the answer
+is ``{"action": "rerun"}``, ``{"action": "skip", "value": ...}`` or ``{"action": "fail",
+"reason": ...}`` (also accepted wrapped as ``{"result": {...}}``, as ADK's CLI sends it)."""
+
 _CONFIRM_PREFIX = "adk-codeact-confirm-"
+_IN_DOUBT_PREFIX = "adk-codeact-in-doubt-"
 _OWN_KEYS = "codeact"
 _ADK_HAS_ROUTE = "route" in AdkEventActions.model_fields  # ADK 2's workflow edges
 _REJECTED = {"error": "This tool call requires confirmation, please approve or reject."}  # ADK's FunctionTool text
@@ -48,6 +82,54 @@ def confirmation_call_id(call_key: str) -> str:
     ``call_key``: derived from the key (``"adk-codeact-confirm-<call key>"``), so an answer
     maps back to the call after a restart without any stored table."""
     return _CONFIRM_PREFIX + call_key
+
+
+def in_doubt_call_id(call_key: str) -> str:
+    """The id (and ``interruptId``) of the ``adk_request_input`` function call asking about
+    codeact call ``call_key`` in doubt: ``"adk-codeact-in-doubt-<call key>"``."""
+    return _IN_DOUBT_PREFIX + call_key
+
+
+def _in_doubt_key(request_id: str) -> str | None:
+    return request_id[len(_IN_DOUBT_PREFIX) :] if request_id.startswith(_IN_DOUBT_PREFIX) else None
+
+
+def _in_doubt_decision(response: Any) -> InDoubtDecision:
+    """The decision an ``adk_request_input`` answer carries.
+
+    Raises:
+        ValueError: not ``{"action": "rerun" | "skip" | "fail", ...}`` (or that under ``"result"``).
+    """
+    answer = response
+    if isinstance(answer, dict) and "action" not in answer and "result" in answer:
+        answer = answer["result"]
+    if isinstance(answer, str):
+        answer = {"action": answer}
+    if not isinstance(answer, dict) or answer.get("action") not in ("rerun", "skip", "fail"):
+        raise ValueError(f"expected {{'action': 'rerun' | 'skip' | 'fail', 'value'?, 'reason'?}}, got {response!r}")
+    reason = answer.get("reason", "")
+    return InDoubtDecision(
+        action=answer["action"], value=answer.get("value"), reason=reason if isinstance(reason, str) else str(reason)
+    )
+
+
+def _in_doubt_request(key: str, tool: str, args: dict[str, Any]) -> types.FunctionCall:
+    """ADK's ``RequestInput`` as its function call (``create_request_input_event``'s shape)."""
+    request_id = in_doubt_call_id(key)
+    return types.FunctionCall(
+        id=request_id,
+        name=REQUEST_INPUT,
+        args={
+            "interruptId": request_id,
+            "message": (
+                f"Call {key} to {tool!r} started before its runner stopped and its outcome was never recorded: it "
+                "may have run. Answer rerun (run it again), skip with a value (the script gets it as the result) "
+                "or fail (the script gets an error)."
+            ),
+            "payload": {"callKey": key, "tool": tool, "args": dict(args)},
+            "response_schema": IN_DOUBT_SCHEMA,
+        },
+    )
 
 
 def _error_text(response: Any) -> str | None:
@@ -113,7 +195,14 @@ def _usage(event: Event) -> types.GenerateContentResponseUsageMetadata | None:
     )
 
 
-def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str | None = None) -> list[AdkEvent]:
+def to_adk_events(
+    event: Event,
+    *,
+    author: str,
+    invocation_id: str,
+    branch: str | None = None,
+    pending: Mapping[str, PendingCallInfo] | None = None,
+) -> list[AdkEvent]:
     """``event`` (a codeact event) as the ADK events an ADK app reads.
 
     - content: each part as the ``google.genai.types.Part`` of the same kind (``text``,
@@ -140,12 +229,41 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
     ``long_running_tool_ids``), and the tool's placeholder ``function_response`` carrying
     ``requested_tool_confirmations`` and ``skip_summarization``. An event with nothing left to
     show (only bookkeeping) gives no ADK event.
+
+    The announcement of calls in doubt (they may have run; ``codeact_kind`` ``"in_doubt"`` with
+    ``call_keys``) is never a confirmation: it becomes one event holding ADK's
+    ``adk_request_input`` function call per call (id and ``interruptId`` from
+    ``in_doubt_call_id``, in ``long_running_tool_ids``; ``message``, ``payload``
+    ``{"callKey", "tool", "args"}`` with the arguments from ``pending`` (the verified turn's
+    calls by key), and ``response_schema`` ``IN_DOUBT_SCHEMA``: rerun, skip with a value, or
+    fail). The notice a recovered call in doubt gets as it is met (``codeact_kind``
+    ``"in_doubt"`` with one ``call_key``) is ``partial``: progress, never
+    ``is_final_response()``.
     """
     metadata = dict(event.custom_metadata or {})
     if event.usage_metadata is not None:
         metadata["codeact_model_calls"] = event.usage_metadata.model_calls
     common: dict[str, Any] = {"invocation_id": invocation_id, "author": author, "branch": branch}
     delta = {k: v for k, v in event.actions.state_delta.items() if not k.startswith(_OWN_KEYS)}
+    keys = metadata.get("call_keys")
+    if event.kind == "in_doubt" and isinstance(keys, list) and not event.error_code:
+        named = metadata.get("tools")
+        tools: list[Any] = named if isinstance(named, list) else []
+        inputs = []
+        for i, key in enumerate(map(str, keys)):
+            info = (pending or {}).get(key)
+            tool = info.tool if info is not None else str(tools[i]) if i < len(tools) else ""
+            inputs.append(_in_doubt_request(key, tool, dict(info.args) if info is not None else {}))
+        return [
+            AdkEvent(
+                **common,
+                content=types.Content(role="model", parts=[types.Part(function_call=c) for c in inputs]),
+                actions=AdkEventActions(state_delta=delta),
+                long_running_tool_ids={c.id for c in inputs if c.id},
+                usage_metadata=_usage(event),
+                custom_metadata=metadata or None,
+            )
+        ]
     asked = event.actions.requested_tool_confirmations
     if asked and not event.error_code:
         calls = [
@@ -202,7 +320,7 @@ def to_adk_events(event: Event, *, author: str, invocation_id: str, branch: str 
         metadata["codeact_route"] = a.route
     # A model reply is a preview of the turn its script_result completes: ADK's mark for that is
     # ``partial`` (never ``is_final_response()``; ADK's runner does not store partial events).
-    partial = True if event.kind == "model_reply" and not event.error_code else None
+    partial = True if event.kind in ("model_reply", "in_doubt") and not event.error_code else None
     return [
         AdkEvent(
             **common,
@@ -254,12 +372,13 @@ class _Projection:
         self._delta: dict[str, Any] = {}
         self._code: types.Part | None = None
 
-    def feed(self, event: Event) -> list[AdkEvent]:
+    def feed(self, event: Event, pending: Mapping[str, PendingCallInfo] | None = None) -> list[AdkEvent]:
         out: list[AdkEvent] = []
-        for adk_event in to_adk_events(event, **self._common):
+        for adk_event in to_adk_events(event, **self._common, pending=pending):
             if adk_event.partial:
-                parts = adk_event.content.parts if adk_event.content else None
-                self._code = next((p for p in parts or [] if p.executable_code is not None), None)
+                if event.kind == "model_reply":
+                    parts = adk_event.content.parts if adk_event.content else None
+                    self._code = next((p for p in parts or [] if p.executable_code is not None), None)
                 out.append(adk_event)
                 continue
             if event.kind == "script_result" and self._code is not None and adk_event.content is not None:
@@ -355,6 +474,11 @@ class CodeActAdkAgent(BaseAgent):
     agent: Any = Field(description="the codeact CodeActAgent")
     session_service: Any = None
     run_config: Any = None
+    # ADK 2.x runs a sub-agent as a workflow node; a node that is not rerun on resume is
+    # fast-forwarded with the confirmation answer as its output, and the paused codeact script
+    # never hears it (google-adk 2.15, workflow/utils/_replay_interceptor.py). The paused turn
+    # lives in codeact's store: running the agent again is how it resumes.
+    rerun_on_resume: bool = True
     _service: BaseSessionService | None = PrivateAttr(default=None)
 
     @classmethod
@@ -398,15 +522,35 @@ class CodeActAdkAgent(BaseAgent):
 
     def _request(self, ctx: InvocationContext) -> tuple[Content | str | None, RunConfig] | AdkEvent:
         """What this invocation sends codeact: the message and the run config with the
-        decisions its ``adk_request_confirmation`` answers carry, or the error event."""
+        decisions its ``adk_request_confirmation`` and ``adk_request_input`` answers carry,
+        or the error event."""
         base = self.run_config if self.run_config is not None else RunConfig()
         responses = self._answers(ctx)
         if not responses:
             return _user_text(ctx), base
         decisions: dict[str, bool] = {}
         reasons: dict[str, str] = {}
+        in_doubt: dict[str, InDoubtDecision] = {}
         completions: list[Part] = []
         for response in responses:
+            if response.name == REQUEST_INPUT:
+                key = _in_doubt_key(response.id or "")
+                if key is None:
+                    return self._error(
+                        ctx,
+                        "codeact.no_pending_call",
+                        f"the {REQUEST_INPUT} response {response.id!r} answers no input request of agent "
+                        f"{self.name!r} (its ids start with {_IN_DOUBT_PREFIX!r}); nothing ran",
+                    )
+                try:
+                    in_doubt[key] = _in_doubt_decision(response.response)
+                except (pydantic.ValidationError, ValueError) as exc:
+                    return self._error(
+                        ctx,
+                        "codeact.bad_decision",
+                        f"the {REQUEST_INPUT} response {response.id!r} holds no in-doubt decision ({exc}); nothing ran",
+                    )
+                continue
             if response.name != REQUEST_CONFIRMATION:
                 failed = _error_text(response.response)
                 completions.append(
@@ -440,7 +584,13 @@ class CodeActAdkAgent(BaseAgent):
             decisions[key] = confirmation.confirmed
             if not confirmation.confirmed:
                 reasons[key] = _reason(confirmation)
-        rc = base.model_copy(update={"tool_confirmation_decisions": decisions, "tool_denial_reasons": reasons})
+        rc = base.model_copy(
+            update={
+                "tool_confirmation_decisions": decisions,
+                "tool_denial_reasons": reasons,
+                "in_doubt_decisions": in_doubt,
+            }
+        )
         message = Content(role="user", parts=completions) if completions else None
         return message, rc
 
@@ -484,10 +634,17 @@ class CodeActAdkAgent(BaseAgent):
         projection = _Projection(self.name, ctx.invocation_id, ctx.branch)
         try:
             async for event in events:
-                for adk_event in projection.feed(event):
+                pending = None
+                if event.kind == "in_doubt" and "call_keys" in (event.custom_metadata or {}):
+                    # the calls' arguments, read from the verified turn (the announcement names the calls)
+                    calls = await runner.pending(user_id=session.user_id, session_id=session.id)
+                    pending = {p.call_key: p for p in calls}
+                for adk_event in projection.feed(event, pending):
                     yield adk_event
             for adk_event in projection.flush():
                 yield adk_event
+        except DecisionRefusedError as exc:  # a NoPendingCallError: first
+            yield self._error(ctx, "codeact.decision_refused", str(exc))
         except NoPendingCallError as exc:
             yield self._error(ctx, "codeact.no_pending_call", str(exc))
         except CallsPendingError as exc:

@@ -5,8 +5,10 @@
   workflow is one ``Runner`` call and holds no DBOS steps (codeact's journal records what
   ran). ``codeact worker --db postgresql://… --agent module:attr`` runs one.
 - ``CodeActClient(DBOSClient(...), app_name=...)``: enqueue runs and decisions (approve,
-  deny, complete, in-doubt decisions) from any process; the workflow id comes from the run
-  key, so a repeated enqueue is the same run.
+  deny, complete, ``resolve`` for a call in doubt) from any process; the workflow id comes
+  from the run key, so a repeated enqueue is the same run. A decision the call's kind does
+  not accept (approve or deny on a call in doubt) ends its workflow ``"failed"`` with
+  ``DecisionRefusedError``, nothing run.
 - ``DeadWorkerRecovery``: how a dead worker's workflows are recovered on another worker.
 """
 
@@ -21,6 +23,7 @@ from ._protocol import (  # noqa: E402
     DBOS_APP_NAME,
     RUN_KINDS,
     PausedCall,
+    PausedKind,
     RunKind,
     RunRequest,
     RunResult,
@@ -39,6 +42,7 @@ __all__ = (
     "CodeActClient",
     "DeadWorkerRecovery",
     "PausedCall",
+    "PausedKind",
     "RunHandle",
     "RunKind",
     "RunRequest",

@@ -96,7 +96,9 @@ class CodeActClient:
 
     def run(self, user_id: str, session_id: str, message: str | Content | None, *, run_key: str) -> RunHandle:
         """Enqueues ``Runner.run_async`` with the user's ``message`` (None: resume or recover
-        without one). ``run_key`` is the caller's idempotency key (e.g. the message id).
+        without one; on a session with no turn in flight and no run under ``run_key`` it ends
+        ``"done"`` with no event, and no model is called). ``run_key`` is the caller's
+        idempotency key (e.g. the message id).
 
         Raises:
             pydantic.ValidationError: ``run_key`` is empty.
@@ -111,12 +113,15 @@ class CodeActClient:
         call_key: str,
         *,
         digest: str | None = None,
+        actor: str | None = None,
         run_key: str | None = None,
     ) -> RunHandle:
         """Enqueues ``Runner.approve`` of ``call_key`` (``digest``: refuse a call that is
-        not the one shown). Run key default: ``approve:<call_key>``."""
+        not the one shown). Run key default: ``approve:<call_key>``. A call in doubt is not
+        approved: the workflow ends ``"failed"`` with ``DecisionRefusedError`` (use
+        ``resolve``)."""
         key = run_key or f"approve:{call_key}"
-        return self._enqueue("approve", user_id, session_id, key, call_key=call_key, digest=digest)
+        return self._enqueue("approve", user_id, session_id, key, call_key=call_key, digest=digest, actor=actor)
 
     def deny(
         self,
@@ -126,12 +131,16 @@ class CodeActClient:
         *,
         reason: str = "",
         digest: str | None = None,
+        actor: str | None = None,
         run_key: str | None = None,
     ) -> RunHandle:
         """Enqueues ``Runner.deny`` of ``call_key`` with ``reason``. Run key default:
-        ``deny:<call_key>``."""
+        ``deny:<call_key>``. A call in doubt is not denied: the workflow ends ``"failed"``
+        with ``DecisionRefusedError`` (use ``resolve``)."""
         key = run_key or f"deny:{call_key}"
-        return self._enqueue("deny", user_id, session_id, key, call_key=call_key, reason=reason, digest=digest)
+        return self._enqueue(
+            "deny", user_id, session_id, key, call_key=call_key, reason=reason, digest=digest, actor=actor
+        )
 
     def complete(
         self,
@@ -141,13 +150,54 @@ class CodeActClient:
         value: Any = None,
         *,
         error: str | None = None,
+        actor: str | None = None,
         run_key: str | None = None,
     ) -> RunHandle:
         """Enqueues ``Runner.complete`` of the long-running call ``call_key`` with ``value``
         (plain data; JSON through DBOS) or as failed with ``error``. Run key default:
         ``complete:<call_key>``."""
         key = run_key or f"complete:{call_key}"
-        return self._enqueue("complete", user_id, session_id, key, call_key=call_key, value=value, error=error)
+        return self._enqueue(
+            "complete", user_id, session_id, key, call_key=call_key, value=value, error=error, actor=actor
+        )
+
+    def resolve(
+        self,
+        user_id: str,
+        session_id: str,
+        call_key: str,
+        action: Literal["rerun", "skip", "fail"],
+        *,
+        value: Any = None,
+        reason: str = "",
+        digest: str | None = None,
+        actor: str | None = None,
+        run_key: str | None = None,
+    ) -> RunHandle:
+        """Enqueues the decision on a call in doubt (``PausedCall.kind == "in_doubt"``: it
+        started before its runner stopped and may have run): ``"rerun"`` runs the tool again,
+        ``"skip"`` gives the script ``value`` (plain data) as its result without running it,
+        ``"fail"`` raises ``RuntimeError`` (with ``reason``) in the script. Run key default:
+        ``resolve:<call_key>``. ``digest``: the ``PendingCallInfo.digest`` shown (a call
+        with another is refused); ``actor``: who decided. ``approve`` / ``deny`` on such a
+        call are refused (the workflow ends ``"failed"`` with ``DecisionRefusedError``).
+
+        Raises:
+            pydantic.ValidationError: ``action`` is not one of the three.
+        """
+        key = run_key or f"resolve:{call_key}"
+        return self._enqueue(
+            "resolve_in_doubt",
+            user_id,
+            session_id,
+            key,
+            call_key=call_key,
+            action=action,
+            value=value,
+            reason=reason,
+            digest=digest,
+            actor=actor,
+        )
 
     def resolve_in_doubt(
         self,
@@ -160,9 +210,5 @@ class CodeActClient:
         reason: str = "",
         run_key: str | None = None,
     ) -> RunHandle:
-        """Enqueues ``Runner.resolve_in_doubt`` of ``call_key``. Run key default:
-        ``resolve:<call_key>``."""
-        key = run_key or f"resolve:{call_key}"
-        return self._enqueue(
-            "resolve_in_doubt", user_id, session_id, key, call_key=call_key, action=action, value=value, reason=reason
-        )
+        """The former name of ``resolve`` (same arguments, same workflow)."""
+        return self.resolve(user_id, session_id, call_key, action, value=value, reason=reason, run_key=run_key)

@@ -3,6 +3,7 @@ names (workflow ids, queue and partition keys) both sides derive from the same i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -18,13 +19,14 @@ from pydantic import (
 
 from ... import __version__
 from ..._values import decode_value, encode_value
-from ...events import Event
+from ...events import Event, PendingCallInfo
 
 __all__ = (
     "DBOS_APP_NAME",
     "TAGGED",
     "RUN_KINDS",
     "PausedCall",
+    "PausedKind",
     "RunKind",
     "RunRequest",
     "RunResult",
@@ -111,6 +113,7 @@ class RunRequest(BaseModel):
             script (``resolve_in_doubt`` with ``"skip"``); plain data.
         error: the long-running call's failure text (``complete``; ``value`` then None).
         action: ``"rerun"``, ``"skip"`` or ``"fail"`` (``resolve_in_doubt``).
+        actor: who decided (``Decision.actor``), or None.
     """
 
     # NaN and the infinities in ``value`` cross as JSON's constants, never as null
@@ -128,20 +131,30 @@ class RunRequest(BaseModel):
     value: Any = None
     error: str | None = None
     action: Literal["rerun", "skip", "fail"] | None = None
+    actor: str | None = None
 
     _write_value = field_serializer("value")(_encoded)
     _read_value = field_validator("value", mode="before")(_decoded)
+
+
+PausedKind = Literal["confirmation", "completion", "in_doubt"]
+"""What a paused call awaits: ``"confirmation"`` (``CodeActClient.approve`` or ``deny``),
+``"completion"`` (``complete``, or ``deny``) or ``"in_doubt"`` (``resolve``: rerun, skip with a
+value, or fail; approve and deny are refused)."""
 
 
 class PausedCall(BaseModel):
     """A call the run paused at, as its announcement events show it.
 
     Attributes:
-        call_key: the key to decide it with (``approve`` / ``deny`` / ``complete``).
+        call_key: the key to decide it with (``approve`` / ``deny`` / ``complete`` /
+            ``resolve``).
         tool: the tool name.
         args: the bound arguments.
-        kind: ``"confirmation"`` (approve or deny; also a call in doubt) or
-            ``"completion"`` (a long-running call's result).
+        kind: ``"confirmation"`` (approve or deny), ``"completion"`` (a long-running
+            call's result) or ``"in_doubt"`` (a call that started before its runner stopped
+            and may have run: ``CodeActClient.resolve`` with rerun, skip or fail; never
+            approve or deny).
     """
 
     model_config = ConfigDict(ser_json_inf_nan="constants")  # NaN and the infinities never null
@@ -149,7 +162,7 @@ class PausedCall(BaseModel):
     call_key: str
     tool: str
     args: dict[str, Any] = Field(default_factory=dict)
-    kind: Literal["confirmation", "completion"]
+    kind: PausedKind
 
     _write_args = field_serializer("args")(_encoded)
     _read_args = field_validator("args", mode="before")(_decoded)
@@ -184,8 +197,17 @@ class RunResult(BaseModel):
     error: str | None = None
 
     @classmethod
-    def from_events(cls, events: list[Event], workflow: str = "") -> RunResult:
-        """The result of a call that yielded ``events``, read from its last events."""
+    def from_events(
+        cls, events: list[Event], workflow: str = "", pending: Sequence[PendingCallInfo] | None = None
+    ) -> RunResult:
+        """The result of a call that yielded ``events``, read from its last events.
+
+        Args:
+            pending: the session's pending calls as the verified turn lists them
+                (``Runner.pending``), for the arguments of the calls in doubt, which their
+                announcement does not carry.
+        """
+        known = {p.call_key: p for p in pending or []}
         paused: list[PausedCall] = []
         for event in events:
             if not event.interrupted and not event.long_running_tool_ids:
@@ -194,6 +216,15 @@ class RunResult(BaseModel):
                 paused.append(
                     PausedCall(call_key=key, tool=confirmation.tool_name, args=confirmation.args, kind="confirmation")
                 )
+            meta = event.custom_metadata or {}
+            if meta.get("codeact_kind") == "in_doubt" and isinstance(meta.get("call_keys"), list):
+                named = meta.get("tools")
+                tools: list[Any] = named if isinstance(named, list) else []
+                for i, key in enumerate(map(str, meta["call_keys"])):
+                    info = known.get(key)
+                    tool = info.tool if info is not None else str(tools[i]) if i < len(tools) else ""
+                    args = dict(info.args) if info is not None else {}
+                    paused.append(PausedCall(call_key=key, tool=tool, args=args, kind="in_doubt"))
             for call in event.get_function_calls():
                 if call.id is not None and call.id in event.long_running_tool_ids:
                     paused.append(PausedCall(call_key=call.id, tool=call.name, args=call.args, kind="completion"))

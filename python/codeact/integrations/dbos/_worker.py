@@ -1,9 +1,9 @@
 """``Worker``: a process that runs a codeact ``Runner``'s calls as DBOS workflows.
 
-Each workflow is one ``Runner`` call (``run_async``, ``approve``, ``deny``, ``complete`` or
-``resolve_in_doubt``) with the caller's run key, and nothing else: no DBOS steps. What ran
-is recorded in codeact's journal (the session store), which is what makes a workflow that
-DBOS starts again after a crash safe: the ``Runner`` call with the same run key recovers
+Each workflow is one ``Runner`` call (``run_async``, or ``decide`` with the ``Decision`` an
+approve, deny, complete or resolve request names) with the caller's run key, and nothing else:
+no DBOS steps. What ran is recorded in codeact's journal (the session store), which is what
+makes a workflow that DBOS starts again after a crash safe: the ``Runner`` call with the same run key recovers
 the interrupted run (a tool whose outcome is recorded never runs again) or replays a
 finished one.
 """
@@ -21,10 +21,12 @@ from typing import Any, Literal
 
 import anyio
 import anyio.from_thread
+import pydantic
 
 from ...events import Content, Event
-from ...exceptions import AlreadyResumingError, CodeActError, SessionStoreConnectionError
+from ...exceptions import AlreadyResumingError, CodeActError, SessionNotFoundError, SessionStoreConnectionError
 from ...runner import Runner
+from ...turns import Decision
 from ._protocol import (
     DBOS_APP_NAME,
     RUN_KINDS,
@@ -240,27 +242,7 @@ class Worker:
         if kind == "run":
             message = Content.model_validate(r.message) if isinstance(r.message, dict) else r.message
             return runner.run_async(user_id=user, session_id=sid, new_message=message, run_key=key)
-        if kind == "approve":
-            return runner.approve(user_id=user, session_id=sid, call_key=r.call_key, digest=r.digest, run_key=key)
-        if kind == "deny":
-            return runner.deny(
-                user_id=user, session_id=sid, call_key=r.call_key, reason=r.reason or None, digest=r.digest, run_key=key
-            )
-        if kind == "complete":
-            assert r.call_key is not None
-            return runner.complete(
-                user_id=user, session_id=sid, call_key=r.call_key, value=r.value, error=r.error, run_key=key
-            )
-        assert r.call_key is not None and r.action is not None
-        return runner.resolve_in_doubt(
-            user_id=user,
-            session_id=sid,
-            call_key=r.call_key,
-            action=r.action,
-            value=r.value,
-            reason=r.reason,
-            run_key=key,
-        )
+        return runner.decide(_decision(kind, r), user_id=user, session_id=sid)
 
     async def _call(self, kind: RunKind, r: RunRequest, workflow: str) -> RunResult:
         if r.app_name != self.runner.app_name:
@@ -277,7 +259,8 @@ class Worker:
                 async with aclosing(self._events(kind, r)) as stream:
                     async for event in stream:
                         events.append(event)
-                return RunResult.from_events(events, workflow)
+                paused = bool(events) and bool(events[-1].interrupted or events[-1].long_running_tool_ids)
+                return RunResult.from_events(events, workflow, await self._pending(r) if paused else None)
             except (AlreadyResumingError, SessionStoreConnectionError) as exc:
                 attempt += 1
                 if events or attempt > self.claim_retries:
@@ -286,9 +269,16 @@ class Worker:
                 delay = await self._wait_for(exc, r)
                 _log.warning("workflow %s: %s; trying again in %.1f s", workflow, exc, delay)
                 await anyio.sleep(delay)
-            except CodeActError as exc:
+            except (CodeActError, pydantic.ValidationError) as exc:
                 _log.warning("workflow %s failed: %s: %s", workflow, type(exc).__name__, exc)
                 return _failed(exc, workflow, events)
+
+    async def _pending(self, r: RunRequest) -> list[Any]:
+        """The session's pending calls as the verified turn lists them ([] for no session)."""
+        try:
+            return await self.runner.pending(user_id=r.user_id, session_id=r.session_id)
+        except SessionNotFoundError:
+            return []
 
     async def _wait_for(self, exc: Exception, r: RunRequest) -> float:
         """Seconds to wait before trying again: until the held claim's lease runs out (a
@@ -301,6 +291,29 @@ class Worker:
             if info is not None and info.claim is not None:
                 return min(max(info.claim.expires_at - self.runner.clock(), 0.0), info.claim.lease) + 0.1
         return 1.0
+
+
+def _decision(kind: RunKind, r: RunRequest) -> Decision:
+    """The ``Decision`` a decision workflow sends through ``Runner.decide``.
+
+    Raises:
+        pydantic.ValidationError: a request whose fields the verb does not take.
+    """
+    common: dict[str, Any] = {"call_key": r.call_key, "actor": r.actor, "run_key": r.run_key}
+    if kind == "approve":
+        return Decision(verb="approve", digest=r.digest, **common)
+    if kind == "deny":
+        return Decision(verb="deny", digest=r.digest, reason=r.reason or None, **common)
+    if kind == "complete":
+        return Decision(verb="complete", payload=r.value if r.error is None else None, error=r.error, **common)
+    return Decision(
+        verb="resolve",
+        action=r.action,
+        payload=r.value if r.action == "skip" else None,
+        reason=r.reason or None,
+        digest=r.digest,
+        **common,
+    )
 
 
 def _wait_listening(queue_name: str, timeout: float = 5.0) -> None:

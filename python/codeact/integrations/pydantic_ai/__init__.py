@@ -1,7 +1,8 @@
 """pydantic-ai integration (``pip install 'codeact[pydantic-ai]'``).
 
 - ``CodeActToolset(wrapped)``: one ``run_code`` tool whose scripts call ``wrapped``'s tools in
-  process (approvals become codeact suspensions, surfaced as pydantic-ai deferred approvals).
+  process (approvals become codeact suspensions, surfaced as pydantic-ai deferred approvals;
+  each pause settled once, across processes with ``session_service=``).
 - ``PydanticAIModel(model)``: any pydantic-ai model as a codeact model.
 """
 
@@ -12,6 +13,6 @@ from .. import require
 require("pydantic_ai", "pydantic-ai")
 
 from ._model import PydanticAIModel, to_messages  # noqa: E402
-from ._toolset import PAUSE_METADATA_KEY, CodeActToolset  # noqa: E402
+from ._toolset import PAUSE_METADATA_KEY, CodeActToolset, pause_digest  # noqa: E402
 
-__all__ = ("PAUSE_METADATA_KEY", "CodeActToolset", "PydanticAIModel", "to_messages")
+__all__ = ("PAUSE_METADATA_KEY", "CodeActToolset", "PydanticAIModel", "pause_digest", "to_messages")

@@ -7,11 +7,21 @@ toolset, between interpreter steps. Human-in-the-loop approval follows pydantic-
 tools (docs: "Deferred tools / Human-in-the-loop tool approval"): when the script reaches an
 inner tool that needs approval (``requires_approval=True``, or it raises ``ApprovalRequired``),
 the script pauses (a codeact suspension: Monty snapshot bytes), and ``run_code`` raises
-``ApprovalRequired`` with the inner call and the snapshot in its metadata. The agent run ends with
-``DeferredToolRequests``; pass ``DeferredToolResults(approvals={id: True}, metadata=requests.metadata)``
-to the next run and the script resumes where it paused. ``CodeActToolset.deny("reason")`` in
-place of ``True`` resumes it with ``PermissionError`` at the paused call, as the codeact agent
-does (a plain ``ToolDenied`` is reported by pydantic-ai itself; the script does not resume).
+``ApprovalRequired`` with the inner call, its ``digest`` and (without a store) the paused
+script in its metadata. The agent run ends with ``DeferredToolRequests``; pass
+``DeferredToolResults(approvals={id: True}, metadata=requests.metadata)`` to the next run and
+the script resumes where it paused. ``CodeActToolset.deny("reason")`` in place of ``True``
+resumes it with ``PermissionError`` at the paused call, as the codeact agent does (a plain
+``ToolDenied`` is reported by pydantic-ai itself; the script does not resume).
+
+Each pause is settled once. An approval whose pause cannot be found (no metadata and no pause
+held here, or a pause already settled) raises ``NoPendingCallError`` and runs nothing: never
+the script again from its top. With ``session_service`` (a codeact store) the pause is kept
+in the store, found by the tool call id alone (``approvals={id: True}`` with no metadata
+works in any process), claimed by compare-and-set and marked settled there, so the same
+approval sent twice, to one process or two, resumes the script once. Without a store the
+pause travels in the metadata and is held in this toolset's memory; then the same approval is
+applied once per process (another process given the same metadata would resume it again).
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai import ApprovalRequired, CallDeferred, ModelRetry, RunContext, ToolApproved
 from pydantic_ai.tools import ToolDefinition
@@ -29,15 +41,18 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from ..._values import json_native, readable, to_plain
 from ...agent._output import truncate_middle
 from ...agent._protocol import plain_value_problem
-from ...exceptions import ValueConversionError
+from ...exceptions import DecisionMismatchError, SnapshotError, ValueConversionError
 from ...runtime import MontyRuntime, ResumeError, ScriptError, ScriptSuspended, SuspendScript
 from ...runtime._oneshot import aresume_script, arun_script
+from ...sessions import BaseSessionService
 from ...tools import Tool
+from ._pauses import Claimed, MemoryPauses, Pauses, StorePauses, pause_digest
 
-__all__ = ("CodeActToolset", "DENIAL_ARG", "PAUSE_METADATA_KEY")
+__all__ = ("CodeActToolset", "DENIAL_ARG", "PAUSE_METADATA_KEY", "pause_digest")
 
 PAUSE_METADATA_KEY = "codeact_pause"
-"""Key of the paused script (``ScriptSuspended.to_dict()``) in the ``ApprovalRequired`` metadata."""
+"""Key of the paused script (``ScriptSuspended.to_dict()``) in the ``ApprovalRequired`` metadata
+(absent when the toolset has a ``session_service``: the store holds the pause)."""
 
 DENIAL_ARG = "codeact_denied"
 """The ``run_code`` argument that ``CodeActToolset.deny`` sets: the reason of the denial."""
@@ -74,6 +89,20 @@ class CodeActToolset(WrapperToolset[Any]):
             the printed text the model gets back; longer ones keep their start and end around
             the ``[... truncated ...]`` marker (the value is then that text, a string).
         max_error_chars: the same bound for the error text of a failing script.
+        session_service: a codeact session store to keep paused scripts in (one session per
+            ``run_code`` tool call id under ``pause_app_name``): an approval then finds its
+            pause by the tool call id in any process sharing the store, and a pause is
+            settled once across all of them. Default None: pauses travel in the metadata and
+            are settled once per process.
+        pause_app_name: the app name of those sessions (default ``"codeact-pydantic-ai"``).
+
+    ``ApprovalRequired`` metadata (what ``DeferredToolRequests.metadata[id]`` shows a UI):
+    ``tool`` and ``args`` (the paused inner call), ``stdout`` (printed before the pause),
+    ``ran`` (the inner tools that ran), ``digest`` (``pause_digest``: 16 hex digits binding
+    the call and the continuation) and, without a store, ``codeact_pause``
+    (``PAUSE_METADATA_KEY``). A decision whose metadata carries a ``digest``, ``tool`` or
+    ``args`` other than the paused call's is refused (``DecisionMismatchError``) before
+    anything runs, so what a UI showed is what runs.
 
     The tool returns ``{"value": <last expression>, "stdout": <printed text>}``; a value
     JSON cannot hold (a tuple, a set, bytes, a dict with non-str keys) comes as its Python
@@ -91,7 +120,23 @@ class CodeActToolset(WrapperToolset[Any]):
     inline_steps: bool = True
     max_result_chars: int = 20_000
     max_error_chars: int = 4_000
-    _pauses: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict, repr=False)
+    session_service: BaseSessionService | None = None
+    pause_app_name: str = "codeact-pydantic-ai"
+    _pauses: Pauses | None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # a field, not made per use: copies of the toolset (dataclasses.replace) share it
+        if self._pauses is None:
+            if self.session_service is not None:
+                self._pauses = StorePauses(self.session_service, self.pause_app_name, self.tool_name)
+            else:
+                self._pauses = MemoryPauses()
+
+    @property
+    def pauses(self) -> Pauses:
+        """Where this toolset keeps its paused scripts (memory, or ``session_service``)."""
+        assert self._pauses is not None
+        return self._pauses
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         """pydantic-ai's ``AbstractToolset.get_tools``: the single code tool (``tool_name``), whose
@@ -138,11 +183,13 @@ class CodeActToolset(WrapperToolset[Any]):
             ModelRetry: the script failed (its error and what it printed go back to the model).
         """
         inner = await self.wrapped.get_tools(ctx)
-        pause = self._pause_for(ctx)
+        claimed = await self._claim(ctx) if ctx.tool_call_approved else None
+        pause = ScriptSuspended.from_dict(claimed.data) if claimed is not None else None
         approved_call: list[str] = [pause.tool] if pause is not None else []
         ran: list[str] = []
         tools = {n: self._bind(n, t, ctx, approved_call, ran) for n, t in inner.items()}
         denied = tool_args.get(DENIAL_ARG) if pause is not None else None
+        settled = False
         try:
             if pause is not None:
                 outcome = None
@@ -150,7 +197,8 @@ class CodeActToolset(WrapperToolset[Any]):
                     because = f": {denied}" if denied else ""
                     message = f"call to {pause.tool!r} was denied by a human reviewer{because}"
                     outcome = ResumeError(message, "PermissionError")
-                result = await aresume_script(
+                    settled = True  # the denial reaches the script
+                resumed = aresume_script(
                     self.runtime,
                     pause,
                     tools=tools,
@@ -158,6 +206,10 @@ class CodeActToolset(WrapperToolset[Any]):
                     max_tool_calls=self.max_tool_calls,
                     inline_steps=self.inline_steps,
                 )
+                try:
+                    result = await resumed
+                finally:
+                    settled = settled or not approved_call  # the approved call started
             else:
                 result = await arun_script(
                     self.runtime,
@@ -168,17 +220,20 @@ class CodeActToolset(WrapperToolset[Any]):
                 )
         except ScriptSuspended as paused:
             data = paused.to_dict()
-            if ctx.tool_call_id is not None:
-                self._pauses[ctx.tool_call_id] = data
-            raise ApprovalRequired(
-                {
-                    "tool": paused.tool,
-                    "args": paused.tool_args,
-                    "stdout": paused.stdout,
-                    "ran": ran,
-                    PAUSE_METADATA_KEY: data,
-                }
-            ) from None
+            call_id = ctx.tool_call_id or ""
+            digest = pause_digest(call_id, paused.tool, paused.tool_args, paused.positional, paused.snapshot)
+            await self.pauses.put(call_id, data, digest, claimed)
+            claimed = None  # settled (or kept pending, the same pause) by put
+            metadata: dict[str, Any] = {
+                "tool": paused.tool,
+                "args": paused.tool_args,
+                "stdout": paused.stdout,
+                "ran": ran,
+                "digest": digest,
+            }
+            if self.pauses.holds(call_id):
+                metadata[PAUSE_METADATA_KEY] = data
+            raise ApprovalRequired(metadata) from None
         except ScriptError as err:
             feedback = truncate_middle(err.message, self.max_error_chars)
             if err.stdout:
@@ -187,8 +242,9 @@ class CodeActToolset(WrapperToolset[Any]):
         except ValueConversionError as err:  # a value the checks above let through; the host is fine
             raise ModelRetry(f"the script could not go on: {err}") from err
         finally:
-            if pause is not None and ctx.tool_call_id is not None:
-                self._pauses.pop(ctx.tool_call_id, None)
+            if claimed is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.pauses.finish(claimed, settled=settled)
         return {
             "value": self._capped_value(result.value),
             "stdout": truncate_middle(result.stdout, self.max_result_chars),
@@ -207,13 +263,59 @@ class CodeActToolset(WrapperToolset[Any]):
         text = json.dumps(value, ensure_ascii=False)
         return value if len(text) <= self.max_result_chars else truncate_middle(text, self.max_result_chars)
 
-    def _pause_for(self, ctx: RunContext[Any]) -> ScriptSuspended | None:
-        """The paused script this (approved) call resumes, from the results' metadata or memory."""
-        if not ctx.tool_call_approved:
-            return None
+    async def _claim(self, ctx: RunContext[Any]) -> Claimed:
+        """The pause an approved (or ``deny``-ed) ``run_code`` call decides, claimed for it and
+        checked against the verified continuation.
+
+        Raises:
+            NoPendingCallError: no pause can be found (no metadata, none held or stored), or
+                it was settled already: nothing runs, never the script from its top.
+            AlreadyResumingError: another decision is resuming it now.
+            SnapshotError: the pause carried in the metadata is not the call its
+                continuation waits on (edited), or the continuation fails its check.
+            DecisionMismatchError: the metadata's ``digest``, ``tool`` or ``args`` are not
+                the paused call's (a stale or edited view).
+        """
+        call_id = ctx.tool_call_id or ""
         metadata = ctx.tool_call_metadata if isinstance(ctx.tool_call_metadata, dict) else {}
-        data = metadata.get(PAUSE_METADATA_KEY) or self._pauses.get(ctx.tool_call_id or "")
-        return ScriptSuspended.from_dict(data) if data else None
+        carried = metadata.get(PAUSE_METADATA_KEY)
+        shown = metadata.get("digest")
+        claimed = await self.pauses.claim(
+            call_id, carried if isinstance(carried, dict) else None, str(shown) if shown is not None else None
+        )
+        try:
+            pause = ScriptSuspended.from_dict(claimed.data)
+            name, positional, keyword, _ = await anyio.to_thread.run_sync(self.runtime.inspect, pause.snapshot)
+            call = (name, tuple(positional), dict(keyword))
+            if call != (pause.tool, tuple(pause.positional), pause.tool_args):
+                raise SnapshotError(
+                    f"the paused call given ({pause.tool!r} with {pause.tool_args!r}) is not the call the "
+                    f"continuation waits on ({name!r} with {dict(keyword)!r}); nothing ran"
+                )
+            digest = pause_digest(call_id, name, dict(keyword), positional, pause.snapshot)
+            if shown is not None and shown != digest:
+                raise DecisionMismatchError(
+                    f"the approval of tool call {call_id!r} names pause {shown!r}, but the paused call is "
+                    f"{name!r} with {dict(keyword)!r} (pause {digest!r}): the view it was made on is stale or "
+                    "edited; nothing ran"
+                )
+            if "tool" in metadata or "args" in metadata:
+                tool = metadata.get("tool", name)
+                args = metadata.get("args", {})
+                try:
+                    same = pause_digest(call_id, str(tool), dict(args), positional, pause.snapshot) == digest
+                except (TypeError, ValueError):
+                    same = False
+                if not same:
+                    raise DecisionMismatchError(
+                        f"the call shown for tool call {call_id!r} ({tool!r} with {args!r}) is not the paused "
+                        f"call ({name!r} with {dict(keyword)!r}); nothing ran"
+                    )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.pauses.finish(claimed, settled=False)
+            raise
+        return claimed
 
     def _bind(
         self, name: str, tool: ToolsetTool[Any], ctx: RunContext[Any], approved_call: list[str], ran: list[str]
