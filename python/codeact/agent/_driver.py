@@ -305,97 +305,135 @@ class TurnDriver:
                 await self._checkpoint(step, calls)
             # Each call goes through the same policy (_resolve), in call order; the calls to run
             # now run together (the calls of a gather concurrently), after their intents are
-            # written in one write; then each call's result is settled in call order.
-            settled: list[_Settled] = []
-            runs: list[int] = []  # indexes in ``settled`` of the calls to run now
-            notices: list[Event] | None = None
+            # written in one write; then each call's result is settled in call order. A step of
+            # one call (the usual one) takes the same steps without the lists of a gather.
+            arg: Outcome | dict[int, Outcome] | None = None
+            settled: list[_Settled]
             handler_error: BaseException | None = None
-            for call in calls:
-                result: _Resolved
+            if not gather:
+                call = calls[0]
+                one: _Resolved
                 try:
-                    result = await self._resolve(call, st.positions[call.call_id])
+                    one = await self._resolve(call, st.positions[call.call_id])
                 except _HandlerFailed as failed:
                     handler_error = failed.cause
-                    result = failed.suspend
-                if type(result) is _Notice:  # its call goes on as ``then`` (never one that ends the turn)
-                    if notices is None:
-                        notices = []
-                    notices.append(result.event)
-                    result = result.then
-                if type(result) is _Invoke:
-                    runs.append(len(settled))
-                settled.append(result)
-                if type(result) in _TURN_ENDS:
-                    break
-            if notices is not None:  # the in-doubt notices, stored before their calls go on
-                for notice in notices:
-                    yield notice
-            if runs and handler_error is None and type(settled[-1]) not in _TURN_ENDS:
-                if self._emit:
-                    for i in runs:
-                        inv = settled[i]
-                        assert type(inv) is _Invoke
-                        if not (inv.tool.is_long_running and run.supports_suspension):
-                            yield self._call_event(inv)  # a long-running call's announcement shows it
-                if len(runs) == 1:  # one tool to run now (the usual single call): no task group
-                    inv = settled[runs[0]]
-                    assert type(inv) is _Invoke
-                    if not inv.journaled:
-                        intent = [_intent(inv)]
+                    one = failed.suspend
+                if type(one) is _Notice:  # the in-doubt notice, stored before its call goes on
+                    yield one.event
+                    one = one.then
+                if type(one) is _Invoke:
+                    if self._emit and not (one.tool.is_long_running and run.supports_suspension):
+                        yield self._call_event(one)  # a long-running call's announcement shows it
+                    if not one.journaled:
+                        intent = [_intent(one)]
                         if not self._write_now(intent):
                             await self._write_awaited(intent)
-                    settled[runs[0]] = await self._invoke(inv)
-                else:
-                    await self._invoke_all(settled, runs)
-            outcomes: dict[int, Outcome] = {}
-            suspended: list[_Suspend] | None = None
-            for call, done in zip(calls, settled, strict=False):  # settled stops at a call that ends the turn
-                if type(done) is _Invoke:
-                    if done.outcome is None:  # not run: a later call ends the turn, or the handler failed
-                        continue
-                    if run.pending.state_delta or run.pending.artifact_delta:
-                        # The tool's state / artifact changes are stored before its outcome:
-                        # a recorded outcome never runs again, so its changes must not be lost.
-                        yield run.event()
-                    done = await self._record(done.pos, done.tool.name, done.digest, done.outcome)
-                elif type(done) is _Final:
-                    yield TurnEnd("finished", done.step)
-                    return
-                elif type(done) is _Stop:
-                    yield done.event
-                    yield TurnEnd("stopped")
-                    return
-                elif type(done) is _Budget:
-                    yield TurnEnd("budget", message=done.message)
-                    return
-                if self._events:
-                    for event in self._events:
+                    one = await self._invoke(one)
+                    if type(one) is _Invoke:  # it ran: its outcome is recorded
+                        if run.pending.state_delta or run.pending.artifact_delta:
+                            # The tool's state / artifact changes are stored before its outcome:
+                            # a recorded outcome never runs again, so its changes must not be lost.
+                            yield run.event()
+                        one = await self._record(one.pos, one.tool.name, one.digest, one.outcome)  # type: ignore[arg-type]
+                if type(one) is ResumeValue or type(one) is ResumeError:
+                    if self._events:
+                        for event in self._events:
+                            yield event
+                        self._events.clear()
+                    arg = one
+                settled = [one]
+            else:
+                settled = []
+                runs: list[int] = []  # indexes in ``settled`` of the calls to run now
+                notices: list[Event] | None = None
+                for call in calls:
+                    result: _Resolved
+                    try:
+                        result = await self._resolve(call, st.positions[call.call_id])
+                    except _HandlerFailed as failed:
+                        handler_error = failed.cause
+                        result = failed.suspend
+                    if type(result) is _Notice:  # its call goes on as ``then`` (never one that ends the turn)
+                        if notices is None:
+                            notices = []
+                        notices.append(result.event)
+                        result = result.then
+                    if type(result) is _Invoke:
+                        runs.append(len(settled))
+                    settled.append(result)
+                    if type(result) in _TURN_ENDS:
+                        break
+                if notices is not None:  # the in-doubt notices, stored before their calls go on
+                    for notice in notices:
+                        yield notice
+                if runs and handler_error is None and type(settled[-1]) not in _TURN_ENDS:
+                    if self._emit:
+                        for i in runs:
+                            inv = settled[i]
+                            assert type(inv) is _Invoke
+                            if not (inv.tool.is_long_running and run.supports_suspension):
+                                yield self._call_event(inv)  # a long-running call's announcement shows it
+                    if len(runs) == 1:  # one tool to run now (the usual single call): no task group
+                        inv = settled[runs[0]]
+                        assert type(inv) is _Invoke
+                        if not inv.journaled:
+                            intent = [_intent(inv)]
+                            if not self._write_now(intent):
+                                await self._write_awaited(intent)
+                        settled[runs[0]] = await self._invoke(inv)
+                    else:
+                        await self._invoke_all(settled, runs)
+            if arg is None:  # settle each call's result in call order
+                outcomes: dict[int, Outcome] = {}
+                suspended: list[_Suspend] | None = None
+                for call, done in zip(calls, settled, strict=False):  # settled stops at a call that ends the turn
+                    if type(done) is _Invoke:
+                        if done.outcome is None:  # not run: a later call ends the turn, or the handler failed
+                            continue
+                        if run.pending.state_delta or run.pending.artifact_delta:
+                            # The tool's state / artifact changes are stored before its outcome:
+                            # a recorded outcome never runs again, so its changes must not be lost.
+                            yield run.event()
+                        done = await self._record(done.pos, done.tool.name, done.digest, done.outcome)
+                    elif type(done) is _Final:
+                        yield TurnEnd("finished", done.step)
+                        return
+                    elif type(done) is _Stop:
+                        yield done.event
+                        yield TurnEnd("stopped")
+                        return
+                    elif type(done) is _Budget:
+                        yield TurnEnd("budget", message=done.message)
+                        return
+                    if self._events:
+                        for event in self._events:
+                            yield event
+                        self._events.clear()
+                    if type(done) is _Suspend:
+                        if suspended is None:
+                            suspended = []
+                        suspended.append(done)
+                    else:
+                        outcomes[call.call_id] = done
+                if handler_error is not None:
+                    # The handler failed: the call it was asked about stays pending, the run ends (the
+                    # other calls of a gather that were to run now run when the script resumes).
+                    suspended = suspended or []
+                    async for event in self._suspend(step, calls, suspended):
                         yield event
-                    self._events.clear()
-                if type(done) is _Suspend:
-                    if suspended is None:
-                        suspended = []
-                    suspended.append(done)
-                else:
-                    outcomes[call.call_id] = done
-            if handler_error is not None:
-                # The handler failed: the call it was asked about stays pending, the run ends (the
-                # other calls of a gather that were to run now run when the script resumes).
-                suspended = suspended or []
-                async for event in self._suspend(step, calls, suspended):
-                    yield event
-                raise ConfirmationHandlerError(
-                    f"the tool confirmation handler raised {type(handler_error).__name__}: {handler_error}; the "
-                    "run ended and the call is left pending (approve or deny it, or run again)",
-                    [s.info for s in suspended],
-                ) from handler_error
-            if suspended:
-                async for event in self._suspend(step, calls, suspended):
-                    yield event
-                yield TurnEnd("suspended")
-                return
+                    raise ConfirmationHandlerError(
+                        f"the tool confirmation handler raised {type(handler_error).__name__}: {handler_error}; the "
+                        "run ended and the call is left pending (approve or deny it, or run again)",
+                        [s.info for s in suspended],
+                    ) from handler_error
+                if suspended:
+                    async for event in self._suspend(step, calls, suspended):
+                        yield event
+                    yield TurnEnd("suspended")
+                    return
+                arg = outcomes if gather else outcomes[calls[0].call_id]
             try:
-                step = await self._advance(step, outcomes if gather else outcomes[calls[0].call_id], gather)
+                step = await self._advance(step, arg, gather)
             except SnapshotError as exc:
                 run.end("error", keep_slot=True)
                 yield run.stale_event(str(exc))
