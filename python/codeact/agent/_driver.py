@@ -71,7 +71,7 @@ from ..turns._codec import (
 )
 from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..turns._verify import call_digest, journal_scope, record_data, seal_journal, seal_record, slot_data
-from ._dispatch import failure_of, run_bare_tool, terminal_signal
+from ._dispatch import ToolFailure, failure_of, run_bare_tool, terminal_signal
 from ._output import step_output
 from ._pacing import StopPacer
 from ._position import paused_position
@@ -325,16 +325,41 @@ class TurnDriver:
                     if self._emit and not (one.tool.is_long_running and run.supports_suspension):
                         yield self._call_event(one)  # a long-running call's announcement shows it
                     if not one.journaled:
-                        intent = [_intent(one)]
+                        intent = [
+                            JournalRecord(
+                                "intent",
+                                one.pos,
+                                _json(
+                                    [one.tool.name, one.digest, one.decided]
+                                    if one.decided
+                                    else [one.tool.name, one.digest]
+                                ),
+                            )
+                        ]  # as _intent writes it
                         if not self._write_now(intent):
                             await self._write_awaited(intent)
-                    one = await self._invoke(one)
+                    started = self._in_place(one)
+                    if started is None or (
+                        started[1] is None and (started[0] is NotImplemented or type(started[0]) is CoroutineType)
+                    ):
+                        one = await self._invoke_from(one, started)
+                    else:  # it ran in place: no coroutine for it
+                        one = self._ran(one, started[0], started[1], NO_ACTIONS)
                     if type(one) is _Invoke:  # it ran: its outcome is recorded
                         if run.pending.state_delta or run.pending.artifact_delta:
                             # The tool's state / artifact changes are stored before its outcome:
                             # a recorded outcome never runs again, so its changes must not be lost.
                             yield run.event()
-                        one = await self._record(one.pos, one.tool.name, one.digest, one.outcome)  # type: ignore[arg-type]
+                        ran = one.outcome
+                        value = ran.value if type(ran) is ResumeValue else None
+                        if type(value) is int and -_SHORT_INT < value < _SHORT_INT and not self._emit:
+                            # a short int's record, as _record writes it (no blob, no event)
+                            outcome = [JournalRecord("outcome", one.pos, f'{{"v":{value}}}')]
+                            if not self._write_now(outcome):
+                                await self._write_awaited(outcome)
+                            one = ran  # type: ignore[assignment]
+                        else:
+                            one = await self._record(one.pos, one.tool.name, one.digest, ran)  # type: ignore[arg-type]
                 if type(one) is ResumeValue or type(one) is ResumeError:
                     if self._events:
                         for event in self._events:
@@ -759,47 +784,89 @@ class TurnDriver:
     async def _invoke(self, inv: _Invoke) -> _Invoke | _Suspend | _Stop:
         """Runs the tool (its intent is written already): ``inv`` with its ``outcome`` and
         ``changes`` set, a pause for a long-running call, or the end of the run."""
+        return await self._invoke_from(inv, self._in_place(inv))
+
+    def _in_place(self, inv: _Invoke) -> tuple[Any, ToolFailure | None] | None:
+        """Starts the usual quick call in place, as ``Run.execute`` would run it (no context,
+        no callbacks, no retries, no timeout to enforce) but without a coroutine per layer
+        (issue 21): ``(value, failure)``, where a value that is an awaitable the function
+        returned, or ``NotImplemented`` (the tool went back to its worker thread), is still to
+        be awaited (``_invoke_from``); None when the call is not one to run in place (nothing
+        ran). The callbacks are read at every call, as ``Run.execute`` reads them."""
         run, s = self.run, self.agent
-        tool, args, pos, call_key = inv.tool, inv.args, inv.pos, inv.call_key
-        otel = self._otel
-        if otel is not None:
+        bare = self._plans[inv.call.name].in_place
+        if (
+            bare is None
+            or self._otel is not None
+            or run.plugins
+            or s.before_tool
+            or s.after_tool
+            or s.after_tool_full
+            or s.on_tool_error
+            or (s.tool_timeout is not None and not bare.runs_inline)
+            or run.breaker.is_open(bare.name)
+        ):
+            return None
+        run.tools_ran.append(bare.name)
+        try:
+            # run_inline reads the tool's mode once and declines (NotImplemented) when it
+            # went back to its worker thread, where the agent's timeout applies.
+            value = bare.run_inline(inv.args)
+        except ToolHostError:
+            raise  # the host's failure, not the script's: it ends the run
+        except (Exception, SystemExit) as exc:  # as _attempts: SystemExit never ends the host's run
+            failure = failure_of(bare, None, exc, inv.call_key, run.ctx.session)
+            run.breaker.record(bare.name, False)
+            return None, failure
+        if value is not NotImplemented and type(value) is not CoroutineType:
+            run.breaker.record(bare.name, True)
+        return value, None
+
+    async def _invoke_from(
+        self, inv: _Invoke, started: tuple[Any, ToolFailure | None] | None
+    ) -> _Invoke | _Suspend | _Stop:
+        """``_invoke`` once ``_in_place`` answered ``started`` for ``inv``."""
+        run = self.run
+        tool, args, call_key = inv.tool, inv.args, inv.call_key
+        if started is not None:
+            value, failure = started
+            actions = NO_ACTIONS
+            if failure is None and (value is NotImplemented or type(value) is CoroutineType):
+                if value is not NotImplemented:  # the function returned an awaitable
+                    try:
+                        value = await value
+                        run.breaker.record(tool.name, True)
+                    except ToolHostError:
+                        raise
+                    except (Exception, SystemExit) as exc:
+                        value, failure = None, failure_of(tool, None, exc, call_key, run.ctx.session)
+                        run.breaker.record(tool.name, False)
+                if value is NotImplemented:
+                    value, failure = await run_bare_tool(
+                        tool,
+                        args,
+                        call_key,
+                        run.ctx.session,
+                        timeout=self.agent.tool_timeout,
+                        retry=None,
+                        breaker=run.breaker,
+                    )
+        elif (otel := self._otel) is not None:
             with otel.tool(tool.name, call_key, args) as span:
                 value, failure, actions = await run.execute(tool, args, call_key)
                 if failure is not None:
                     span.fail(failure.exc_type, failure.message)
                 else:
                     span.record_result(value)
-        elif (
-            (bare := self._plans[inv.call.name].in_place) is not None
-            and not (run.plugins or s.before_tool or s.after_tool or s.after_tool_full or s.on_tool_error)
-            and (s.tool_timeout is None or bare.runs_inline)
-            and not run.breaker.is_open(tool.name)
-        ):
-            # The usual quick call, as Run.execute would run it (no context, no callbacks, no
-            # retries, no timeout to enforce) but in place, without a coroutine per layer
-            # (issue 21). The callbacks are read at every call, as Run.execute reads them.
-            run.tools_ran.append(tool.name)
-            actions = NO_ACTIONS
-            failure = None
-            try:
-                # run_inline reads the tool's mode once and declines (NotImplemented) when it
-                # went back to its worker thread, where the agent's timeout applies.
-                value = bare.run_inline(args)
-                if value is not NotImplemented:
-                    if type(value) is CoroutineType:  # the function returned an awaitable
-                        value = await value
-                    run.breaker.record(tool.name, True)
-            except ToolHostError:
-                raise  # the host's failure, not the script's: it ends the run
-            except (Exception, SystemExit) as exc:  # as _attempts: SystemExit never ends the host's run
-                value, failure = None, failure_of(tool, None, exc, call_key, run.ctx.session)
-                run.breaker.record(tool.name, False)
-            if value is NotImplemented:
-                value, failure = await run_bare_tool(
-                    tool, args, call_key, run.ctx.session, timeout=s.tool_timeout, retry=None, breaker=run.breaker
-                )
         else:
             value, failure, actions = await run.execute(tool, args, call_key)
+        return self._ran(inv, value, failure, actions)
+
+    def _ran(self, inv: _Invoke, value: Any, failure: ToolFailure | None, actions: Any) -> _Invoke | _Suspend | _Stop:
+        """``inv`` once its tool returned ``value`` or failed (``failure``) with the tool
+        context's ``actions``: its ``outcome`` and ``changes`` set, a pause for a long-running
+        call, or the end of the run."""
+        run, tool = self.run, inv.tool
         changes = False
         if actions is not NO_ACTIONS:  # a call with a ToolContext: its actions may end the run or change state
             if terminal_signal(actions):
@@ -812,7 +879,7 @@ class TurnDriver:
             return inv
         if tool.is_long_running and run.supports_suspension:
             hint = value if isinstance(value, str) or value is None else _json(value)
-            return self._pending_of(inv.call, pos, tool.name, args, "completion", hint)
+            return self._pending_of(inv.call, inv.pos, tool.name, inv.args, "completion", hint)
         kind = type(value)
         if kind in _SHORT_SCALARS or (kind is int and -_SHORT_INT < value < _SHORT_INT):
             inv.outcome = ResumeValue(value)  # plain by its type: no walk
