@@ -217,9 +217,10 @@ class _Plan:
     Attributes:
         tool: the tool the name resolves to (None: no such tool in this run).
         gated: its calls need a confirmation (``Run.needs_confirmation``).
-        in_place: ``tool`` when a quick call of it may run in place (``_invoke``): a
+        in_place: ``tool`` when a quick call of it may run in place (``_in_place``): a
             ``FunctionTool`` whose ``run`` is its own and whose function takes no
-            ``ToolContext``, with no retries; else None.
+            ``ToolContext``, with no retries, in a run that is not traced, has no plugins
+            and whose agent has no tool callbacks; else None.
     """
 
     tool: Tool | None
@@ -539,6 +540,9 @@ class TurnDriver:
             and type(tool).run is FunctionTool.run  # a subclass's own run may read its context
             and tool.context_parameter is None
             and not (retry is not None and retry.max_retries)
+            and not (run.plugins or agent.before_tool or agent.after_tool or agent.after_tool_full)
+            and not agent.on_tool_error
+            and self._otel is None
             else None
         )
         return _Plan(tool, run.needs_confirmation(tool), in_place)
@@ -792,20 +796,11 @@ class TurnDriver:
         (issue 21): ``(value, failure)``, where a value that is an awaitable the function
         returned, or ``NotImplemented`` (the tool went back to its worker thread), is still to
         be awaited (``_invoke_from``); None when the call is not one to run in place (nothing
-        ran). The callbacks are read at every call, as ``Run.execute`` reads them."""
+        ran). The plan (``_plan``) read the run's tracing, plugins and tool callbacks at the
+        tool's first call of the turn, as the short path before it did."""
         run, s = self.run, self.agent
         bare = self._plans[inv.call.name].in_place
-        if (
-            bare is None
-            or self._otel is not None
-            or run.plugins
-            or s.before_tool
-            or s.after_tool
-            or s.after_tool_full
-            or s.on_tool_error
-            or (s.tool_timeout is not None and not bare.runs_inline)
-            or run.breaker.is_open(bare.name)
-        ):
+        if bare is None or (s.tool_timeout is not None and not bare.runs_inline) or run.breaker.is_open(bare.name):
             return None
         run.tools_ran.append(bare.name)
         try:
