@@ -367,7 +367,8 @@ class TurnDriver:
                             yield event
                         self._events.clear()
                     arg = one
-                settled = [one]
+                else:
+                    settled = [one]
             else:
                 settled = []
                 runs: list[int] = []  # indexes in ``settled`` of the calls to run now
