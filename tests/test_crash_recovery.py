@@ -8,7 +8,7 @@ Boundaries (SPEC §5 v2), per inline tool call:
 - ``after_outcome``: the outcome is stored, the script has not gone on.
 
 The kill comes at the same boundaries whichever way a record is written: the store's
-synchronous ``journal_appender`` (the short call path's, issue 21) or ``append_journal``.
+synchronous ``journal_appender`` (issue 21) or ``append_journal``.
 
 After each kill the harness restarts the agent (recovering the turn in flight: its script
 replayed from the start against the journal) until it finishes, then checks: every event
@@ -78,7 +78,7 @@ CHILD = textwrap.dedent(
                 die()
 
         def journal_appender(self):
-            # The store's synchronous write (the short call path's), killed at the same
+            # The store's synchronous write (the driver's first choice), killed at the same
             # boundaries: a record it declines goes through append_journal above instead.
             own = getattr(SqliteSessionService, "_append_journal_now", None)
             if own is None:
@@ -107,7 +107,7 @@ CHILD = textwrap.dedent(
                 await service.create_session(app_name="app", user_id="u", session_id="s")
             elif await service.load_turn(app_name="app", user_id="u", session_id="s") is not None:
                 message = None  # recover the turn in flight
-            # inline: the short call path from the first call
+            # inline: run in place (run_inline) from the first call
             tool = FunctionTool(charge, run_in_thread=mode == "thread")
             agent = CodeActAgent(name="coder", model=ScriptedModel(reply), runtime=MontyRuntime(), tools=[tool])
             runner = Runner(app_name="app", agent=agent, session_service=service)
@@ -122,8 +122,8 @@ CHILD = textwrap.dedent(
 
 
 def run_child(tmp: Path, kill: str, mode: str = "thread") -> subprocess.CompletedProcess[str]:
-    """The agent in a child process; ``mode``: ``thread`` (the tool in its worker thread, the
-    general call path) or ``inline`` (on the event loop: the short call path)."""
+    """The agent in a child process; ``mode``: ``thread`` (the tool in its worker thread,
+    awaited) or ``inline`` (on the event loop: run in place through ``run_inline``)."""
     return subprocess.run(
         [sys.executable, "-c", CHILD, str(tmp / "s.db"), str(tmp / "ledger"), kill, mode],
         capture_output=True,

@@ -364,9 +364,9 @@ async def test_a_quick_sync_function_earns_inline_and_slow_calls_send_it_back_to
 
 
 async def test_run_inline_is_run_without_a_coroutine() -> None:
-    """``run_inline`` (the agent's short call path) validates, counts quick calls and
-    converts the result as ``run`` does, on the calling thread; it refuses a call that is
-    not inline and hands an awaitable result back to be awaited."""
+    """``run_inline`` (how the agent runs a quick call in place) validates, counts quick
+    calls and converts the result as ``run`` does, on the calling thread; it refuses a call
+    that is not inline and hands an awaitable result back to be awaited."""
     loop_thread = threading.get_ident()
     slow = threading.Event()
     seen: list[bool] = []

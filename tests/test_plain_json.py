@@ -1,7 +1,7 @@
 """The native quick verdict on a value (``codeact._monty.plain_json``, ``rust/src/plain.rs``;
 issue 21) against the Python checks it stands in front of: it says yes only where
 ``problem`` accepts the value and ``_json_native`` finds its JSON form exact, and it does say
-yes for plain data of exact JSON types (else the short path would never be taken)."""
+yes for plain data of exact JSON types (else the quick verdict would never answer)."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_the_digest_of_arguments_is_the_one_the_python_checks_give(monkeypatch: 
 
 
 def _digest_or_none(args: dict[str, Any]) -> str | None:
-    """What the short call path did before ``plain_args_digest``: ``value_problem``, then
+    """What the call path did before ``plain_args_digest``: ``value_problem``, then
     ``args_digest``."""
     if _protocol.value_problem(args, "") is not None:
         return None

@@ -28,6 +28,8 @@ from codeact import (
     bind_call_args,
     default_tool_catalog,
 )
+from codeact.runtime import Gather
+from codeact.testing import PlannedCall, PlannedComplete, ScriptedRuntime
 
 # ------------------------------------------------------------------ types
 
@@ -134,9 +136,49 @@ def test_steps_built_by_the_engine_are_the_seam_dataclasses(monty):
     assert dataclasses.asdict(raised)["message"] == raised.message
 
 
-@pytest.mark.parametrize("runtime", [MontyRuntime, CPythonRuntime])
-def test_runtimes_satisfy_the_protocol(runtime):
-    assert isinstance(runtime(), CodeRuntime)
+def _scripted() -> ScriptedRuntime:
+    return ScriptedRuntime([[PlannedCall("t", {"x": [1, 2]}), PlannedComplete(None)]])
+
+
+RUNTIMES = {
+    "monty": MontyRuntime,
+    "monty in a process": lambda: MontyRuntime(isolation="process"),
+    "cpython": CPythonRuntime,
+    "scripted": _scripted,
+}
+
+
+@pytest.mark.parametrize("make", RUNTIMES.values(), ids=list(RUNTIMES))
+def test_runtimes_satisfy_the_protocol(make):
+    """Every shipped runtime has what the agent's driver calls (issue 47: nothing found by
+    name): ``tool_style``, ``seal``, and calls that resume within a wait."""
+    runtime = make()
+    assert isinstance(runtime, CodeRuntime)
+    assert runtime.tool_style in ("call_tool", "functions") and runtime.seal(b"") is None
+    step = runtime.start('call_tool("t", {"x": [1, 2]})\n1', "agent")
+    assert type(step) is Call and isinstance(step.call, PendingCall)
+    got = step.call.resume_within(ResumeValue(3), 30.0, None)
+    assert isinstance(got, (Complete, Raised)) or got.wait(30.0)  # the step, or its ticket once done
+
+
+def test_a_keyed_runtime_seals_and_an_unkeyed_one_does_not():
+    assert MontyRuntime(snapshot_key=b"k" * 32).seal(b"data") is not None
+    assert MontyRuntime().seal(b"data") is None
+
+
+@pytest.mark.parametrize("isolation", ["in_process", "process"])
+def test_a_gather_resumes_within_a_wait_and_as_a_ticket(isolation):
+    script = 'import asyncio\na, b = await asyncio.gather(call_tool("t", {"x": 1}), call_tool("t", {"x": 2}))\na + b'
+    runtime = MontyRuntime(isolation=isolation)
+    gather = runtime.start(script, "agent")
+    assert type(gather) is Gather
+    outcomes = {c.call_id: ResumeValue(c.keyword_args["x"] * 10) for c in gather.calls}
+    got = gather.resume_within(outcomes, 30.0)
+    step = got if type(got) is Complete else (got.wait(30.0), got.result())[1]
+    assert step.value == 30
+    again = runtime.start(script, "agent")
+    ticket = again.resume_async({c.call_id: ResumeValue(1) for c in again.calls})
+    assert ticket.wait(30.0) and ticket.result().value == 2
 
 
 def test_monty_claims_suspension_and_cpython_does_not():

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .exceptions import CodeRuntimeError, SnapshotError
 from .runtime import (
+    AdvanceTicket,
     Call,
     Complete,
     Raised,
@@ -20,7 +21,10 @@ from .runtime import (
     ResumeValue,
     RunStep,
     RuntimeCapabilities,
+    ToolStyle,
     default_tool_catalog,
+    resume_in_thread,
+    step_within,
 )
 
 if TYPE_CHECKING:
@@ -120,6 +124,18 @@ class ScriptedPendingCall:
         self._used = True
         return self._runtime._advance(self._rest, outcome, self.call_id + 1)
 
+    def resume_async(
+        self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> AdvanceTicket:
+        """``resume`` on a worker thread (this runtime has no native worker): its ticket."""
+        return resume_in_thread(self.resume, outcome, os_replay)
+
+    def resume_within(
+        self, outcome: ResumeValue | ResumeError, timeout: float, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep | AdvanceTicket:
+        """``resume_async``, then the step when it finished within ``timeout`` seconds, else the ticket."""
+        return step_within(self.resume_async(outcome, os_replay), timeout)
+
 
 class ScriptedRuntime:
     """Replays planned programs: each ``start`` takes the next program (the script text is
@@ -157,6 +173,15 @@ class ScriptedRuntime:
     def render_tools(self, tools: Sequence[Tool]) -> str:
         """The tool catalog of ``default_tool_catalog(tools)`` (the seam's default rendering)."""
         return default_tool_catalog(tools)
+
+    @property
+    def tool_style(self) -> ToolStyle:
+        """``"call_tool"``: scripts reach tools only through ``call_tool``."""
+        return "call_tool"
+
+    def seal(self, data: bytes) -> str | None:
+        """None: this runtime has no snapshot key (stored turns are not sealed)."""
+        return None
 
     def start(self, script: str, script_name: str = "main.py") -> RunStep:
         """Take the next planned program and run it to its first call or end; ``script`` is only

@@ -20,14 +20,14 @@ nothing travels back through shared mutable fields.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import inspect
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
 
 import anyio
 import pydantic_core
@@ -42,9 +42,19 @@ from ..exceptions import (
     ToolHostError,
     TurnConflictError,
 )
-from ..runtime import Call, Complete, Raised, ResumeError, ResumeValue, bind_call_args
-from ..runtime._stepper import INLINE_WAIT, await_ticket, run_step
-from ..runtime.monty import FINAL_ANSWER, StepTicket, final_answer_step
+from ..runtime import (
+    Call,
+    Complete,
+    Gather,
+    PendingCall,
+    Raised,
+    ResumeError,
+    ResumeValue,
+    RunStep,
+    bind_call_args,
+)
+from ..runtime._stepper import INLINE_WAIT, await_ticket
+from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
 from ..tools import FunctionTool, Tool
 from ..turns._codec import (
@@ -61,10 +71,11 @@ from ..turns._codec import (
 )
 from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
 from ..turns._verify import call_digest, journal_scope, record_data, seal_journal, seal_record, slot_data
-from ._dispatch import failure_of, run_bare_tool, terminal_signal
+from ._dispatch import ToolFailure, failure_of, run_bare_tool, terminal_signal
 from ._output import step_output
 from ._pacing import StopPacer
 from ._position import paused_position
+from ._run import NO_ACTIONS
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -162,53 +173,67 @@ class TurnState:
     calls_since_checkpoint: int = 0
 
 
+@final
 @dataclass(slots=True)
 class _Suspend:
     entry: PendingEntry
     info: PendingCallInfo
 
 
+@final
 @dataclass(slots=True)
 class _Stop:
     event: Event
 
 
+@final
 @dataclass(slots=True)
 class _Budget:
     message: str
 
 
-@dataclass(slots=True)
-class _Ran:
-    """A tool ran: its outcome is to be recorded (after its state changes are stored)."""
-
-    pos: int
-    tool: str
-    digest: str
-    outcome: Outcome
-    changes: bool = False  # the tool changed state or artifacts (stored as an event first)
-
-
-@dataclass(slots=True)
-class _Recorded:
-    """A tool of a gather ran and its outcome is stored already (as soon as it returned)."""
-
-    outcome: Outcome
-
-
+@final
 @dataclass(slots=True)
 class _Final:
     step: Complete
 
 
+_TURN_ENDS = frozenset({_Final, _Stop, _Budget})
+"""The results of a call that end the turn (no later call of a gather is resolved)."""
+
+_STEPS = frozenset({Call, Gather, Complete, Raised})
+"""The step types ``resume_within`` answers with when the advance finished in time."""
+
 _SHORT_SCALARS = frozenset({float, bool, type(None)})
 _SHORT_INT = 2**53
-"""Ints inside this bound (magnitude) have far fewer digits than ``MAX_INT_DIGITS``."""
+"""Ints inside this bound (magnitude) have far fewer digits than ``MAX_INT_DIGITS``: such a
+result needs no plain-data walk, no size check and no blob (``_checked_result``, ``_record``)."""
 
 
+@dataclass(slots=True, frozen=True)
+class _Plan:
+    """What the driver reads once per tool name and turn (``TurnDriver._plan``).
+
+    Attributes:
+        tool: the tool the name resolves to (None: no such tool in this run).
+        gated: its calls need a confirmation (``Run.needs_confirmation``).
+        in_place: ``tool`` when a quick call of it may run in place (``_in_place``): a
+            ``FunctionTool`` whose ``run`` is its own and whose function takes no
+            ``ToolContext``, with no retries, in a run that is not traced, has no plugins
+            and whose agent has no tool callbacks; else None.
+    """
+
+    tool: Tool | None
+    gated: bool
+    in_place: FunctionTool | None = None
+
+
+@final
 @dataclass(slots=True)
 class _Invoke:
-    """The tool is to run now (after its intent is written)."""
+    """The tool is to run now (after its intent is written); once it ran (``_invoke``),
+    ``outcome`` is what the script gets, to be recorded (after the tool's state changes,
+    ``changes``, are stored)."""
 
     tool: Tool
     args: dict[str, Any]
@@ -216,8 +241,21 @@ class _Invoke:
     digest: str
     call_key: str
     journaled: bool  # the journal holds its intent already (a recovery re-runs it)
-    call: Any
+    call: PendingCall
     decided: str = ""  # how it was allowed to run ("approved", "handler", "rerun"), kept in its intent
+    outcome: Outcome | None = None  # set when the tool ran
+    changes: bool = False  # the tool changed state or artifacts (stored as an event before its outcome)
+
+
+_Resolved: TypeAlias = "ResumeValue | ResumeError | _Invoke | _Suspend | _Notice | _Final | _Stop | _Budget"
+"""What ``TurnDriver._resolve`` makes of one call: an ``Outcome`` the script gets now, an
+``_Invoke`` (the tool runs), a ``_Suspend``, a ``_Notice`` (an in-doubt notice and one of the
+others), or a ``_Final`` / ``_Stop`` / ``_Budget`` that ends the turn."""
+
+_Settled: TypeAlias = "ResumeValue | ResumeError | _Invoke | _Suspend | _Final | _Stop | _Budget"
+"""A call's result once its notice is taken out: what ``_Resolved`` holds but a ``_Notice``.
+An ``_Invoke`` with an ``outcome`` ran and its outcome is to be recorded; one without did not
+run (a later call ends the turn, or the confirmation handler failed)."""
 
 
 class TurnDriver:
@@ -235,99 +273,179 @@ class TurnDriver:
         self._emit = ctx.run_config.emit_tool_events
         self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
         self._runtime = agent.runtime
-        self._sealed = getattr(agent.runtime, "seal", None) is not None and agent.runtime.seal(b"") is not None
+        self._sealed = agent.runtime.seal(b"") is not None
         # what every journal seal of this turn binds: the session and the turn (issue 46)
         self._scope = journal_scope(self._key, state.turn) if self._sealed else ""
         self._pacer = StopPacer()  # yields to the event loop between stops (issue 20)
-        self._fast_tools: dict[str, FunctionTool | None] = {}  # _fast_tool's answers this turn
+        self._plans: dict[str, _Plan] = {}  # per tool name, made at its first call of the turn (_plan)
+        self._functions_style = agent.runtime.tool_style == "functions"
+        self._otel = run.otel if run.otel is not None and run.otel.active else None  # spans recorded this run
         self._appender = self._service.journal_appender() if self._service is not None else None
 
     # ------------------------------------------------------------------ the loop
 
-    async def drive(self, step: Any) -> AsyncGenerator[Event | TurnEnd, None]:
+    async def drive(self, step: RunStep) -> AsyncGenerator[Event | TurnEnd, None]:
         """Advances the script from ``step`` until it ends, suspends or the run stops;
         yields the events to store and, last, one ``TurnEnd``."""
         run, st = self.run, self.state
         while True:
             run.turn_stdout += step_output(step)
-            os_log = getattr(step, "os_log", ())
+            os_log = step.os_log
             if os_log and st.advance not in st.journal.os:
                 self._os_unwritten = [JournalRecord("os", st.advance, _json(list(os_log)))]
             if isinstance(step, (Complete, Raised)):
                 yield TurnEnd("finished", step)
                 return
-            gather = not isinstance(step, Call)
-            calls = list(step.calls) if gather else [step.call]
+            gather = type(step) is Gather
+            calls: list[PendingCall] = list(step.calls) if isinstance(step, Gather) else [step.call]
             for call in calls:
                 if call.call_id not in st.positions:
                     st.positions[call.call_id] = st.next_pos
                     st.next_pos += 1
             if self._checkpoint_due() and self._service is not None:
                 await self._checkpoint(step, calls)
-            # The common inline call takes the short path (same records, same order); any
-            # other call, and any call the short path declines, goes through the policy below.
-            fast = None if gather else await self._fast_call(calls[0], st.positions[calls[0].call_id])
-            outcomes: dict[int, Outcome] = {}
-            if fast is None:
-                suspended: list[_Suspend] = []
-                # Each call goes through the same policy; the calls to run now run together
-                # (the calls of a gather concurrently), after their intents are written.
-                resolved: list[tuple[Any, Any]] = []
-                notices: list[Event] = []
-                handler_error: BaseException | None = None
+            # Each call goes through the same policy (_resolve), in call order; the calls to run
+            # now run together (the calls of a gather concurrently), after their intents are
+            # written in one write; then each call's result is settled in call order. A step of
+            # one call (the usual one) takes the same steps without the lists of a gather.
+            arg: Outcome | dict[int, Outcome] | None = None
+            settled: list[_Settled]
+            handler_error: BaseException | None = None
+            if not gather:
+                call = calls[0]
+                one: _Resolved
+                try:
+                    one = await self._resolve(call, st.positions[call.call_id])
+                except _HandlerFailed as failed:
+                    handler_error = failed.cause
+                    one = failed.suspend
+                if type(one) is _Notice:  # the in-doubt notice, stored before its call goes on
+                    yield one.event
+                    one = one.then
+                if type(one) is _Invoke:
+                    if self._emit and not (one.tool.is_long_running and run.supports_suspension):
+                        yield self._call_event(one)  # a long-running call's announcement shows it
+                    if not one.journaled:
+                        intent = [
+                            JournalRecord(
+                                "intent",
+                                one.pos,
+                                _json(
+                                    [one.tool.name, one.digest, one.decided]
+                                    if one.decided
+                                    else [one.tool.name, one.digest]
+                                ),
+                            )
+                        ]  # as _intent writes it
+                        if not self._write_now(intent):
+                            await self._write_awaited(intent)
+                    started = self._in_place(one)
+                    if started is None or (
+                        started[1] is None and (started[0] is NotImplemented or type(started[0]) is CoroutineType)
+                    ):
+                        one = await self._invoke_from(one, started)
+                    else:  # it ran in place: no coroutine for it
+                        one = self._ran(one, started[0], started[1], NO_ACTIONS)
+                    if type(one) is _Invoke:  # it ran: its outcome is recorded
+                        if run.pending.state_delta or run.pending.artifact_delta:
+                            # The tool's state / artifact changes are stored before its outcome:
+                            # a recorded outcome never runs again, so its changes must not be lost.
+                            yield run.event()
+                        ran = one.outcome
+                        value = ran.value if type(ran) is ResumeValue else None
+                        if type(value) is int and -_SHORT_INT < value < _SHORT_INT and not self._emit:
+                            # a short int's record, as _record writes it (no blob, no event)
+                            outcome = [JournalRecord("outcome", one.pos, f'{{"v":{value}}}')]
+                            if not self._write_now(outcome):
+                                await self._write_awaited(outcome)
+                            one = ran  # type: ignore[assignment]
+                        else:
+                            one = await self._record(one.pos, one.tool.name, one.digest, ran)  # type: ignore[arg-type]
+                if type(one) is ResumeValue or type(one) is ResumeError:
+                    if self._events:
+                        for event in self._events:
+                            yield event
+                        self._events.clear()
+                    arg = one
+                else:
+                    settled = [one]
+            else:
+                settled = []
+                runs: list[int] = []  # indexes in ``settled`` of the calls to run now
+                notices: list[Event] | None = None
                 for call in calls:
+                    result: _Resolved
                     try:
                         result = await self._resolve(call, st.positions[call.call_id])
                     except _HandlerFailed as failed:
                         handler_error = failed.cause
                         result = failed.suspend
-                    if isinstance(result, _Notice):  # its call goes on as ``then`` (never one that ends the turn)
+                    if type(result) is _Notice:  # its call goes on as ``then`` (never one that ends the turn)
+                        if notices is None:
+                            notices = []
                         notices.append(result.event)
                         result = result.then
-                    resolved.append((call, result))
-                    if isinstance(result, (_Final, _Stop, _Budget)):
+                    if type(result) is _Invoke:
+                        runs.append(len(settled))
+                    settled.append(result)
+                    if type(result) in _TURN_ENDS:
                         break
-                for notice in notices:  # the in-doubt notices, stored before their calls go on
-                    yield notice
-                invokes = [r for _, r in resolved if isinstance(r, _Invoke)]
-                if invokes and not isinstance(resolved[-1][1], (_Final, _Stop, _Budget)) and handler_error is None:
-                    for inv in invokes:
-                        if self._emit and not (inv.tool.is_long_running and run.supports_suspension):
-                            yield self._call_event(inv)  # a long-running call's announcement shows it
-                    ran = await self._invoke_all(invokes)
-                    resolved = [(call, ran.get(id(r), r)) for call, r in resolved]
-                for call, result in resolved:
-                    if isinstance(result, _Invoke):  # not run: a later call ends the turn, or the handler failed
-                        continue
-                    if isinstance(result, _Final):
-                        yield TurnEnd("finished", result.step)
-                        return
-                    if isinstance(result, _Stop):
-                        yield result.event
-                        yield TurnEnd("stopped")
-                        return
-                    if isinstance(result, _Budget):
-                        yield TurnEnd("budget", message=result.message)
-                        return
-                    if isinstance(result, _Ran):
+                if notices is not None:  # the in-doubt notices, stored before their calls go on
+                    for notice in notices:
+                        yield notice
+                if runs and handler_error is None and type(settled[-1]) not in _TURN_ENDS:
+                    if self._emit:
+                        for i in runs:
+                            inv = settled[i]
+                            assert type(inv) is _Invoke
+                            if not (inv.tool.is_long_running and run.supports_suspension):
+                                yield self._call_event(inv)  # a long-running call's announcement shows it
+                    if len(runs) == 1:  # one tool to run now (the usual single call): no task group
+                        inv = settled[runs[0]]
+                        assert type(inv) is _Invoke
+                        if not inv.journaled:
+                            intent = [_intent(inv)]
+                            if not self._write_now(intent):
+                                await self._write_awaited(intent)
+                        settled[runs[0]] = await self._invoke(inv)
+                    else:
+                        await self._invoke_all(settled, runs)
+            if arg is None:  # settle each call's result in call order
+                outcomes: dict[int, Outcome] = {}
+                suspended: list[_Suspend] | None = None
+                for call, done in zip(calls, settled, strict=False):  # settled stops at a call that ends the turn
+                    if type(done) is _Invoke:
+                        if done.outcome is None:  # not run: a later call ends the turn, or the handler failed
+                            continue
                         if run.pending.state_delta or run.pending.artifact_delta:
                             # The tool's state / artifact changes are stored before its outcome:
                             # a recorded outcome never runs again, so its changes must not be lost.
                             yield run.event()
-                        result = await self._record(result.pos, result.tool, result.digest, result.outcome)
-                    elif isinstance(result, _Recorded):
-                        result = result.outcome
+                        done = await self._record(done.pos, done.tool.name, done.digest, done.outcome)
+                    elif type(done) is _Final:
+                        yield TurnEnd("finished", done.step)
+                        return
+                    elif type(done) is _Stop:
+                        yield done.event
+                        yield TurnEnd("stopped")
+                        return
+                    elif type(done) is _Budget:
+                        yield TurnEnd("budget", message=done.message)
+                        return
                     if self._events:
                         for event in self._events:
                             yield event
                         self._events.clear()
-                    if isinstance(result, _Suspend):
-                        suspended.append(result)
+                    if type(done) is _Suspend:
+                        if suspended is None:
+                            suspended = []
+                        suspended.append(done)
                     else:
-                        outcomes[call.call_id] = result
+                        outcomes[call.call_id] = done
                 if handler_error is not None:
                     # The handler failed: the call it was asked about stays pending, the run ends (the
                     # other calls of a gather that were to run now run when the script resumes).
+                    suspended = suspended or []
                     async for event in self._suspend(step, calls, suspended):
                         yield event
                     raise ConfirmationHandlerError(
@@ -340,11 +458,9 @@ class TurnDriver:
                         yield event
                     yield TurnEnd("suspended")
                     return
+                arg = outcomes if gather else outcomes[calls[0].call_id]
             try:
-                if fast is not None:
-                    step = await self._advance(step, fast, False)
-                else:
-                    step = await self._advance(step, outcomes if gather else next(iter(outcomes.values())), gather)
+                step = await self._advance(step, arg, gather)
             except SnapshotError as exc:
                 run.end("error", keep_slot=True)
                 yield run.stale_event(str(exc))
@@ -356,16 +472,15 @@ class TurnDriver:
                 yield TurnEnd("stopped")
                 return
 
-    async def _advance(self, step: Any, arg: Outcome | dict[int, Outcome], gather: bool) -> Any:
-        """Resumes the script with the outcomes of its pending calls, on a worker thread.
+    async def _advance(self, step: Call | Gather, arg: Outcome | dict[int, Outcome], gather: bool) -> RunStep:
+        """Resumes the script with the outcomes of its pending calls, off the event loop.
 
         Every advance runs off the event loop (issue 20: one run inline could not be
         interrupted, so a script that looped after a tool call held the loop for its whole
-        ``max_duration``). The native ``resume_async`` of the runtime's continuations hands
-        the advance to a native worker that never takes the GIL; the loop blocks at most
-        ``INLINE_WAIT`` seconds for it (a short advance comes back without an event-loop
-        round trip), then awaits it without blocking. A runtime without that variant goes
-        through ``run_step``.
+        ``max_duration``). The seam's ``resume_within`` hands the advance to the runtime's
+        worker (Monty's native one never takes the GIL) and waits at most ``INLINE_WAIT``
+        seconds for it: the usual short advance comes back as its step, without an
+        event-loop round trip; a longer one as its ticket, awaited without blocking.
 
         ``arg``: the outcome of the paused call, or of a gather its outcomes by call id.
         """
@@ -374,28 +489,19 @@ class TurnDriver:
             await self._pacer.pace()
         st.advance += 1
         replay = st.journal.os.get(st.advance)
-        target = step if gather else step.call
-        within = getattr(target, "resume_within", None)
-        if within is not None:
-            # One native call hands the advance over and waits for it: the usual short one
-            # comes back as its step, a longer one as its ticket, awaited without blocking.
-            got = within(arg, INLINE_WAIT, replay)
-            if type(got) is StepTicket:
-                return await await_ticket(got, waited=True)
-            return got
-        native = getattr(target, "resume_async", None)
-        if native is None:
-            fn = functools.partial(target.resume, os_replay=replay) if replay else target.resume
-            return await run_step(fn, arg)
-        ticket = native(arg, os_replay=replay) if replay else native(arg)
-        if ticket.wait(INLINE_WAIT):  # the usual short advance: no coroutine for the wait
-            return ticket.result()
-        return await await_ticket(ticket, waited=True)
+        if gather:
+            got = step.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
+        else:
+            got = step.call.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
+        if type(got) in _STEPS:
+            return got  # type: ignore[return-value]
+        result: RunStep = await await_ticket(got, waited=True)
+        return result
 
     # ------------------------------------------------------------------ one call
 
     def _pending_of(
-        self, call: Any, pos: int, tool: str, args: dict[str, Any], kind: str = "confirmation", hint: Any = None
+        self, call: PendingCall, pos: int, tool: str, args: dict[str, Any], kind: str = "confirmation", hint: Any = None
     ) -> _Suspend:
         st = self.state
         call_key = f"{st.turn}:{pos}"
@@ -422,144 +528,42 @@ class TurnDriver:
         )
         return _Suspend(entry, info)
 
-    async def _fast_call(self, call: Any, pos: int) -> Outcome | None:
-        """The short path of the most common call (issue 21): a live call (not journaled, not
-        pending) of a plain ``FunctionTool`` with no context parameter, no confirmation, no
-        long-running result, no timeout to enforce and no retries, on an agent with no tool
-        callbacks, plugins, tool events or tracing. It writes the same records in the same
-        order as the policy of ``_resolve`` / ``_invoke_all`` / ``Run.execute`` would: the
-        intent, then the tool runs, then its outcome.
-
-        Returns:
-            The recorded outcome the script resumes with, or None when the call is not of
-            that kind or its arguments would be refused (a budget, an open circuit breaker,
-            arguments that do not bind, are not plain or have no digest); nothing was done
-            then, and the caller takes the general path, which gives the same answer it
-            always did. The agent's callbacks and plugins are read before the intent's
-            write (the general path reads them just after it); the tool's thread mode, which
-            another session's call can change meanwhile, is read again after it.
-
-        Raises:
-            AlreadyResumingError: another runner took the turn over (from ``_write``).
-            ToolHostError: the tool reported a host failure (the run ends).
-        """
-        run, st, agent = self.run, self.state, self.agent
-        if pos in st.journal.calls or pos in st.pending:
-            return None
-        try:
-            tool = self._fast_tools[call.name]
-        except KeyError:
-            tool = self._fast_tools[call.name] = self._fast_tool(call.name)
-        if (
-            tool is None
-            or (agent.tool_timeout is not None and not tool.runs_inline)
-            or run.pending.state_delta
-            or run.pending.artifact_delta
-            or run.breaker.is_open(tool.name)
-            or ((agent.max_script_seconds is not None or agent.max_tool_calls is not None) and self._budget_breach(pos))
-        ):
-            return None
-        try:
-            args = bind_call_args(tool, call.positional_args, call.keyword_args)
-        except TypeError:
-            return None
-        digest = plain_args_digest(args)
-        if digest is None:
-            return None
-        # From here on, as the general path does for this call.
-        intent = [JournalRecord("intent", pos, _json([tool.name, digest]))]
-        if not self._write_now(intent):
-            await self._write_awaited(intent)
-        run.tools_ran.append(tool.name)
-        failure = None
-        if agent.tool_timeout is not None and not tool.runs_inline:
-            # Back in its worker thread since the check above (a slow call of the same tool in
-            # another session, during the intent's write): its timeout applies, as it would
-            # on the general path, which reads this after the write.
-            value, failure = await run_bare_tool(
-                tool,
-                args,
-                f"{st.turn}:{pos}",
-                run.ctx.session,
-                timeout=agent.tool_timeout,
-                retry=agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget),
-                breaker=run.breaker,
-            )
-        else:
-            try:
-                # The usual quick sync tool runs without a coroutine; run_inline reads the
-                # tool's mode once and declines (NotImplemented) when the call is not inline.
-                value = tool.run_inline(args)
-                if value is NotImplemented:
-                    value = await tool.run(args, None)  # type: ignore[arg-type]
-                elif inspect.iscoroutine(value):  # the function returned an awaitable
-                    value = await value
-            except ToolHostError:
-                raise  # the host's failure, not the script's: it ends the run
-            except (Exception, SystemExit) as exc:  # as ``_attempts``: SystemExit never ends the host's run
-                failure = failure_of(tool, None, exc, f"{st.turn}:{pos}", run.ctx.session)
-            run.breaker.record(tool.name, failure is None)
-        if failure is None and (
-            type(value) in _SHORT_SCALARS or (type(value) is int and -_SHORT_INT < value < _SHORT_INT)
-        ):
-            # A scalar result (a short int, a float, a bool, None) is plain: no walk, no
-            # length check (_checked_result's) and no blob; an int's record is written here,
-            # as encode_outcome would write it.
-            outcome: Outcome = ResumeValue(value)
-            text = f'{{"v":{value}}}' if type(value) is int else encode_outcome(outcome).decode()
-        else:
-            if failure is not None:
-                outcome = ResumeError(failure.message, failure.exc_type)
-            else:
-                outcome = self._checked_result(tool, value)
-            try:
-                data = encode_outcome(outcome)
-            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-                data = b""
-            if not data or len(data) > INLINE_VALUE_LIMIT:  # escaped, refused or kept as a blob: as _record does
-                return await self._record(pos, tool.name, digest, outcome)
-            text = data.decode()
-        records = [JournalRecord("outcome", pos, text)]
-        if not self._write_now(records):
-            await self._write_awaited(records)
-        return outcome
-
-    def _fast_tool(self, name: str) -> FunctionTool | None:
-        """The tool ``name`` when its calls may take the short path as far as nothing that
-        changes within a turn forbids it (``_fast_call`` checks the rest per call): a plain
-        ``FunctionTool`` with no context parameter, no confirmation, no long-running result
-        and no retries, on an agent with no tool callbacks, plugins or tool events, in a run
-        that is not traced; else None. Read once per tool and turn (``_fast_tools``)."""
+    def _plan(self, name: str) -> _Plan:
+        """The plan of the tool the script calls ``name``, made at its first call of the turn."""
         run, agent = self.run, self.agent
         tool = run.tools.get(name)
-        if (
-            type(tool) is not FunctionTool  # a subclass may have its own run or policy
-            or tool.context_parameter is not None
-            or tool.is_long_running
-            or self._emit
-            or run.plugins
-            or agent.before_tool
-            or agent.after_tool
-            or agent.after_tool_full
-            or agent.on_tool_error
-            or (run.otel is not None and run.otel.active)
-            or run.needs_confirmation(tool)
-        ):
-            return None
+        if tool is None:
+            return _Plan(None, False)
         retry = agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget)
-        if retry is not None and retry.max_retries:
-            return None
-        return tool
+        in_place = (
+            tool
+            if isinstance(tool, FunctionTool)
+            and type(tool).run is FunctionTool.run  # a subclass's own run may read its context
+            and tool.context_parameter is None
+            and not (retry is not None and retry.max_retries)
+            and not (run.plugins or agent.before_tool or agent.after_tool or agent.after_tool_full)
+            and not agent.on_tool_error
+            and self._otel is None
+            else None
+        )
+        return _Plan(tool, run.needs_confirmation(tool), in_place)
 
-    async def _resolve(self, call: Any, pos: int) -> Any:
+    async def _resolve(self, call: PendingCall, pos: int) -> _Resolved:
+        """What becomes of one call (the policy every call goes through): an outcome the
+        script gets now, a tool to run (``_Invoke``), a pause, or the end of the turn."""
         agent, run, st = self.agent, self.run, self.state
-        tool = run.tools.get(call.name)
-        if tool is None and call.name == FINAL_ANSWER and getattr(agent.runtime, "tool_style", None) == "functions":
+        try:
+            plan = self._plans[call.name]
+        except KeyError:
+            plan = self._plans[call.name] = self._plan(call.name)
+        tool = plan.tool
+        if tool is None and self._functions_style and call.name == FINAL_ANSWER:
             outcome = final_answer_step(call.positional_args, call.keyword_args)
             if isinstance(outcome, Complete):
                 return _Final(outcome)
             return outcome
-        if pos not in st.journal.calls and pos not in st.pending:
+        live = pos not in st.journal.calls and pos not in st.pending
+        if live and (agent.max_tool_calls is not None or agent.max_script_seconds is not None):
             # Every stop counts, an unknown tool or refused arguments too (issue 20): a loop of
             # them caught by try/except ends at the budget like a loop of real calls.
             budget = self._budget_breach(pos)
@@ -572,18 +576,17 @@ class TurnDriver:
             args = bind_call_args(tool, call.positional_args, call.keyword_args)
         except TypeError as exc:
             return ResumeError(str(exc), "TypeError")
-        problem = value_problem(args, "")  # the label is spelled out only for a message
-        if problem is not None:
-            problem = value_problem(args, f"the arguments of {tool.name!r}")
-        if problem is not None:
-            return ResumeError(f"{problem}; the tool did not run", "ValueError")
-        try:
-            digest = args_digest(args)
-        except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
-            return ResumeError(
-                f"the arguments of {tool.name!r} cannot cross the boundary ({exc}); the tool did not run", "ValueError"
-            )
+        digest = plain_args_digest(args)  # one native walk for the usual plain arguments
+        if digest is None:
+            checked = _args_digest_or_error(tool, args)
+            if isinstance(checked, ResumeError):
+                return checked
+            digest = checked
         call_key = f"{st.turn}:{pos}"
+        if live:
+            if not plan.gated:
+                return _Invoke(tool, args, pos, digest, call_key, False, call)
+            return await self._gated(tool, args, pos, digest, call_key, call)
         entry = st.journal.calls.get(pos)
         if entry is not None:
             if entry.tool != tool.name or entry.digest != digest:
@@ -595,59 +598,65 @@ class TurnDriver:
             if waiting is None or waiting.kind == "confirmation":
                 # started (approved, or not gated) and never recorded: it may have run
                 return await self._in_doubt(tool, args, pos, digest, call_key, call)
-        waiting = st.pending.get(pos)
-        if waiting is not None:
-            decision = st.decisions.get(call_key)
-            if decision is not None and decision is not True:
-                reason = f": {decision}" if isinstance(decision, str) and decision else ""
-                what = "call to" if waiting.kind == "confirmation" else "long-running call to"
-                denied = ResumeError(f"{what} {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
-                return await self._record(pos, tool.name, digest, denied, intent=True)
-            if waiting.kind == "completion":
-                if call_key not in st.responses:
-                    return self._pending_of(call, pos, tool.name, args, "completion", waiting.hint)
-                result = self._checked_result(tool, st.responses[call_key])
-                return await self._record(pos, tool.name, digest, result, intent=True)
-            if waiting.kind == "in_doubt":
-                return await self._in_doubt(tool, args, pos, digest, call_key, call, waiting=True)
-            if decision is None:
-                return await self._ask(tool, args, pos, digest, call_key, call)
-            return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
-        if run.needs_confirmation(tool):
-            decision = st.decisions.get(call_key)
-            if decision is None and not run.gates_all(tool):
-                try:
-                    asks = await tool.confirmation_required(args)
-                except Exception as exc:  # a per-call check of the host failed: the script hears of it
-                    log.warning("confirmation check of tool %r failed", tool.name, exc_info=True)
-                    return ResumeError(
-                        f"the confirmation check of {tool.name!r} failed ({type(exc).__name__}); the tool did not run",
-                        "RuntimeError",
-                    )
-                if not asks:
-                    return _Invoke(tool, args, pos, digest, call_key, False, call)
-            if decision is None:
-                if not run.supports_suspension and run.ctx.run_config.tool_confirmation_handler is None:
-                    return ResumeError(
-                        f"tool {tool.name!r} requires confirmation, but this runtime cannot pause for a human "
-                        "decision; the call was refused",
-                        "PermissionError",
-                    )
-                check = getattr(tool, "check_args", None)  # a call that can never validate is not put to a human
-                try:
-                    if check is not None:
-                        check(args)
-                except ToolArgumentError as exc:
-                    return ResumeError(f"{exc}; the tool did not run and no confirmation was requested", "TypeError")
-                return await self._ask(tool, args, pos, digest, call_key, call)
-            if decision is not True:
-                reason = f": {decision}" if isinstance(decision, str) and decision else ""
-                denied = ResumeError(f"call to {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
-                return await self._record(pos, tool.name, digest, denied, intent=True)
-            return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
-        return _Invoke(tool, args, pos, digest, call_key, False, call)
+        waiting = st.pending[pos]  # not live, not answered by the journal: the call is pending
+        decision = st.decisions.get(call_key)
+        if decision is not None and decision is not True:
+            reason = f": {decision}" if isinstance(decision, str) and decision else ""
+            what = "call to" if waiting.kind == "confirmation" else "long-running call to"
+            denied = ResumeError(f"{what} {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
+            return await self._record(pos, tool.name, digest, denied, intent=True)
+        if waiting.kind == "completion":
+            if call_key not in st.responses:
+                return self._pending_of(call, pos, tool.name, args, "completion", waiting.hint)
+            result = self._checked_result(tool, st.responses[call_key])
+            return await self._record(pos, tool.name, digest, result, intent=True)
+        if waiting.kind == "in_doubt":
+            return await self._in_doubt(tool, args, pos, digest, call_key, call, waiting=True)
+        if decision is None:
+            return await self._ask(tool, args, pos, digest, call_key, call)
+        return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
 
-    async def _ask(self, tool: Tool, args: dict[str, Any], pos: int, digest: str, call_key: str, call: Any) -> Any:
+    async def _gated(
+        self, tool: Tool, args: dict[str, Any], pos: int, digest: str, call_key: str, call: PendingCall
+    ) -> _Resolved:
+        """A live call of a tool that needs a confirmation: its decision, the tool's per-call
+        check, the run's handler or a pause."""
+        run, st = self.run, self.state
+        decision = st.decisions.get(call_key)
+        if decision is None and not run.gates_all(tool):
+            try:
+                asks = await tool.confirmation_required(args)
+            except Exception as exc:  # a per-call check of the host failed: the script hears of it
+                log.warning("confirmation check of tool %r failed", tool.name, exc_info=True)
+                return ResumeError(
+                    f"the confirmation check of {tool.name!r} failed ({type(exc).__name__}); the tool did not run",
+                    "RuntimeError",
+                )
+            if not asks:
+                return _Invoke(tool, args, pos, digest, call_key, False, call)
+        if decision is None:
+            if not run.supports_suspension and run.ctx.run_config.tool_confirmation_handler is None:
+                return ResumeError(
+                    f"tool {tool.name!r} requires confirmation, but this runtime cannot pause for a human "
+                    "decision; the call was refused",
+                    "PermissionError",
+                )
+            check = getattr(tool, "check_args", None)  # a call that can never validate is not put to a human
+            try:
+                if check is not None:
+                    check(args)
+            except ToolArgumentError as exc:
+                return ResumeError(f"{exc}; the tool did not run and no confirmation was requested", "TypeError")
+            return await self._ask(tool, args, pos, digest, call_key, call)
+        if decision is not True:
+            reason = f": {decision}" if isinstance(decision, str) and decision else ""
+            denied = ResumeError(f"call to {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
+            return await self._record(pos, tool.name, digest, denied, intent=True)
+        return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
+
+    async def _ask(
+        self, tool: Tool, args: dict[str, Any], pos: int, digest: str, call_key: str, call: PendingCall
+    ) -> _Resolved:
         """A gated call with no decision: the run's confirmation handler decides, else the
         turn suspends for a human."""
         suspend = self._pending_of(call, pos, tool.name, args)
@@ -691,10 +700,10 @@ class TurnDriver:
         pos: int,
         digest: str,
         call_key: str,
-        call: Any,
+        call: PendingCall,
         *,
         waiting: bool = False,
-    ) -> Any:
+    ) -> _Resolved:
         """A recovered call with an intent and no outcome: it may have run. Per the tool's
         ``on_in_doubt``: run it again, pause for a human, or fail it into the script; a
         notice event is always emitted."""
@@ -743,35 +752,32 @@ class TurnDriver:
             custom_metadata={"codeact_kind": "in_doubt", "call_key": call_key, "tool": tool, "action": action},
         )
 
-    async def _invoke_all(self, invokes: list[_Invoke]) -> dict[int, _Ran | _Recorded | _Suspend | _Stop]:
-        """Runs the tools of ``invokes`` (keyed by ``id()`` of each): their intents first, in
-        one write (a decision becomes durable here, with the resume that uses it), then the
-        tools, concurrently when there are several (the calls of one gather)."""
+    async def _invoke_all(self, settled: list[_Settled], runs: list[int]) -> None:
+        """Runs the tools of the ``_Invoke`` entries of ``settled`` at the indexes ``runs``,
+        replacing each by its result: their intents first, in one write (a decision becomes
+        durable here, with the resume that uses it), then the tools, concurrently (the calls
+        of one gather; ``drive`` runs a single call itself, without a task group)."""
+        invokes: list[_Invoke] = [settled[i] for i in runs]  # type: ignore[misc]
         intents = [_intent(inv) for inv in invokes if not inv.journaled]
-        if intents:
-            await self._write(intents)
-        if len(invokes) == 1:
-            return {id(invokes[0]): await self._invoke(invokes[0])}
-        results: dict[int, _Ran | _Recorded | _Suspend | _Stop] = {}
+        if intents and not self._write_now(intents):
+            await self._write_awaited(intents)
         writing = anyio.Lock()
 
-        async def one(inv: _Invoke) -> None:
+        async def one(i: int, inv: _Invoke) -> None:
             result = await self._invoke(inv)
-            if isinstance(result, _Ran) and not result.changes:
+            if type(result) is _Invoke and result.outcome is not None and not result.changes:
                 # Stored as soon as this tool returns, not when its slowest sibling does: a
                 # crash meanwhile never runs it again. A tool that changed state waits for the
                 # gather's end, where its changes are stored (as an event) before its outcome.
                 async with writing:
-                    results[id(inv)] = _Recorded(
-                        await self._record(result.pos, result.tool, result.digest, result.outcome)
-                    )
+                    settled[i] = await self._record(result.pos, result.tool.name, result.digest, result.outcome)
                 return
-            results[id(inv)] = result
+            settled[i] = result
 
         try:
             async with anyio.create_task_group() as tg:
-                for inv in invokes:
-                    tg.start_soon(one, inv)
+                for i, inv in zip(runs, invokes, strict=True):
+                    tg.start_soon(one, i, inv)
         except BaseException as exc:
             # A store failure while recording (or a crash) raises as itself, not wrapped in the
             # task group's exception group, as it does outside a gather.
@@ -779,14 +785,69 @@ class TurnDriver:
             if inner:
                 raise inner[0] from None
             raise
-        return results
 
-    async def _invoke(self, inv: _Invoke) -> _Ran | _Suspend | _Stop:
-        """Runs the tool (its intent is written already)."""
+    async def _invoke(self, inv: _Invoke) -> _Invoke | _Suspend | _Stop:
+        """Runs the tool (its intent is written already): ``inv`` with its ``outcome`` and
+        ``changes`` set, a pause for a long-running call, or the end of the run."""
+        return await self._invoke_from(inv, self._in_place(inv))
+
+    def _in_place(self, inv: _Invoke) -> tuple[Any, ToolFailure | None] | None:
+        """Starts the usual quick call in place, as ``Run.execute`` would run it (no context,
+        no callbacks, no retries, no timeout to enforce) but without a coroutine per layer
+        (issue 21): ``(value, failure)``, where a value that is an awaitable the function
+        returned, or ``NotImplemented`` (the tool went back to its worker thread), is still to
+        be awaited (``_invoke_from``); None when the call is not one to run in place (nothing
+        ran). The plan (``_plan``) read the run's tracing, plugins and tool callbacks at the
+        tool's first call of the turn, as the short path before it did."""
+        run, s = self.run, self.agent
+        bare = self._plans[inv.call.name].in_place
+        if bare is None or (s.tool_timeout is not None and not bare.runs_inline) or run.breaker.is_open(bare.name):
+            return None
+        run.tools_ran.append(bare.name)
+        try:
+            # run_inline reads the tool's mode once and declines (NotImplemented) when it
+            # went back to its worker thread, where the agent's timeout applies.
+            value = bare.run_inline(inv.args)
+        except ToolHostError:
+            raise  # the host's failure, not the script's: it ends the run
+        except (Exception, SystemExit) as exc:  # as _attempts: SystemExit never ends the host's run
+            failure = failure_of(bare, None, exc, inv.call_key, run.ctx.session)
+            run.breaker.record(bare.name, False)
+            return None, failure
+        if value is not NotImplemented and type(value) is not CoroutineType:
+            run.breaker.record(bare.name, True)
+        return value, None
+
+    async def _invoke_from(
+        self, inv: _Invoke, started: tuple[Any, ToolFailure | None] | None
+    ) -> _Invoke | _Suspend | _Stop:
+        """``_invoke`` once ``_in_place`` answered ``started`` for ``inv``."""
         run = self.run
-        tool, args, pos, digest, call_key = inv.tool, inv.args, inv.pos, inv.digest, inv.call_key
-        otel = run.otel
-        if otel is not None and otel.active:
+        tool, args, call_key = inv.tool, inv.args, inv.call_key
+        if started is not None:
+            value, failure = started
+            actions = NO_ACTIONS
+            if failure is None and (value is NotImplemented or type(value) is CoroutineType):
+                if value is not NotImplemented:  # the function returned an awaitable
+                    try:
+                        value = await value
+                        run.breaker.record(tool.name, True)
+                    except ToolHostError:
+                        raise
+                    except (Exception, SystemExit) as exc:
+                        value, failure = None, failure_of(tool, None, exc, call_key, run.ctx.session)
+                        run.breaker.record(tool.name, False)
+                if value is NotImplemented:
+                    value, failure = await run_bare_tool(
+                        tool,
+                        args,
+                        call_key,
+                        run.ctx.session,
+                        timeout=self.agent.tool_timeout,
+                        retry=None,
+                        breaker=run.breaker,
+                    )
+        elif (otel := self._otel) is not None:
             with otel.tool(tool.name, call_key, args) as span:
                 value, failure, actions = await run.execute(tool, args, call_key)
                 if failure is not None:
@@ -795,18 +856,39 @@ class TurnDriver:
                     span.record_result(value)
         else:
             value, failure, actions = await run.execute(tool, args, call_key)
-        if terminal_signal(actions):
-            run.end("handed_off")
-            return _Stop(run.handoff_event(actions))
-        changes = bool(actions.state_delta or actions.artifact_delta)
+        return self._ran(inv, value, failure, actions)
+
+    def _ran(self, inv: _Invoke, value: Any, failure: ToolFailure | None, actions: Any) -> _Invoke | _Suspend | _Stop:
+        """``inv`` once its tool returned ``value`` or failed (``failure``) with the tool
+        context's ``actions``: its ``outcome`` and ``changes`` set, a pause for a long-running
+        call, or the end of the run."""
+        run, tool = self.run, inv.tool
+        changes = False
+        if actions is not NO_ACTIONS:  # a call with a ToolContext: its actions may end the run or change state
+            if terminal_signal(actions):
+                run.end("handed_off")
+                return _Stop(run.handoff_event(actions))
+            changes = bool(actions.state_delta or actions.artifact_delta)
+        inv.changes = changes
         if failure is not None:
-            return _Ran(pos, tool.name, digest, ResumeError(failure.message, failure.exc_type), changes)
+            inv.outcome = ResumeError(failure.message, failure.exc_type)
+            return inv
         if tool.is_long_running and run.supports_suspension:
             hint = value if isinstance(value, str) or value is None else _json(value)
-            return self._pending_of(inv.call, pos, tool.name, args, "completion", hint)
-        return _Ran(pos, tool.name, digest, self._checked_result(tool, value), changes)
+            return self._pending_of(inv.call, inv.pos, tool.name, inv.args, "completion", hint)
+        kind = type(value)
+        if kind in _SHORT_SCALARS or (kind is int and -_SHORT_INT < value < _SHORT_INT):
+            inv.outcome = ResumeValue(value)  # plain by its type: no walk
+        else:
+            inv.outcome = self._checked_result(tool, value)
+        return inv
 
     def _checked_result(self, tool: Tool, value: Any) -> Outcome:
+        """``value`` as the outcome the script gets: a result that cannot cross the boundary,
+        or a completion's error, becomes the script's exception."""
+        kind = type(value)
+        if kind in _SHORT_SCALARS or (kind is int and -_SHORT_INT < value < _SHORT_INT):
+            return ResumeValue(value)  # plain by its type: no walk
         if isinstance(value, CompletionError):  # the caller completed the call with an error
             return ResumeError(f"long-running call to {tool.name!r} failed: {value.message}", "RuntimeError")
         problem = value_problem(value, "")  # the label is spelled out only for a message
@@ -860,22 +942,32 @@ class TurnDriver:
         error the script gets when the value is too large for the boundary. A value that
         cannot be encoded as it is (a str with lone surrogates) is recorded, and given to the
         script, escaped; one that cannot be encoded at all becomes the script's error."""
-        try:
-            data = encode_outcome(outcome)
-        except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-            outcome = _escaped(outcome, tool)
-            data = encode_outcome(outcome)
-        if len(data) > MAX_VALUE_BYTES:
-            outcome = ResumeError(f"the result of {tool!r} is larger than {MAX_VALUE_BYTES} bytes", "ValueError")
-            data = encode_outcome(outcome)
-        elif len(data) > INLINE_VALUE_LIMIT and self._service is not None:
-            blob = hashlib.sha256(data).hexdigest()
-            app, user, sid = self._key
-            await self._service.put_blob(app_name=app, user_id=user, session_id=sid, digest=blob, data=data)
-            data = _json({"r": blob, "n": len(data)}).encode()
-        records = [JournalRecord("intent", pos, _json([tool, digest]))] if intent else []
-        records.append(JournalRecord("outcome", pos, data.decode()))
-        await self._write(records)
+        value: Any = outcome.value if type(outcome) is ResumeValue else outcome
+        kind = type(value)
+        if kind is int and -_SHORT_INT < value < _SHORT_INT:
+            text = f'{{"v":{value}}}'  # as encode_outcome writes it
+        elif kind in _SHORT_SCALARS:
+            text = encode_outcome(outcome).decode()
+        else:
+            try:
+                data = encode_outcome(outcome)
+            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+                outcome = _escaped(outcome, tool)
+                data = encode_outcome(outcome)
+            if len(data) > MAX_VALUE_BYTES:
+                outcome = ResumeError(f"the result of {tool!r} is larger than {MAX_VALUE_BYTES} bytes", "ValueError")
+                data = encode_outcome(outcome)
+            elif len(data) > INLINE_VALUE_LIMIT and self._service is not None:
+                blob = hashlib.sha256(data).hexdigest()
+                app, user, sid = self._key
+                await self._service.put_blob(app_name=app, user_id=user, session_id=sid, digest=blob, data=data)
+                data = _json({"r": blob, "n": len(data)}).encode()
+            text = data.decode()
+        records = [JournalRecord("outcome", pos, text)]
+        if intent:
+            records.insert(0, JournalRecord("intent", pos, _json([tool, digest])))
+        if not self._write_now(records):
+            await self._write_awaited(records)
         if self._emit:
             self._events.append(self._response_event(f"{self.state.turn}:{pos}", tool, outcome))
         return outcome
@@ -1056,7 +1148,7 @@ class TurnDriver:
             and time.monotonic() - st.last_checkpoint >= agent.checkpoint_every_seconds
         )
 
-    async def _checkpoint(self, step: Any, calls: list[Any]) -> None:
+    async def _checkpoint(self, step: Call | Gather, calls: list[PendingCall]) -> None:
         st = self.state
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
         await self.save(
@@ -1065,10 +1157,12 @@ class TurnDriver:
         st.calls_since_checkpoint = 0
         st.last_checkpoint = time.monotonic()
 
-    def _at(self, call: Any) -> CallPosition:
+    def _at(self, call: PendingCall) -> CallPosition:
         return CallPosition(call_id=call.call_id, pos=self.state.positions[call.call_id])
 
-    async def _suspend(self, step: Any, calls: list[Any], suspended: list[_Suspend]) -> AsyncGenerator[Event, None]:
+    async def _suspend(
+        self, step: Call | Gather, calls: list[PendingCall], suspended: list[_Suspend]
+    ) -> AsyncGenerator[Event, None]:
         agent, run = self.agent, self.run
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
         await self.save(
@@ -1086,12 +1180,13 @@ class TurnDriver:
             yield event
 
 
+@final
 @dataclass(slots=True)
 class _Notice:
     """An event to emit before the call's result (an in-doubt notice), and the result."""
 
     event: Event
-    then: Any
+    then: ResumeValue | ResumeError | _Invoke | _Suspend
 
 
 class _HandlerFailed(Exception):
@@ -1109,6 +1204,20 @@ def _intent(inv: _Invoke) -> JournalRecord:
         inv.pos,
         _json([inv.tool.name, inv.digest, inv.decided] if inv.decided else [inv.tool.name, inv.digest]),
     )
+
+
+def _args_digest_or_error(tool: Tool, args: dict[str, Any]) -> str | ResumeError:
+    """The digest of arguments ``plain_args_digest`` declined, or the error the script gets
+    when they cannot cross the boundary (the checks that name why)."""
+    problem = value_problem(args, f"the arguments of {tool.name!r}")
+    if problem is not None:
+        return ResumeError(f"{problem}; the tool did not run", "ValueError")
+    try:
+        return args_digest(args)
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
+        return ResumeError(
+            f"the arguments of {tool.name!r} cannot cross the boundary ({exc}); the tool did not run", "ValueError"
+        )
 
 
 def _verdict(verdict: Any) -> tuple[bool | None, str]:

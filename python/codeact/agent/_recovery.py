@@ -9,13 +9,14 @@ import binascii
 import functools
 import logging
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from pydantic import ValidationError
 
 from ..events import Content, Event
 from ..exceptions import ReplayDivergenceError, SnapshotError, TurnConflictError
+from ..runtime import SessionRestoringRuntime
 from ..runtime._stepper import run_step
 from ..sessions._journal import TurnSlot
 from ..turns._codec import claim_decisions
@@ -126,7 +127,8 @@ async def restore(
     if in_session:
         # no continuation: the script runs again from the idle session it started from
         try:
-            run.session = await run_step(runtime.load_session, run.session_start)
+            # in_session: the agent checked the runtime has namespace sessions (_uses_session)
+            run.session = await run_step(cast(SessionRestoringRuntime, runtime).load_session, run.session_start)
         except SnapshotError as exc:
             run.end("error", keep_slot=True)
             yield run.stale_event(str(exc))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..events import Content, Event, EventActions, UsageMetadata
 from ..exceptions import UnknownToolError
+from ..runtime import CodeRuntime
 from ..tools import FunctionTool, Tool, ToolContext
 from ..toolsets import tool_names
 from ..turns._verify import LeaseKeeper
@@ -63,7 +64,7 @@ class AgentSettings(Protocol):
     """The agent options the run's pieces read (``CodeActAgent`` has them all: see its fields)."""
 
     name: str
-    runtime: Any
+    runtime: CodeRuntime
     max_tool_calls: int | None
     max_script_seconds: float | None
     checkpoint_every: int | None

@@ -3,6 +3,7 @@
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
 from ._oneshot import RunResult, ScriptError, ScriptSuspended, SuspendScript, ToolCallLimitError
 from ._seam import (
+    AdvanceTicket,
     Call,
     CodeRuntime,
     Complete,
@@ -17,15 +18,20 @@ from ._seam import (
     RuntimeCapabilities,
     SessionRestoringRuntime,
     SuspendingRuntime,
+    ThreadTicket,
     ToolCallChecking,
+    ToolStyle,
     bind_call_args,
     check_tool_calls,
     default_tool_catalog,
+    resume_in_thread,
+    step_within,
 )
 from .cpython import CPythonRuntime
 from .monty import FrozenClock, MontyRuntime, Mount, NamespaceSession, PathAccess, ResourceLimits, SteppingClock
 
 __all__ = (
+    "AdvanceTicket",
     "CPythonRuntime",
     "Call",
     "CodeRuntime",
@@ -55,9 +61,13 @@ __all__ = (
     "SteppingClock",
     "SuspendingRuntime",
     "ToolCallChecking",
+    "ThreadTicket",
     "ToolCallLimitError",
+    "ToolStyle",
     "ValueConversionError",
     "bind_call_args",
     "check_tool_calls",
     "default_tool_catalog",
+    "resume_in_thread",
+    "step_within",
 )

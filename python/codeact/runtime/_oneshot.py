@@ -405,11 +405,7 @@ async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool, inlin
                     # sync tools on worker threads, so the calls of a gather overlap
                     tg.start_soon(_serve_into, outcomes, drive, job, gathered, True)
             outcomes = dict(sorted(outcomes.items()))  # settled in call order, whichever finished first
-            gather_async = getattr(step, "resume_async", None)
-            if gather_async is not None:
-                step = await _advance(gather_async(outcomes))
-            else:
-                step = await anyio.to_thread.run_sync(step.resume, outcomes)
+            step = await _advance(step.resume_async(outcomes))
             continue
         fn, outcome = drive.lookup(step)
         if isinstance(outcome, RunResult):
@@ -420,16 +416,13 @@ async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool, inlin
                 outcome = await _serve(drive, fn, call.name, call.positional_args, call.keyword_args, sync_in_thread)
             except SuspendScript as pause:
                 raise drive.suspended(call, pause) from None
-        resume_async = getattr(call, "resume_async", None)
         if inline:
             started = time.perf_counter()
             step = call.resume(outcome)
             # one slow advance and the rest of the run goes back to the worker threads
             inline = time.perf_counter() - started < INLINE_STEP_SECONDS
-        elif resume_async is not None:
-            step = await _advance(resume_async(outcome))
         else:
-            step = await anyio.to_thread.run_sync(call.resume, outcome)
+            step = await _advance(call.resume_async(outcome))
     return drive.finish(step)
 
 

@@ -40,7 +40,19 @@ from typing import Any
 
 from .._values import problem
 from ..exceptions import CodeRuntimeError, SnapshotError, ValueConversionError
-from ._seam import Call, Complete, Gather, Raised, ReplayDivergenceError, ResumeError, ResumeValue, RunStep
+from ._seam import (
+    AdvanceTicket,
+    Call,
+    Complete,
+    Gather,
+    Raised,
+    ReplayDivergenceError,
+    ResumeError,
+    ResumeValue,
+    RunStep,
+    resume_in_thread,
+    step_within,
+)
 
 __all__ = ("HANG_GRACE", "ProcessContinuation", "ProcessEngine", "pool_size", "shutdown_pool")
 
@@ -398,6 +410,16 @@ class ProcessContinuation:
         self._used = True
         return self._engine._advance((kind, self._engine.config, self._snapshot, encoded, _replay(os_replay)))
 
+    def resume_async(self, outcome: Any, os_replay: Sequence[tuple[str, Any]] | None = None) -> AdvanceTicket:
+        """``resume`` on a worker thread (the worker process's round trip blocks): its ticket."""
+        return resume_in_thread(self.resume, outcome, os_replay)
+
+    def resume_within(
+        self, outcome: Any, timeout: float, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep | AdvanceTicket:
+        """``resume_async``, then the step when it finished within ``timeout`` seconds, else the ticket."""
+        return step_within(self.resume_async(outcome, os_replay), timeout)
+
     def __repr__(self) -> str:
         if self.is_gather:
             return f"ProcessContinuation(call_ids={list(self.call_ids)})"
@@ -427,6 +449,14 @@ class _ProcessCall:
         return self._continuation.dump()
 
     def resume(self, outcome: Any, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
+        raise CodeRuntimeError(_NOT_ALONE)
+
+    def resume_async(self, outcome: Any, os_replay: Sequence[tuple[str, Any]] | None = None) -> AdvanceTicket:
+        raise CodeRuntimeError(_NOT_ALONE)
+
+    def resume_within(
+        self, outcome: Any, timeout: float, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep | AdvanceTicket:
         raise CodeRuntimeError(_NOT_ALONE)
 
     def __repr__(self) -> str:

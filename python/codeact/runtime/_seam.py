@@ -9,9 +9,10 @@ which opens any paused bytes into the live step they paused at (a ``Call`` or a 
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .._monty import ResumeError, ResumeValue
 from ..exceptions import CodeRuntimeError, ReplayDivergenceError
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from ._render import Tool
 
 __all__ = (
+    "AdvanceTicket",
     "Call",
     "OsLog",
     "ReplayDivergenceError",
@@ -36,10 +38,33 @@ __all__ = (
     "SessionRestoringRuntime",
     "SuspendingRuntime",
     "ToolCallChecking",
+    "ThreadTicket",
+    "ToolStyle",
     "bind_call_args",
     "check_tool_calls",
     "default_tool_catalog",
+    "resume_in_thread",
+    "step_within",
 )
+
+ToolStyle = Literal["call_tool", "functions"]
+"""How scripts reach tools: only through ``call_tool("name", {...})``, or also as bare
+functions (``name(...)``, ``final_answer(value)``)."""
+
+
+@runtime_checkable
+class AdvanceTicket(Protocol):
+    """An advance (a resume) running off the calling thread: wait for it, then take its step
+    once."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits up to ``timeout`` seconds (forever when None); whether the advance finished."""
+        ...
+
+    def result(self) -> RunStep:
+        """The step the advance reached; raises what the advance raised, or
+        ``CodeRuntimeError`` before it finished or when taken twice."""
+        ...
 
 
 @runtime_checkable
@@ -70,6 +95,21 @@ class PendingCall(Protocol):
     def resume(self, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
         """Resumes in place with ``outcome``. Raises ``CodeRuntimeError`` on a second call.
         ``os_replay``: see ``MontyRuntime.start`` (ignored by runtimes without a journal)."""
+        ...
+
+    def resume_async(
+        self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> AdvanceTicket:
+        """``resume`` off the calling thread (a native worker, or a thread: ``resume_in_thread``);
+        the ticket to wait on. Raises as ``resume`` does for a call resumed twice."""
+        ...
+
+    def resume_within(
+        self, outcome: ResumeValue | ResumeError, timeout: float, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep | AdvanceTicket:
+        """``resume_async``, then waits up to ``timeout`` seconds: the step when the advance
+        finished by then (the usual short one, in one call), else its ticket. The agent's
+        driver resumes every call this way."""
         ...
 
 
@@ -119,6 +159,17 @@ class GatherContinuation(Protocol):
         self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
     ) -> RunStep: ...
 
+    def resume_async(
+        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> AdvanceTicket: ...
+
+    def resume_within(
+        self,
+        outcomes: Mapping[int, ResumeValue | ResumeError],
+        timeout: float,
+        os_replay: Sequence[tuple[str, Any]] | None = None,
+    ) -> RunStep | AdvanceTicket: ...
+
     def dump(self) -> bytes: ...
 
 
@@ -154,22 +205,22 @@ class Gather:
         """
         return self._continuation().resume(dict(outcomes), tuple(os_replay) or None)
 
-    @property
-    def resume_async(self) -> Callable[..., Any]:
-        """``resume_async(outcomes, *, os_replay=())``: like ``resume``, on the runtime's
-        native worker; returns a ticket with ``wait(timeout=None) -> bool`` and ``result()
-        -> RunStep``. Absent (``AttributeError``) when the runtime has no native worker: run
-        ``resume`` on a thread instead."""
-        native = getattr(self.continuation, "resume_async", None)
-        if native is None:
-            raise AttributeError("resume_async: this runtime's Gather has no native worker")
+    def resume_async(
+        self, outcomes: Mapping[int, ResumeValue | ResumeError], os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> AdvanceTicket:
+        """``resume`` off the calling thread (the runtime's native worker, or a thread); the
+        ticket to wait on (``wait(timeout=None) -> bool``, ``result() -> RunStep``)."""
+        return self._continuation().resume_async(dict(outcomes), tuple(os_replay) if os_replay else None)
 
-        def resume_async(
-            outcomes: Mapping[int, ResumeValue | ResumeError], *, os_replay: Sequence[tuple[str, Any]] = ()
-        ) -> Any:
-            return native(dict(outcomes), tuple(os_replay) or None)
-
-        return resume_async
+    def resume_within(
+        self,
+        outcomes: Mapping[int, ResumeValue | ResumeError],
+        timeout: float,
+        os_replay: Sequence[tuple[str, Any]] | None = None,
+    ) -> RunStep | AdvanceTicket:
+        """``resume_async``, then waits up to ``timeout`` seconds: the step when the advance
+        finished by then, else its ticket."""
+        return self._continuation().resume_within(dict(outcomes), timeout, tuple(os_replay) if os_replay else None)
 
     def dump(self) -> bytes:
         """The paused script as snapshot bytes (``MontyRuntime.resume_gather`` resumes them).
@@ -241,6 +292,17 @@ class CodeRuntime(Protocol):
         """Describes ``tools`` for the model: a pure function of the list."""
         ...
 
+    @property
+    def tool_style(self) -> ToolStyle:
+        """How scripts reach tools (``"call_tool"`` for a runtime with no other form)."""
+        ...
+
+    def seal(self, data: bytes) -> str | None:
+        """The runtime's MAC of ``data`` under its snapshot key (what binds a stored turn and
+        its journal to the key), or None when the runtime has no key: stored turns are then
+        not sealed."""
+        ...
+
 
 @runtime_checkable
 class SuspendingRuntime(CodeRuntime, Protocol):
@@ -303,6 +365,49 @@ def check_tool_calls(
         return None
     found: str | None = check(script, tools, namespace=namespace)
     return found
+
+
+# ------------------------------------------------------------------ advances on a thread
+
+_RESUME_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="codeact-resume")
+"""Runs the advances of runtimes without a native worker (``resume_in_thread``)."""
+
+
+class ThreadTicket:
+    """An ``AdvanceTicket`` over a Python future (``resume_in_thread``)."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: concurrent.futures.Future[RunStep]) -> None:
+        self._future = future
+
+    @property
+    def done(self) -> bool:
+        """Whether the advance finished."""
+        return self._future.done()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits up to ``timeout`` seconds (forever when None); whether the advance finished."""
+        concurrent.futures.wait([self._future], timeout=timeout)
+        return self._future.done()
+
+    def result(self) -> RunStep:
+        """The step; raises what the advance raised."""
+        return self._future.result()
+
+
+def resume_in_thread(
+    resume: Callable[..., RunStep], outcome: Any, os_replay: Sequence[tuple[str, Any]] | None
+) -> ThreadTicket:
+    """``resume(outcome, os_replay=...)`` on a worker thread, as its ticket: the body of
+    ``resume_async`` for a runtime without a native worker."""
+    return ThreadTicket(_RESUME_POOL.submit(resume, outcome, os_replay=os_replay or ()))
+
+
+def step_within(ticket: AdvanceTicket, timeout: float) -> RunStep | AdvanceTicket:
+    """The ticket's step when its advance finishes within ``timeout`` seconds, else the
+    ticket: the body of ``resume_within`` over a ``resume_async``."""
+    return ticket.result() if ticket.wait(timeout) else ticket
 
 
 # ------------------------------------------------------------------ argument binding

@@ -18,7 +18,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import CodeRuntimeError
-from ._seam import Call, Complete, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities, default_tool_catalog
+from ._seam import (
+    AdvanceTicket,
+    Call,
+    Complete,
+    Raised,
+    ResumeError,
+    ResumeValue,
+    RunStep,
+    RuntimeCapabilities,
+    ToolStyle,
+    default_tool_catalog,
+    resume_in_thread,
+    step_within,
+)
 
 if TYPE_CHECKING:
     from ._render import Tool
@@ -94,6 +107,18 @@ class CPythonPendingCall:
         self._channel.to_script.put(outcome)
         return self._channel.to_host.get()
 
+    def resume_async(
+        self, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> AdvanceTicket:
+        """``resume`` on a worker thread (this runtime has no native worker): its ticket."""
+        return resume_in_thread(self.resume, outcome, os_replay)
+
+    def resume_within(
+        self, outcome: ResumeValue | ResumeError, timeout: float, os_replay: Sequence[tuple[str, Any]] | None = None
+    ) -> RunStep | AdvanceTicket:
+        """``resume_async``, then the step when it finished within ``timeout`` seconds, else the ticket."""
+        return step_within(self.resume_async(outcome, os_replay), timeout)
+
 
 class CPythonRuntime:
     """Runs trusted scripts on CPython: full language, no sandbox, no suspension.
@@ -113,6 +138,15 @@ class CPythonRuntime:
     def render_tools(self, tools: Sequence[Tool]) -> str:
         """The tool catalog of ``default_tool_catalog(tools)`` (the seam's default rendering)."""
         return default_tool_catalog(tools)
+
+    @property
+    def tool_style(self) -> ToolStyle:
+        """``"call_tool"``: scripts reach tools only through ``call_tool``."""
+        return "call_tool"
+
+    def seal(self, data: bytes) -> str | None:
+        """None: this runtime has no snapshot key (it never stores a turn)."""
+        return None
 
     def resume(
         self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()

@@ -481,9 +481,9 @@ class FunctionTool(Tool):
 
     def run_inline(self, args: dict[str, Any]) -> Any:
         """``run`` without a coroutine, for a call that runs on the calling thread
-        (``runs_inline``) of a tool without a context parameter (the agent's short call path,
-        issue 21): the same validation, the same quick-call bookkeeping, the same result, the
-        same exceptions (a ``StopIteration`` out of the tool becomes the ``RuntimeError`` a
+        (``runs_inline``) of a tool without a context parameter (how the agent runs the usual
+        quick call, issue 21): the same validation, the same quick-call bookkeeping, the same
+        result, the same exceptions (a ``StopIteration`` out of the tool becomes the ``RuntimeError`` a
         coroutine turns it into, PEP 479).
 
         Returns:

@@ -25,7 +25,7 @@ import pydantic_core
 from pydantic import BaseModel
 
 from ..exceptions import SnapshotError
-from ..runtime import Call, Gather, SessionRestoringRuntime, SuspendingRuntime, bind_call_args
+from ..runtime import Call, CodeRuntime, Gather, SessionRestoringRuntime, SuspendingRuntime, bind_call_args
 from ..runtime._stepper import run_step
 from ..sessions._journal import JournalRecord, TurnSlot
 from ..tools import Tool
@@ -88,9 +88,8 @@ def call_digest(call_key: str, tool: str, digest: str) -> str:
     return hashlib.blake2b(f"{call_key}\0{tool}\0{digest}".encode(), digest_size=8).hexdigest()
 
 
-def _seal(runtime: Any, data: bytes) -> str | None:
-    seal = getattr(runtime, "seal", None)
-    return seal(data) if seal is not None else None
+def _seal(runtime: CodeRuntime | None, data: bytes) -> str | None:
+    return runtime.seal(data) if runtime is not None else None
 
 
 SessionKey = tuple[str, str, str]
@@ -109,7 +108,7 @@ def upgrade_reason(what: str, session_key: SessionKey) -> str:
     )
 
 
-def seal_record(runtime: Any, record: TurnRecord, session_key: SessionKey) -> None:
+def seal_record(runtime: CodeRuntime, record: TurnRecord, session_key: SessionKey) -> None:
     """Sets ``record.mac`` and ``record.seal`` under the runtime's key, bound to the session
     ``session_key`` (both None without a key)."""
     record.mac = None
@@ -117,7 +116,7 @@ def seal_record(runtime: Any, record: TurnRecord, session_key: SessionKey) -> No
     record.mac = _seal(runtime, pydantic_core.to_json(record.signed_part(session_key)))
 
 
-def record_seal_problem(runtime: Any, record: TurnRecord, session_key: SessionKey) -> str | None:
+def record_seal_problem(runtime: CodeRuntime, record: TurnRecord, session_key: SessionKey) -> str | None:
     """Why ``record``'s seal does not hold in the session ``session_key`` under the runtime's
     key (None: it holds, or there is no key): edited, written without the key, sealed for
     another session, or sealed by 0.2.0 (the reason names the upgrade and the discard
@@ -175,7 +174,7 @@ def journal_scope(session_key: SessionKey, turn: str) -> str:
     return pydantic_core.to_json([SEAL_VERSION, *session_key, turn]).decode()
 
 
-def seal_journal(runtime: Any, scope: str, record: JournalRecord) -> JournalRecord:
+def seal_journal(runtime: CodeRuntime, scope: str, record: JournalRecord) -> JournalRecord:
     """``record`` with its data wrapped as ``{"p": data, "m": mac, "s": SEAL_VERSION}`` under a
     key, the MAC covering ``scope`` (``journal_scope``: the session and turn) and the record;
     unchanged without a key."""
@@ -187,7 +186,9 @@ def seal_journal(runtime: Any, scope: str, record: JournalRecord) -> JournalReco
     )
 
 
-def open_journal(runtime: Any, session_key: SessionKey, turn: str, records: list[JournalRecord]) -> list[JournalRecord]:
+def open_journal(
+    runtime: CodeRuntime | None, session_key: SessionKey, turn: str, records: list[JournalRecord]
+) -> list[JournalRecord]:
     """The journal records of ``turn`` in the session ``session_key``, with their seals checked
     and removed (under a key).
 

@@ -1,8 +1,9 @@
-"""The turn driver's short path for the common inline call (``TurnDriver._fast_call``, issue
-21) against its general path, on the real interpreter and the in-memory store: for each kind
-of call the short path takes or declines, the journal writes (each write's records, in
-order), the events and the script's result are the same as when every call goes the general
-way, and the short path is really taken where it should be."""
+"""The turn driver's one call path (issue 47; the short path of issue 21 merged into it), on
+the real interpreter and the in-memory store: for each kind of call, the journal writes
+(each write's records, in order: the intent before the tool runs, its outcome after), the
+slot writes and the script's answer; a store's synchronous ``journal_appender`` writes the
+same records as its awaited ``append_journal``; options that change how a tool runs
+(callbacks, timeouts, retries, tracing, the tool's thread) change nothing journaled."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import pytest
 
 from codeact import CodeActAgent, InMemorySessionService, MontyRuntime, RetryBudget, Runner, ScriptedModel
 from codeact.agent import _agent as agent_module
-from codeact.agent._driver import TurnDriver
 from codeact.exceptions import ToolHostError
 from codeact.telemetry import start_agent_run, tracing_available
 from codeact.tools import FunctionTool
@@ -203,15 +203,105 @@ SCRIPTS = {
     ),
 }
 
-OPTIONS: dict[str, dict[str, Any]] = {
-    "the tool-call budget": {"max_tool_calls": 3},
-    "the circuit breaker opens": {"circuit_breaker_threshold": 2},
+
+class Prefix(str):
+    """Equal to any text that starts with it (a message whose tail is pydantic's wording)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and other.startswith(str(self))
+
+    __hash__ = str.__hash__
+
+
+Write = list[tuple[str, int, Any]]
+
+
+def journaled(*calls: tuple[str, Any]) -> list[Write]:
+    """The journal writes of a script's calls, in order (``(tool, outcome record)`` each): the
+    turn's OS answers go with the first intent; each intent is written before its tool runs,
+    each outcome after."""
+    writes: list[Write] = []
+    for pos, (tool, outcome) in enumerate(calls):
+        writes.append(([("os", 0, "seed")] if pos == 0 else []) + [("intent", pos, tool)])
+        writes.append([("outcome", pos, outcome)])
+    return writes
+
+
+DISABLED = {"e": "tool 'fails' is temporarily disabled after 2 consecutive failures", "t": "RuntimeError"}
+OPAQUE = (
+    "tool 'opaque' returned a value that is not plain data: the result of 'opaque' is an object, which cannot "
+    "cross the boundary (allowed: None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset)"
+)
+
+# case -> (options, journal writes, the answer's text); a call refused before it runs (no such
+# tool, arguments that do not bind or cannot cross) is not journaled, and no slot is written.
+EXPECTED: dict[str, tuple[dict[str, Any], list[Write], Any]] = {
+    "plain calls, keyword and positional": ({}, journaled(("inc", {"v": 2}), ("inc", {"v": 3})), "[\n  2,\n  3\n]"),
+    "a tool error caught by the script": ({}, journaled(("fails", {"e": "no 3", "t": "ValueError"})), "no 3"),
+    "arguments the tool refuses": (
+        {},
+        journaled(("inc", {"e": Prefix("tool 'inc' got invalid arguments: x: "), "t": "TypeError"})),
+        "TypeError",
+    ),
+    "an unknown argument name": ({}, [], "tool 'inc' got an unexpected argument 'y'; its parameters are: x"),
+    "SystemExit in the tool": (
+        {},
+        journaled(("exits", {"e": "tool 'exits' raised SystemExit(2); the host did not exit", "t": "RuntimeError"})),
+        "tool 'exits' raised SystemExit(2); the host did not exit",
+    ),
+    "StopIteration in the tool": (
+        {},
+        journaled(("stops", {"e": "coroutine raised StopIteration", "t": "RuntimeError"})),
+        "RuntimeError: coroutine raised StopIteration",
+    ),
+    "float arguments and result": (
+        {},
+        journaled(("scale", {"v": 3.0}), ("scale", {"v": 0.30000000000000004})),
+        "[\n  3.0,\n  0.30000000000000004\n]",
+    ),
+    "a result that is not plain data": ({}, journaled(("opaque", {"e": OPAQUE, "t": "TypeError"})), OPAQUE),
+    "a result past the inline limit (a blob)": (
+        {},
+        journaled(("big", {"n": 70008, "r": "4d11a883bea479a60331e3e3b19808cf04f7b4fca6542277a4597571e03cc6f1"})),
+        "70000",
+    ),
+    "an unknown tool": (
+        {},
+        [],
+        "tool 'nope' is not available; available tools: big, exits, fails, host_down, inc, opaque, scale, stops",
+    ),
+    "an int argument too long to journal": (
+        {},
+        [],
+        "the arguments of 'inc'['x'] is an int of more than 4300 digits, which cannot be stored (at most 4300 "
+        "digits); the tool did not run",
+    ),
+    "the tool-call budget": (  # the fourth call ends the script; the next turn answers
+        {"max_tool_calls": 3},
+        journaled(("inc", {"v": 1}), ("inc", {"v": 2}), ("inc", {"v": 3})),
+        "again",
+    ),
+    "the circuit breaker opens": (
+        {"circuit_breaker_threshold": 2},
+        journaled(
+            ("fails", {"e": "no 0", "t": "ValueError"}),
+            ("fails", {"e": "no 1", "t": "ValueError"}),
+            ("fails", DISABLED),
+            ("fails", DISABLED),
+        ),
+        '[\n  "no 0",\n  "no 1",\n  "tool \'fails\' is temporarily disabled after 2 consecutive failures",\n  '
+        "\"tool 'fails' is temporarily disabled after 2 consecutive failures\"\n]",
+    ),
 }
+
+
+def _summary(writes: list[Write]) -> list[Write]:
+    """The writes with each intent reduced to its tool name (its digest is the arguments')."""
+    return [[(kind, seq, data[0] if kind == "intent" else data) for kind, seq, data in w] for w in writes]
 
 
 async def _run(
     script: str,
-    short: bool,
     monkeypatch: pytest.MonkeyPatch,
     tools: Any = TOOLS,
     service: Recording | RecordingInPlace | None = None,
@@ -220,24 +310,7 @@ async def _run(
 ) -> dict[str, Any]:
     """Runs ``script`` as the first turn's reply. The run is traced by a recording SDK
     provider when ``traced``, and untraced otherwise, whatever global provider an earlier
-    test of the suite set (OpenTelemetry allows one per process; tracing declines the short
-    path)."""
-    taken: list[bool] = []
-    real = TurnDriver._fast_call
-
-    async def counted(self: TurnDriver, call: Any, pos: int) -> Any:
-        if not short:
-            taken.append(False)
-            return None
-        try:
-            outcome = await real(self, call, pos)
-        except BaseException:
-            taken.append(True)  # it took the call and the call ended the run
-            raise
-        taken.append(outcome is not None)
-        return outcome
-
-    monkeypatch.setattr(TurnDriver, "_fast_call", counted)
+    test of the suite set (OpenTelemetry allows one per process)."""
     if tracing_available():
         from opentelemetry import trace
 
@@ -266,7 +339,7 @@ async def _run(
     try:
         async for event in runner.run_async(user_id="u", session_id="s", new_message="go"):
             events.append(event)
-    except Exception as exc:  # a host failure ends the run, the same way on both paths
+    except Exception as exc:  # a host failure ends the run
         error = f"{type(exc).__name__}: {exc}"
     monkeypatch.undo()
     return {
@@ -274,72 +347,48 @@ async def _run(
         "slot_writes": service.slot_writes,
         "texts": [(e.author, e.kind, e.text) for e in events],
         "error": error,
-        "taken": taken,
     }
 
 
 @pytest.mark.parametrize("case", sorted(SCRIPTS))
-async def test_the_short_path_writes_and_answers_as_the_general_path(
-    case: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    options = OPTIONS.get(case, {})
-    short = await _run(SCRIPTS[case], True, monkeypatch, **options)
-    general = await _run(SCRIPTS[case], False, monkeypatch, **options)
-    assert general["taken"] and not any(general["taken"])  # the general run never took it
-    for key in ("writes", "slot_writes", "texts", "error"):
-        assert short[key] == general[key], key
-    # A call refused before it runs (no such tool, arguments that cannot cross) is not journaled.
-    assert bool(short["writes"]) == (
-        case not in ("an unknown tool", "an int argument too long to journal", "an unknown argument name")
-    )
+async def test_each_kind_of_call_writes_its_records_and_answers(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    options, writes, answer = EXPECTED[case]
+    result = await _run(SCRIPTS[case], monkeypatch, **options)
+    assert result["error"] is None
+    assert _summary(result["writes"]) == writes
+    assert result["slot_writes"] == (2 if writes else 0)  # written at the first intent, cleared at the end
+    assert result["texts"][-1] == ("a", None, answer)
 
 
 @pytest.mark.parametrize("case", sorted(SCRIPTS))
 async def test_the_stores_synchronous_appender_writes_as_append_journal(
     case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The short path writes through the store's ``journal_appender`` when it has one: the
-    same records in the same order as the general path's awaited ``append_journal``."""
-    options = OPTIONS.get(case, {})
+    """The driver writes through the store's ``journal_appender`` when it has one: the same
+    records in the same writes as the awaited ``append_journal``."""
+    options = EXPECTED[case][0]
     in_place = RecordingInPlace()
-    short = await _run(SCRIPTS[case], True, monkeypatch, service=in_place, **options)
-    general = await _run(SCRIPTS[case], False, monkeypatch, **options)
+    synchronous = await _run(SCRIPTS[case], monkeypatch, service=in_place, **options)
+    awaited = await _run(SCRIPTS[case], monkeypatch, **options)
     for key in ("writes", "slot_writes", "texts", "error"):
-        assert short[key] == general[key], key
-    if any(short["taken"]) and "blob" not in case:
+        assert synchronous[key] == awaited[key], key
+    if synchronous["writes"] and "blob" not in case:
         # The appender was really used (a turn's first intent goes with the slot's first
         # write, and a blob's outcome with its blob, both awaited).
         assert in_place.in_place > 0
 
 
-@pytest.mark.parametrize(
-    ("case", "expected"),
-    [
-        ("plain calls, keyword and positional", [True, True]),
-        ("a tool error caught by the script", [True]),
-        ("SystemExit in the tool", [True]),
-        ("an int argument too long to journal", [False]),
-        ("an unknown argument name", [False]),
-        ("an unknown tool", [False]),
-        ("the tool-call budget", [True, True, True, False]),
-        ("the circuit breaker opens", [True, True, False, False]),
-    ],
-)
-async def test_the_short_path_is_taken_only_where_it_applies(
-    case: str, expected: list[bool], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    result = await _run(SCRIPTS[case], True, monkeypatch, **OPTIONS.get(case, {}))
-    assert result["taken"] == expected
-
-
-async def test_a_host_failure_ends_the_run_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_host_failure_ends_the_run_after_the_intent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``ToolHostError`` ends the run: the intent is stored, no outcome (a recovery finds
+    the call in doubt)."""
     script = 'call_tool("host_down", {"x": 1})\n{"type": "final_result", "value": 1}'
-    short = await _run(script, True, monkeypatch)
-    general = await _run(script, False, monkeypatch)
-    assert short["error"] is not None and "the host is down" in short["error"]
-    assert short["taken"] == [True]
-    for key in ("writes", "texts", "error"):
-        assert short[key] == general[key], key
+    result = await _run(script, monkeypatch)
+    assert result["error"] == "ToolHostError: the host is down"
+    assert _summary(result["writes"]) == [[("os", 0, "seed"), ("intent", 0, "host_down")]]
+    assert [kind for _, kind, _ in result["texts"]] == ["model_reply"]
+
+
+INC_ONCE = 'v = call_tool("inc", {"x": 1})\n{"type": "final_result", "value": v}'
 
 
 @pytest.mark.parametrize(
@@ -348,40 +397,38 @@ async def test_a_host_failure_ends_the_run_on_both_paths(monkeypatch: pytest.Mon
         {"before_tool": lambda tool, args, ctx: None},
         {"tool_timeout": 5.0, "tools": [inc]},
         {"default_retry_budget": RetryBudget(max_retries=1)},
-        {"require_tool_confirmation": ["inc"]},
     ],
-    ids=["a before_tool callback", "a timeout on a tool run in a thread", "retries", "a confirmation gate"],
+    ids=["a before_tool callback", "a timeout on a tool run in a thread", "retries"],
 )
-async def test_the_short_path_declines_what_only_the_general_path_does(
+async def test_how_a_tool_runs_changes_nothing_journaled(
     options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    script = 'v = call_tool("inc", {"x": 1})\n{"type": "final_result", "value": v}'
-    result = await _run(script, True, monkeypatch, **options)
-    assert result["taken"] == [False]
+    result = await _run(INC_ONCE, monkeypatch, **options)
+    assert _summary(result["writes"]) == journaled(("inc", {"v": 2}))
+    assert result["texts"][-1] == ("a", None, "2")
 
 
-async def test_a_traced_run_takes_the_general_path_and_writes_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_traced_run_writes_what_an_untraced_one_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("opentelemetry.sdk", reason="the otel extra (opentelemetry-sdk) is not installed")
-    script = 'v = call_tool("inc", {"x": 1})\n{"type": "final_result", "value": v}'
-    traced = await _run(script, True, monkeypatch, traced=True)
-    untraced = await _run(script, True, monkeypatch)
-    assert traced["taken"] == [False] and untraced["taken"] == [True]
+    traced = await _run(INC_ONCE, monkeypatch, traced=True)
+    untraced = await _run(INC_ONCE, monkeypatch)
+    assert _summary(untraced["writes"]) == journaled(("inc", {"v": 2}))
     for key in ("writes", "slot_writes", "texts", "error"):
         assert traced[key] == untraced[key], key
 
 
-async def test_a_sync_tool_in_its_thread_takes_the_short_path_once_it_proved_quick(
+async def test_a_sync_tool_in_its_thread_journals_each_call_as_on_the_event_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The default: a sync tool runs in a worker thread (where the agent's ``tool_timeout``
-    applies) until three quick calls in a row, then on the event loop, where the short path
-    takes it."""
+    applies) until three quick calls in a row, then on the event loop (in place, through
+    ``run_inline``); either way each call's intent and outcome are written alike."""
     script = 'out = [call_tool("inc", {"x": i}) for i in range(5)]\n{"type": "final_result", "value": out}'
-    short = await _run(script, True, monkeypatch, tools=[inc])
-    assert short["taken"] == [False, False, False, True, True]
-    general = await _run(script, False, monkeypatch, tools=[inc])
+    threaded = await _run(script, monkeypatch, tools=[inc])
+    assert _summary(threaded["writes"]) == journaled(*[("inc", {"v": i + 1}) for i in range(5)])
+    on_loop = await _run(script, monkeypatch)
     for key in ("writes", "slot_writes", "texts", "error"):
-        assert short[key] == general[key], key
+        assert threaded[key] == on_loop[key], key
 
 
 def nap(x: int) -> int:
@@ -401,8 +448,8 @@ async def test_a_tool_sent_back_to_its_thread_during_the_intent_write_keeps_its_
 ) -> None:
     """The tool's thread mode is shared by every session of the agent: a slow call of the same
     tool elsewhere, while this call's intent is being written, sends it back to its worker
-    thread, where the agent's ``tool_timeout`` applies. The short path reads the mode again
-    after the write, as the general path does (it reads it only then)."""
+    thread, where the agent's ``tool_timeout`` applies. The mode is read when the tool runs,
+    after the intent's write."""
 
     class Overrun(Recording):
         def __init__(self, tool: FunctionTool) -> None:
@@ -414,32 +461,26 @@ async def test_a_tool_sent_back_to_its_thread_during_the_intent_write_keeps_its_
                 self.tool._quick_calls = 0  # another session's call of it overran meanwhile
             await super().append_journal(session, turn, records, **kw)
 
-    results = []
-    for short in (True, False):
-        tool = FunctionTool(nap)
-        tool._quick_calls = 3  # proved quick: it runs on the event loop now
-        results.append(
-            await _run(
-                'try:\n    v = call_tool("nap", {"x": 1})\nexcept Exception as e:\n    v = type(e).__name__\n'
-                '{"type": "final_result", "value": v}',
-                short,
-                monkeypatch,
-                tools=[tool],
-                service=Overrun(tool),
-                tool_timeout=0.2,
-            )
-        )
-    short_run, general_run = results
-    assert short_run["texts"][-1][2] == "TimeoutError"
-    assert short_run["taken"] == [True]
-    for key in ("writes", "texts", "error"):
-        assert short_run[key] == general_run[key], key
+    tool = FunctionTool(nap)
+    tool._quick_calls = 3  # proved quick: it runs on the event loop now
+    result = await _run(
+        'try:\n    v = call_tool("nap", {"x": 1})\nexcept Exception as e:\n    v = type(e).__name__\n'
+        '{"type": "final_result", "value": v}',
+        monkeypatch,
+        tools=[tool],
+        service=Overrun(tool),
+        tool_timeout=0.2,
+    )
+    assert result["texts"][-1][2] == "TimeoutError"
+    assert _summary(result["writes"]) == journaled(
+        ("nap", {"e": "tool 'nap' timed out after 0.2 s", "t": "TimeoutError"})
+    )
 
 
 async def test_a_patched_append_journal_sees_every_write(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """``journal_appender`` is off whenever the store's ``append_journal`` is not its own: a
     subclass's, a function patched on the instance or a mock patched on the class. The
-    patch then sees every journal write of the short path, and a failure it injects ends the
+    patch then sees every journal write of the call path, and a failure it injects ends the
     run as before."""
     from unittest import mock
 
