@@ -640,7 +640,8 @@ class Runner:
                 discard it); for ``recover``, any stale turn. Other stale turns (a changed
                 roster) are reported by the run's stale-checkpoint event, the call left pending.
             ValueError: ``run_config`` asks to discard the pending checkpoint.
-            In each case nothing was claimed or stored and no tool ran.
+
+        In each case nothing was claimed or stored and no tool ran.
         """
         check_supported(decision)
         run_key = decision.run_key
@@ -753,8 +754,8 @@ class Runner:
             run_key: an idempotency key (``run_async``).
 
         Raises:
-            As ``decide``; ``DecisionRefusedError`` when the call awaits its result or is in
-            doubt (it accepts no approval).
+            DecisionRefusedError: the call awaits its result or is in doubt (it accepts no
+                approval). Otherwise as ``decide``.
         """
         decision = Decision(verb="approve", call_key=call_key, digest=digest, run_key=run_key)
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
@@ -777,7 +778,7 @@ class Runner:
         ``decide(Decision(verb="deny"))``.
 
         Raises:
-            As ``decide``; ``DecisionRefusedError`` for a call in doubt.
+            DecisionRefusedError: the call is in doubt. Otherwise as ``decide``.
         """
         decision = Decision(verb="deny", call_key=call_key, reason=reason, digest=digest, run_key=run_key)
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
@@ -805,8 +806,7 @@ class Runner:
                 ``MAX_VALUE_DEPTH`` levels or encodes to more than ``MAX_VALUE_BYTES``; checked
                 before anything is claimed or stored (nothing changed).
             ValueError: ``error`` given together with a ``value``, or not a str (a
-                ``pydantic.ValidationError``).
-            As ``decide`` otherwise.
+                ``pydantic.ValidationError``). Otherwise as ``decide``.
         """
         decision = Decision(verb="complete", call_key=call_key, payload=value, error=error, run_key=run_key)
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
@@ -830,8 +830,8 @@ class Runner:
         ``decide(Decision(verb="resolve", action=action))``.
 
         Raises:
-            ValueConversionError: ``value`` is not plain data (``"skip"``).
-            As ``decide`` otherwise.
+            ValueConversionError: ``value`` is not plain data (``"skip"``). Otherwise as
+                ``decide``.
         """
         decision = Decision(
             verb="resolve",
