@@ -16,66 +16,64 @@ The interpreter continuation is written only at suspensions and, with ``checkpoi
 / ``checkpoint_every_seconds``, at those intervals, always replacing the previous one in the
 session's turn slot. Each advance of the driver yields events and finally one ``TurnEnd``;
 nothing travels back through shared mutable fields.
+
+The driver's parts live beside it: the turn's state (``_turn_state``), what becomes of one
+call (``_call_results``), the events it builds (``_turn_events``), and its slot and journal
+writes (``_slot_writes``, ``_journal_writes``), which ``TurnDriver`` inherits.
 """
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, field
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pydantic_core
 
-from ..events import Content, Event, FunctionCall, FunctionResponse, Part
+from ..events import Event
 from ..exceptions import (
-    AlreadyResumingError,
     ConfirmationHandlerError,
     ReplayDivergenceError,
     SnapshotError,
     ToolArgumentError,
     ToolHostError,
-    TurnConflictError,
 )
-from ..runtime import (
-    Call,
-    Complete,
-    Gather,
-    PendingCall,
-    Raised,
-    ResumeError,
-    ResumeValue,
-    RunStep,
-    bind_call_args,
-)
+from ..runtime import Call, Complete, Gather, PendingCall, Raised, ResumeError, ResumeValue, RunStep, bind_call_args
 from ..runtime._stepper import INLINE_WAIT, await_ticket
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
 from ..tools import FunctionTool, Tool
-from ..turns._codec import (
-    INLINE_VALUE_LIMIT,
-    MAX_VALUE_BYTES,
-    CompletionError,
-    PendingCallInfo,
-    announcement_events,
-    args_digest,
-    decode_outcome,
-    encode_outcome,
-    plain_args_digest,
-    value_problem,
+from ..turns._codec import CompletionError, PendingCallInfo, args_digest, plain_args_digest, value_problem
+from ..turns._record import PendingEntry
+from ..turns._verify import call_digest, journal_scope
+from ._call_results import (
+    _SHORT_INT,
+    _SHORT_SCALARS,
+    _TURN_ENDS,
+    Outcome,
+    _Budget,
+    _Final,
+    _HandlerFailed,
+    _Invoke,
+    _Notice,
+    _Plan,
+    _Resolved,
+    _Settled,
+    _Stop,
+    _Suspend,
 )
-from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry, TurnRecord
-from ..turns._verify import call_digest, journal_scope, record_data, seal_journal, seal_record, slot_data
 from ._dispatch import ToolFailure, failure_of, run_bare_tool, terminal_signal
+from ._journal_writes import _intent, _JournalWrites, _json
+from ._journal_writes import escape_surrogates as escape_surrogates  # re-exported: _model_call imports it here
 from ._output import step_output
 from ._pacing import StopPacer
 from ._position import paused_position
 from ._run import NO_ACTIONS
+from ._turn_state import Journal, TurnEnd, TurnState
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -84,181 +82,11 @@ __all__ = ("Journal", "TurnDriver", "TurnEnd", "TurnState")
 
 log = logging.getLogger("codeact.durability")
 
-Outcome = ResumeValue | ResumeError
-
-
-@dataclass(slots=True)
-class TurnEnd:
-    """How a turn's drive ended.
-
-    Attributes:
-        how: ``"finished"`` (``step`` is the script's ``Complete`` / ``Raised``),
-            ``"suspended"`` (the pending calls were announced), ``"stopped"`` (the run ended:
-            an error event, a hand-off signalled by a tool) or ``"budget"`` (the script broke
-            a per-script budget; ``message`` is fed back to the model).
-    """
-
-    how: Literal["finished", "suspended", "stopped", "budget"]
-    step: Complete | Raised | None = None
-    message: str = ""
-
-
-@dataclass(slots=True)
-class _Entry:
-    """A journaled call: the intent, and the outcome once recorded."""
-
-    tool: str
-    digest: str
-    outcome: Any = None  # parsed outcome record, or None
-
-
-@dataclass
-class Journal:
-    """The journal of one turn as read back for replay: calls by position, OS answers by
-    advance index."""
-
-    calls: dict[int, _Entry] = field(default_factory=dict)
-    os: dict[int, list[Any]] = field(default_factory=dict)
-
-    @classmethod
-    def from_records(cls, records: list[JournalRecord]) -> Journal:
-        journal = cls()
-        for r in records:
-            data = pydantic_core.from_json(r.data)
-            if r.kind == "os":
-                journal.os[r.seq] = [(kind, value) for kind, value in data]  # JSON gave [kind, value] lists
-            elif r.kind == "intent":
-                journal.calls[r.seq] = _Entry(data[0], data[1])
-            elif r.seq in journal.calls:
-                journal.calls[r.seq].outcome = data
-        return journal
-
-
-@dataclass
-class TurnState:
-    """What the driver knows about the turn it runs.
-
-    Attributes:
-        turn: the turn id (``<invocation id>:<iteration>``); call keys are ``<turn>:<pos>``.
-        record: the turn record's fixed part (script, transcript, ...), stored in the slot.
-        version: the slot version this runner last wrote or claimed (0: none yet).
-        written: whether this turn's record is in the slot.
-        journal: the journal read back (empty for a live turn).
-        pending: positions of calls the suspension is paused at -> their entry.
-        decisions: call key -> True (approve) / reason text (deny), held in memory: a
-            decision becomes durable only with the journal record of the resume that uses it.
-        responses: call key -> completion value.
-        in_doubt: call key -> the human's decision on a call in doubt.
-        next_pos / advance: the next call position and advance index.
-        positions: the interpreter's call id -> position, for the calls of this turn.
-        record_data: ``record``'s JSON form (``record_data``), made at the first save of a
-            turn without a snapshot key and reused by each later save (``slot_data``).
-    """
-
-    turn: str
-    record: TurnRecord
-    version: int = 0
-    written: bool = False
-    journal: Journal = field(default_factory=Journal)
-    pending: dict[int, PendingEntry] = field(default_factory=dict)
-    decisions: dict[str, Any] = field(default_factory=dict)
-    responses: dict[str, Any] = field(default_factory=dict)
-    in_doubt: dict[str, Any] = field(default_factory=dict)
-    next_pos: int = 0
-    advance: int = 0
-    positions: dict[int, int] = field(default_factory=dict)
-    started: float = field(default_factory=time.monotonic)
-    record_data: dict[str, Any] | None = None
-    last_checkpoint: float = field(default_factory=time.monotonic)
-    calls_since_checkpoint: int = 0
-
-
-@final
-@dataclass(slots=True)
-class _Suspend:
-    entry: PendingEntry
-    info: PendingCallInfo
-
-
-@final
-@dataclass(slots=True)
-class _Stop:
-    event: Event
-
-
-@final
-@dataclass(slots=True)
-class _Budget:
-    message: str
-
-
-@final
-@dataclass(slots=True)
-class _Final:
-    step: Complete
-
-
-_TURN_ENDS = frozenset({_Final, _Stop, _Budget})
-"""The results of a call that end the turn (no later call of a gather is resolved)."""
-
 _STEPS = frozenset({Call, Gather, Complete, Raised})
 """The step types ``resume_within`` answers with when the advance finished in time."""
 
-_SHORT_SCALARS = frozenset({float, bool, type(None)})
-_SHORT_INT = 2**53
-"""Ints inside this bound (magnitude) have far fewer digits than ``MAX_INT_DIGITS``: such a
-result needs no plain-data walk, no size check and no blob (``_checked_result``, ``_record``)."""
 
-
-@dataclass(slots=True, frozen=True)
-class _Plan:
-    """What the driver reads once per tool name and turn (``TurnDriver._plan``).
-
-    Attributes:
-        tool: the tool the name resolves to (None: no such tool in this run).
-        gated: its calls need a confirmation (``Run.needs_confirmation``).
-        in_place: ``tool`` when a quick call of it may run in place (``_in_place``): a
-            ``FunctionTool`` whose ``run`` is its own and whose function takes no
-            ``ToolContext``, with no retries, in a run that is not traced, has no plugins
-            and whose agent has no tool callbacks; else None.
-    """
-
-    tool: Tool | None
-    gated: bool
-    in_place: FunctionTool | None = None
-
-
-@final
-@dataclass(slots=True)
-class _Invoke:
-    """The tool is to run now (after its intent is written); once it ran (``_invoke``),
-    ``outcome`` is what the script gets, to be recorded (after the tool's state changes,
-    ``changes``, are stored)."""
-
-    tool: Tool
-    args: dict[str, Any]
-    pos: int
-    digest: str
-    call_key: str
-    journaled: bool  # the journal holds its intent already (a recovery re-runs it)
-    call: PendingCall
-    decided: str = ""  # how it was allowed to run ("approved", "handler", "rerun"), kept in its intent
-    outcome: Outcome | None = None  # set when the tool ran
-    changes: bool = False  # the tool changed state or artifacts (stored as an event before its outcome)
-
-
-_Resolved: TypeAlias = "ResumeValue | ResumeError | _Invoke | _Suspend | _Notice | _Final | _Stop | _Budget"
-"""What ``TurnDriver._resolve`` makes of one call: an ``Outcome`` the script gets now, an
-``_Invoke`` (the tool runs), a ``_Suspend``, a ``_Notice`` (an in-doubt notice and one of the
-others), or a ``_Final`` / ``_Stop`` / ``_Budget`` that ends the turn."""
-
-_Settled: TypeAlias = "ResumeValue | ResumeError | _Invoke | _Suspend | _Final | _Stop | _Budget"
-"""A call's result once its notice is taken out: what ``_Resolved`` holds but a ``_Notice``.
-An ``_Invoke`` with an ``outcome`` ran and its outcome is to be recorded; one without did not
-run (a later call ends the turn, or the confirmation handler failed)."""
-
-
-class TurnDriver:
+class TurnDriver(_JournalWrites):
     """Drives one turn of ``run`` (see the module docstring); the agent's options are read
     from ``run.settings``."""
 
@@ -734,24 +562,6 @@ class TurnDriver:
         del waiting
         return _Notice(notice, self._pending_of(call, pos, tool.name, args, "in_doubt"))
 
-    def _in_doubt_event(self, call_key: str, tool: str, args: dict[str, Any], action: str) -> Event:
-        text = {
-            "rerun": "it runs again (on_in_doubt='rerun')",
-            "skip": "a human chose to skip it with a given result",
-            "fail": "it is failed into the script, not run again",
-            "ask": "it waits for a human decision (Runner.resolve_in_doubt)",
-        }[action]
-        return Event(
-            invocation_id=self.run.ctx.invocation_id,
-            author=self.agent.name,
-            content=Content.from_text(
-                f"Call {call_key} to {tool!r} was in doubt: it started before the runner stopped and its outcome "
-                f"was never recorded, so it may have run; {text}.",
-                role="model",
-            ),
-            custom_metadata={"codeact_kind": "in_doubt", "call_key": call_key, "tool": tool, "action": action},
-        )
-
     async def _invoke_all(self, settled: list[_Settled], runs: list[int]) -> None:
         """Runs the tools of the ``_Invoke`` entries of ``settled`` at the indexes ``runs``,
         replacing each by its result: their intents first, in one write (a decision becomes
@@ -912,299 +722,6 @@ class TurnDriver:
             )
         return None
 
-    def _os_divergence(self, exc: Exception) -> Event:
-        """The runtime's ``ReplayDivergenceError``: the script asked the OS for another kind
-        of answer than the journaled one (the caller ends the run, keeping the slot)."""
-        return self.run.error_event(
-            "codeact.nondeterministic_replay",
-            f"replaying turn {self.state.turn} diverged: {exc}. No tool ran. Run again with "
-            "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to drop "
-            "the turn.",
-        )
-
-    def _divergence(self, pos: int, entry: _Entry, tool: str, digest: str) -> Event:
-        what = (
-            f"the journal has a call to {entry.tool!r} at position {pos}, the script now calls {tool!r}"
-            if entry.tool != tool
-            else f"the call to {tool!r} at position {pos} has other arguments than the journaled one"
-        )
-        return self.run.error_event(
-            "codeact.nondeterministic_replay",
-            f"replaying turn {self.state.turn} diverged: {what}. No tool ran. Run again with "
-            "RunConfig(discard_pending_checkpoint=True), or call Runner.discard_pending_checkpoint(), to drop "
-            "the turn.",
-        )
-
-    # ------------------------------------------------------------------ journal
-
-    async def _record(self, pos: int, tool: str, digest: str, outcome: Outcome, *, intent: bool = False) -> Outcome:
-        """Writes ``outcome`` (and the intent when none is stored) durably; returns it, or the
-        error the script gets when the value is too large for the boundary. A value that
-        cannot be encoded as it is (a str with lone surrogates) is recorded, and given to the
-        script, escaped; one that cannot be encoded at all becomes the script's error."""
-        value: Any = outcome.value if type(outcome) is ResumeValue else outcome
-        kind = type(value)
-        if kind is int and -_SHORT_INT < value < _SHORT_INT:
-            text = f'{{"v":{value}}}'  # as encode_outcome writes it
-        elif kind in _SHORT_SCALARS:
-            text = encode_outcome(outcome).decode()
-        else:
-            try:
-                data = encode_outcome(outcome)
-            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-                outcome = _escaped(outcome, tool)
-                data = encode_outcome(outcome)
-            if len(data) > MAX_VALUE_BYTES:
-                outcome = ResumeError(f"the result of {tool!r} is larger than {MAX_VALUE_BYTES} bytes", "ValueError")
-                data = encode_outcome(outcome)
-            elif len(data) > INLINE_VALUE_LIMIT and self._service is not None:
-                blob = hashlib.sha256(data).hexdigest()
-                app, user, sid = self._key
-                await self._service.put_blob(app_name=app, user_id=user, session_id=sid, digest=blob, data=data)
-                data = _json({"r": blob, "n": len(data)}).encode()
-            text = data.decode()
-        records = [JournalRecord("outcome", pos, text)]
-        if intent:
-            records.insert(0, JournalRecord("intent", pos, _json([tool, digest])))
-        if not self._write_now(records):
-            await self._write_awaited(records)
-        if self._emit:
-            self._events.append(self._response_event(f"{self.state.turn}:{pos}", tool, outcome))
-        return outcome
-
-    # ------------------------------------------------------------------ tool events
-
-    def _call_event(self, inv: _Invoke) -> Event:
-        """The ``tool_call`` event (``RunConfig.emit_tool_events``): a ``function_call``
-        part whose id is the call key, yielded (and so stored) before the tool runs."""
-        return Event(
-            invocation_id=self.run.ctx.invocation_id,
-            author=self.agent.name,
-            content=Content(
-                role="model",
-                parts=[Part(function_call=FunctionCall(name=inv.tool.name, args=inv.args, id=inv.call_key))],
-            ),
-            custom_metadata={"codeact_kind": "tool_call"},
-        )
-
-    def _response_event(self, call_key: str, tool: str, outcome: Outcome) -> Event:
-        """The ``tool_response`` event: a ``function_response`` part with the call key as id;
-        ``response`` is the result (a non-dict value as ``{"result": value}``, as Google ADK
-        does) or ``{"error": "<ExceptionType>: <message>"}`` (what the script got)."""
-        if isinstance(outcome, ResumeValue):
-            # plain JSON for the session store (bytes as base64, as pydantic does)
-            value = pydantic_core.to_jsonable_python(outcome.value, bytes_mode="base64", inf_nan_mode="constants")
-            response = value if isinstance(value, dict) else {"result": value}
-        else:
-            response = {"error": f"{outcome.exc_type}: {outcome.message}"}
-        return Event(
-            invocation_id=self.run.ctx.invocation_id,
-            author=self.agent.name,
-            content=Content(
-                role="user", parts=[Part(function_response=FunctionResponse(name=tool, response=response, id=call_key))]
-            ),
-            custom_metadata={"codeact_kind": "tool_response"},
-        )
-
-    async def _recorded(self, data: dict[str, Any]) -> Outcome:
-        if "r" in data and self._service is not None:
-            app, user, sid = self._key
-            blob = await self._service.get_blob(app_name=app, user_id=user, session_id=sid, digest=data["r"])
-            if blob is None or hashlib.sha256(blob).hexdigest() != data["r"]:
-                return ResumeError("the journaled result is missing from the store (or altered)", "RuntimeError")
-            data = pydantic_core.from_json(blob)
-        return decode_outcome(data)
-
-    def _write_now(self, records: list[JournalRecord]) -> bool:
-        """``_write`` without awaiting, when the store has a ``journal_appender`` and the
-        slot is written: True when the records (after any OS answers not yet written) are
-        stored; False when nothing was written (the caller awaits ``_write``).
-
-        Raises:
-            AlreadyResumingError: another runner took the turn over; nothing was written.
-        """
-        st = self.state
-        if self._appender is None or not st.written:
-            return False
-        full = self._os_unwritten + records if self._os_unwritten else records
-        if self._sealed:
-            full = [seal_journal(self._runtime, self._scope, r) for r in full]
-        try:
-            if not self._appender(self.run.ctx.session, st.turn, full, st.version):
-                return False
-        except TurnConflictError as exc:
-            raise self._taken_over(exc) from exc
-        self._os_unwritten = []
-        if records[-1].kind == "outcome":
-            st.calls_since_checkpoint += 1
-        return True
-
-    def _taken_over(self, exc: TurnConflictError) -> AlreadyResumingError:
-        return AlreadyResumingError(
-            f"another runner took over turn {self.state.turn} of session {self._key[2]!r} ({exc}); this runner "
-            "wrote nothing more and stops"
-        )
-
-    async def _write(self, records: list[JournalRecord]) -> None:
-        """Appends journal records, fenced by the slot version this runner holds: through
-        the store's ``journal_appender`` when it takes them (``_write_now``), else awaited.
-
-        Raises:
-            AlreadyResumingError: another runner took the turn over; nothing was written.
-        """
-        if not self._write_now(records):
-            await self._write_awaited(records)
-
-    async def _write_awaited(self, records: list[JournalRecord]) -> None:
-        """``_write`` once ``_write_now`` declined: the turn's first write saves the slot
-        first (then tries the appender again), any other awaits ``append_journal``."""
-        if self._service is None:
-            return
-        if not self.state.written:
-            await self.save("running")
-            if self._write_now(records):
-                return
-        if self._os_unwritten:
-            records = self._os_unwritten + records
-            self._os_unwritten = []
-        if self._sealed:
-            records = [seal_journal(self._runtime, self._scope, r) for r in records]
-        try:
-            await self._service.append_journal(
-                self.run.ctx.session, self.state.turn, records, expected_version=self.state.version
-            )
-        except TurnConflictError as exc:
-            raise self._taken_over(exc) from exc
-        if records[-1].kind == "outcome":
-            self.state.calls_since_checkpoint += 1
-
-    # ------------------------------------------------------------------ the slot
-
-    async def save(
-        self,
-        status: Literal["running", "suspended"],
-        *,
-        snapshot: bytes | None = None,
-        at: list[CallPosition] | None = None,
-        pending: list[PendingEntry] | None = None,
-        gather: bool = False,
-    ) -> None:
-        """Writes the turn slot (compare-and-set on the version this runner holds).
-
-        Raises:
-            AlreadyResumingError: another runner wrote the slot since (it owns the turn now).
-        """
-        st, run = self.state, self.run
-        app, user, sid = self._key
-        if self._service is None:  # a run without a store (direct agent runs): nothing is durable
-            st.written = True
-            return
-        update = {
-            "format": TURN_FORMAT,
-            "status": status,
-            "turn_stdout": run.turn_stdout,
-            "next_pos": st.next_pos,
-            "advance": st.advance,
-            "at": at or [],
-            "gather": gather,
-            "pending": pending or [],
-            "snapshot_sha256": hashlib.sha256(snapshot).hexdigest() if snapshot is not None else None,
-            # A suspended turn at rest has no owner; a running one is this run's.
-            "claim": run.ctx.claim if status == "running" else None,
-            "run_key": run.ctx.run_key,
-        }
-        if self._sealed:
-            record = st.record.model_copy(update=update)
-            seal_record(self._runtime, record, self._key)
-            data = record_data(record)
-        else:
-            if st.record_data is None:  # the fixed part's JSON form, made once a turn
-                st.record_data = record_data(st.record)
-            data = slot_data(st.record_data, update)
-        try:
-            st.version = await self._service.save_turn(
-                app_name=app,
-                user_id=user,
-                session_id=sid,
-                data=data,
-                snapshot=snapshot,
-                expected_version=st.version,
-            )
-        except TurnConflictError as exc:
-            raise AlreadyResumingError(
-                f"another runner took over turn {st.turn} of session {sid!r} ({exc}); this runner stops"
-            ) from exc
-        run.slot_version = st.version
-        st.written = True
-
-    def _checkpoint_due(self) -> bool:
-        agent, st = self.agent, self.state
-        if not self.run.supports_suspension or not st.written:
-            return False
-        if agent.checkpoint_every is not None and st.calls_since_checkpoint >= agent.checkpoint_every:
-            return True
-        return (
-            agent.checkpoint_every_seconds is not None
-            and time.monotonic() - st.last_checkpoint >= agent.checkpoint_every_seconds
-        )
-
-    async def _checkpoint(self, step: Call | Gather, calls: list[PendingCall]) -> None:
-        st = self.state
-        snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
-        await self.save(
-            "running", snapshot=snapshot, at=[self._at(c) for c in calls], gather=not isinstance(step, Call)
-        )
-        st.calls_since_checkpoint = 0
-        st.last_checkpoint = time.monotonic()
-
-    def _at(self, call: PendingCall) -> CallPosition:
-        return CallPosition(call_id=call.call_id, pos=self.state.positions[call.call_id])
-
-    async def _suspend(
-        self, step: Call | Gather, calls: list[PendingCall], suspended: list[_Suspend]
-    ) -> AsyncGenerator[Event, None]:
-        agent, run = self.agent, self.run
-        snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
-        await self.save(
-            "suspended",
-            snapshot=snapshot,
-            at=[self._at(c) for c in calls],
-            pending=[s.entry for s in suspended],
-            gather=not isinstance(step, Call),
-        )
-        run.end("suspended")
-        events = announcement_events(agent.name, run.ctx.invocation_id, [s.info for s in suspended])
-        for i, event in enumerate(events):
-            if i == 0:
-                event = run.event(**_fields(event))
-            yield event
-
-
-@final
-@dataclass(slots=True)
-class _Notice:
-    """An event to emit before the call's result (an in-doubt notice), and the result."""
-
-    event: Event
-    then: ResumeValue | ResumeError | _Invoke | _Suspend
-
-
-class _HandlerFailed(Exception):
-    def __init__(self, cause: BaseException, suspend: _Suspend) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.suspend = suspend
-
-
-def _intent(inv: _Invoke) -> JournalRecord:
-    """The intent record of a call about to run: its tool, argument digest and how it was
-    allowed to run, when it needed allowing."""
-    return JournalRecord(
-        "intent",
-        inv.pos,
-        _json([inv.tool.name, inv.digest, inv.decided] if inv.decided else [inv.tool.name, inv.digest]),
-    )
-
 
 def _args_digest_or_error(tool: Tool, args: dict[str, Any]) -> str | ResumeError:
     """The digest of arguments ``plain_args_digest`` declined, or the error the script gets
@@ -1238,59 +755,6 @@ def _verdict(verdict: Any) -> tuple[bool | None, str]:
         f"a confirmation handler must return 'approve', 'deny', ('deny', reason), 'ask', True, False or None; got "
         f"{verdict!r}"
     )
-
-
-def _escaped(outcome: Outcome, tool: str) -> Outcome:
-    """An outcome that failed to encode, with its text escaped (or, failing that, an error
-    naming why)."""
-    try:
-        if isinstance(outcome, ResumeError):
-            escaped: Outcome = ResumeError(escape_surrogates(outcome.message), escape_surrogates(outcome.exc_type))
-        else:
-            escaped = ResumeValue(escape_surrogates(outcome.value))
-        encode_outcome(escaped)
-        return escaped
-    except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
-        return ResumeError(f"the result of {tool!r} cannot be recorded ({type(exc).__name__})", "ValueError")
-
-
-def escape_surrogates(value: Any) -> Any:
-    """``value`` with every str holding lone surrogates (what ``os.fsdecode`` gives for a
-    file name that is not UTF-8) escaped as ``\\udcxx`` text, so it can be journaled and
-    enter the script; other values unchanged. Only called on values ``value_problem``
-    accepted (bounded depth)."""
-    kind = type(value)
-    if kind is str:
-        if value.isascii():
-            return value
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "backslashreplace").decode("utf-8")
-        return value
-    if kind is list:
-        return [escape_surrogates(v) for v in value]
-    if kind is tuple:
-        return tuple(escape_surrogates(v) for v in value)
-    if kind is dict:
-        return {escape_surrogates(k): escape_surrogates(v) for k, v in value.items()}
-    return value
-
-
-def _fields(event: Event) -> dict[str, Any]:
-    """An event's fields for ``CodeActAgent._event`` (which adds pending tool deltas)."""
-    return {
-        "content": event.content,
-        "actions": event.actions,
-        "long_running_tool_ids": event.long_running_tool_ids,
-        "interrupted": event.interrupted,
-        "turn_complete": event.turn_complete,
-        "custom_metadata": event.custom_metadata,  # the in-doubt announcement's kind and call keys
-    }
-
-
-def _json(value: Any) -> str:
-    return pydantic_core.to_json(value, inf_nan_mode="constants").decode()
 
 
 def position_of(call_key: str) -> int:

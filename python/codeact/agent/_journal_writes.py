@@ -1,0 +1,191 @@
+"""The journal writes of the turn driver: intents, outcomes (inline or as a blob) and the
+OS answers, fenced by the slot version the runner holds (SPEC §5)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+import pydantic_core
+
+from ..events import Event
+from ..exceptions import AlreadyResumingError, TurnConflictError
+from ..runtime import ResumeError, ResumeValue
+from ..sessions._journal import JournalRecord
+from ..turns._codec import INLINE_VALUE_LIMIT, MAX_VALUE_BYTES, decode_outcome, encode_outcome
+from ..turns._verify import seal_journal
+from ._call_results import _SHORT_INT, _SHORT_SCALARS, Outcome, _Invoke
+from ._slot_writes import _SlotWrites
+
+if TYPE_CHECKING:
+    from ..sessions._service import JournalAppender
+
+
+class _JournalWrites(_SlotWrites):
+    """The driver's journal writes (``TurnDriver`` inherits them)."""
+
+    _os_unwritten: list[JournalRecord]
+    _appender: JournalAppender | None
+    _scope: str
+    _emit: bool
+    _events: list[Event]
+
+    # ------------------------------------------------------------------ journal
+
+    async def _record(self, pos: int, tool: str, digest: str, outcome: Outcome, *, intent: bool = False) -> Outcome:
+        """Writes ``outcome`` (and the intent when none is stored) durably; returns it, or the
+        error the script gets when the value is too large for the boundary. A value that
+        cannot be encoded as it is (a str with lone surrogates) is recorded, and given to the
+        script, escaped; one that cannot be encoded at all becomes the script's error."""
+        value: Any = outcome.value if type(outcome) is ResumeValue else outcome
+        kind = type(value)
+        if kind is int and -_SHORT_INT < value < _SHORT_INT:
+            text = f'{{"v":{value}}}'  # as encode_outcome writes it
+        elif kind in _SHORT_SCALARS:
+            text = encode_outcome(outcome).decode()
+        else:
+            try:
+                data = encode_outcome(outcome)
+            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+                outcome = _escaped(outcome, tool)
+                data = encode_outcome(outcome)
+            if len(data) > MAX_VALUE_BYTES:
+                outcome = ResumeError(f"the result of {tool!r} is larger than {MAX_VALUE_BYTES} bytes", "ValueError")
+                data = encode_outcome(outcome)
+            elif len(data) > INLINE_VALUE_LIMIT and self._service is not None:
+                blob = hashlib.sha256(data).hexdigest()
+                app, user, sid = self._key
+                await self._service.put_blob(app_name=app, user_id=user, session_id=sid, digest=blob, data=data)
+                data = _json({"r": blob, "n": len(data)}).encode()
+            text = data.decode()
+        records = [JournalRecord("outcome", pos, text)]
+        if intent:
+            records.insert(0, JournalRecord("intent", pos, _json([tool, digest])))
+        if not self._write_now(records):
+            await self._write_awaited(records)
+        if self._emit:
+            self._events.append(self._response_event(f"{self.state.turn}:{pos}", tool, outcome))
+        return outcome
+
+    async def _recorded(self, data: dict[str, Any]) -> Outcome:
+        if "r" in data and self._service is not None:
+            app, user, sid = self._key
+            blob = await self._service.get_blob(app_name=app, user_id=user, session_id=sid, digest=data["r"])
+            if blob is None or hashlib.sha256(blob).hexdigest() != data["r"]:
+                return ResumeError("the journaled result is missing from the store (or altered)", "RuntimeError")
+            data = pydantic_core.from_json(blob)
+        return decode_outcome(data)
+
+    def _write_now(self, records: list[JournalRecord]) -> bool:
+        """``_write`` without awaiting, when the store has a ``journal_appender`` and the
+        slot is written: True when the records (after any OS answers not yet written) are
+        stored; False when nothing was written (the caller awaits ``_write``).
+
+        Raises:
+            AlreadyResumingError: another runner took the turn over; nothing was written.
+        """
+        st = self.state
+        if self._appender is None or not st.written:
+            return False
+        full = self._os_unwritten + records if self._os_unwritten else records
+        if self._sealed:
+            full = [seal_journal(self._runtime, self._scope, r) for r in full]
+        try:
+            if not self._appender(self.run.ctx.session, st.turn, full, st.version):
+                return False
+        except TurnConflictError as exc:
+            raise self._taken_over(exc) from exc
+        self._os_unwritten = []
+        if records[-1].kind == "outcome":
+            st.calls_since_checkpoint += 1
+        return True
+
+    def _taken_over(self, exc: TurnConflictError) -> AlreadyResumingError:
+        return AlreadyResumingError(
+            f"another runner took over turn {self.state.turn} of session {self._key[2]!r} ({exc}); this runner "
+            "wrote nothing more and stops"
+        )
+
+    async def _write(self, records: list[JournalRecord]) -> None:
+        """Appends journal records, fenced by the slot version this runner holds: through
+        the store's ``journal_appender`` when it takes them (``_write_now``), else awaited.
+
+        Raises:
+            AlreadyResumingError: another runner took the turn over; nothing was written.
+        """
+        if not self._write_now(records):
+            await self._write_awaited(records)
+
+    async def _write_awaited(self, records: list[JournalRecord]) -> None:
+        """``_write`` once ``_write_now`` declined: the turn's first write saves the slot
+        first (then tries the appender again), any other awaits ``append_journal``."""
+        if self._service is None:
+            return
+        if not self.state.written:
+            await self.save("running")
+            if self._write_now(records):
+                return
+        if self._os_unwritten:
+            records = self._os_unwritten + records
+            self._os_unwritten = []
+        if self._sealed:
+            records = [seal_journal(self._runtime, self._scope, r) for r in records]
+        try:
+            await self._service.append_journal(
+                self.run.ctx.session, self.state.turn, records, expected_version=self.state.version
+            )
+        except TurnConflictError as exc:
+            raise self._taken_over(exc) from exc
+        if records[-1].kind == "outcome":
+            self.state.calls_since_checkpoint += 1
+
+
+def _intent(inv: _Invoke) -> JournalRecord:
+    """The intent record of a call about to run: its tool, argument digest and how it was
+    allowed to run, when it needed allowing."""
+    return JournalRecord(
+        "intent",
+        inv.pos,
+        _json([inv.tool.name, inv.digest, inv.decided] if inv.decided else [inv.tool.name, inv.digest]),
+    )
+
+
+def _escaped(outcome: Outcome, tool: str) -> Outcome:
+    """An outcome that failed to encode, with its text escaped (or, failing that, an error
+    naming why)."""
+    try:
+        if isinstance(outcome, ResumeError):
+            escaped: Outcome = ResumeError(escape_surrogates(outcome.message), escape_surrogates(outcome.exc_type))
+        else:
+            escaped = ResumeValue(escape_surrogates(outcome.value))
+        encode_outcome(escaped)
+        return escaped
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError) as exc:
+        return ResumeError(f"the result of {tool!r} cannot be recorded ({type(exc).__name__})", "ValueError")
+
+
+def escape_surrogates(value: Any) -> Any:
+    """``value`` with every str holding lone surrogates (what ``os.fsdecode`` gives for a
+    file name that is not UTF-8) escaped as ``\\udcxx`` text, so it can be journaled and
+    enter the script; other values unchanged. Only called on values ``value_problem``
+    accepted (bounded depth)."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if kind is list:
+        return [escape_surrogates(v) for v in value]
+    if kind is tuple:
+        return tuple(escape_surrogates(v) for v in value)
+    if kind is dict:
+        return {escape_surrogates(k): escape_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _json(value: Any) -> str:
+    return pydantic_core.to_json(value, inf_nan_mode="constants").decode()

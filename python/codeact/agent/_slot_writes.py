@@ -1,0 +1,132 @@
+"""The turn slot writes of the turn driver: saves, checkpoints and the suspension with its
+announcement events (SPEC §5)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Literal
+
+from ..events import Event
+from ..exceptions import AlreadyResumingError, TurnConflictError
+from ..runtime import Call, Gather, PendingCall
+from ..turns._codec import announcement_events
+from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry
+from ..turns._verify import record_data, seal_record, slot_data
+from ._call_results import _Suspend
+from ._turn_events import _fields, _TurnEvents
+
+if TYPE_CHECKING:
+    from ..runtime import CodeRuntime
+    from ..sessions import BaseSessionService
+
+
+class _SlotWrites(_TurnEvents):
+    """The driver's slot writes (``TurnDriver`` inherits them)."""
+
+    _key: tuple[str, str, str]
+    _service: BaseSessionService | None
+    _runtime: CodeRuntime
+    _sealed: bool
+
+    # ------------------------------------------------------------------ the slot
+
+    async def save(
+        self,
+        status: Literal["running", "suspended"],
+        *,
+        snapshot: bytes | None = None,
+        at: list[CallPosition] | None = None,
+        pending: list[PendingEntry] | None = None,
+        gather: bool = False,
+    ) -> None:
+        """Writes the turn slot (compare-and-set on the version this runner holds).
+
+        Raises:
+            AlreadyResumingError: another runner wrote the slot since (it owns the turn now).
+        """
+        st, run = self.state, self.run
+        app, user, sid = self._key
+        if self._service is None:  # a run without a store (direct agent runs): nothing is durable
+            st.written = True
+            return
+        update = {
+            "format": TURN_FORMAT,
+            "status": status,
+            "turn_stdout": run.turn_stdout,
+            "next_pos": st.next_pos,
+            "advance": st.advance,
+            "at": at or [],
+            "gather": gather,
+            "pending": pending or [],
+            "snapshot_sha256": hashlib.sha256(snapshot).hexdigest() if snapshot is not None else None,
+            # A suspended turn at rest has no owner; a running one is this run's.
+            "claim": run.ctx.claim if status == "running" else None,
+            "run_key": run.ctx.run_key,
+        }
+        if self._sealed:
+            record = st.record.model_copy(update=update)
+            seal_record(self._runtime, record, self._key)
+            data = record_data(record)
+        else:
+            if st.record_data is None:  # the fixed part's JSON form, made once a turn
+                st.record_data = record_data(st.record)
+            data = slot_data(st.record_data, update)
+        try:
+            st.version = await self._service.save_turn(
+                app_name=app,
+                user_id=user,
+                session_id=sid,
+                data=data,
+                snapshot=snapshot,
+                expected_version=st.version,
+            )
+        except TurnConflictError as exc:
+            raise AlreadyResumingError(
+                f"another runner took over turn {st.turn} of session {sid!r} ({exc}); this runner stops"
+            ) from exc
+        run.slot_version = st.version
+        st.written = True
+
+    def _checkpoint_due(self) -> bool:
+        agent, st = self.agent, self.state
+        if not self.run.supports_suspension or not st.written:
+            return False
+        if agent.checkpoint_every is not None and st.calls_since_checkpoint >= agent.checkpoint_every:
+            return True
+        return (
+            agent.checkpoint_every_seconds is not None
+            and time.monotonic() - st.last_checkpoint >= agent.checkpoint_every_seconds
+        )
+
+    async def _checkpoint(self, step: Call | Gather, calls: list[PendingCall]) -> None:
+        st = self.state
+        snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
+        await self.save(
+            "running", snapshot=snapshot, at=[self._at(c) for c in calls], gather=not isinstance(step, Call)
+        )
+        st.calls_since_checkpoint = 0
+        st.last_checkpoint = time.monotonic()
+
+    def _at(self, call: PendingCall) -> CallPosition:
+        return CallPosition(call_id=call.call_id, pos=self.state.positions[call.call_id])
+
+    async def _suspend(
+        self, step: Call | Gather, calls: list[PendingCall], suspended: list[_Suspend]
+    ) -> AsyncGenerator[Event, None]:
+        agent, run = self.agent, self.run
+        snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
+        await self.save(
+            "suspended",
+            snapshot=snapshot,
+            at=[self._at(c) for c in calls],
+            pending=[s.entry for s in suspended],
+            gather=not isinstance(step, Call),
+        )
+        run.end("suspended")
+        events = announcement_events(agent.name, run.ctx.invocation_id, [s.info for s in suspended])
+        for i, event in enumerate(events):
+            if i == 0:
+                event = run.event(**_fields(event))
+            yield event

@@ -1,0 +1,100 @@
+"""What the turn driver knows about the turn it runs: its state, the journal read back
+for replay, and how a drive ended (SPEC §5)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pydantic_core
+
+from ..runtime import Complete, Raised
+from ..sessions._journal import JournalRecord
+from ..turns._record import PendingEntry, TurnRecord
+
+
+@dataclass(slots=True)
+class TurnEnd:
+    """How a turn's drive ended.
+
+    Attributes:
+        how: ``"finished"`` (``step`` is the script's ``Complete`` / ``Raised``),
+            ``"suspended"`` (the pending calls were announced), ``"stopped"`` (the run ended:
+            an error event, a hand-off signalled by a tool) or ``"budget"`` (the script broke
+            a per-script budget; ``message`` is fed back to the model).
+    """
+
+    how: Literal["finished", "suspended", "stopped", "budget"]
+    step: Complete | Raised | None = None
+    message: str = ""
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A journaled call: the intent, and the outcome once recorded."""
+
+    tool: str
+    digest: str
+    outcome: Any = None  # parsed outcome record, or None
+
+
+@dataclass
+class Journal:
+    """The journal of one turn as read back for replay: calls by position, OS answers by
+    advance index."""
+
+    calls: dict[int, _Entry] = field(default_factory=dict)
+    os: dict[int, list[Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_records(cls, records: list[JournalRecord]) -> Journal:
+        journal = cls()
+        for r in records:
+            data = pydantic_core.from_json(r.data)
+            if r.kind == "os":
+                journal.os[r.seq] = [(kind, value) for kind, value in data]  # JSON gave [kind, value] lists
+            elif r.kind == "intent":
+                journal.calls[r.seq] = _Entry(data[0], data[1])
+            elif r.seq in journal.calls:
+                journal.calls[r.seq].outcome = data
+        return journal
+
+
+@dataclass
+class TurnState:
+    """What the driver knows about the turn it runs.
+
+    Attributes:
+        turn: the turn id (``<invocation id>:<iteration>``); call keys are ``<turn>:<pos>``.
+        record: the turn record's fixed part (script, transcript, ...), stored in the slot.
+        version: the slot version this runner last wrote or claimed (0: none yet).
+        written: whether this turn's record is in the slot.
+        journal: the journal read back (empty for a live turn).
+        pending: positions of calls the suspension is paused at -> their entry.
+        decisions: call key -> True (approve) / reason text (deny), held in memory: a
+            decision becomes durable only with the journal record of the resume that uses it.
+        responses: call key -> completion value.
+        in_doubt: call key -> the human's decision on a call in doubt.
+        next_pos / advance: the next call position and advance index.
+        positions: the interpreter's call id -> position, for the calls of this turn.
+        record_data: ``record``'s JSON form (``record_data``), made at the first save of a
+            turn without a snapshot key and reused by each later save (``slot_data``).
+    """
+
+    turn: str
+    record: TurnRecord
+    version: int = 0
+    written: bool = False
+    journal: Journal = field(default_factory=Journal)
+    pending: dict[int, PendingEntry] = field(default_factory=dict)
+    decisions: dict[str, Any] = field(default_factory=dict)
+    responses: dict[str, Any] = field(default_factory=dict)
+    in_doubt: dict[str, Any] = field(default_factory=dict)
+    next_pos: int = 0
+    advance: int = 0
+    positions: dict[int, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    record_data: dict[str, Any] | None = None
+    last_checkpoint: float = field(default_factory=time.monotonic)
+    calls_since_checkpoint: int = 0
