@@ -191,6 +191,7 @@ SLOW_TESTS: dict[str, tuple[str, ...]] = {
     "test_cli": ("test_chat_approves", "test_chat_denies", "test_host_failures_end_with", "test_the_module_runs_as"),
     "test_corpus": ("test_the_module_runs_as",),
     "test_adversarial": ("test_adversarial_script",),
+    "test_doors_pydantic_ai": ("test_an_approval_replayed_by_another_os_process",),  # a real subprocess, ~35 s
 }
 """Tests (by module and name prefix) that are slow: child processes or long campaigns."""
 
