@@ -278,7 +278,13 @@ AgentOption = Annotated[
     str | None,
     typer.Option(help="module:attr of the agent that resumes the run (or give the options chat was started with)"),
 ]
-CallOption = Annotated[str | None, typer.Option("--call", help="call key (optional when one call is pending)")]
+CallOption = Annotated[
+    str | None,
+    typer.Option(
+        "--call",
+        help="call key (`sessions pending` lists them); approve and deny may leave it out when one call is pending",
+    ),
+]
 
 
 def _chat_options(
