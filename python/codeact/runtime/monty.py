@@ -19,7 +19,17 @@ from ..exceptions import CodeRuntimeError, SnapshotError
 from ._check import cached_check_result, check_script_safely, format_findings
 from ._oneshot import RunResult, arun_script, run_script
 from ._options import DEFAULT_MAX_STDOUT, FrozenClock, MiB, Mount, PathAccess, ResourceLimits, SteppingClock, as_utc
-from ._seam import Call, Complete, Gather, Raised, ResumeError, ResumeValue, RunStep, RuntimeCapabilities
+from ._seam import (
+    Call,
+    Complete,
+    Gather,
+    Raised,
+    ResumeError,
+    ResumeValue,
+    RunStep,
+    RuntimeCapabilities,
+    ThreadTicket,
+)
 from ._subset import STDLIB_MODULES, render_language_section
 
 if TYPE_CHECKING:
@@ -123,26 +133,6 @@ class _Ready:
 
     def result(self) -> RunStep:
         return self._step
-
-
-class _Deferred:
-    """A ticket over a Python future (same interface as the native ``StepTicket``)."""
-
-    __slots__ = ("_future",)
-
-    def __init__(self, future: concurrent.futures.Future[RunStep]) -> None:
-        self._future = future
-
-    @property
-    def done(self) -> bool:
-        return self._future.done()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        concurrent.futures.wait([self._future], timeout=timeout)
-        return self._future.done()
-
-    def result(self) -> RunStep:
-        return self._future.result()
 
 
 _INLINE_CHECK_BYTES = 16 * 1024
@@ -426,7 +416,7 @@ class MontyRuntime:
         here, on the calling thread."""
         if len(script) > _INLINE_CHECK_BYTES and (self.rewrite_scripts or self.check_scripts):
             # A long script's check takes milliseconds of CPython parsing: off the caller's thread.
-            return _Deferred(_CHECK_POOL.submit(self.start, script, script_name, os_replay=os_replay))
+            return ThreadTicket(_CHECK_POOL.submit(self.start, script, script_name, os_replay=os_replay))
         checked = self._check_memo.get(script)
         if checked is None:
             checked = self._checked(script)
@@ -436,7 +426,7 @@ class MontyRuntime:
         replay = tuple(os_replay) or None
         start_async = getattr(self._engine, "start_async", None)
         if start_async is None:
-            return _Deferred(_OFFLOAD_POOL.submit(self._engine.start, script, script_name, replay, deferred or None))
+            return ThreadTicket(_OFFLOAD_POOL.submit(self._engine.start, script, script_name, replay, deferred or None))
         return start_async(script, script_name, replay, deferred or None)
 
     def resume_async(
@@ -446,7 +436,7 @@ class MontyRuntime:
         replay = tuple(os_replay) or None
         resume_async = getattr(self._engine, "resume_async", None)
         if resume_async is None:
-            return _Deferred(_OFFLOAD_POOL.submit(self._engine.resume, snapshot, outcome, replay))
+            return ThreadTicket(_OFFLOAD_POOL.submit(self._engine.resume, snapshot, outcome, replay))
         return resume_async(snapshot, outcome, replay)
 
     def resume(
