@@ -1,0 +1,111 @@
+"""The SQL text of ``PostgresSessionService``: the schema, its migrations and the journal's
+write statements (``_postgres``)."""
+
+from __future__ import annotations
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS codeact_sessions (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    create_time DOUBLE PRECISION NOT NULL,
+    last_update_time DOUBLE PRECISION NOT NULL,
+    ord BIGINT GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (app_name, user_id, id)
+);
+CREATE TABLE IF NOT EXISTS codeact_events (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    timestamp DOUBLE PRECISION NOT NULL,
+    data TEXT NOT NULL,
+    FOREIGN KEY (app_name, user_id, session_id) REFERENCES codeact_sessions ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS codeact_events_by_session ON codeact_events (app_name, user_id, session_id, seq);
+CREATE TABLE IF NOT EXISTS codeact_session_state (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (app_name, user_id, session_id, key),
+    FOREIGN KEY (app_name, user_id, session_id) REFERENCES codeact_sessions ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS codeact_user_state (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (app_name, user_id, key)
+);
+CREATE TABLE IF NOT EXISTS codeact_app_state (
+    app_name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (app_name, key)
+);
+CREATE TABLE IF NOT EXISTS codeact_turns (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    data TEXT,
+    snapshot BYTEA,
+    PRIMARY KEY (app_name, user_id, session_id),
+    FOREIGN KEY (app_name, user_id, session_id) REFERENCES codeact_sessions ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS codeact_turns_live ON codeact_turns (app_name, user_id) WHERE data IS NOT NULL;
+CREATE TABLE IF NOT EXISTS codeact_journal (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (app_name, user_id, session_id, turn, kind, seq),
+    FOREIGN KEY (app_name, user_id, session_id) REFERENCES codeact_sessions ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS codeact_blobs (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (app_name, user_id, session_id, digest),
+    FOREIGN KEY (app_name, user_id, session_id) REFERENCES codeact_sessions ON DELETE CASCADE
+);
+"""
+
+# Each migration takes the layout from version N to N + 1 (index N - 1). None yet: version 1
+# is the first layout; a later format appends its statements here.
+_MIGRATIONS: list[str] = []
+
+_PK = "app_name = %s AND user_id = %s AND session_id = %s"
+
+_JOURNAL_SQL = """
+WITH fence AS (
+    SELECT CASE WHEN data IS NULL THEN 0 ELSE version END AS v
+    FROM codeact_turns WHERE app_name = %(a)s AND user_id = %(u)s AND session_id = %(s)s FOR SHARE
+), ins AS (
+    INSERT INTO codeact_journal (app_name, user_id, session_id, turn, kind, seq, data)
+    SELECT %(a)s, %(u)s, %(s)s, %(t)s, r.kind, r.seq, r.data
+    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)
+    WHERE %(ev)s::bigint IS NULL OR COALESCE((SELECT v FROM fence), 0) = %(ev)s::bigint
+    ON CONFLICT (app_name, user_id, session_id, turn, kind, seq)
+    DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind <> 'outcome'
+    RETURNING 1
+)
+SELECT COALESCE((SELECT v FROM fence), 0), (SELECT count(*) FROM ins)
+"""
+
+_JOURNAL_ONE_SQL = _JOURNAL_SQL.replace(
+    "SELECT %(a)s, %(u)s, %(s)s, %(t)s, r.kind, r.seq, r.data\n"
+    "    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)\n",
+    "SELECT %(a)s, %(u)s, %(s)s, %(t)s, %(kind)s::text, %(seq)s::bigint, %(data)s::text\n",
+)
+"""``_JOURNAL_SQL`` for one record (the usual write: an intent or an outcome), with scalar
+parameters: no arrays to build and unpack."""
+assert _JOURNAL_ONE_SQL != _JOURNAL_SQL
