@@ -85,7 +85,7 @@ class Served:
         return next(p for p in body["pending"] if p["session_id"] == session_id)
 
 
-def _serve(tmp_path: Path, token: str | None) -> Iterator[Served]:
+def _serve(tmp_path: Path, token: str | None, **options: Any) -> Iterator[Served]:
     db = tmp_path / "sessions.db"
     runner = wf.make_runner(str(db))
     in_thread(wf.start, runner, "pay-1", "please pay bob")
@@ -98,7 +98,7 @@ def _serve(tmp_path: Path, token: str | None) -> Iterator[Served]:
     sock.listen(128)  # connections queue from now on: no waiting for uvicorn to start
     port = sock.getsockname()[1]
     served = Served(url=f"http://127.0.0.1:{port}", db=db, runner=runner)
-    app = _Recorder(create_app(runner, token=token, poll_interval=0.1), served.bodies)
+    app = _Recorder(create_app(runner, token=token, poll_interval=0.1, **options), served.bodies)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -384,14 +384,28 @@ def _earlier_scripts(events: list[Event], invocation_id: str) -> list[str]:
     return [code for _, code in scripts[:last]]
 
 
-async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dict[str, Any]]:
+INBOX_KINDS = ("confirmation", "completion", "in_doubt", "interrupted", "stale")
+"""What the inbox can be filtered by (``?kind=``): a pending call's kind, or a turn's status."""
+
+
+async def inbox(
+    runner: Runner,
+    user_id: str | None,
+    redact: Redact,
+    *,
+    kind: str | None = None,
+    tool: str | None = None,
+) -> list[dict[str, Any]]:
     """What waits for a human in the app (of one user when given), newest session first:
     each pending call (``"card": "call"``) with the session's status, the script excerpt
-    around the call and what already ran in its turn; each interrupted turn (``"card":
-    "interrupted"``: recover it) and each turn that fails verification (``"card": "stale"``,
-    with its ``reason``: nothing of it can be decided). Every card has a ``key`` naming what
-    it decides: a card never changes what its key names."""
+    around the call, what already ran in its turn and the reviewer's ``context`` (see
+    ``call_context``); each interrupted turn (``"card": "interrupted"``: recover it) and each
+    turn that fails verification (``"card": "stale"``, with its ``reason``: nothing of it can
+    be decided). Every card has a ``key`` naming what it decides: a card never changes what
+    its key names. ``kind`` (one of ``INBOX_KINDS``) keeps the calls of that kind or the
+    turns of that status; ``tool`` keeps the calls to that tool (and drops turn cards)."""
     out: list[dict[str, Any]] = []
+    tools = _tools_by_name(runner)
     service = runner.session_service
     for user, sid in await service.list_turns(app_name=runner.app_name, user_id=user_id):
         session = await service.get_session(app_name=runner.app_name, user_id=user, session_id=sid)
@@ -410,17 +424,23 @@ async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dic
             "last_update_time": session.last_update_time,
             "updated": _iso(session.last_update_time),
         }
+        turn_cards = tool is None and kind in (None, status)
         if status == "stale":
-            out.append({**base, "card": "stale", "reason": info.reason, "key": f"stale {user} {sid}"})
+            if turn_cards:
+                out.append({**base, "card": "stale", "reason": info.reason, "key": f"stale {user} {sid}"})
             continue
-        if status == "interrupted":
+        if status == "interrupted" and turn_cards:
             key = f"interrupted {user} {sid} {info.turn}"
             out.append({**base, "card": "interrupted", "in_flight": info.in_flight, "key": key})
+        calls = [p for p in info.pending if kind in (None, p.kind) and tool in (None, p.tool)]
+        if not calls:
+            continue
         detail = await turn_detail(runner, session, info)
         slot = await service.load_turn(app_name=runner.app_name, user_id=user, session_id=sid) if info.pending else None
         keeps_namespace = slot is not None and slot.data.get("namespace") is not None
         positions = _positions(slot.data if slot is not None else None)
-        for p in info.pending:
+        agent_name = slot.data.get("agent_name") if slot is not None else None
+        for p in calls:
             code = _script_of(session.events, p.invocation_id)
             earlier = _earlier_scripts(session.events, p.invocation_id) if keeps_namespace else None
             out.append(
@@ -432,11 +452,63 @@ async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dic
                     "excerpt": excerpt(code, p.tool, earlier, positions.get(p.call_key))
                     if code
                     else {"lines": [], "line": None, "note": ""},
+                    "context": call_context(runner, session.events, p, agent_name, tools),
                     **detail,
                 }
             )
     out.sort(key=lambda c: c["last_update_time"], reverse=True)  # stable: a session's calls keep their order
     return scrub(out, redact)
+
+
+def _tools_by_name(runner: Runner) -> dict[str, dict[str, Any]]:
+    """``{agent name: {tool name: Tool}}`` of the runner's agent tree, as far as the tools are
+    known without a run (static tools and toolsets that list theirs)."""
+    from ..agent._agent import CodeActAgent
+    from ..agent._options import known_tools
+
+    out: dict[str, dict[str, Any]] = {}
+    todo = [runner.agent]
+    while todo:
+        agent = todo.pop()
+        if isinstance(agent, CodeActAgent):
+            out[agent.name] = {t.name: t for t in known_tools(agent, partial=True) or []}
+        todo.extend(agent.sub_agents)
+    return out
+
+
+def call_context(
+    runner: Runner,
+    events: list[Event],
+    p: PendingCallInfo,
+    agent_name: str | None,
+    tools: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """What a reviewer needs beside the call: ``{"message": the user's text that started the
+    turn or None, "agent": name, "agent_description": str, "tool_description": str,
+    "args": {argument: its schema's description}}`` (empty strings where nothing is known)."""
+    message = None
+    for event in events:
+        if event.invocation_id == p.invocation_id and event.author == "user" and event.content is not None:
+            texts = [part.text for part in event.content.parts if part.text]
+            if texts:
+                message = "\n".join(texts)
+                break
+    name = agent_name or runner.agent.name
+    agent = runner.agent.find_agent(name) or runner.agent
+    tool = tools.get(agent.name, {}).get(p.tool)
+    arg_docs: dict[str, str] = {}
+    schema = getattr(tool, "parameters", None) if tool is not None else None
+    if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+        for arg, spec in schema["properties"].items():
+            if isinstance(spec, dict) and isinstance(spec.get("description"), str):
+                arg_docs[str(arg)] = spec["description"]
+    return {
+        "message": message,
+        "agent": agent.name,
+        "agent_description": agent.description,
+        "tool_description": (tool.description or "") if tool is not None else "",
+        "args": arg_docs,
+    }
 
 
 async def live_version(runner: Runner, user_id: str | None, session_id: str | None = None) -> str:
