@@ -58,6 +58,7 @@ from ._output import (
     render_observation,
     truncate_middle,
 )
+from ._position import map_raised_lines
 from ._recovery import drop_slot, release_claim, restore
 from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event, gated_tools, unknown_tool_error
 from ._toolcheck import tool_call_problem
@@ -652,6 +653,7 @@ class CodeActAgent(BaseAgent):
                             span.fail("script_budget", end.message[:200])
                     span.end()
             run.slot_version = state.version
+            given = state.record.script
             state = None
             assert end is not None
             if end.how in ("suspended", "stopped"):
@@ -663,7 +665,7 @@ class CodeActAgent(BaseAgent):
             assert end.step is not None
             final_step = end.step
             if isinstance(final_step, Raised):
-                message = final_step.message
+                message = map_raised_lines(final_step.message, self.runtime, given, SCRIPT_NAME)
                 if run.prepared is not None:
                     message = shift_traceback(message, run.prepared)
                 message = explain_raised(
