@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from codeact import MontyRuntime
-from codeact.runtime import Call, Raised, ResumeValue
 from codeact.exceptions import ScriptError
+from codeact.runtime import Call, Raised, ResumeValue
 
 ORDERS = [1, 2, 3, 4]
 
