@@ -160,7 +160,7 @@ def test_an_error_after_a_hoisted_loop_names_the_models_line():
     step = runtime.start(script, "main.py")
     while isinstance(step, Call):
         step = step.call.resume(ResumeValue(False))
-    assert isinstance(step, Raised) and 'line 4' not in step.message  # the rewrite moved it
+    assert isinstance(step, Raised) and "line 4" not in step.message  # the rewrite moved it
     mapped = map_traceback(step.message, runtime.script_as_run(script), script, "main.py")
     assert 'File "main.py", line 4' in mapped and "y = missing + x" in mapped
 
