@@ -117,7 +117,15 @@ def test_each_card_carries_the_reviewers_context(reviewed: Served) -> None:
         "agent_description": "",
         "tool_description": "Pays out (needs a human's approval).",
         "args": {},
+        "editable": True,
+        "edit": [
+            {"name": "amount", "kind": "integer", "value": "900", "required": True, "description": "", "options": []}
+        ],
     }
+    job = next(
+        p for p in http("GET", f"{reviewed.url}/api/pending", token=ALICE)[1]["pending"] if p["tool"] == "start_job"
+    )
+    assert job["context"]["editable"] is False and job["context"]["edit"] == []  # only a confirmation is edited
 
 
 def test_dismiss_denies_with_the_stock_reason_and_runs_nothing(reviewed: Served) -> None:

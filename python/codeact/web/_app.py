@@ -425,6 +425,10 @@ def create_app(
             fields.update(verb="resolve", action=action, payload=value, reason=reason or None)
         else:
             fields["verb"] = verb
+            if "args" in body:  # approve with edited arguments (validated by the runner, before anything runs)
+                if not isinstance(body["args"], dict):
+                    raise HttpError(400, "args must be a JSON object of the call's arguments; nothing ran")
+                fields["args"] = body["args"]
         try:
             decision = Decision(**fields)
         except CodeActError as exc:
@@ -562,6 +566,11 @@ def create_app(
                 raise HttpError(400, "give the call's result as JSON; nothing ran")
             if verb == "deny" and fields.get("dismiss") == "1":
                 body["dismiss"] = True
+            if verb == "approve" and fields.get("edit") == "1":
+                try:
+                    body["args"] = views.args_from_form(fields)
+                except ValueError as exc:
+                    raise HttpError(400, f"{exc}; nothing ran") from None
             result = await decide(r, verb, request.path_params["call_key"], body, request.state.actor)
         except HttpError as exc:
             return error_page(request, exc)

@@ -502,12 +502,15 @@ def call_context(
         for arg, spec in schema["properties"].items():
             if isinstance(spec, dict) and isinstance(spec.get("description"), str):
                 arg_docs[str(arg)] = spec["description"]
+    editable = p.kind == "confirmation" and tool is not None and getattr(tool, "editable", True) is not False
     return {
         "message": message,
         "agent": agent.name,
         "agent_description": agent.description,
         "tool_description": (tool.description or "") if tool is not None else "",
         "args": arg_docs,
+        "editable": editable,
+        "edit": edit_fields(schema, p.args) if editable else [],
     }
 
 
@@ -565,3 +568,89 @@ def fingerprint(data: Any) -> str:
     """A short digest of what a page shows (its live version): server-sent events announce
     a new one when it changes."""
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+EDIT_KINDS = ("integer", "number", "boolean", "string", "enum", "json")
+"""How the **Edit** form shows an argument: a number field, a checkbox, a text field, a choice
+among the schema's ``enum``, or JSON text (nested values, unions, anything else)."""
+
+
+def _edit_kind(spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return "json"
+    if isinstance(spec.get("enum"), list) and spec["enum"] and all(isinstance(v, str) for v in spec["enum"]):
+        return "enum"
+    kind = spec.get("type")
+    return kind if kind in ("integer", "number", "boolean", "string") else "json"
+
+
+def edit_fields(schema: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """The **Edit** form of a call with ``args`` to a tool whose parameters are ``schema`` (a
+    JSON schema, ``type: object``): one field per property (then any argument the schema does
+    not name, as JSON), each ``{"name", "kind" (EDIT_KINDS), "value" (the text shown; for a
+    boolean, ``true``/``false``), "required", "description", "options" (for an enum)}``."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    props = props if isinstance(props, dict) else {}
+    required = set(schema.get("required") or []) if isinstance(schema, dict) else set()
+    fields: list[dict[str, Any]] = []
+    for name in [*props, *(a for a in args if a not in props)]:
+        spec = props.get(name, {})
+        kind = _edit_kind(spec) if name in props else "json"
+        present = name in args
+        value = args.get(name)
+        if not present:
+            shown = ""
+        elif kind == "boolean":
+            shown = "true" if value else "false"
+        elif kind in ("string", "enum") and isinstance(value, str):
+            shown = value
+        elif kind in ("integer", "number") and isinstance(value, (int, float)) and not isinstance(value, bool):
+            shown = json.dumps(value)
+        else:
+            kind = "json"
+            shown = json.dumps(value, ensure_ascii=False, indent=1)
+        fields.append(
+            {
+                "name": str(name),
+                "kind": kind,
+                "value": shown,
+                "required": name in required,
+                "description": spec.get("description", "") if isinstance(spec, dict) else "",
+                "options": spec.get("enum", []) if kind == "enum" else [],
+            }
+        )
+    return fields
+
+
+def args_from_form(form: dict[str, str]) -> dict[str, Any]:
+    """The arguments an **Edit** form gives: each ``arg:NAME`` field with its ``kind:NAME``
+    (``EDIT_KINDS``) read back into a value; an empty field of a kind other than ``string`` is
+    left out (the tool's default applies, or its schema refuses the call).
+
+    Raises:
+        ValueError: a field's text is not a value of its kind (the message names the argument).
+    """
+    out: dict[str, Any] = {}
+    for key, text in form.items():
+        if not key.startswith("arg:"):
+            continue
+        name = key[4:]
+        kind = form.get(f"kind:{name}", "json")
+        if kind == "boolean":
+            out[name] = text in ("true", "on", "1")
+            continue
+        if kind in ("string", "enum"):
+            out[name] = text
+            continue
+        if text.strip() == "":
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"argument {name!r} is not {'a number' if kind != 'json' else 'JSON'}: {exc}") from None
+        if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ValueError(f"argument {name!r} must be a whole number, not {text!r}")
+        if kind == "number" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise ValueError(f"argument {name!r} must be a number, not {text!r}")
+        out[name] = value
+    return out
