@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("starlette", reason="codeact[web] is not installed")
 pytest.importorskip("jinja2", reason="codeact[web] is not installed")
 
-from codeact.web._views import args_from_form, edit_fields  # noqa: E402
+from codeact.web._views import args_from_form, edit_fields
 
 SCHEMA = {
     "type": "object",

@@ -31,6 +31,7 @@ from ..exceptions import (
     AlreadyResumingError,
     CodeActError,
     DecisionMismatchError,
+    DecisionRefusedError,
     NoPendingCallError,
     SessionNotFoundError,
     StaleCheckpointError,
@@ -372,33 +373,19 @@ def create_app(
         for name, value in (("session_id", session_id), ("user_id", user_id)):
             if value is not None and not isinstance(value, str):
                 raise HttpError(400, f"{name} must be a string")
-        found = None
+        session = None
         if session_id is not None:
+            # The runner finds the call, checks its digest and kind, and restores the paused
+            # continuation once: nothing is looked up here beforehand (issue 47).
             session = await found_session(r, session_id, user_id, "; nothing ran")
             user_id = session.user_id
-            for p in await r.pending(user_id=user_id, session_id=session_id):
-                if p.call_key == call_key:
-                    found = p
-            if found is None:
-                if _mentions(session.events, call_key):
-                    raise HttpError(
-                        409, f"call {call_key} is not pending any more (it was decided already); nothing ran"
-                    )
-                raise HttpError(404, f"no pending call {call_key!r} in session {session_id!r}; nothing ran")
         else:
             for (user, sid), calls in (await r.list_pending(user_id=user_id)).items():
-                for p in calls:
-                    if p.call_key == call_key:
-                        found, user_id, session_id = p, user, sid
-            if found is None:
+                if any(p.call_key == call_key for p in calls):
+                    user_id, session_id = user, sid
+            if session_id is None:
                 raise HttpError(404, f"no pending call {call_key!r} (unknown, or decided already); nothing ran")
         assert user_id is not None and session_id is not None
-        if digest != found.digest:
-            raise HttpError(
-                409,
-                f"call {call_key} has changed since the page was loaded (digest {found.digest}, not {digest}): "
-                "the decision was made on a stale view; nothing ran",
-            )
         fields: dict[str, Any] = {"call_key": call_key, "digest": digest, "actor": actor}
         if verb == "deny":
             reason = body.get("reason")
@@ -435,8 +422,25 @@ def create_app(
             raise HttpError(_status_of(exc), f"{exc}") from None
         except ValueError as exc:
             raise HttpError(400, str(exc)) from None
-        stream = r.decide(decision, user_id=user_id, session_id=session_id)
-        events = await _drain(stream)
+        try:
+            events = [e async for e in r.decide(decision, user_id=user_id, session_id=session_id)]
+        except DecisionMismatchError as exc:
+            raise HttpError(
+                409,
+                f"call {call_key} has changed since the page was loaded: the decision was made on a stale view ({exc})",
+            ) from None
+        except (DecisionRefusedError, AlreadyResumingError) as exc:
+            raise HttpError(409, str(exc)) from None
+        except NoPendingCallError:
+            if session is not None and _mentions(session.events, call_key):
+                raise HttpError(
+                    409, f"call {call_key} is not pending any more (it was decided already); nothing ran"
+                ) from None
+            raise HttpError(404, f"no pending call {call_key!r} in session {session_id!r}; nothing ran") from None
+        except CodeActError as exc:
+            raise HttpError(_status_of(exc), f"{exc}") from None
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
         return await _after(r, user_id, session_id, events)
 
     async def _after(r: Runner, user_id: str, session_id: str, events: list[Any]) -> dict[str, Any]:
