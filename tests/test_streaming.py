@@ -1,0 +1,229 @@
+"""Streaming (issue 51): models stream their replies (a chunked ScriptedModel, OpenAIChatModel
+against a real local server speaking the OpenAI streaming protocol, LlamaCppModel,
+PydanticAIModel), and the runner yields partial events that are never stored."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import codeact.models
+from codeact.models import (
+    LlmRequest,
+    LlmResponse,
+    ModelError,
+    OpenAIChatModel,
+    ScriptedModel,
+    stream_content,
+)
+from codeact.sessions._types import Content
+from streaming_server import StreamReply, StreamServer, stream_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def _no_remote_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(codeact.models, "ALLOW_MODEL_REQUESTS", False)
+
+
+@pytest.fixture
+def server() -> Iterator[StreamServer]:
+    yield from stream_server()
+
+
+def _request(text: str = "hi") -> LlmRequest:
+    return LlmRequest(contents=[Content.from_text(text)])
+
+
+async def _collect(model: Any, request: LlmRequest | None = None) -> list[LlmResponse]:
+    return [r async for r in stream_content(model, request or _request())]
+
+
+# -- ScriptedModel ------------------------------------------------------------------------------
+
+
+async def test_scripted_streams_in_tokens_then_the_complete_reply() -> None:
+    model = ScriptedModel(["abcdefghij"], chars_per_token=4)
+    items = await _collect(model)
+    assert [(r.text, r.partial) for r in items] == [
+        ("abcd", True),
+        ("efgh", True),
+        ("ij", True),
+        ("abcdefghij", False),
+    ]
+    assert items[-1].finish_reason == "stop"
+
+
+async def test_scripted_paces_first_token_and_rate() -> None:
+    model = ScriptedModel(["x" * 20], time_to_first_token=0.15, tokens_per_second=50, chars_per_token=4)
+    start = time.monotonic()
+    stamps = []
+    async for item in model.generate_content_stream(_request()):
+        stamps.append((time.monotonic() - start, item.partial))
+    first = stamps[0][0]
+    assert 0.14 <= first < 0.25
+    # 5 tokens: the last one 4 / 50 s = 80 ms after the first
+    assert 0.07 <= stamps[4][0] - first < 0.2
+    assert stamps[-1][1] is False
+
+
+async def test_scripted_paced_non_streaming_takes_the_whole_reply_time() -> None:
+    model = ScriptedModel(["x" * 8], time_to_first_token=0.1, tokens_per_second=20, chars_per_token=4)
+    start = time.monotonic()
+    reply = await model.generate_content(_request())
+    assert reply.text == "x" * 8
+    assert 0.14 <= time.monotonic() - start < 0.3  # 0.1 s, then one more token at 20/s
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"time_to_first_token": -1}, "time_to_first_token"),
+        ({"tokens_per_second": 0}, "tokens_per_second"),
+        ({"chars_per_token": 0}, "chars_per_token"),
+    ],
+)
+def test_scripted_pacing_settings_are_checked(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ScriptedModel(["x"], **kwargs)
+
+
+# -- OpenAIChatModel over a real local server ------------------------------------------------
+
+
+def _openai(server: StreamServer) -> OpenAIChatModel:
+    return OpenAIChatModel("test-model", base_url=server.url, api_key="sk-test", max_retries=0, timeout=5)
+
+
+async def test_openai_streams_deltas_then_the_complete_reply_with_usage(server: StreamServer) -> None:
+    server.replies = [StreamReply(["Hel", "lo ", "world"], reasoning=["think"])]
+    items = await _collect(_openai(server))
+    assert [(r.text, r.partial) for r in items[:-1]] == [("", True), ("Hel", True), ("lo ", True), ("world", True)]
+    assert items[0].content is not None and items[0].content.parts[0].thought
+    final = items[-1]
+    assert (final.text, final.partial, final.finish_reason) == ("Hello world", False, "stop")
+    assert final.usage is not None and (final.usage.prompt_tokens, final.usage.completion_tokens) == (7, 3)
+    assert final.content is not None and final.content.parts[0].thought and final.content.parts[0].text == "think"
+    body = server.received[0]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+async def test_openai_stream_without_usage_gives_none(server: StreamServer) -> None:
+    server.replies = [StreamReply(["a", "b"], usage=None)]
+    items = await _collect(_openai(server))
+    assert items[-1].text == "ab" and items[-1].usage is None
+
+
+async def test_openai_chunks_arrive_as_they_are_sent(server: StreamServer) -> None:
+    server.replies = [StreamReply(["a", "b", "c"], first_delay=0.05, delay=0.4)]
+    start = time.monotonic()
+    arrivals = []
+    async for item in _openai(server).generate_content_stream(_request()):
+        if item.partial and item.text:
+            arrivals.append(time.monotonic() - start)
+    assert len(arrivals) == 3
+    assert arrivals[0] < 0.45  # not held until the reply ends (0.85 s)
+    assert arrivals[2] - arrivals[0] >= 0.7
+
+
+async def test_openai_stream_cut_off_raises_and_yields_no_complete_reply(server: StreamServer) -> None:
+    server.replies = [StreamReply(["print(", "1)", "\n"], drop_after=1)]
+    seen: list[LlmResponse] = []
+    with pytest.raises(ModelError) as info:
+        async for item in _openai(server).generate_content_stream(_request()):
+            seen.append(item)
+    assert all(r.partial for r in seen)
+    assert "mid-reply" in str(info.value) or "before the reply finished" in str(info.value)
+
+
+async def test_openai_stream_under_async_with_reuses_the_client(server: StreamServer) -> None:
+    model = _openai(server)
+    async with model:
+        first = await _collect(model)
+        second = await _collect(model)
+    assert first[-1].text == second[-1].text == "hello"
+
+
+# -- LlamaCppModel (llama-cpp-python's streamed chunk shape) ------------------------------------
+
+
+class _FakeLlama:
+    """The part of ``llama_cpp.Llama`` LlamaCppModel uses; llama-cpp-python is not installed in
+    the test environment (it compiles llama.cpp), so the chunk shape is checked here."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.closed = False
+
+    def create_chat_completion(self, stream: bool = False, **kwargs: Any) -> Any:
+        assert stream
+
+        def chunks() -> Iterator[dict[str, Any]]:
+            yield {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+            for token in ["x = ", "1"]:
+                yield {"choices": [{"index": 0, "delta": {"content": token}, "finish_reason": None}]}
+            yield {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+
+        return chunks()
+
+
+async def test_llama_streams_chunks(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from codeact.models import _llama
+
+    monkeypatch.setattr(_llama, "_import_llama_cpp", lambda: types.SimpleNamespace(Llama=_FakeLlama))
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"")
+    model = _llama.LlamaCppModel(gguf)
+    items = await _collect(model)
+    assert [(r.text, r.partial) for r in items] == [("x = ", True), ("1", True), ("x = 1", False)]
+    assert items[-1].finish_reason == "stop" and items[-1].usage is None
+    assert not model._lock.locked()
+
+
+# -- PydanticAIModel ---------------------------------------------------------------------------
+
+
+async def test_pydantic_ai_model_streams_through_pydantic_ai() -> None:
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from codeact.integrations.pydantic_ai import PydanticAIModel
+
+    async def stream(messages: Any, info: AgentInfo) -> Any:
+        for piece in ["one ", "two ", "three"]:
+            yield piece
+
+    def whole(messages: Any, info: AgentInfo) -> Any:
+        raise AssertionError("the streamed path must be used")
+
+    model = PydanticAIModel(FunctionModel(whole, stream_function=stream))
+    items = await _collect(model)
+    assert [r.text for r in items if r.partial] == ["one ", "two ", "three"]
+    assert (items[-1].partial, items[-1].text) == (False, "one two three")
+    assert items[-1].usage is not None
+
+
+async def test_pydantic_ai_model_stream_broken_off_raises_model_error() -> None:
+    from pydantic_ai.exceptions import ModelAPIError
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from codeact.integrations.pydantic_ai import PydanticAIModel
+
+    async def stream(messages: Any, info: AgentInfo) -> Any:
+        yield "print("
+        raise ModelAPIError("m", "connection dropped")
+
+    def whole(messages: Any, info: AgentInfo) -> Any:
+        raise AssertionError("unused")
+
+    seen: list[LlmResponse] = []
+    with pytest.raises(ModelError, match="connection dropped"):
+        async for item in PydanticAIModel(FunctionModel(whole, stream_function=stream)).generate_content_stream(
+            _request()
+        ):
+            seen.append(item)
+    assert [r.partial for r in seen] == [True]
