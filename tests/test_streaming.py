@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 import codeact.models
+from codeact import CodeActAgent, FunctionTool, MontyRuntime, RunConfig, Runner, SqliteSessionService
+from codeact.events import Event
 from codeact.models import (
     LlmRequest,
     LlmResponse,
@@ -19,6 +21,7 @@ from codeact.models import (
     ScriptedModel,
     stream_content,
 )
+from codeact.sessions import InMemorySessionService
 from codeact.sessions._types import Content
 from streaming_server import StreamReply, StreamServer, stream_server
 
@@ -227,3 +230,153 @@ async def test_pydantic_ai_model_stream_broken_off_raises_model_error() -> None:
         ):
             seen.append(item)
     assert [r.partial for r in seen] == [True]
+
+
+# -- partial events from the runner ------------------------------------------------------------
+
+SCRIPT_REPLY = 'Let me add them.\n```python\nprint("adding")\nx = 2 + 3\n{"type": "final_result", "value": x}\n```'
+
+
+def _agent(model: Any) -> CodeActAgent:
+    return CodeActAgent(name="calc", model=model, runtime=MontyRuntime())
+
+
+async def _run(model: Any, *, streaming: bool, service: Any = None) -> tuple[list[Event], Any]:
+    service = service or InMemorySessionService()
+    runner = Runner(app_name="app", agent=_agent(model), session_service=service)
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    events = [
+        e
+        async for e in runner.run_async(
+            user_id="u",
+            session_id="s",
+            new_message="add 2 and 3",
+            run_config=RunConfig(streaming=streaming),
+        )
+    ]
+    return events, service
+
+
+async def _stored(service: Any) -> list[Event]:
+    session = await service.get_session(app_name="app", user_id="u", session_id="s")
+    return list(session.events)
+
+
+async def test_streaming_yields_partial_reply_events_that_are_never_stored() -> None:
+    events, service = await _run(ScriptedModel([SCRIPT_REPLY], chars_per_token=5), streaming=True)
+    partial = [e for e in events if e.partial]
+    assert partial and all(e.kind == "model_reply" for e in partial if e.kind != "script_output")
+    reply_chunks = [e.text for e in partial if e.kind == "model_reply"]
+    assert "".join(reply_chunks) == SCRIPT_REPLY
+    assert not any(e.is_final_response() for e in partial)
+    assert all(not e.actions.state_delta for e in partial)
+    # the complete model_reply follows its chunks, as without streaming
+    complete = next(e for e in events if e.kind == "model_reply" and not e.partial)
+    assert events.index(complete) > max(events.index(e) for e in partial if e.kind == "model_reply")
+    assert complete.text == SCRIPT_REPLY
+    stored = await _stored(service)
+    assert not any(e.partial for e in stored)
+    assert [e.id for e in stored if e.author != "user"] == [e.id for e in events if not e.partial]
+    assert events[-1].is_final_response()
+
+
+async def test_streaming_off_yields_no_partial_event_and_stores_the_same_events() -> None:
+    on, service_on = await _run(ScriptedModel([SCRIPT_REPLY], chars_per_token=5), streaming=True)
+    off, service_off = await _run(ScriptedModel([SCRIPT_REPLY], chars_per_token=5), streaming=False)
+    assert not any(e.partial for e in off)
+    shape = lambda events: [(e.author, e.kind, e.text) for e in events]  # noqa: E731
+    assert shape(await _stored(service_on)) == shape(await _stored(service_off))
+
+
+async def test_printed_output_arrives_as_partial_script_output_events() -> None:
+    reply = (
+        '```python\nprint("step one")\ncall_tool("noop", {})\nprint("step two")\n'
+        '{"type": "final_result", "value": 1}\n```'
+    )
+
+    def noop() -> int:
+        """Does nothing."""
+        return 0
+
+    agent = CodeActAgent(name="calc", model=ScriptedModel([reply]), runtime=MontyRuntime(), tools=[FunctionTool(noop)])
+    service = InMemorySessionService()
+    runner = Runner(app_name="app", agent=agent, session_service=service)
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    events = [
+        e
+        async for e in runner.run_async(
+            user_id="u", session_id="s", new_message="go", run_config=RunConfig(streaming=True)
+        )
+    ]
+    output = [e for e in events if e.partial and e.kind == "script_output"]
+    assert output and output[0].text == "step one\n"
+    assert not any(e.is_final_response() for e in output)
+    assert not any(e.partial for e in await _stored(service))
+
+
+async def test_a_stream_cut_off_mid_reply_stores_nothing_partial_and_runs_nothing(server: StreamServer) -> None:
+    ran: list[int] = []
+
+    def effect() -> int:
+        """An effect that must not run."""
+        ran.append(1)
+        return 1
+
+    server.replies = [StreamReply(['```python\ncall_tool("effect", {})\n', "```"], drop_after=1)]
+    model = OpenAIChatModel("m", base_url=server.url, api_key="k", max_retries=0, timeout=5)
+    agent = CodeActAgent(name="calc", model=model, runtime=MontyRuntime(), tools=[FunctionTool(effect)])
+    service = InMemorySessionService()
+    runner = Runner(app_name="app", agent=agent, session_service=service)
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    seen: list[Event] = []
+    with pytest.raises(ModelError):
+        async for e in runner.run_async(
+            user_id="u", session_id="s", new_message="go", run_config=RunConfig(streaming=True)
+        ):
+            seen.append(e)
+    assert seen and all(e.partial for e in seen)
+    assert ran == []
+    stored = await _stored(service)
+    assert [e.author for e in stored] == ["user"]  # the message only: no reply, no partial
+
+
+class _BrokenStream(ScriptedModel):
+    async def generate_content_stream(self, request: LlmRequest) -> Any:
+        yield LlmResponse(content=Content.from_text("```python\nx = 1\n", role="model"), partial=True)
+        raise ModelError("the model failed mid-reply", model="broken")
+
+
+async def test_a_model_error_mid_stream_stores_nothing_partial(tmp_path: Any) -> None:
+    service = SqliteSessionService(str(tmp_path / "s.db"))
+    with pytest.raises(ModelError, match="mid-reply"):
+        await _run(_BrokenStream(["unused"]), streaming=True, service=service)
+    stored = await _stored(service)
+    assert [e.author for e in stored] == ["user"]
+
+
+async def test_streaming_over_a_real_openai_stream(server: StreamServer) -> None:
+    server.replies = [StreamReply(["```python\n", 'print("hi")\n', '{"type": "final_result", "value": 5}\n', "```"])]
+    model = OpenAIChatModel("m", base_url=server.url, api_key="k", max_retries=0, timeout=5)
+    events, service = await _run(model, streaming=True)
+    chunks = [e.text for e in events if e.partial and e.kind == "model_reply"]
+    assert len(chunks) == 4
+    final = events[-1]
+    assert final.is_final_response() and "5" in final.text
+    complete = next(e for e in events if e.kind == "model_reply" and not e.partial)
+    assert complete.usage_metadata is not None and complete.usage_metadata.prompt_token_count == 7
+    assert not any(e.partial for e in await _stored(service))
+
+
+async def test_the_first_partial_event_follows_the_first_token_at_once() -> None:
+    model = ScriptedModel([SCRIPT_REPLY], time_to_first_token=0.2, tokens_per_second=20)
+    service = InMemorySessionService()
+    runner = Runner(app_name="app", agent=_agent(model), session_service=service)
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    start = time.monotonic()
+    first = None
+    async for e in runner.run_async(
+        user_id="u", session_id="s", new_message="go", run_config=RunConfig(streaming=True)
+    ):
+        if e.partial and first is None:
+            first = time.monotonic() - start
+    assert first is not None and 0.19 <= first < 0.3
