@@ -281,7 +281,7 @@ async def test_streaming_yields_partial_reply_events_that_are_never_stored() -> 
 
 
 async def test_streaming_off_yields_no_partial_event_and_stores_the_same_events() -> None:
-    on, service_on = await _run(ScriptedModel([SCRIPT_REPLY], chars_per_token=5), streaming=True)
+    _, service_on = await _run(ScriptedModel([SCRIPT_REPLY], chars_per_token=5), streaming=True)
     off, service_off = await _run(ScriptedModel([SCRIPT_REPLY], chars_per_token=5), streaming=False)
     assert not any(e.partial for e in off)
     shape = lambda events: [(e.author, e.kind, e.text) for e in events]  # noqa: E731
@@ -380,3 +380,70 @@ async def test_the_first_partial_event_follows_the_first_token_at_once() -> None
         if e.partial and first is None:
             first = time.monotonic() - start
     assert first is not None and 0.19 <= first < 0.3
+
+
+# -- Google ADK: StreamingMode.SSE and NONE ---------------------------------------------------
+
+
+async def _adk_run(mode: str) -> tuple[list[Any], list[Any]]:
+    pytest.importorskip("google.adk")
+    from google.adk.agents.run_config import RunConfig as AdkRunConfig
+    from google.adk.agents.run_config import StreamingMode
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    from codeact.integrations.adk import CodeActAdkAgent
+
+    agent = CodeActAgent(name="calc", model=ScriptedModel([SCRIPT_REPLY], chars_per_token=6), runtime=MontyRuntime())
+    runner = InMemoryRunner(agent=CodeActAdkAgent.wrap(agent), app_name="a")
+    await runner.session_service.create_session(app_name="a", user_id="u", session_id="s")
+    events = [
+        e
+        async for e in runner.run_async(
+            user_id="u",
+            session_id="s",
+            new_message=types.Content(role="user", parts=[types.Part(text="add 2 and 3")]),
+            run_config=AdkRunConfig(streaming_mode=getattr(StreamingMode, mode)),
+        )
+    ]
+    session = await runner.session_service.get_session(app_name="a", user_id="u", session_id="s")
+    assert session is not None
+    return events, [e for e in session.events if e.author == "calc"]
+
+
+def _code_of(event: Any) -> str | None:
+    parts = event.content.parts if event.content is not None else []
+    return next((p.executable_code.code for p in parts or [] if p.executable_code is not None), None)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # ADK is asyncio-only
+async def test_adk_sse_streams_partial_chunks_then_the_complete_reply_stored_and_not_final(anyio_backend: str) -> None:
+    events, stored = await _adk_run("SSE")
+    partial = [e for e in events if e.partial]
+    assert len(partial) >= len(SCRIPT_REPLY) // 6
+    assert (
+        "".join(
+            p.text or "" for e in partial for p in e.content.parts if e.custom_metadata["codeact_kind"] == "model_reply"
+        )
+        == SCRIPT_REPLY
+    )
+    assert not any(e.is_final_response() for e in partial)
+    carrier = next(e for e in events if not e.partial and _code_of(e) is not None)
+    assert (
+        events.index(carrier) > events.index(partial[-1])
+        or partial[-1].custom_metadata["codeact_kind"] != "model_reply"
+    )
+    assert carrier.content.parts[0].text == SCRIPT_REPLY and not carrier.is_final_response()
+    assert [e.id for e in stored] == [e.id for e in events if not e.partial]  # ADK stored no partial event
+    assert any(_code_of(e) is not None for e in stored)
+    assert events[-1].is_final_response() and "5" in (events[-1].content.parts[0].text or "")
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_adk_none_yields_no_partial_event_and_the_complete_reply_is_visible(anyio_backend: str) -> None:
+    events, stored = await _adk_run("NONE")
+    assert not any(e.partial for e in events)
+    carrier = next(e for e in events if _code_of(e) is not None)
+    assert carrier.content.parts[0].text == SCRIPT_REPLY and not carrier.is_final_response()
+    assert [e.is_final_response() for e in events] == [False] * (len(events) - 1) + [True]
+    assert [e.id for e in stored] == [e.id for e in events]
