@@ -69,8 +69,8 @@ async def test_scripted_paces_first_token_and_rate() -> None:
         stamps.append((time.monotonic() - start, item.partial))
     first = stamps[0][0]
     assert 0.14 <= first < 0.25
-    # 5 tokens: the last one 4 / 50 s = 80 ms after the first
-    assert 0.07 <= stamps[4][0] - first < 0.2
+    # 5 tokens: the last one due 4 / 50 s = 80 ms after the first's due time (deadlines do not drift)
+    assert 0.225 <= stamps[4][0] < 0.4
     assert stamps[-1][1] is False
 
 
@@ -447,3 +447,69 @@ async def test_adk_none_yields_no_partial_event_and_the_complete_reply_is_visibl
     assert carrier.content.parts[0].text == SCRIPT_REPLY and not carrier.is_final_response()
     assert [e.is_final_response() for e in events] == [False] * (len(events) - 1) + [True]
     assert [e.id for e in stored] == [e.id for e in events]
+
+
+# -- codeact chat on a terminal ---------------------------------------------------------------
+
+
+def test_chat_prints_tokens_and_printed_output_live_on_a_terminal() -> None:
+    """``codeact chat`` on a pseudo-terminal: the reply's first words and the script's first
+    print appear while the reply (~2 s) and the script (~1 s tool) are still going."""
+    import os
+    import pty
+    import re
+    import select
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    tree = Path(codeact.models.__file__).resolve().parents[2]  # the codeact under test
+    master, slave = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tests}", "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200"}
+    args = [
+        "chat",
+        "--model-from",
+        "streaming_fixtures:SLOW_MODEL",
+        "--tools",
+        "streaming_fixtures:SLOW_TOOLS",
+        "-m",
+        "count",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "codeact.cli", *args], stdin=slave, stdout=slave, stderr=slave, cwd=tests, env=env
+    )
+    os.close(slave)
+    ansi = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+    seen = ""
+    when: dict[str, float] = {}
+    marks = ["Counting slowly", "so the reply streams", "── ", "printed 1", "printed 2", "counted"]
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += ansi.sub("", chunk.decode(errors="replace"))
+            now = time.monotonic()
+            for mark in marks:
+                if mark in seen and mark not in when:
+                    when[mark] = now
+            if proc.poll() is not None and not ready:
+                break
+        assert proc.wait(timeout=30) == 0, seen
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert set(marks) <= set(when), seen
+    # the reply's first words show ~1.5 s before the reply ends (about 140 characters at 25 tokens/s)
+    assert when["── "] - when["Counting slowly"] > 1.0, when  # "── NAME · model reply": the reply ended
+    assert when["Counting slowly"] < when["so the reply streams"] < when["── "]
+    # the first print shows while the 1 s tool runs, before the second
+    assert when["printed 2"] - when["printed 1"] > 0.7, when
