@@ -387,6 +387,7 @@ def chat(
     When a run pauses at a call that waits for a human, chat asks at the prompt (approve or
     deny it, or give a long-running call its result). With --message, chat prints the
     `codeact sessions approve|deny|complete` lines that answer it instead."""
+    from .agent import RunConfig
     from .exceptions import CodeActError
     from .runner import Runner
 
@@ -420,11 +421,19 @@ def chat(
                 return
             yield line
 
+    async def send(line: str) -> bool:
+        # streamed: the reply's tokens and the script's prints appear as they come (partial events)
+        error = False
+        async for event in runner.run_async(
+            user_id=user, session_id=session_id, new_message=line, run_config=RunConfig(streaming=True)
+        ):
+            printer(event)
+            error = error or bool(event.error_code)
+        return error
+
     for line in lines():
         try:
-            for event in runner.run(user_id=user, session_id=session_id, new_message=line):
-                printer(event)
-                failed = failed or bool(event.error_code)
+            failed = anyio.run(send, line) or failed
         except CodeActError as exc:  # for example CallsPendingError: a call still waits
             _err().print(f"{type(exc).__name__}: {_first_line(exc)}", style="red", highlight=False)
             failed = True

@@ -372,6 +372,9 @@ class Runner:
             transfer_to: str | None = None
             async with aclosing(agent.run_async(ctx)) as events:
                 async for event in events:
+                    if event.partial:  # a live preview (RunConfig.streaming): never stored
+                        yield event
+                        continue
                     await self._append(session, event, claimed, claim.run_key)
                     yield event
                     if event.actions.transfer_to_agent:
