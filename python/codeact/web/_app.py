@@ -349,6 +349,7 @@ def create_app(
                 redact,
             ),
             "items": views.timeline(session.events, redact),
+            "live": await views.live_item(r, session, redact),
             "pending": views.scrub(pending, redact),
             "detail": views.scrub(detail, redact),
             "events": session.events,
@@ -634,6 +635,7 @@ def create_app(
             "state": view["state"],
             "pending": view["pending"],
             "timeline": view["items"],
+            "live": view["live"],  # what a running turn streams now (never an event), or None
         }
 
     @api

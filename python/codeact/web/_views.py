@@ -9,6 +9,7 @@ import datetime as _dt
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from ..events import Event, PendingCallInfo
 from ..exceptions import CodeActError, SessionNotFoundError
 from ..runner import Runner
 from ..sessions import Session
+from ..sessions._live import LiveRow
 from ..turns._record import claim_abandoned, record_problem
 from ..turns._verify import open_journal
 
@@ -514,12 +516,54 @@ def call_context(
     }
 
 
+LIVE_STALE = 600.0
+"""Seconds after which a live row nobody rewrote is taken as left by a run that stopped (a
+crash) and no longer shown."""
+
+
+def current_live(row: LiveRow | None, session: Session, now: float | None = None) -> LiveRow | None:
+    """``row`` when it shows what the session's running turn streams now: it follows the
+    session's last stored event (else that event holds its text, or a newer run writes
+    another), and was written less than ``LIVE_STALE`` seconds ago. Else None."""
+    if row is None or not (row.reply or row.output):
+        return None
+    last = session.events[-1].id if session.events else None
+    if row.after != last or (now if now is not None else time.time()) - row.updated_at > LIVE_STALE:
+        return None
+    return row
+
+
+async def live_item(runner: Runner, session: Session, redact: Redact) -> dict[str, Any] | None:
+    """The session's live row as the timeline shows it (``/api/sessions/{id}/events``'s
+    ``live``): ``{"author", "reply", "output", "truncated", "version", "updated"}``, secrets
+    redacted; None when no turn of the session streams now (``current_live``). Never part of
+    the events."""
+    row = current_live(
+        await runner.session_service.load_live(
+            app_name=runner.app_name, user_id=session.user_id, session_id=session.id
+        ),
+        session,
+    )
+    if row is None:
+        return None
+    item = {
+        "author": row.author,
+        "reply": row.reply,
+        "output": row.output,
+        "truncated": row.truncated,
+        "version": row.version,
+        "updated": _iso(row.updated_at),
+    }
+    return scrub(item, redact)
+
+
 async def live_version(runner: Runner, user_id: str | None, session_id: str | None = None) -> str:
     """The live version of the inbox (``session_id`` None) or of one session's page: a
     digest of what the store holds for it (each session's event count and update time, its
     turn slot's version, record and continuation bytes, its journal's length, whether its
-    runner's lease ran out). It changes whenever what the page shows may have; it restores
-    no continuation, so polling it is cheap."""
+    runner's lease ran out; for one session's page, its live row's version). It changes
+    whenever what the page shows may have; it restores no continuation, so polling it is
+    cheap."""
     service = runner.session_service
     if session_id is None:
         keys = await service.list_turns(app_name=runner.app_name, user_id=user_id)
@@ -537,6 +581,11 @@ async def live_version(runner: Runner, user_id: str | None, session_id: str | No
         if session is None:
             parts.append([user, sid, None])
             continue
+        if session_id is not None:  # the session page shows the live row (the inbox does not)
+            live = current_live(
+                await service.load_live(app_name=runner.app_name, user_id=user, session_id=sid), session
+            )
+            parts.append(["live", live.version, live.updated_at] if live is not None else ["live", None])
         slot = await service.load_turn(app_name=runner.app_name, user_id=user, session_id=sid)
         if slot is None:
             parts.append([user, sid, len(session.events), session.last_update_time, None])
