@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from _postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from codeact import CodeActAgent, FunctionTool, MontyRuntime, RunConfig, Runner, ScriptedModel
 from codeact.agent._streaming import LIVE_INTERVAL, LiveRowWriter
 from codeact.events import Content, Event, Part
@@ -199,3 +200,64 @@ async def test_the_writer_bounds_the_text_and_follows_the_last_stored_event() ->
     await writer.close()
     assert await row() is None
     assert writer.writes == 3
+
+
+async def test_a_dbos_worker_with_streaming_keeps_the_live_row_and_returns_the_stored_events() -> None:
+    pytest.importorskip("dbos", reason="codeact[dbos] is not installed")
+    from codeact.integrations.dbos import Worker
+    from codeact.integrations.dbos._protocol import RunRequest
+
+    results = []
+    for streaming in (False, True):
+        store = Recording()
+        runner = Runner(app_name=APP, agent=_agent([], None), session_service=store, auto_create_session=True)
+        worker = Worker(runner, database_url="postgresql://127.0.0.1:1/unused", streaming=streaming)
+        request = RunRequest(kind="run", app_name=APP, user_id=USER, session_id=SID, run_key="k1", message="tick")
+        result = await worker._call("run", request, "wf-1")  # the workflow's body, without DBOS
+        session = await store.get_session(app_name=APP, user_id=USER, session_id=SID)
+        assert session is not None
+        results.append((result, len(session.events), store.live_writes))
+    (plain, stored, none), (live, stored_live, writes) = results
+    assert none == [] and writes and writes[-1][1] is None  # written while it ran, deleted at the end
+    assert any(row is not None and "tick 0" in row.output for _, row in writes)
+    assert live.status == plain.status == "done" and live.text == plain.text == "done"
+    assert stored == stored_live and live.events == plain.events  # no partial event in the result
+
+
+async def test_a_schema_2_sqlite_file_gains_the_live_table_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    from codeact.sessions._sqlite import SCHEMA_VERSION
+
+    db = tmp_path / "old.db"
+    with SqliteSessionService(db) as store:
+        await store.create_session(app_name=APP, user_id=USER, session_id=SID)
+    con = sqlite3.connect(db)  # what the build before the live row wrote: schema 2, no live table
+    con.execute("DROP TABLE live")
+    con.execute("UPDATE schema_version SET version = 2")
+    con.commit()
+    con.close()
+    with SqliteSessionService(db) as store:
+        assert await store.load_live(app_name=APP, user_id=USER, session_id=SID) is None
+        assert await store.save_live(app_name=APP, user_id=USER, session_id=SID, live=LiveRow(reply="hi")) == 1
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (3,)
+    con.close()
+
+
+async def test_a_schema_1_postgres_database_gains_the_live_table_in_place(postgres_url: str) -> None:  # noqa: F811
+    psycopg = pytest.importorskip("psycopg")
+    from codeact.sessions import PostgresSessionService
+    from codeact.sessions._postgres import SCHEMA_VERSION
+
+    with PostgresSessionService(postgres_url) as store:
+        await store.create_session(app_name=APP, user_id=USER, session_id=SID)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # the layout before the live row
+        conn.execute("DROP TABLE codeact_live")
+        conn.execute("UPDATE codeact_schema_version SET version = 1")
+    with PostgresSessionService(postgres_url) as store:
+        assert await store.save_live(app_name=APP, user_id=USER, session_id=SID, live=LiveRow(output="o")) == 1
+        row = await store.load_live(app_name=APP, user_id=USER, session_id=SID)
+        assert row is not None and row.output == "o"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM codeact_schema_version").fetchone() == (SCHEMA_VERSION,) == (2,)

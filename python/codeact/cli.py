@@ -522,6 +522,9 @@ def worker(
     backend: Annotated[str, typer.Option(help="event loop of the runs: asyncio or trio")] = "asyncio",
     grace: Annotated[float, typer.Option(min=0, help="seconds SIGTERM waits for the runs in flight")] = 30.0,
     poll: Annotated[float, typer.Option(min=0.001, help="seconds between two looks at the queue")] = 0.1,
+    live: Annotated[
+        bool, typer.Option(help="stream each run into the session's live row (the web timeline shows it growing)")
+    ] = False,
 ) -> None:
     """Run agent runs and decisions from the app's DBOS queue (codeact[dbos]; docs/scale-out.md)
     until SIGTERM or Ctrl-C: then stop dequeuing, let the runs in flight finish for up to
@@ -563,6 +566,7 @@ def worker(
         concurrency=concurrency,
         backend=backend,  # type: ignore[arg-type]
         polling_interval=poll,
+        streaming=live,
     )
     try:
         running.start()
