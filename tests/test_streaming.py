@@ -513,3 +513,42 @@ def test_chat_prints_tokens_and_printed_output_live_on_a_terminal() -> None:
     assert when["Counting slowly"] < when["so the reply streams"] < when["── "]
     # the first print shows while the 1 s tool runs, before the second
     assert when["printed 2"] - when["printed 1"] > 0.7, when
+
+
+def test_a_secret_split_across_pieces_is_redacted() -> None:
+    from codeact.agent._streaming import RedactedStream
+    from codeact.services import SecretsProvider
+
+    secrets = SecretsProvider({"key": "sk-LIVE-7f3a9c"})
+    stream = RedactedStream(secrets)
+    pieces = ["the key is sk-", "LIVE-7f", "3a9c and sk-L", "ater text"]
+    shown = [stream.push(p) for p in pieces]
+    assert "".join(shown) == "the key is [REDACTED] and sk-Later text"
+    assert shown[0] == "the key is " and shown[1] == ""  # held until it is known
+    assert not any(part in "".join(shown) for part in ("LIVE", "7f3a9c"))
+    assert RedactedStream(None).push("sk-LIVE") == "sk-LIVE"
+
+
+async def test_streamed_reply_and_output_never_show_a_secret_split_across_chunks() -> None:
+    from codeact.services import SecretsProvider
+
+    secret = "sk-LIVE-7f3a9c2e51"
+    script = f'print("k=" + "{secret[:6]}" + "{secret[6:]}")\n{{"type": "final_result", "value": 1}}'
+    reply = f"Using {secret} now.\n```python\n{script}\n```"
+    agent = _agent(ScriptedModel([reply], chars_per_token=3))
+    service = InMemorySessionService()
+    runner = Runner(app_name="app", agent=agent, session_service=service, secrets=SecretsProvider({"k": secret}))
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    events = [
+        e
+        async for e in runner.run_async(
+            user_id="u", session_id="s", new_message="go", run_config=RunConfig(streaming=True)
+        )
+    ]
+    chunks = [e.text for e in events if e.partial and e.kind == "model_reply"]
+    assert len(chunks) > 10 and "".join(chunks).startswith("Using [REDACTED] now.")
+    assert not any(secret[:4] in "".join(chunks[:i]) for i in range(1, 12))  # split over chunks, never shown
+    complete = next(e for e in events if e.kind == "model_reply" and not e.partial)
+    assert "".join(chunks) == complete.text.replace(secret, "[REDACTED]")  # all of it, redacted
+    output = [e.text for e in events if e.partial and e.kind == "script_output"]
+    assert output == ["k=[REDACTED]\n"]

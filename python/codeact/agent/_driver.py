@@ -124,8 +124,8 @@ class TurnDriver(_JournalWrites):
             if live is not None:  # RunConfig(streaming=True): printed output as partial events
                 live.feed(printed)
                 shown = live.take()
-                if shown:
-                    yield partial_event(run, "script_output", shown)
+                if shown and (event := partial_event(run, "script_output", shown)) is not None:
+                    yield event
             os_log = step.os_log
             if os_log and st.advance not in st.journal.os:
                 self._os_unwritten = [JournalRecord("os", st.advance, _json(list(os_log)))]

@@ -57,8 +57,9 @@ async def stream_model(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | 
             async for item in stream_content(agent.model, request):
                 if item.partial:
                     text = item.text
-                    if text:
-                        yield partial_event(run, "model_reply", text if text.isascii() else escape_surrogates(text))
+                    shown = partial_event(run, "model_reply", text if text.isascii() else escape_surrogates(text))
+                    if shown is not None:
+                        yield shown
                 else:
                     response = item
             if response is None:

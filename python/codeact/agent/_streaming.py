@@ -22,7 +22,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..sessions._types import Session
     from ._run import Run
 
-__all__ = ("LIVE_INTERVAL", "OUTPUT_INTERVAL", "LiveOutput", "LiveRowWriter", "partial_event")
+__all__ = ("LIVE_INTERVAL", "OUTPUT_INTERVAL", "LiveOutput", "LiveRowWriter", "RedactedStream", "partial_event")
 
 LIVE_INTERVAL = 0.2
 """Seconds between two writes of a run's live row (at most 5 a second), except the first
@@ -46,13 +46,52 @@ OUTPUT_INTERVAL = 0.1
 """Seconds between two printed-output partial events of one run (at most 10 per second)."""
 
 
-def partial_event(run: Run, kind: str, text: str) -> Event:
-    """A ``partial=True`` event of ``run``'s agent: one model-role text part (secret values
-    redacted) and ``custom_metadata={"codeact_kind": kind}``. It carries no state delta (the
-    tools' pending deltas wait for the next stored event)."""
-    secrets = run.ctx.secrets
-    if secrets is not None:
-        text = secrets.redact(text)
+class RedactedStream:
+    """Redacts a text that arrives in pieces: a secret value split across two pieces is
+    redacted too. Each ``push`` returns the redacted text that can be shown now; an end of
+    it that could be the start of a secret value is held back until the next piece shows
+    whether it is (held text the stream never completes is not shown: the stored event that
+    follows holds the whole text, redacted).
+
+    Args:
+        secrets: the run's secrets (``known_values()`` and ``redact()``), or None.
+    """
+
+    def __init__(self, secrets: Any) -> None:
+        self._secrets = secrets
+        self._held = ""
+
+    def push(self, text: str) -> str:
+        """The redacted text of ``text`` (after what was held) that may be shown now."""
+        secrets = self._secrets
+        if secrets is None:
+            return text
+        values = [v for v in secrets.known_values() if v]
+        redacted = secrets.redact(self._held + text)
+        hold = 0
+        for h in range(min(max((len(v) for v in values), default=1) - 1, len(redacted)), 0, -1):
+            tail = redacted[-h:]
+            if any(v.startswith(tail) for v in values):
+                hold = h
+                break
+        cut = len(redacted) - hold
+        self._held = redacted[cut:]
+        return redacted[:cut]
+
+
+def partial_event(run: Run, kind: str, text: str) -> Event | None:
+    """A ``partial=True`` event of ``run``'s agent: one model-role text part and
+    ``custom_metadata={"codeact_kind": kind}``, or None when nothing of ``text`` can be shown
+    yet. Secret values are redacted per kind of stream (``RedactedStream``: also one split
+    across two events). It carries no state delta (the tools' pending deltas wait for the
+    next stored event)."""
+    streams = run.live_redaction
+    stream = streams.get(kind)
+    if stream is None:
+        stream = streams[kind] = RedactedStream(run.ctx.secrets)
+    text = stream.push(text)
+    if not text:
+        return None
     return Event(
         invocation_id=run.ctx.invocation_id,
         author=run.settings.name,
