@@ -183,23 +183,27 @@ def main(argv: list[str] | None = None) -> int:
                 figures[name] = {"skipped": "no venv (run without --smoke once to create it)"}
                 continue
             figures[name] = run_peer(python, name, rates, repeat)
-    print(f"{'':<44}" + "".join(f"{f'{r} tok/s':>26}" for r in rates))
-    print(f"{'':<44}" + "".join(f"{'model / visible / gap':>26}" for _ in rates))
+    width = 52
+    print("model: the fake model's first token; visible: the caller's first visible token (both ms after the")
+    print("caller starts the run); gap: visible - model (medians); x codeact: visible / codeact's visible")
+    print(f"{'':<{width}}" + "".join(f"{f'{r} tok/s':>36}" for r in rates))
+    print(f"{'':<{width}}" + "".join(f"{'model / visible / gap / x codeact':>36}" for _ in rates))
     for label, rows in figures.items():
         if "version" in rows:
             label = f"{label} {rows['version']}"
         if "error" in rows or "skipped" in rows:
-            print(f"{label:<44}  {rows.get('error') or rows.get('skipped')}")
+            print(f"{label:<{width}}  {rows.get('error') or rows.get('skipped')}")
             continue
         cells = []
         for rate in rates:
-            row = rows.get(str(rate))
+            row, ours = rows.get(str(rate)), figures["codeact"][str(rate)]
             cells.append(
                 "-"
                 if row is None
-                else f"{row['model_first_ms']:.0f} / {row['visible_ms']:.0f} / {row['gap_ms']:.1f} ms"
+                else f"{row['model_first_ms']:.0f} / {row['visible_ms']:.0f} / {row['gap_ms']:.1f} ms / "
+                f"{row['visible_ms'] / ours['visible_ms']:.2f}x"
             )
-        print(f"{label:<44}" + "".join(f"{c:>26}" for c in cells))
+        print(f"{label:<{width}}" + "".join(f"{c:>36}" for c in cells))
     worst = max(row["gap_ms"] for row in figures["codeact"].values())
     verdict = "PASS" if worst <= GOAL_MS else "MISS"
     print(f"\ncodeact's first visible token, worst gap after the model's: {worst:.2f} ms {verdict} (<= {GOAL_MS:g} ms)")
