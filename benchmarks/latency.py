@@ -5,19 +5,22 @@ of a fixed 40-line reply).
 
 codeact runs in this process (``RunConfig(streaming=True)``, ``ScriptedModel`` paced); each
 peer runs in its own virtual environment, created by this benchmark from PyPI on first use
-under ``~/.cache/codeact/bench-venvs/`` (``--venvs DIR``), with ``_latency_peers.py``:
+under ``~/.cache/codeact/bench-venvs/`` (``--venvs DIR``; pinned versions in ``PEERS``), with
+``_latency_peers.py`` (which gives each peer the same reply in its native form):
 
-* pydantic-ai-harness ``CodeMode`` (pydantic-ai ``Agent.run_stream`` over a ``FunctionModel``
-  with a ``stream_function``);
+* pydantic-ai-harness ``CodeMode()`` (the script streams as its ``run_code`` tool call's
+  arguments; ``Agent.run_stream_events`` over a ``FunctionModel`` with a ``stream_function``);
 * smolagents ``CodeAgent(stream_outputs=True)`` over a ``Model`` whose ``generate_stream``
   yields the tokens;
 * Google ADK ``LlmAgent`` with ``StreamingMode.SSE`` over a ``BaseLlm`` that yields partial
   ``LlmResponse`` chunks.
 
-Each row: the model's first token (ms after the request), the caller's first visible token,
-and the gap between them (goal for codeact: within 5 ms). One run prints one table, all
-columns measured side by side. ``--smoke``: one rate, one repetition, and peers only when
-their venv already exists (bounded, for CI); ``--no-peers`` skips them.
+Every run goes to its end (the script runs); each column starts with one warm-up run that is
+not counted. Each row: the model's first token (ms after the request), the caller's first
+visible token, and the gap between them (goal for codeact: within 5 ms), medians of
+``--repeat`` runs. One run prints one table, all columns measured in the same invocation, one
+after the other. ``--smoke`` (``--quick``): one rate, one repetition, and peers only when
+their venv already exists (never installs: bounded, for CI); ``--no-peers`` skips them.
 
 Run: ``python benchmarks/latency.py`` (``--json PATH`` also writes the figures).
 """
@@ -54,9 +57,9 @@ REPLY = (
 
 PEERS: dict[str, list[str]] = {
     # peer -> what its venv installs from PyPI
-    "pydantic-ai-harness CodeMode": ["pydantic-ai-harness", "pydantic-ai-slim"],
-    "smolagents CodeAgent(stream_outputs=True)": ["smolagents"],
-    "ADK LlmAgent (SSE)": ["google-adk"],
+    "pydantic-ai-harness CodeMode": ["pydantic-ai-harness[codemode]==0.75.0"],
+    "smolagents CodeAgent(stream_outputs=True)": ["smolagents==1.26.0"],
+    "ADK LlmAgent (SSE)": ["google-adk==2.15.0"],
 }
 PEER_KEYS = {
     "pydantic-ai-harness CodeMode": "pydantic_ai",
@@ -114,6 +117,7 @@ def venv_python(root: Path, name: str, packages: list[str], create: bool) -> Pat
         return python
     if not create:
         return None
+    print(f"creating {folder} ({' '.join(packages)}) from PyPI ...", flush=True)
     venv.EnvBuilder(with_pip=True, clear=True).create(folder)
     subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
     ready.write_text(" ".join(packages))
@@ -123,16 +127,21 @@ def venv_python(root: Path, name: str, packages: list[str], create: bool) -> Pat
 def run_peer(python: Path, name: str, rates: list[int], repeat: int) -> dict[str, Any]:
     args = [str(python), str(HERE / "_latency_peers.py"), PEER_KEYS[name], "--first-token", str(FIRST_TOKEN)]
     args += ["--rates", ",".join(map(str, rates)), "--repeat", str(repeat), "--chars-per-token", str(CHARS_PER_TOKEN)]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=HERE)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip()[-600:]}
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=HERE)
+    marker = "LATENCY_FIGURES "
+    found = [line.split(marker, 1)[1] for line in proc.stdout.splitlines() if marker in line]
+    if proc.returncode != 0 or not found:
+        return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-600:]}"}
+    result: dict[str, Any] = json.loads(found[-1])
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="one rate, one repetition, existing peer venvs only")
+    parser.add_argument(
+        "--smoke", "--quick", action="store_true", help="one rate, one repetition, existing peer venvs only"
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="measured runs per rate and column (median)")
     parser.add_argument("--no-peers", action="store_true", help="codeact only")
     parser.add_argument("--venvs", type=Path, default=Path.home() / ".cache" / "codeact" / "bench-venvs")
     parser.add_argument(
@@ -144,14 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
-    rates = [60] if args.smoke else list(RATES)
-    repeat = 1 if args.smoke else 5
+    rates = [120] if args.smoke else list(RATES)
+    repeat = 1 if args.smoke else args.repeat
     given = dict(item.split("=", 1) for item in args.peer_python)
     print(
         f"time to first visible token (first token after {FIRST_TOKEN * 1000:.0f} ms), python "
         f"{sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}"
     )
     figures: dict[str, Any] = {"codeact": {}, "codeact (streaming off)": {}}
+    anyio.run(codeact_once, rates[0], True)  # warm-up, not counted
     for rate in rates:
         for label, streaming in (("codeact", True), ("codeact (streaming off)", False)):
             runs = [anyio.run(codeact_once, rate, streaming) for _ in range(repeat)]
@@ -173,21 +183,27 @@ def main(argv: list[str] | None = None) -> int:
                 figures[name] = {"skipped": "no venv (run without --smoke once to create it)"}
                 continue
             figures[name] = run_peer(python, name, rates, repeat)
-    print(f"{'':<44}" + "".join(f"{f'{r} tok/s':>26}" for r in rates))
-    print(f"{'':<44}" + "".join(f"{'model / visible / gap':>26}" for _ in rates))
+    width = 52
+    print("model: the fake model's first token; visible: the caller's first visible token (both ms after the")
+    print("caller starts the run); gap: visible - model (medians); x codeact: visible / codeact's visible")
+    print(f"{'':<{width}}" + "".join(f"{f'{r} tok/s':>36}" for r in rates))
+    print(f"{'':<{width}}" + "".join(f"{'model / visible / gap / x codeact':>36}" for _ in rates))
     for label, rows in figures.items():
+        if "version" in rows:
+            label = f"{label} {rows['version']}"
         if "error" in rows or "skipped" in rows:
-            print(f"{label:<44}  {rows.get('error') or rows.get('skipped')}")
+            print(f"{label:<{width}}  {rows.get('error') or rows.get('skipped')}")
             continue
         cells = []
         for rate in rates:
-            row = rows.get(str(rate))
+            row, ours = rows.get(str(rate)), figures["codeact"][str(rate)]
             cells.append(
                 "-"
                 if row is None
-                else f"{row['model_first_ms']:.0f} / {row['visible_ms']:.0f} / {row['gap_ms']:.1f} ms"
+                else f"{row['model_first_ms']:.0f} / {row['visible_ms']:.0f} / {row['gap_ms']:.1f} ms / "
+                f"{row['visible_ms'] / ours['visible_ms']:.2f}x"
             )
-        print(f"{label:<44}" + "".join(f"{c:>26}" for c in cells))
+        print(f"{label:<{width}}" + "".join(f"{c:>36}" for c in cells))
     worst = max(row["gap_ms"] for row in figures["codeact"].values())
     verdict = "PASS" if worst <= GOAL_MS else "MISS"
     print(f"\ncodeact's first visible token, worst gap after the model's: {worst:.2f} ms {verdict} (<= {GOAL_MS:g} ms)")

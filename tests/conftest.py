@@ -182,6 +182,7 @@ SLOW_MODULES: dict[str, str] = {
     "test_escalation": "child processes killed in crash recovery",
     "test_concurrent_resume": "child processes racing to resume",
     "test_load": "many concurrent sessions",
+    "test_adk_web": "adk web in a child process, driven by Chromium",
 }
 """Modules all of whose tests are slow, with why."""
 
