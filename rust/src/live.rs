@@ -81,7 +81,10 @@ impl State {
 }
 
 impl LiveOutput {
+    /// A run's live output. Called on the host's thread, outside any run's memory charge:
+    /// the delivery thread is started here the first time, so no run pays for it.
     pub fn new(listener: Py<PyAny>) -> Arc<Self> {
+        deliverer();
         Arc::new(Self {
             listener,
             state: Mutex::default(),
