@@ -203,7 +203,9 @@ SECOND_BACKEND = "trio"
 """An async test runs under asyncio and under trio (``anyio_backend``); its trio run counts as
 slow, so the inner loop runs each async test once and the full suite runs both."""
 
-SERIAL_MODULES: frozenset[str] = frozenset({"test_event_loop_free", "test_step_race", "test_load", "test_memory_caps"})
+SERIAL_MODULES: frozenset[str] = frozenset(
+    {"test_event_loop_free", "test_step_race", "test_load", "test_memory_caps", "test_live_output"}
+)
 """Modules whose tests measure time or contention: run one at a time, never beside another test."""
 
 SERIAL_TESTS: dict[str, tuple[str, ...]] = {
