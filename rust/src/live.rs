@@ -42,14 +42,62 @@ pub enum Stream {
     Stderr,
 }
 
+/// Where a run's deliveries go. The delivery thread reaches the listener only through this
+/// trait object, so the interpreter's side of this module (`push`, the delivery thread) does
+/// not name Python: the crate's Rust unit tests link without libpython.
+pub trait Listener: Send + Sync {
+    /// Hands one delivery to the listener (never panics; swallows the listener's failures),
+    /// calling `started` once the listener is about to be called (the spacing counts from
+    /// then).
+    fn deliver(&self, batch: &[(Stream, String)], started: &dyn Fn());
+}
+
+/// A Python callable `f(stream, text)` as a run's [`Listener`]: called with the GIL held (it
+/// is taken, or found held by the flushing thread); what it raises is swallowed and the
+/// first failure of the run logged.
+pub struct PyListener {
+    listener: Py<PyAny>,
+    /// Whether a failure of the listener was reported (once per run).
+    reported: AtomicBool,
+}
+
+impl PyListener {
+    /// The listener of a run.
+    pub fn boxed(listener: Py<PyAny>) -> Box<dyn Listener> {
+        Box::new(Self {
+            listener,
+            reported: AtomicBool::new(false),
+        })
+    }
+}
+
+impl Listener for PyListener {
+    fn deliver(&self, batch: &[(Stream, String)], started: &dyn Fn()) {
+        // Without an interpreter to attach to (it is shutting down) the chunks are dropped;
+        // the steps still carry them.
+        let _ = Python::try_attach(|py| {
+            started();
+            for (stream, text) in batch {
+                let name = match stream {
+                    Stream::Stdout => intern!(py, "stdout"),
+                    Stream::Stderr => intern!(py, "stderr"),
+                };
+                if let Err(err) = self.listener.call1(py, (name, text.as_str()))
+                    && !self.reported.swap(true, Ordering::Relaxed)
+                {
+                    report(py, err);
+                }
+            }
+        });
+    }
+}
+
 /// One run's listener and what it printed that was not delivered yet.
 pub struct LiveOutput {
-    listener: Py<PyAny>,
+    listener: Box<dyn Listener>,
     state: Mutex<State>,
     /// Signalled when a delivery ends.
     idle: Condvar,
-    /// Whether a failure of the listener was reported (once per run).
-    reported: AtomicBool,
 }
 
 #[derive(Default)]
@@ -83,13 +131,12 @@ impl State {
 impl LiveOutput {
     /// A run's live output. Called on the host's thread, outside any run's memory charge:
     /// the delivery thread is started here the first time, so no run pays for it.
-    pub fn new(listener: Py<PyAny>) -> Arc<Self> {
+    pub fn new(listener: Box<dyn Listener>) -> Arc<Self> {
         deliverer();
         Arc::new(Self {
             listener,
             state: Mutex::default(),
             idle: Condvar::new(),
-            reported: AtomicBool::new(false),
         })
     }
 
@@ -140,7 +187,7 @@ impl LiveOutput {
                 }
             });
         };
-        self.call(py, &batch);
+        self.listener.deliver(&batch, &|| {});
         self.finish();
     }
 
@@ -162,13 +209,10 @@ impl LiveOutput {
             }
             s.start_delivery()
         };
-        // Without an interpreter to attach to (it is shutting down) the chunks are dropped;
-        // the steps still carry them. The spacing counts from the call itself, once the GIL
-        // is held (waiting for it may take a switch interval or more).
-        let _ = Python::try_attach(|py| {
-            self.lock().last = Some(Instant::now());
-            self.call(py, &batch);
-        });
+        // The spacing counts from the call itself, once the listener can be called (waiting
+        // for the GIL may take a switch interval or more).
+        self.listener
+            .deliver(&batch, &|| self.lock().last = Some(Instant::now()));
         self.finish();
     }
 
@@ -185,21 +229,6 @@ impl LiveOutput {
             s.due()
         };
         deliverer().schedule(due, Arc::clone(self));
-    }
-
-    /// Calls the listener with each chunk; swallows what it raises, logs the run's first.
-    fn call(&self, py: Python<'_>, batch: &[(Stream, String)]) {
-        for (stream, text) in batch {
-            let name = match stream {
-                Stream::Stdout => intern!(py, "stdout"),
-                Stream::Stderr => intern!(py, "stderr"),
-            };
-            if let Err(err) = self.listener.call1(py, (name, text.as_str()))
-                && !self.reported.swap(true, Ordering::Relaxed)
-            {
-                report(py, err);
-            }
-        }
     }
 }
 

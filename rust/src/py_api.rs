@@ -21,7 +21,7 @@ use crate::engine::{
 };
 use crate::errors::HostError;
 use crate::journal::{JVal, Journal, OsLog};
-use crate::live::LiveOutput;
+use crate::live::{LiveOutput, PyListener};
 use crate::os_policy::{FixedClock, MountSpec, OsPolicy};
 use crate::py_continuation::{
     CallInfo, MontyContinuation, Owner, StepTicket, build_step, held_calls,
@@ -510,7 +510,7 @@ pub(crate) fn listener(
             "on_output must be callable as on_output(stream, text), got {}",
             f.bind(py).get_type().name()?
         ))),
-        Some(f) => Ok(Some(LiveOutput::new(f))),
+        Some(f) => Ok(Some(LiveOutput::new(PyListener::boxed(f)))),
         None => Ok(None),
     }
 }
