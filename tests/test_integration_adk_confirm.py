@@ -521,3 +521,18 @@ async def test_predicate_survives_a_prefixed_toolset(anyio_backend):
     events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go")]
     [asked] = events[-1].actions.requested_tool_confirmations.values()
     assert (asked.tool_name, asked.args) == ("shop_record", {"item": "cake", "qty": 9}) and CALLED == [("tea", 1)]
+
+
+async def test_an_approval_payload_may_carry_edited_arguments(anyio_backend):
+    """Issue 49: ``toolConfirmation.payload = {"args": {...}}`` runs the call with the edited
+    arguments; an edit that fails the tool's schema ends the invocation with
+    ``codeact.bad_decision`` and the call stays pending."""
+    CALLED.clear()
+    runner = await start(shop(True))
+    [(_, request)] = requests_in(await send(runner, text("tea please")))
+    bad = await send(runner, answer(request.id, {"confirmed": True, "payload": {"args": {"item": "tea"}}}))
+    assert [e.error_code for e in bad] == ["codeact.bad_decision"] and "qty" in bad[0].error_message
+    assert CALLED == []
+    edited = {"confirmed": True, "payload": {"args": {"item": "tea", "qty": 2}}}
+    resumed = await send(runner, answer(request.id, edited))
+    assert CALLED == [("tea", 2)] and resumed[-1].content.parts[0].text == "recorded, 1 line(s)"

@@ -15,8 +15,10 @@ from ._runner_claims import (
     DISCARD,
     agent_for,
     check_digest,
+    check_edits,
     claim_for,
     claim_turn,
+    decision_records,
     delete_slot,
     paused_unannounced,
     record_of,
@@ -41,15 +43,19 @@ from .sessions import BaseSessionService, InMemorySessionService, SessionNotFoun
 from .sessions._journal import TurnSlot
 from .sessions._types import Session
 from .turns._codec import PendingCallInfo, announcement_events
-from .turns._decision import Decision, check_supported
+from .turns._decision import Decision, DecisionRecord
 from .turns._record import Claim, Clock, claim_abandoned, new_claim, release_owner
-from .turns._turn import Turn, TurnInfo, discard_notice, in_flight_calls, pick_call
+from .turns._turn import Turn, TurnInfo, discard_notice, in_flight_calls, open_decisions, pick_call
 from .turns._verify import TurnView, open_journal
 
 __all__ = ("Runner", "TurnInfo")
 
 RUN_KEY = "codeact_run_key"
 """``Event.custom_metadata`` key naming the run key of the run that stored the event."""
+DECISIONS = "codeact_decisions"
+"""``Event.custom_metadata`` key of the first event a resumed run stores: the decisions it acts
+on (``DecisionRecord`` as JSON: act, call key, tool, actor, reason, at, edited args), those
+given to it and, for a recovery, those journaled on the calls it finds in flight."""
 
 
 class Runner:
@@ -274,6 +280,7 @@ class Runner:
         turn: Turn | None = None,
     ) -> AsyncGenerator[Event, None]:
         claimed = False
+        shown: list[dict[str, Any]] = []  # the decisions this run acts on, shown on its first event
         results: dict[str, Any] = {}
         view: TurnView | None = None
         discarded: Event | None = None
@@ -321,14 +328,23 @@ class Runner:
                 else:
                     assert isinstance(action, dict)
                     results = action["responses"]
+                    records = check_edits(decision_records(action, run_config, self.clock()), pending, turn.view.tools)
                     run_config = run_config.model_copy(
                         update={
                             "tool_confirmation_decisions": {k: v is True for k, v in action["decisions"].items()},
                             "tool_denial_reasons": {
                                 k: v for k, v in action["decisions"].items() if isinstance(v, str) and v
                             },
+                            "decision_records": records,
                         }
                     )
+                    shown = [r.model_dump(mode="json", exclude_none=True) for r in records.values()]
+                    if turn.interrupted:  # a recovery: the decisions its calls in flight were started by
+                        shown += [
+                            r.model_dump(mode="json", exclude_none=True)
+                            for r in open_decisions(turn.journal)
+                            if r.call_key not in records
+                        ]
                     slot = await claim_turn(self.session_service, session, slot, claim)
                     claimed = True
                     view = turn.view
@@ -372,6 +388,9 @@ class Runner:
             transfer_to: str | None = None
             async with aclosing(agent.run_async(ctx)) as events:
                 async for event in events:
+                    if shown:
+                        event.custom_metadata = {**(event.custom_metadata or {}), DECISIONS: shown}
+                        shown = []
                     await self._append(session, event, claimed, claim.run_key)
                     yield event
                     if event.actions.transfer_to_agent:
@@ -613,11 +632,16 @@ class Runner:
         ``approve``, ``deny``, ``complete``, ``resolve_in_doubt`` and ``recover`` are this
         method with the decision built for you.
 
-        The decision is checked before anything is claimed or stored: its ``args`` (edited
-        arguments; not supported yet), the call it names (read from the verified
-        continuation), whether that call's kind accepts it (confirmation: approve / deny;
-        completion: complete / deny; in doubt: resolve with rerun / skip / fail) and its
-        ``digest``. ``decision.run_key`` is the run's idempotency key (``run_async``).
+        The decision is checked before anything is claimed or stored: the call it names
+        (read from the verified continuation), whether that call's kind accepts it
+        (confirmation: approve / deny; completion: complete / deny; in doubt: resolve with
+        rerun / skip / fail), its ``digest``, and an approval's edited ``args`` against the
+        tool's schema. Who decided what (``DecisionRecord``: the act, ``actor``, ``reason``,
+        the time, edited arguments) is journaled, sealed, with the record the decision
+        produces (the resumed call's intent for approve, complete and rerun; its outcome for
+        deny, skip and fail), shown on the first event of the resumed run
+        (``custom_metadata["codeact_decisions"]``) and listed by ``decisions``.
+        ``decision.run_key`` is the run's idempotency key (``run_async``).
 
         Args:
             decision: what to do (``Decision``).
@@ -625,7 +649,8 @@ class Runner:
             run_config: per-run options; not ``discard_pending_checkpoint``.
 
         Raises:
-            EditNotSupportedError: ``decision.args`` is set.
+            EditNotSupportedError: ``decision.args`` is set and the tool has ``editable=False``.
+            DecisionValueError: ``decision.args`` fail the tool's schema (naming each field).
             SessionNotFoundError: no such session (even with ``auto_create_session``).
             NoPendingCallError: the key matches no pending call, or nothing is pending; for
                 ``recover``, there is no interrupted turn.
@@ -643,7 +668,6 @@ class Runner:
 
         In each case nothing was claimed or stored and no tool ran.
         """
-        check_supported(decision)
         run_key = decision.run_key
         if decision.verb == "recover":
             rc = run_config
@@ -666,17 +690,23 @@ class Runner:
         verb, call_key, digest = decision.verb, decision.call_key, decision.digest
         redelivery = decision.run_key is not None and await self._finished(user_id, session_id, decision.run_key)
         info, turn = (None, None) if redelivery else await self._pick(user_id, session_id, decision, run_config)
+        record = self._record_of(decision, info)
         if info is not None and info.tool:
-            check_digest(info, digest)
+            check_digest(info, digest)  # edited args are checked with the claim (check_edits)
         if verb in ("approve", "deny"):
             approve = verb == "approve"
             if info is None:
                 kinds = ("confirmation",) if approve else ("confirmation", "completion")
                 key = call_key or await self._only_pending(user_id, session_id, kinds)
-                return redelivered(run_config, key, approve, digest=digest, reason=decision.reason), None, None
+                again = redelivered(run_config, key, approve, digest=digest, reason=decision.reason)
+                if key is not None:
+                    record.call_key = key
+                    again = again.model_copy(update={"decision_records": {key: record}})
+                return again, None, None
             update: dict[str, Any] = {
                 "tool_confirmation_decisions": {info.call_key: approve} if info.call_key else {},
                 "decision_digests": {info.call_key: info.digest if digest is None else digest},
+                "decision_records": {info.call_key: record},
             }
             if not approve:
                 update["tool_denial_reasons"] = {info.call_key: decision.reason} if decision.reason else {}
@@ -689,10 +719,25 @@ class Runner:
             else:
                 tool = info.tool
             response = FunctionResponse(name=tool, response=decision.payload, id=call_key, error=decision.error)
+            rc = rc.model_copy(update={"decision_records": {call_key: record}})
             return rc, Content(role="user", parts=[Part(function_response=response)]), turn
         assert verb == "resolve" and call_key is not None and decision.action is not None
         chosen = InDoubtDecision(action=decision.action, value=decision.payload, reason=decision.reason or "")
-        return rc.model_copy(update={"in_doubt_decisions": {call_key: chosen}}), None, turn
+        update = {"in_doubt_decisions": {call_key: chosen}, "decision_records": {call_key: record}}
+        return rc.model_copy(update=update), None, turn
+
+    def _record_of(self, decision: Decision, info: PendingCallInfo | None) -> DecisionRecord:
+        """Who decided what (``DecisionRecord``), now, on the call ``info`` (None: a
+        redelivery, the call named by the decision)."""
+        return DecisionRecord(
+            act=decision.act,  # type: ignore[arg-type]
+            call_key=info.call_key if info is not None else decision.call_key or "",
+            tool=info.tool if info is not None else "",
+            actor=decision.actor,
+            reason=decision.reason,
+            at=self.clock(),
+            args=decision.args,
+        )
 
     async def _check_recoverable(self, user_id: str, session_id: str, run_key: str | None) -> Turn | None:
         """Refuses a recovery with nothing to recover (a recovery sent again under a run key
@@ -742,22 +787,31 @@ class Runner:
         digest: str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
+        args: dict[str, Any] | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Approves a call awaiting confirmation and resumes the paused script; yields the
         run's events (as ``run_async``). ``call_key=None`` is accepted only when exactly one
         call awaits confirmation. The call that runs is the one ``pending()`` lists under
-        that key, read from the verified continuation. ``decide(Decision(verb="approve"))``.
+        that key, read from the verified continuation, or that call with ``args``.
+        ``decide(Decision(verb="approve"))``.
 
         Args:
             digest: the ``PendingCallInfo.digest`` the decision was made on: when given, a
                 call under that key with another digest is refused (a stale view).
             run_key: an idempotency key (``run_async``).
+            args: edited arguments (by name): the tool runs with these instead of the
+                script's; validated against the tool's schema first; needs ``digest``.
+            actor / reason: who approves and why (journaled with the call's intent).
 
         Raises:
             DecisionRefusedError: the call awaits its result or is in doubt (it accepts no
                 approval). Otherwise as ``decide``.
         """
-        decision = Decision(verb="approve", call_key=call_key, digest=digest, run_key=run_key)
+        decision = Decision(
+            verb="approve", call_key=call_key, digest=digest, run_key=run_key, args=args, actor=actor, reason=reason
+        )
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
     def deny(
@@ -770,6 +824,7 @@ class Runner:
         digest: str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
+        actor: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Denies a call awaiting confirmation, or a long-running call awaiting its result
         (the script gets ``PermissionError``, with ``reason``), and resumes it; yields the
@@ -780,7 +835,7 @@ class Runner:
         Raises:
             DecisionRefusedError: the call is in doubt. Otherwise as ``decide``.
         """
-        decision = Decision(verb="deny", call_key=call_key, reason=reason, digest=digest, run_key=run_key)
+        decision = Decision(verb="deny", call_key=call_key, reason=reason, digest=digest, run_key=run_key, actor=actor)
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
     def complete(
@@ -793,6 +848,8 @@ class Runner:
         error: str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Completes a long-running call with ``value`` (plain data) and resumes the paused
         script; yields the run's events. The response is stored as a user event carrying a
@@ -808,7 +865,9 @@ class Runner:
             ValueError: ``error`` given together with a ``value``, or not a str (a
                 ``pydantic.ValidationError``). Otherwise as ``decide``.
         """
-        decision = Decision(verb="complete", call_key=call_key, payload=value, error=error, run_key=run_key)
+        decision = Decision(
+            verb="complete", call_key=call_key, payload=value, error=error, run_key=run_key, actor=actor, reason=reason
+        )
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
     def resolve_in_doubt(
@@ -822,6 +881,7 @@ class Runner:
         reason: str = "",
         run_config: RunConfig | None = None,
         run_key: str | None = None,
+        actor: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Decides a call paused in doubt (a tool with ``on_in_doubt="ask"`` that started
         before its runner stopped and has no recorded outcome) and resumes the script:
@@ -840,6 +900,7 @@ class Runner:
             payload=value if action == "skip" else None,
             reason=reason or None,
             run_key=run_key,
+            actor=actor,
         )
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 

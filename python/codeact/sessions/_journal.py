@@ -28,7 +28,7 @@ from typing import Any, Literal, NamedTuple
 
 __all__ = ("JournalKind", "JournalRecord", "TurnSlot")
 
-JournalKind = Literal["intent", "outcome", "os"]
+JournalKind = Literal["intent", "outcome", "os", "decision"]
 
 
 class JournalRecord(NamedTuple):
@@ -37,8 +37,11 @@ class JournalRecord(NamedTuple):
     Attributes:
         kind: ``"intent"`` (a call is about to run: ``data`` is ``[tool, argument digest]``),
             ``"outcome"`` (its value or error, ``data`` is the encoded outcome) or ``"os"`` (the
-            OS answers an advance of the script received, ``data`` is a JSON list).
-        seq: the call's position in the turn (intent, outcome) or the advance's index (os).
+            OS answers an advance of the script received, ``data`` is a JSON list) or
+            ``"decision"`` (who decided what on a call: a ``codeact.DecisionRecord`` as JSON,
+            written with the intent or outcome the decision produces; SPEC §5 v4).
+        seq: the call's position in the turn (intent, outcome), the advance's index (os), or
+            the decision's index in the turn (decision: 0, 1, ... in the order they were used).
         data: JSON text.
     """
 

@@ -474,9 +474,10 @@ def turn_conflict(session_id: str, expected: int, stored: int) -> TurnConflictEr
 
 
 def sort_journal(records: list[JournalRecord]) -> list[JournalRecord]:
-    """``os`` records by seq, then each call's intent and outcome by seq."""
-    order = {"os": 0, "intent": 1, "outcome": 2}
-    return sorted(records, key=lambda r: (r.kind != "os", r.seq, order[r.kind]))
+    """``os`` records by seq, then each call's intent and outcome by seq, then the decision
+    records by seq."""
+    order = {"os": 0, "intent": 1, "outcome": 2, "decision": 3}
+    return sorted(records, key=lambda r: (order[r.kind] // 3 + (r.kind != "os"), r.seq, order[r.kind]))
 
 
 def check_not_stale(session: Session, stored_last_update_time: float) -> None:

@@ -33,6 +33,9 @@ class Tool:
             ``Runner.resolve_in_doubt``) or ``"fail"`` (the script gets a ``RuntimeError``).
             Use ``"ask"`` for tools that are not idempotent and cannot use
             ``ToolContext.function_call_id`` as an idempotency key.
+        editable: a reviewer may approve a call of this tool with edited arguments
+            (``Runner.approve(args=...)``); ``False`` refuses such an approval
+            (``EditNotSupportedError``): the call runs as the script made it, or not at all.
     """
 
     on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun"
@@ -47,6 +50,7 @@ class Tool:
         requires_confirmation: bool = False,
         returns: dict[str, Any] | None = None,
         on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
+        editable: bool = True,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("a tool needs a non-empty string name")
@@ -59,6 +63,7 @@ class Tool:
         self.is_long_running = is_long_running
         self.requires_confirmation = requires_confirmation
         self.returns = returns
+        self.editable = editable
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
         """Executes the tool.

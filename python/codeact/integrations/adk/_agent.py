@@ -14,6 +14,7 @@ whose ``response_schema`` names rerun, skip (with a value) or fail.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -28,11 +29,19 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from ...agent import CodeActAgent, InDoubtDecision, RunConfig
 from ...events import Content, Event, EventActions, FunctionResponse, Part, PendingCallInfo
-from ...exceptions import AlreadyResumingError, CallsPendingError, DecisionRefusedError, NoPendingCallError
+from ...exceptions import (
+    AlreadyResumingError,
+    CallsPendingError,
+    DecisionRefusedError,
+    DecisionValueError,
+    EditNotSupportedError,
+    NoPendingCallError,
+)
 from ...runner import Runner
 from ...sessions import BaseSessionService, InMemorySessionService
 from ...sessions._service import TEMP_PREFIX
 from ...sessions._types import Session
+from ...turns import DecisionRecord
 
 __all__ = (
     "IN_DOUBT_SCHEMA",
@@ -344,6 +353,17 @@ def to_adk_events(
     ]
 
 
+def _edited(confirmation: AdkToolConfirmation) -> tuple[dict[str, Any], str] | None:
+    """The edited arguments an approval's payload carries (``{"args": {...}, "digest": ...}``:
+    the call runs with them, checked against the tool's schema first; ``digest``, the
+    ``PendingCallInfo.digest`` of the call shown, refuses a stale view), else None."""
+    payload = confirmation.payload
+    if isinstance(payload, dict) and isinstance(payload.get("args"), dict):
+        digest = payload.get("digest")
+        return dict(payload["args"]), digest if isinstance(digest, str) else ""
+    return None
+
+
 def _reason(confirmation: AdkToolConfirmation) -> str:
     payload = confirmation.payload
     if isinstance(payload, str):
@@ -457,7 +477,10 @@ class CodeActAdkAgent(BaseAgent):
     ``long_running_tool_ids``); the app answers as it answers an ``LlmAgent``, with a user
     message holding a ``FunctionResponse`` named ``adk_request_confirmation`` with that id and a
     ``ToolConfirmation`` (``{"confirmed": true}``; a denial's ``payload``, a string or
-    ``{"reason": ...}``, is the reason the script's ``PermissionError`` gives). The next
+    ``{"reason": ...}``, is the reason the script's ``PermissionError`` gives; an approval's
+    payload ``{"args": {...}, "digest": ...}`` runs the call with those edited arguments,
+    checked against the tool's schema first, or ends the invocation with
+    ``codeact.bad_decision``, the call still pending). The next
     invocation approves or denies the codeact call and the script resumes. A long-running
     tool's ``function_call`` is answered with a ``FunctionResponse`` of the same id.
 
@@ -531,6 +554,8 @@ class CodeActAdkAgent(BaseAgent):
         decisions: dict[str, bool] = {}
         reasons: dict[str, str] = {}
         in_doubt: dict[str, InDoubtDecision] = {}
+        records: dict[str, DecisionRecord] = {}
+        digests: dict[str, str] = {}
         completions: list[Part] = []
         for response in responses:
             if response.name == REQUEST_INPUT:
@@ -584,11 +609,20 @@ class CodeActAdkAgent(BaseAgent):
             decisions[key] = confirmation.confirmed
             if not confirmation.confirmed:
                 reasons[key] = _reason(confirmation)
+            else:
+                edited = _edited(confirmation)
+                if edited is not None:
+                    args, digest = edited
+                    records[key] = DecisionRecord(act="approve", call_key=key, args=args, at=time.time())
+                    if digest:
+                        digests[key] = digest
         rc = base.model_copy(
             update={
                 "tool_confirmation_decisions": decisions,
                 "tool_denial_reasons": reasons,
                 "in_doubt_decisions": in_doubt,
+                "decision_records": records,
+                "decision_digests": digests,
             }
         )
         message = Content(role="user", parts=completions) if completions else None
@@ -645,6 +679,8 @@ class CodeActAdkAgent(BaseAgent):
                 yield adk_event
         except DecisionRefusedError as exc:  # a NoPendingCallError: first
             yield self._error(ctx, "codeact.decision_refused", str(exc))
+        except (DecisionValueError, EditNotSupportedError) as exc:  # an edit refused: the call stays pending
+            yield self._error(ctx, "codeact.bad_decision", str(exc))
         except NoPendingCallError as exc:
             yield self._error(ctx, "codeact.no_pending_call", str(exc))
         except CallsPendingError as exc:
