@@ -522,6 +522,41 @@ class Runner:
                 found[(user, sid)] = calls
         return found
 
+    async def decisions(
+        self, app_name: str | None = None, user_id: str | None = None, session_id: str | None = None
+    ) -> list[DecisionRecord]:
+        """Who decided what (SPEC §5 v4): every decision journaled in the app (of one user,
+        of one session when given), of finished turns too, newest first. Each is a
+        ``DecisionRecord`` (act, call key, tool, actor, reason, time, edited arguments) with
+        where it was made (``app_name``, ``user_id``, ``session_id``, ``turn``). Under a
+        ``snapshot_key``, a record whose seal does not hold in its session (edited in the
+        store, copied from another session) is left out.
+
+        Args:
+            app_name: must be this runner's ``app_name`` (the default).
+            user_id / session_id: only this user's (and this session's) decisions.
+
+        Raises:
+            ValueError: ``app_name`` is another app.
+            StoreMethodMissingError: the store does not implement ``list_decisions``.
+            SessionStoreError: the store failed.
+        """
+        if app_name is not None and app_name != self.app_name:
+            raise ValueError(f"this runner serves app {self.app_name!r}, not {app_name!r}")
+        rows = await self.session_service.list_decisions(app_name=self.app_name, user_id=user_id, session_id=session_id)
+        runtime = getattr(self.agent, "runtime", None)
+        found: list[DecisionRecord] = []
+        for user, sid, turn, stored in rows:
+            try:
+                (opened,) = open_journal(runtime, (self.app_name, user, sid), turn, [stored])
+                record = DecisionRecord.model_validate_json(opened.data)
+            except (SnapshotError, ValueError):
+                continue  # a record whose seal does not hold here, or that does not validate
+            where = {"app_name": self.app_name, "user_id": user, "session_id": sid, "turn": turn}
+            found.append(record.model_copy(update=where))
+        found.sort(key=lambda r: r.at, reverse=True)
+        return found
+
     async def turn_info(self, *, user_id: str, session_id: str) -> TurnInfo | None:
         """The session's in-flight turn: suspended, running (and who runs it), interrupted
         (its runner stopped: ``recover`` it) or stale; None when there is none.

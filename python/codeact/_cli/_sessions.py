@@ -107,19 +107,22 @@ def sessions_show(
 ) -> None:
     """Print a session's events (and state)."""
 
-    async def load() -> Any:
+    async def load() -> tuple[Any, list[dict[str, Any]]]:
         service = _session_service(db)
         try:
-            return await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
+            found = await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
+            return found, (await _decisions(service, app_name, user, session_id) if found is not None else [])
         finally:
             await _close(service)
 
-    found = _call(load)
+    found, decisions = _call(load)
     if found is None:
         _err().print(f"no session {session_id!r} for user {user!r} in app {app_name!r}", style="red")
         raise typer.Exit(1)
     if json_output:
-        sys.stdout.write(found.model_dump_json() + "\n")
+        data = json.loads(found.model_dump_json())
+        data["decisions"] = decisions
+        sys.stdout.write(json.dumps(data) + "\n")
         return
     printer = EventPrinter(_out())
     for event in found.events:
@@ -128,6 +131,44 @@ def sessions_show(
 
     state = json.dumps(found.state, default=repr) if json_native(found.state) else readable(found.state)
     _out().print(f"state: {state}", style="magenta", highlight=False)
+    for d in decisions:
+        import datetime as _dt
+
+        when = _dt.datetime.fromtimestamp(d.get("at", 0), tz=_dt.timezone.utc).isoformat(timespec="seconds")
+        who = d.get("actor") or "(no actor)"
+        line = f"decision: {when} {who} {d.get('act')} call {d.get('call_key')} to {d.get('tool', '')!r}"
+        if d.get("args") is not None:
+            line += f" with edited args {json.dumps(d['args'])}"
+        if d.get("reason"):
+            line += f" — {d['reason']}"
+        if d.get("sealed"):
+            line += " (sealed: not checked without the key)"
+        _out().print(line, style="cyan", highlight=False, markup=False)
+
+
+async def _decisions(service: Any, app_name: str, user: str, session_id: str) -> list[dict[str, Any]]:
+    """The session's decision records (who decided what), oldest first, as JSON data. A
+    sealed record is read without checking its seal (the command has no key) and marked
+    ``"sealed": true``; ``Runner.decisions`` checks seals. A store without ``list_decisions``
+    gives none."""
+    from ..exceptions import StoreMethodMissingError
+
+    try:
+        rows = await service.list_decisions(app_name=app_name, user_id=user, session_id=session_id)
+    except StoreMethodMissingError:
+        return []
+    found: list[dict[str, Any]] = []
+    for row in rows:
+        try:
+            data = json.loads(row.record.data)
+            if isinstance(data, dict) and isinstance(data.get("p"), str) and "m" in data:
+                data = {**json.loads(data["p"]), "sealed": True}
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            found.append({**data, "turn": row.turn})
+    found.sort(key=lambda d: d.get("at", 0))
+    return found
 
 
 @sessions_app.command("pending")

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-__all__ = ("JournalKind", "JournalRecord", "TurnSlot")
+__all__ = ("JournalKind", "JournalRecord", "StoredDecision", "TurnSlot")
 
 JournalKind = Literal["intent", "outcome", "os", "decision"]
 
@@ -48,6 +48,17 @@ class JournalRecord(NamedTuple):
     kind: JournalKind
     seq: int
     data: str
+
+
+class StoredDecision(NamedTuple):
+    """A ``"decision"`` journal record as ``BaseSessionService.list_decisions`` returns it:
+    where it is (the session and the turn) and the record as stored (sealed under a key;
+    ``Runner.decisions`` checks the seal and reads it)."""
+
+    user_id: str
+    session_id: str
+    turn: str
+    record: JournalRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,10 @@ from ..exceptions import (
     SessionNotFoundError,
     SessionStoreError,
     StaleSessionError,
+    StoreMethodMissingError,
     TurnConflictError,
 )
-from ._journal import JournalRecord, TurnSlot
+from ._journal import JournalRecord, StoredDecision, TurnSlot
 from ._types import Event, Session, new_id
 
 __all__ = (
@@ -45,6 +46,7 @@ __all__ = (
     "SessionNotFoundError",
     "SessionStoreError",
     "StaleSessionError",
+    "StoreMethodMissingError",
     "TurnConflictError",
 )
 
@@ -277,6 +279,25 @@ class BaseSessionService(ABC):
             if slot is not None:
                 found.append((session.user_id, session.id))
         return found
+
+    async def list_decisions(
+        self, *, app_name: str, user_id: str | None = None, session_id: str | None = None
+    ) -> list[StoredDecision]:
+        """The ``"decision"`` journal records of ``app_name`` (of one user, of one session of
+        that user, when given), of every turn, finished or not: who decided what (SPEC §5
+        v4), as ``StoredDecision`` rows in any order (``Runner.decisions`` sorts them). Part
+        of the store contract since issue 49; the base class has none.
+
+        Raises:
+            StoreMethodMissingError: the store does not implement it (a store written against
+                an older contract).
+            SessionStoreError: the store failed.
+        """
+        raise StoreMethodMissingError(
+            f"{type(self).__name__} does not implement list_decisions, a method of the session store contract "
+            "(codeact.sessions.testing.StoreContract): add it to list who decided what",
+            method="list_decisions",
+        )
 
     async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
         """Stores ``data`` under ``digest`` (its SHA-256 hex) once; storing it again is a no-op.
