@@ -50,7 +50,7 @@ def test_decision_is_exported_with_its_errors() -> None:
         ({"verb": "complete"}, "needs the call_key"),
         ({"verb": "resolve", "action": "skip"}, "needs the call_key"),
         ({"verb": "recover", "call_key": "t:0"}, "names the turn, not a call"),
-        ({"verb": "approve", "payload": 1}, "payload is for 'complete'"),
+        ({"verb": "deny", "payload": 1}, "payload is for 'complete', 'approve'"),
         ({"verb": "resolve", "call_key": "t:0", "action": "rerun", "payload": 1}, "not 'resolve' with action 'rerun'"),
         ({"verb": "deny", "args": {"amount": 1}}, "are for 'approve' decisions only, not 'deny'"),
         ({"verb": "complete", "call_key": "t:0", "payload": 1, "error": "x"}, "either value or error"),

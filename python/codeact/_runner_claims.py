@@ -28,7 +28,7 @@ from .sessions._journal import TurnSlot
 from .sessions._types import Session
 from .tools import Tool
 from .turns._codec import CompletionError, PendingCallInfo, announced_keys, decision_value, plain_value_problem
-from .turns._decision import DecisionRecord, check_edit
+from .turns._decision import DecisionRecord, check_answer, check_edit
 from .turns._record import Claim, TurnRecord
 
 __all__ = (
@@ -36,7 +36,7 @@ __all__ = (
     "DISCARD",
     "agent_for",
     "check_completion",
-    "check_edits",
+    "check_answers",
     "check_digest",
     "claim_for",
     "claim_turn",
@@ -224,26 +224,39 @@ def decision_records(action: dict[str, Any], run_config: RunConfig, now: float) 
     return records
 
 
-def check_edits(
-    records: dict[str, DecisionRecord], pending: list[PendingCallInfo], tools: dict[str, Tool]
+def check_answers(
+    records: dict[str, DecisionRecord],
+    results: dict[str, Any],
+    pending: list[PendingCallInfo],
+    tools: dict[str, Tool],
 ) -> dict[str, DecisionRecord]:
-    """``records`` with each edited approval's arguments checked against its tool
-    (``check_edit``) and their digest set (what runs), before anything is claimed.
+    """Checks what the decisions of this resume give their calls against the tools, before
+    anything is claimed: each edited approval's arguments (``check_edit``; their digest is
+    set on the record returned: what runs), each approval's payload against the tool's
+    ``payload_type`` and each completion value (``results``) against its ``result_type``
+    (``check_answer``).
 
     Raises:
         EditNotSupportedError: the tool forbids edits.
-        DecisionValueError: the edited arguments fail the tool's schema.
+        DecisionValueError: edited arguments, a payload or a completion value of the wrong
+            shape (naming each field).
     """
     by_key = {p.call_key: p for p in pending}
     checked = dict(records)
     for key, record in records.items():
         info = by_key.get(key)
-        if record.args is None or record.act != "approve" or info is None:
-            continue
-        tool = tools.get(info.tool)
-        if tool is None:
-            continue  # not this agent's tool: the stale turn is reported, nothing runs
-        checked[key] = record.model_copy(update={"args_digest": check_edit(record.args, info, tool)})
+        tool = tools.get(info.tool) if info is not None else None
+        if record.act != "approve" or info is None or tool is None:
+            continue  # a tool that is not this agent's: the stale turn is reported, nothing runs
+        if record.payload is not None:
+            check_answer("payload", record.payload, info, tool)
+        if record.args is not None:
+            checked[key] = record.model_copy(update={"args_digest": check_edit(record.args, info, tool)})
+    for key, value in results.items():
+        info = by_key.get(key)
+        tool = tools.get(info.tool) if info is not None else None
+        if info is not None and tool is not None and not isinstance(value, CompletionError):
+            check_answer("result", value, info, tool)
     return checked
 
 

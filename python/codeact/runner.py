@@ -14,8 +14,8 @@ from ._runner_claims import (
     ANNOUNCE,
     DISCARD,
     agent_for,
+    check_answers,
     check_digest,
-    check_edits,
     claim_for,
     claim_turn,
     decision_records,
@@ -328,7 +328,9 @@ class Runner:
                 else:
                     assert isinstance(action, dict)
                     results = action["responses"]
-                    records = check_edits(decision_records(action, run_config, self.clock()), pending, turn.view.tools)
+                    records = check_answers(
+                        decision_records(action, run_config, self.clock()), results, pending, turn.view.tools
+                    )
                     run_config = run_config.model_copy(
                         update={
                             "tool_confirmation_decisions": {k: v is True for k, v in action["decisions"].items()},
@@ -772,6 +774,7 @@ class Runner:
             reason=decision.reason,
             at=self.clock(),
             args=decision.args,
+            payload=decision.payload if decision.verb == "approve" else None,
         )
 
     async def _check_recoverable(self, user_id: str, session_id: str, run_key: str | None) -> Turn | None:
@@ -825,6 +828,7 @@ class Runner:
         args: dict[str, Any] | None = None,
         actor: str | None = None,
         reason: str | None = None,
+        payload: Any = None,
     ) -> AsyncGenerator[Event, None]:
         """Approves a call awaiting confirmation and resumes the paused script; yields the
         run's events (as ``run_async``). ``call_key=None`` is accepted only when exactly one
@@ -839,13 +843,22 @@ class Runner:
             args: edited arguments (by name): the tool runs with these instead of the
                 script's; validated against the tool's schema first; needs ``digest``.
             actor / reason: who approves and why (journaled with the call's intent).
+            payload: what the approved tool reads as ``ToolContext.tool_confirmation.payload``
+                (plain data), validated against the tool's ``payload_type`` first.
 
         Raises:
             DecisionRefusedError: the call awaits its result or is in doubt (it accepts no
                 approval). Otherwise as ``decide``.
         """
         decision = Decision(
-            verb="approve", call_key=call_key, digest=digest, run_key=run_key, args=args, actor=actor, reason=reason
+            verb="approve",
+            call_key=call_key,
+            digest=digest,
+            run_key=run_key,
+            args=args,
+            actor=actor,
+            reason=reason,
+            payload=payload,
         )
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 

@@ -46,7 +46,7 @@ from ..runtime import Call, Complete, Gather, PendingCall, Raised, ResumeError, 
 from ..runtime._stepper import INLINE_WAIT, await_ticket
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
-from ..tools import FunctionTool, Tool
+from ..tools import FunctionTool, Tool, ToolConfirmationAnswer
 from ..turns._codec import CompletionError, PendingCallInfo, args_digest, plain_args_digest, value_problem
 from ..turns._decision import record_text
 from ..turns._record import PendingEntry
@@ -359,6 +359,12 @@ class TurnDriver(_JournalWrites):
         )
         return _Suspend(entry, info)
 
+    def _confirm(self, call_key: str, approval: dict[str, Any]) -> None:
+        """Gives the approved call's tool the reviewer's answer (``ToolContext.tool_confirmation``)."""
+        self.run.confirmations[call_key] = ToolConfirmationAnswer(
+            True, approval.get("payload"), approval.get("actor"), approval.get("reason")
+        )
+
     def _note(self, call_key: str, tool: Tool) -> JournalRecord | None:
         """The journal record of the decision on ``call_key`` this resume uses (who decided
         what: ``RunConfig.decision_records``), or None; written with the record the decision
@@ -441,6 +447,9 @@ class TurnDriver(_JournalWrites):
             if waiting is None or waiting.kind == "confirmation":
                 # started (approved, or not gated) and never recorded: it may have run; an
                 # edited approval's call is the edited one (never the script's original)
+                approved = st.journal.approvals.get(pos)
+                if approved is not None:  # a rerun reads the reviewer's answer as the first run did
+                    self._confirm(call_key, approved)
                 return await self._in_doubt(tool, st.journal.edits.get(pos, args), pos, digest, call_key, call)
         waiting = st.pending[pos]  # not live, not answered by the journal: the call is pending
         decision = st.decisions.get(call_key)
@@ -461,6 +470,8 @@ class TurnDriver(_JournalWrites):
             return await self._ask(tool, args, pos, digest, call_key, call)
         chosen = st.records.get(call_key)
         edits = chosen.args if chosen is not None else None  # an edited approval: the edited call runs
+        if chosen is not None:
+            self._confirm(call_key, chosen.model_dump())
         note = self._note(call_key, tool)  # (the script's call is what its intent names)
         run_args = edits if edits is not None else args
         return _Invoke(tool, run_args, pos, digest, call_key, False, call, decided="approved", note=note)

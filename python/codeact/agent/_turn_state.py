@@ -48,6 +48,7 @@ class Journal:
     calls: dict[int, _Entry] = field(default_factory=dict)
     os: dict[int, list[Any]] = field(default_factory=dict)
     edits: dict[int, dict[str, Any]] = field(default_factory=dict)
+    approvals: dict[int, dict[str, Any]] = field(default_factory=dict)  # position -> its approval record
     next_decision: int = 0
 
     @classmethod
@@ -61,8 +62,11 @@ class Journal:
                 journal.calls[r.seq] = _Entry(data[0], data[1])
             elif r.kind == "decision":
                 journal.next_decision = max(journal.next_decision, r.seq + 1)
-                if isinstance(data, dict) and isinstance(data.get("args"), dict):
-                    journal.edits[int(str(data["call_key"]).rsplit(":", 1)[1])] = data["args"]
+                if isinstance(data, dict) and data.get("act") == "approve":
+                    pos = int(str(data["call_key"]).rsplit(":", 1)[1])
+                    journal.approvals[pos] = data
+                    if isinstance(data.get("args"), dict):
+                        journal.edits[pos] = data["args"]
             elif r.seq in journal.calls:
                 journal.calls[r.seq].outcome = data
         return journal

@@ -297,6 +297,8 @@ class FunctionTool(Tool):
         on_in_doubt: ``"rerun"`` / ``"ask"`` / ``"fail"``, as ``Tool``.
         editable: a reviewer may approve a call with edited arguments (validated against
             this signature first), as ``Tool``.
+        result_type / payload_type: the type of a completion's value (a long-running tool)
+            and of an approval's payload, as ``Tool``.
         run_in_thread: run a sync ``func`` in a worker thread (default), so a blocking
             function never stalls the event loop: the caller waits up to 2 ms for a quick
             function, then awaits the thread without blocking. The agent's ``tool_timeout``
@@ -335,6 +337,8 @@ class FunctionTool(Tool):
         run_in_thread: bool = True,
         on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
         editable: bool = True,
+        result_type: Any = None,
+        payload_type: Any = None,
     ) -> None:
         hint = foreign_tool_hint(func)
         if hint is not None:
@@ -409,6 +413,8 @@ class FunctionTool(Tool):
             returns=_return_schema(signature.return_annotation),
             on_in_doubt=on_in_doubt,
             editable=editable,
+            result_type=result_type,
+            payload_type=payload_type,
         )
         self.func = func
         self.run_in_thread = run_in_thread

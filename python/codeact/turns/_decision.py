@@ -32,6 +32,7 @@ __all__ = (
     "DecisionVerb",
     "InDoubtAction",
     "check_accepted",
+    "check_answer",
     "check_edit",
     "record_text",
 )
@@ -64,9 +65,12 @@ class Decision(BaseModel):
             runs). Validated against the tool's schema before anything runs
             (``DecisionValueError``); a tool with ``editable=False`` refuses them
             (``EditNotSupportedError``). Needs ``digest``: the call the reviewer edited.
-        payload: the value completing a long-running call (``complete``), or the result a
-            skipped call in doubt gives the script (``resolve`` with ``"skip"``); plain data
-            (SPEC §3), checked when the decision is built.
+        payload: the value completing a long-running call (``complete``; validated against
+            the tool's ``result_type`` when it declares one), the payload of an approval (the
+            approved tool reads it as ``ToolContext.tool_confirmation.payload``; validated
+            against its ``payload_type``), or the result a skipped call in doubt gives the
+            script (``resolve`` with ``"skip"``); plain data (SPEC §3), checked when the
+            decision is built.
         error: for ``complete`` only: the long-running call failed with this text (the
             script's call raises ``RuntimeError``); not together with ``payload``.
         run_key: an idempotency key (``Runner.run_async``): a decision sent again under a key
@@ -125,11 +129,13 @@ class Decision(BaseModel):
             raise ValueError(f"error is for 'complete' decisions only, not {verb!r}")
         if self.error is not None and self.payload is not None:
             raise ValueError("complete a call with either value or error (payload or error), not both")
-        takes_payload = verb == "complete" or (verb == "resolve" and self.action == "skip")
+        takes_payload = verb in ("complete", "approve") or (verb == "resolve" and self.action == "skip")
         if self.payload is not None and not takes_payload:
             what = f"'resolve' with action {self.action!r}" if verb == "resolve" else repr(verb)
-            raise ValueError(f"payload is for 'complete' and 'resolve' with 'skip' decisions only, not {what}")
-        if takes_payload and self.error is None:
+            raise ValueError(
+                f"payload is for 'complete', 'approve' and 'resolve' with 'skip' decisions only, not {what}"
+            )
+        if takes_payload and self.error is None and (verb != "approve" or self.payload is not None):
             problem = plain_value_problem(
                 self.payload, f"the value of the {verb!r} decision for call {self.call_key!r}"
             )
@@ -263,6 +269,32 @@ def check_edit(args: dict[str, Any], call: PendingCallInfo, tool: Tool) -> str:
         call_key=key,
         tool=tool.name,
         what="args",
+        errors=errors,
+    )
+
+
+def check_answer(what: Literal["result", "payload"], value: Any, call: PendingCallInfo, tool: Tool) -> None:
+    """Checks a completion's value (``what="result"``) or an approval's payload
+    (``"payload"``) against the type the tool declares (``result_type`` / ``payload_type``),
+    before anything is claimed or stored.
+
+    Raises:
+        DecisionValueError: the value does not fit, naming each failing field.
+    """
+    check = getattr(tool, "check_answer", None)
+    errors = check(what, value) if check is not None else []
+    if not errors:
+        return
+    shown = "; ".join(f"{field}: {message}" if field else message for field, message in errors[:10])
+    kind = "result_type" if what == "result" else "payload_type"
+    label = "value completing" if what == "result" else "payload approving"
+    raise DecisionValueError(
+        f"the {label} call {call.call_key} to {tool.name!r} is not the tool's {kind} ({shown}); nothing was "
+        "claimed or stored, the script did not resume and the call is still pending",
+        [call],
+        call_key=call.call_key,
+        tool=tool.name,
+        what=what,
         errors=errors,
     )
 

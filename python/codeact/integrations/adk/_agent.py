@@ -353,14 +353,15 @@ def to_adk_events(
     ]
 
 
-def _edited(confirmation: AdkToolConfirmation) -> tuple[dict[str, Any], str] | None:
-    """The edited arguments an approval's payload carries (``{"args": {...}, "digest": ...}``:
-    the call runs with them, checked against the tool's schema first; ``digest``, the
-    ``PendingCallInfo.digest`` of the call shown, refuses a stale view), else None."""
+def _edited(confirmation: AdkToolConfirmation) -> tuple[dict[str, Any], str, Any] | None:
+    """The edited arguments an approval's payload carries (``{"args": {...}, "digest": ...,
+    "payload": ...}``: the call runs with them, checked against the tool's schema first;
+    ``digest``, the ``PendingCallInfo.digest`` of the call shown, refuses a stale view;
+    ``payload``, the typed payload the tool reads), else None."""
     payload = confirmation.payload
     if isinstance(payload, dict) and isinstance(payload.get("args"), dict):
         digest = payload.get("digest")
-        return dict(payload["args"]), digest if isinstance(digest, str) else ""
+        return dict(payload["args"]), digest if isinstance(digest, str) else "", payload.get("payload")
     return None
 
 
@@ -612,10 +613,14 @@ class CodeActAdkAgent(BaseAgent):
             else:
                 edited = _edited(confirmation)
                 if edited is not None:
-                    args, digest = edited
-                    records[key] = DecisionRecord(act="approve", call_key=key, args=args, at=time.time())
+                    args, digest, given = edited
+                    records[key] = DecisionRecord(act="approve", call_key=key, args=args, payload=given, at=time.time())
                     if digest:
                         digests[key] = digest
+                elif confirmation.payload is not None:  # the tool reads it (ToolContext.tool_confirmation)
+                    records[key] = DecisionRecord(
+                        act="approve", call_key=key, payload=confirmation.payload, at=time.time()
+                    )
         rc = base.model_copy(
             update={
                 "tool_confirmation_decisions": decisions,
