@@ -4,7 +4,7 @@ the suspension protocol of SPEC §5 (pending calls, approve / deny / complete, c
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
@@ -658,7 +658,7 @@ class Runner:
 
     async def decide(
         self,
-        decision: Decision,
+        decision: Decision | Sequence[Decision],
         *,
         user_id: str,
         session_id: str,
@@ -680,8 +680,15 @@ class Runner:
         (``custom_metadata["codeact_decisions"]``) and listed by ``decisions``.
         ``decision.run_key`` is the run's idempotency key (``run_async``).
 
+        Several calls of one turn (a gather, or a script paused at more than one call) may be
+        decided in one durable step: ``decide([Decision, ...])`` applies all of them or none.
+        Every member is checked first (its call, kind, digest, edited arguments, payload or
+        value), then the turn is claimed once and resumed once; one refused member refuses
+        the batch with its error and nothing is claimed, stored or run. Each member names its
+        ``call_key``; ``recover`` is not a member; members share one ``run_key`` (or none).
+
         Args:
-            decision: what to do (``Decision``).
+            decision: what to do (``Decision``), or a batch of them (a sequence).
             user_id / session_id: the session (never created here).
             run_config: per-run options; not ``discard_pending_checkpoint``.
 
@@ -701,32 +708,106 @@ class Runner:
                 edited record, one copied from another session, or one sealed by 0.2.0:
                 discard it); for ``recover``, any stale turn. Other stale turns (a changed
                 roster) are reported by the run's stale-checkpoint event, the call left pending.
-            ValueError: ``run_config`` asks to discard the pending checkpoint.
+            ValueError: ``run_config`` asks to discard the pending checkpoint; a batch that is
+                empty, names a call twice, has a member without ``call_key`` or a ``recover``,
+                or members with different run keys.
 
         In each case nothing was claimed or stored and no tool ran.
         """
-        run_key = decision.run_key
-        if decision.verb == "recover":
-            rc = run_config
+        rc: RunConfig | None
+        message: Content | None = None
+        if not isinstance(decision, Decision):
+            rc, message, turn, run_key = await self._resolve_batch(list(decision), user_id, session_id, run_config)
+        elif decision.verb == "recover":
+            rc, run_key = run_config, decision.run_key
             turn = await self._check_recoverable(user_id, session_id, run_key)
-            message: Content | None = None
         else:
+            run_key = decision.run_key
             rc, message, turn = await self._resolve_decision(decision, user_id, session_id, run_config)
         async with aclosing(self._run(user_id, session_id, message, rc, run_key, turn)) as events:
             async for event in events:
                 yield event
 
+    async def _resolve_batch(
+        self, decisions: list[Decision], user_id: str, session_id: str, run_config: RunConfig | None
+    ) -> tuple[RunConfig, Content | None, Turn | None, str | None]:
+        """The run options, message, verified turn and run key that carry a batch of
+        decisions into one ``run_async``: each member resolved as ``_resolve_decision`` does,
+        against the turn loaded once, and their decisions, records and completions merged.
+
+        Raises:
+            ValueError: a malformed batch (see ``decide``).
+            Otherwise as ``decide``, for the first member refused (nothing claimed).
+        """
+        if not decisions:
+            raise ValueError("an empty batch of decisions decides nothing; nothing ran")
+        keys: list[str] = []
+        for d in decisions:
+            if not isinstance(d, Decision):
+                raise ValueError(f"a batch holds Decision objects, not {type(d).__name__}; nothing ran")
+            if d.verb == "recover" or d.call_key is None:
+                what = "a 'recover'" if d.verb == "recover" else f"a {d.verb!r} without a call_key"
+                raise ValueError(f"every member of a batch names the call it decides; {what} does not; nothing ran")
+            keys.append(d.call_key)
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"a batch decides each call once; {', '.join(twice)} appear twice; nothing ran")
+        run_keys = {d.run_key for d in decisions if d.run_key is not None}
+        if len(run_keys) > 1:
+            raise ValueError(f"the members of a batch share one run_key, not {sorted(run_keys)}; nothing ran")
+        run_key = next(iter(run_keys), None)
+        if run_config is not None and run_config.discard_pending_checkpoint:
+            raise ValueError(
+                "cannot decide with RunConfig(discard_pending_checkpoint=True): discarding drops the paused script the "
+                "decisions resume; call Runner.discard_pending_checkpoint() instead. Nothing ran"
+            )
+        redelivery = run_key is not None and await self._finished(user_id, session_id, run_key)
+        loaded = None if redelivery else (await self._turn_state(user_id, session_id))[1]
+        fields = (
+            "tool_confirmation_decisions",
+            "tool_denial_reasons",
+            "decision_digests",
+            "decision_records",
+            "in_doubt_decisions",
+        )
+        merged: dict[str, dict[str, Any]] = {f: {} for f in fields}
+        parts: list[Part] = []
+        turn: Turn | None = None
+        for d in decisions:
+            rc_d, message, turn_d = await self._resolve_decision(
+                d.model_copy(update={"run_key": run_key}), user_id, session_id, run_config, batch=(redelivery, loaded)
+            )
+            for f in fields:
+                merged[f].update(getattr(rc_d, f))
+            if message is not None:
+                parts.extend(message.parts)
+            turn = turn or turn_d
+        rc = (run_config or RunConfig()).model_copy(update=merged)
+        return rc, (Content(role="user", parts=parts) if parts else None), turn, run_key
+
     async def _resolve_decision(
-        self, decision: Decision, user_id: str, session_id: str, run_config: RunConfig | None
+        self,
+        decision: Decision,
+        user_id: str,
+        session_id: str,
+        run_config: RunConfig | None,
+        batch: tuple[bool, Turn | None] | None = None,
     ) -> tuple[RunConfig, Content | None, Turn | None]:
         """The run options (and, for a completion, the message) that carry ``decision`` into
         ``run_async``, and the verified turn it was checked against (None for a redelivery).
         A decision sent again under a run key already seen is matched again only against
-        what is still pending (``run_async``), never refused for a call it already decided."""
+        what is still pending (``run_async``), never refused for a call it already decided.
+        ``batch``: ``(redelivery, turn)`` read once for a batch this decision is part of."""
         rc = run_config or RunConfig()
         verb, call_key, digest = decision.verb, decision.call_key, decision.digest
-        redelivery = decision.run_key is not None and await self._finished(user_id, session_id, decision.run_key)
-        info, turn = (None, None) if redelivery else await self._pick(user_id, session_id, decision, run_config)
+        if batch is None:
+            redelivery = decision.run_key is not None and await self._finished(user_id, session_id, decision.run_key)
+            info, turn = (None, None) if redelivery else await self._pick(user_id, session_id, decision, run_config)
+        elif batch[0]:  # a redelivered batch: matched again against what is still pending
+            info, turn = None, None
+        else:
+            picked = pick_call(batch[1], decision, session_id, self.clock)
+            info, turn = picked, (batch[1] if picked.tool else None)
         record = self._record_of(decision, info)
         if info is not None and info.tool:
             check_digest(info, digest)  # edited args are checked with the claim (check_edits)
