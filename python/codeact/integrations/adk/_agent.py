@@ -50,6 +50,7 @@ __all__ = (
     "CodeActAdkAgent",
     "confirmation_call_id",
     "in_doubt_call_id",
+    "input_call_id",
     "to_adk_events",
 )
 
@@ -101,6 +102,35 @@ def in_doubt_call_id(call_key: str) -> str:
 
 def _in_doubt_key(request_id: str) -> str | None:
     return request_id[len(_IN_DOUBT_PREFIX) :] if request_id.startswith(_IN_DOUBT_PREFIX) else None
+
+
+_INPUT_PREFIX = "adk-codeact-input-"
+
+
+def input_call_id(call_key: str) -> str:
+    """The id of the ``adk_request_input`` function call that asks for the typed result of the
+    long-running codeact call ``call_key`` (its tool declares ``result_type``)."""
+    return _INPUT_PREFIX + call_key
+
+
+def _input_key(request_id: str) -> str | None:
+    return request_id[len(_INPUT_PREFIX) :] if request_id.startswith(_INPUT_PREFIX) else None
+
+
+def _input_request(info: PendingCallInfo) -> types.FunctionCall:
+    """ADK's ``RequestInput`` for a long-running call whose answer has a declared shape: its
+    ``response_schema`` is the tool's ``result_type`` as JSON schema."""
+    request_id = input_call_id(info.call_key)
+    return types.FunctionCall(
+        id=request_id,
+        name=REQUEST_INPUT,
+        args={
+            "interruptId": request_id,
+            "message": f"Call {info.call_key} to {info.tool!r} started and waits for its result.",
+            "payload": {"callKey": info.call_key, "tool": info.tool, "args": dict(info.args), "hint": info.hint},
+            "response_schema": info.result_schema,
+        },
+    )
 
 
 def _in_doubt_decision(response: Any) -> InDoubtDecision:
@@ -318,8 +348,19 @@ def to_adk_events(
             ),
         ]
     content = None
+    long_running = set(event.long_running_tool_ids)
     if event.content is not None and event.content.parts:
-        content = types.Content(role=event.content.role, parts=[_adk_part(p) for p in event.content.parts])
+        parts = []
+        for p in event.content.parts:
+            call = p.function_call
+            info = (pending or {}).get(call.id or "") if call is not None and call.id in long_running else None
+            if info is not None and info.result_schema is not None:
+                # a typed completion is asked for as ADK's RequestInput, with the result's schema
+                parts.append(types.Part(function_call=_input_request(info)))
+                long_running = (long_running - {info.call_key}) | {input_call_id(info.call_key)}
+            else:
+                parts.append(_adk_part(p))
+        content = types.Content(role=event.content.role, parts=parts)
     a = event.actions
     routed = a.route is not None
     if not (content or delta or a.artifact_delta or a.escalate or a.skip_summarization or event.error_code or routed):
@@ -342,7 +383,7 @@ def to_adk_events(
                 skip_summarization=a.skip_summarization or None,
                 **extra,
             ),
-            long_running_tool_ids=set(event.long_running_tool_ids) or None,
+            long_running_tool_ids=long_running or None,
             error_code=event.error_code,
             error_message=event.error_message,
             interrupted=event.interrupted or None,
@@ -559,6 +600,20 @@ class CodeActAdkAgent(BaseAgent):
         digests: dict[str, str] = {}
         completions: list[Part] = []
         for response in responses:
+            typed = _input_key(response.id or "") if response.name == REQUEST_INPUT else None
+            if typed is not None:  # the typed result of a long-running call (validated by the runner)
+                failed = _error_text(response.response)
+                completions.append(
+                    Part(
+                        function_response=FunctionResponse(
+                            name="",
+                            response=None if failed is not None else response.response,
+                            id=typed,
+                            error=failed,
+                        )
+                    )
+                )
+                continue
             if response.name == REQUEST_INPUT:
                 key = _in_doubt_key(response.id or "")
                 if key is None:
@@ -674,7 +729,9 @@ class CodeActAdkAgent(BaseAgent):
         try:
             async for event in events:
                 pending = None
-                if event.kind == "in_doubt" and "call_keys" in (event.custom_metadata or {}):
+                if event.long_running_tool_ids or (
+                    event.kind == "in_doubt" and "call_keys" in (event.custom_metadata or {})
+                ):
                     # the calls' arguments, read from the verified turn (the announcement names the calls)
                     calls = await runner.pending(user_id=session.user_id, session_id=session.id)
                     pending = {p.call_key: p for p in calls}
