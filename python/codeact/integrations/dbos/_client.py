@@ -86,7 +86,9 @@ class CodeActClient:
             "queue_partition_key": partition_key(self.app_name, user_id, session_id),
             "application_name": DBOS_APP_NAME,
         }
-        handle = self.client.enqueue(options, request.model_dump(mode="json"))
+        # without edited args the request is the one workers before issue 49 read (they forbid extra fields)
+        unset = {"args"} if request.args is None else None
+        handle = self.client.enqueue(options, request.model_dump(mode="json", exclude=unset))
         return RunHandle(handle, request)
 
     def handle(self, user_id: str, session_id: str, run_key: str) -> RunHandle:
