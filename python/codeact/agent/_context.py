@@ -107,6 +107,11 @@ class RunConfig(BaseModel):
             approval's edited arguments and payload (set by ``Runner.decide``, which checks
             them first; the runner adds a record without an actor for a decision made
             otherwise). Journaled with the record the decision produces.
+        streaming: also yield ``partial=True`` events, never stored and never final: the
+            model's reply as it arrives (each holding the new text; the model streams when it
+            has ``generate_content_stream``) and what the script prints while it runs (at most
+            10 per second, the first at once). The stored events are unchanged (docs/events.md;
+            ADK's ``StreamingMode.SSE`` maps to it).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -194,6 +199,15 @@ class RunConfig(BaseModel):
         description=(
             "Call key -> `DecisionRecord`: who decided, when, why, and an approval's edited arguments and payload "
             "(set by `Runner.decide`, which checks them first). Journaled with the record the decision produces."
+        ),
+    )
+    streaming: bool = Field(
+        default=False,
+        description=(
+            "Also yield `partial=True` events, never stored and never final: the model's reply as it arrives (each "
+            "holding the new text; the model streams when it has `generate_content_stream`) and what the script "
+            "prints while it runs (at most 10 per second, the first at once). The stored events are unchanged "
+            "(docs/events.md; ADK's `StreamingMode.SSE` maps to it)."
         ),
     )
 
