@@ -406,3 +406,29 @@ def test_no_secret_of_a_postgresql_url_is_printed():
     service = cli._session_service("POSTGRESQL://u:secret@127.0.0.1:1/db?connect_timeout=1")
     assert service._conninfo.startswith("postgresql://")
     service.close()
+
+
+def test_decide_approve_with_edited_args(tmp_path: Path) -> None:
+    """``codeact sessions decide SESSION approve --args JSON --digest D`` (issue 49) runs the
+    call with the edited arguments; without the digest, or with arguments the tool refuses,
+    nothing runs and the call stays pending."""
+    import anyio
+
+    import cli_fixtures
+
+    db = tmp_path / "g.db"
+    anyio.run(_suspend, db)
+    listed = ["sessions", "pending", "g1", "--db", str(db), "--json", "--agent", "cli_fixtures:GATED_AGENT"]
+    [item] = json.loads(cli.invoke(app, listed).stdout)
+    assert item["editable"] is True and "amount" in item["args_schema"]["properties"]
+    cli_fixtures.SENT.clear()
+    base = ["sessions", "decide", "g1", "approve", "--db", str(db), "--agent", "cli_fixtures:GATED_AGENT"]
+    no_digest = cli.invoke(app, [*base, "--args", '{"amount": 2}'])
+    assert no_digest.exit_code == 2 and "needs the digest" in no_digest.stderr
+    bad = cli.invoke(app, [*base, "--args", '{"amount": "two"}', "--digest", item["digest"]])
+    assert bad.exit_code == 1 and "DecisionValueError" in bad.stderr and "amount" in bad.stderr
+    assert cli.invoke(app, [*base, "--args", "[1]", "--digest", item["digest"]]).exit_code == 2
+    assert cli_fixtures.SENT == []
+    done = cli.invoke(app, [*base, "--args", '{"amount": 2}', "--digest", item["digest"], "--actor", "ops"])
+    assert done.exit_code == 0, done.output
+    assert cli_fixtures.SENT == [2] and "sent 2" in done.stdout

@@ -1,7 +1,7 @@
 """``codeact.Decision`` and ``Runner.decide`` (issue 47): one typed decision, validated once
 when built, sent through one path; a decision its call's kind does not accept is refused with
-``DecisionRefusedError`` naming what the call accepts, before anything runs; edited arguments
-are refused until editing is implemented; an approval restores the paused continuation once."""
+``DecisionRefusedError`` naming what the call accepts, before anything runs; an approval
+restores the paused continuation once. Edited arguments: ``test_decision_edits``."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_decision_is_exported_with_its_errors() -> None:
         ({"verb": "complete"}, "needs the call_key"),
         ({"verb": "resolve", "action": "skip"}, "needs the call_key"),
         ({"verb": "recover", "call_key": "t:0"}, "names the turn, not a call"),
-        ({"verb": "approve", "payload": 1}, "payload is for 'complete'"),
+        ({"verb": "deny", "payload": 1}, "payload is for 'complete', 'approve'"),
         ({"verb": "resolve", "call_key": "t:0", "action": "rerun", "payload": 1}, "not 'resolve' with action 'rerun'"),
         ({"verb": "deny", "args": {"amount": 1}}, "are for 'approve' decisions only, not 'deny'"),
         ({"verb": "complete", "call_key": "t:0", "payload": 1, "error": "x"}, "either value or error"),
@@ -103,18 +103,6 @@ async def test_decide_approves_and_the_verbs_are_decide(tmp_path: Path) -> None:
         decision = Decision(verb="approve", call_key=call.call_key, digest=call.digest, actor="reviewer")
         events = await collect(runner.decide(decision, user_id=USER, session_id=SESSION))
         assert events[-1].text == "wired 9" and ran == ["wire 9"]
-
-
-async def test_edited_arguments_are_refused_before_anything_runs(tmp_path: Path) -> None:
-    ran: list[str] = []
-    with SqliteSessionService(tmp_path / "s.db") as service:
-        runner = runner_on(service, [WIRE], ran)
-        await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
-        (call,) = await runner.pending(user_id=USER, session_id=SESSION)
-        decision = Decision(verb="approve", call_key=call.call_key, args={"amount": 1})
-        with pytest.raises(EditNotSupportedError, match="edited arguments is not supported yet"):
-            await collect(runner.decide(decision, user_id=USER, session_id=SESSION))
-        assert ran == [] and await runner.pending(user_id=USER, session_id=SESSION) == [call]
 
 
 @pytest.mark.parametrize(

@@ -134,6 +134,13 @@ async def test_a_call_in_doubt_is_reported_refused_to_approve_and_deny_and_resol
     done = wait(client.resolve(USER, "s1", call.call_key, "skip", value=3, actor="ops"))
     assert (done.status, done.text) == ("done", "synced 3"), done
     assert SYNCED == [3]  # skipped: not run again
+    # who decided went through DBOS into the journal (issue 49)
+    runner = make_runner(db)
+    try:
+        (decided,) = await runner.decisions(APP, user_id=USER, session_id="s1")
+    finally:
+        runner.session_service.close()
+    assert (decided.act, decided.actor, decided.call_key) == ("skip", "ops", call.call_key)
 
 
 async def test_a_message_less_run_with_nothing_pending_calls_no_model(fleet: tuple[CodeActClient, Path]) -> None:

@@ -542,3 +542,56 @@ async def test_predicate_survives_a_prefixed_toolset(anyio_backend):
     events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message="go")]
     [asked] = events[-1].actions.requested_tool_confirmations.values()
     assert (asked.tool_name, asked.args) == ("shop_record", {"item": "cake", "qty": 9}) and CALLED == [("tea", 1)]
+
+
+async def test_an_approval_payload_may_carry_edited_arguments(anyio_backend):
+    """Issue 49: ``toolConfirmation.payload = {"args": {...}}`` runs the call with the edited
+    arguments; an edit that fails the tool's schema ends the invocation with
+    ``codeact.bad_decision`` and the call stays pending."""
+    CALLED.clear()
+    runner = await start(shop(True))
+    [(_, request)] = requests_in(await send(runner, text("tea please")))
+    bad = await send(runner, answer(request.id, {"confirmed": True, "payload": {"args": {"item": "tea"}}}))
+    assert [e.error_code for e in bad] == ["codeact.bad_decision"] and "qty" in bad[0].error_message
+    assert CALLED == []
+    edited = {"confirmed": True, "payload": {"args": {"item": "tea", "qty": 2}}}
+    resumed = await send(runner, answer(request.id, edited))
+    assert CALLED == [("tea", 2)] and resumed[-1].content.parts[0].text == "recorded, 1 line(s)"
+
+
+async def test_a_typed_completion_is_asked_for_as_request_input(anyio_backend):
+    """Issue 49: a codeact long-running tool with ``result_type`` is announced as ADK's
+    ``adk_request_input`` with the result's JSON schema as ``response_schema``; a wrong-shaped
+    answer ends the invocation with ``codeact.bad_decision`` (the call still pending), a right
+    one resumes the script."""
+    from pydantic import BaseModel
+
+    from codeact import LongRunningFunctionTool as CodeActLongRunning
+
+    class Refund(BaseModel):
+        status: str
+        amount: int
+
+    script = """```python
+r = call_tool("start_refund", {"order": 7})
+{"type": "final_result", "value": f"refund {r['status']} {r['amount']}"}
+```"""
+    agent = CodeActAgent(
+        name="desk",
+        model=ScriptedModel(lambda request: script),
+        runtime=MontyRuntime(),
+        tools=[CodeActLongRunning(start_refund, result_type=Refund)],
+    )
+    runner = await start(CodeActAdkAgent.wrap(agent))
+    events = await send(runner, text("refund order 7"))
+    [paused] = [e for e in events if e.long_running_tool_ids]
+    [call] = paused.get_function_calls()
+    assert call.name == "adk_request_input" and paused.long_running_tool_ids == {call.id}
+    assert set(call.args["response_schema"]["properties"]) == {"status", "amount"}
+    assert call.args["payload"]["tool"] == "start_refund"
+    wrong = types.FunctionResponse(name="adk_request_input", id=call.id, response={"status": "approved"})
+    refused = await send(runner, types.Part(function_response=wrong))
+    assert [e.error_code for e in refused] == ["codeact.bad_decision"] and "amount" in refused[0].error_message
+    right = types.FunctionResponse(name="adk_request_input", id=call.id, response={"status": "ok", "amount": 40})
+    done = await send(runner, types.Part(function_response=right))
+    assert done[-1].content.parts[0].text == "refund ok 40"

@@ -327,6 +327,32 @@ async def test_pydantic_ai_test_model_and_config_mapping(anyio_backend):
     assert response.usage is not None and response.usage.prompt_tokens and response.usage.completion_tokens
 
 
+async def test_an_edited_approval_runs_the_paused_call_with_the_edited_arguments():
+    """``CodeActToolset.approve(args=...)`` (issue 49): the paused inner call runs once with the
+    reviewer's arguments; a bad edit is refused before anything runs and the pause stays."""
+    from codeact import DecisionValueError
+
+    calls: list[tuple[str, Any]] = []
+    agent = Agent(
+        scripted(PAY), toolsets=[CodeActToolset(make_toolset(calls))], output_type=[str, DeferredToolRequests]
+    )
+    first = await agent.run("buy cheese")
+    [call] = first.output.approvals
+    assert CodeActToolset.approve() is True
+    bad = DeferredToolResults(
+        approvals={call.tool_call_id: CodeActToolset.approve(args={"amount": "lots"})}, metadata=first.output.metadata
+    )
+    with pytest.raises(DecisionValueError, match="amount") as refused:
+        await agent.run(message_history=first.all_messages(), deferred_tool_results=bad)
+    assert refused.value.errors[0][0] == "amount" and calls == [("price", "cheese")]
+    good = DeferredToolResults(
+        approvals={call.tool_call_id: CodeActToolset.approve(args={"amount": 450})}, metadata=first.output.metadata
+    )
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=good)
+    assert "paid 450" in second.output
+    assert calls == [("price", "cheese"), ("pay", 450), ("price", "bread")]
+
+
 # -- printed output while the script runs (issue 51): RunContext.emit ----------------------
 
 

@@ -33,6 +33,7 @@ from .exceptions import (
     ConfirmationHandlerError,
     DecisionMismatchError,
     DecisionRefusedError,
+    DecisionValueError,
     EditNotSupportedError,
     MissingStateError,
     ModelError,
@@ -104,7 +105,7 @@ from .sessions import (
 from .skills import Skill, SkillIndex, SkillPolicy
 from .tools import FunctionTool, LongRunningFunctionTool, State, Tool, ToolContext, tool
 from .toolsets import FunctionToolset, Toolset
-from .turns import Decision
+from .turns import Decision, DecisionRecord
 
 __version__ = "0.2.0"
 
@@ -128,7 +129,9 @@ __all__ = (
     "ConfirmationHandlerError",
     "Decision",
     "DecisionMismatchError",
+    "DecisionRecord",
     "DecisionRefusedError",
+    "DecisionValueError",
     "EditNotSupportedError",
     "InDoubtDecision",
     "StaleCheckpointError",

@@ -26,7 +26,9 @@ from .exceptions import (
 from .sessions import BaseSessionService
 from .sessions._journal import TurnSlot
 from .sessions._types import Session
+from .tools import Tool
 from .turns._codec import CompletionError, PendingCallInfo, announced_keys, decision_value, plain_value_problem
+from .turns._decision import DecisionRecord, check_answer, check_edit
 from .turns._record import Claim, TurnRecord
 
 __all__ = (
@@ -34,9 +36,11 @@ __all__ = (
     "DISCARD",
     "agent_for",
     "check_completion",
+    "check_answers",
     "check_digest",
     "claim_for",
     "claim_turn",
+    "decision_records",
     "delete_slot",
     "paused_unannounced",
     "record_of",
@@ -198,6 +202,64 @@ def claim_for(
     return {"decisions": decisions, "responses": results}
 
 
+def decision_records(action: dict[str, Any], run_config: RunConfig, now: float) -> dict[str, DecisionRecord]:
+    """Who decided what, for each call this resume decides (``action``: what ``claim_for``
+    made of the run's decisions and results): the records ``Runner.decide`` gave
+    (``RunConfig.decision_records``), and for a decision given otherwise (``RunConfig``
+    decisions, a function response, ``on_pending_message="deny"``) a record without an
+    actor, made ``now``. Records of calls this resume does not decide are dropped."""
+    given = run_config.decision_records
+    records: dict[str, DecisionRecord] = {}
+    for key, value in action["decisions"].items():
+        reason = value if isinstance(value, str) and value else None
+        records[key] = given.get(key) or DecisionRecord(
+            act="approve" if value is True else "deny", call_key=key, reason=reason, at=now
+        )
+    for key in action["responses"]:
+        records[key] = given.get(key) or DecisionRecord(act="complete", call_key=key, at=now)
+    for key, chosen in run_config.in_doubt_decisions.items():
+        records[key] = given.get(key) or DecisionRecord(
+            act=chosen.action, call_key=key, reason=chosen.reason or None, at=now
+        )
+    return records
+
+
+def check_answers(
+    records: dict[str, DecisionRecord],
+    results: dict[str, Any],
+    pending: list[PendingCallInfo],
+    tools: dict[str, Tool],
+) -> dict[str, DecisionRecord]:
+    """Checks what the decisions of this resume give their calls against the tools, before
+    anything is claimed: each edited approval's arguments (``check_edit``; their digest is
+    set on the record returned: what runs), each approval's payload against the tool's
+    ``payload_type`` and each completion value (``results``) against its ``result_type``
+    (``check_answer``).
+
+    Raises:
+        EditNotSupportedError: the tool forbids edits.
+        DecisionValueError: edited arguments, a payload or a completion value of the wrong
+            shape (naming each field).
+    """
+    by_key = {p.call_key: p for p in pending}
+    checked = dict(records)
+    for key, record in records.items():
+        info = by_key.get(key)
+        tool = tools.get(info.tool) if info is not None else None
+        if record.act != "approve" or info is None or tool is None:
+            continue  # a tool that is not this agent's: the stale turn is reported, nothing runs
+        if record.payload is not None:
+            check_answer("payload", record.payload, info, tool)
+        if record.args is not None:
+            checked[key] = record.model_copy(update={"args_digest": check_edit(record.args, info, tool)})
+    for key, value in results.items():
+        info = by_key.get(key)
+        tool = tools.get(info.tool) if info is not None else None
+        if info is not None and tool is not None and not isinstance(value, CompletionError):
+            check_answer("result", value, info, tool)
+    return checked
+
+
 async def claim_turn(service: BaseSessionService, session: Session, slot: TurnSlot, claim: Claim) -> TurnSlot:
     """Claims the stored turn for this run by compare-and-set: records this run as its
     owner (with a lease) before any tool runs. Nothing else of the record changes: the
@@ -294,6 +356,9 @@ def still_pending(
             k: v for k, v in run_config.in_doubt_decisions.items() if kinds.get(k) == "in_doubt" and k not in used
         },
     }
+    kept_keys = set(decisions) | {r.id for r in kept if r.id is not None}
+    kept_keys |= {k for k in run_config.in_doubt_decisions if kinds.get(k) == "in_doubt" and k not in used}
+    update["decision_records"] = {k: v for k, v in run_config.decision_records.items() if k in kept_keys}
     return run_config.model_copy(update=update), kept
 
 

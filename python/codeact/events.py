@@ -332,9 +332,19 @@ class PendingCallInfo(BaseModel):
             hint, as text (None when there is none).
         digest: 16 hex digits identifying this exact call (key, tool, arguments); pass it as
             ``Runner.approve(digest=...)`` so a decision made on a stale view is refused.
+        editable: an approval may carry edited arguments (the tool's ``editable``).
+        args_schema: the JSON schema of the tool's arguments (``Tool.parameters``), what an
+            edit is validated against; None when the tool declares none.
+        result_schema: for a long-running call whose tool declares ``result_type``, the JSON
+            schema its completion value must match; else None.
+        payload_schema: for a confirmation whose tool declares ``payload_type``, the JSON
+            schema of the payload an approval may carry; else None.
+        script_args: for a call in doubt that ran with edited arguments (an edited approval),
+            the script's own arguments (``args`` then holds the edited ones, what a rerun
+            runs); else None.
 
-    ``tool`` and ``args`` are read from the verified continuation, never from the stored
-    record (SPEC §5 v3).
+    ``tool`` and ``args`` are read from the verified continuation (and, for an edited call in
+    doubt, from the sealed journal), never from the stored record (SPEC §5 v3).
     """
 
     call_key: str
@@ -344,6 +354,11 @@ class PendingCallInfo(BaseModel):
     invocation_id: str
     hint: str | None = None
     digest: str = ""
+    editable: bool = True
+    args_schema: dict[str, Any] | None = None
+    result_schema: dict[str, Any] | None = None
+    payload_schema: dict[str, Any] | None = None
+    script_args: dict[str, Any] | None = None
 
     @property
     def accepts(self) -> tuple[str, ...]:

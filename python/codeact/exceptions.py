@@ -30,7 +30,8 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
     │   ├── SessionExistsError
     │   ├── SessionStoreConnectionError  (ConnectionError) the store cannot be reached
     │   ├── StaleSessionError
-    │   └── TurnConflictError
+    │   ├── TurnConflictError
+    │   └── StoreMethodMissingError      (NotImplementedError) a store lacks a contract method
     ├── ToolArgumentError                (TypeError) a tool call's arguments are invalid
     ├── UnknownToolError                 (LookupError) a setting names a tool the agent lacks
     ├── ToolHostError                    a tool cannot run for a host-side reason
@@ -47,7 +48,8 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
         ├── AlreadyResumingError
         ├── DecisionMismatchError
         ├── StaleCheckpointError
-        ├── EditNotSupportedError        (NotImplementedError) a Decision with edited args
+        ├── EditNotSupportedError        (NotImplementedError) the tool forbids edited args
+        ├── DecisionValueError           (ValueError) edited args, a result or a payload of the wrong shape
         └── ConfirmationHandlerError
 """
 
@@ -71,6 +73,7 @@ __all__ = (
     "ConfirmationHandlerError",
     "DecisionMismatchError",
     "DecisionRefusedError",
+    "DecisionValueError",
     "EditNotSupportedError",
     "LangChainToolError",
     "McpConnectionError",
@@ -95,6 +98,7 @@ __all__ = (
     "SnapshotError",
     "StaleCheckpointError",
     "StaleSessionError",
+    "StoreMethodMissingError",
     "SuspendScript",
     "SuspensionError",
     "ToolArgumentError",
@@ -388,6 +392,20 @@ class TurnConflictError(SessionStoreError):
     runner wrote (claimed) the turn slot since this one read it (compare-and-set lost)."""
 
 
+class StoreMethodMissingError(SessionStoreError, NotImplementedError):
+    """The session store does not implement a method of the store contract that was called
+    (a third-party store written against an older contract; ``codeact.sessions.testing``
+    lists the contract). The message names the store class and the method.
+
+    Attributes:
+        method: the missing method's name (``"list_decisions"``).
+    """
+
+    def __init__(self, message: str, *, method: str = "") -> None:
+        super().__init__(message)
+        self.method = method
+
+
 class SuspensionError(CodeActError):
     """Base of the suspension protocol errors (SPEC §5).
 
@@ -463,10 +481,53 @@ class DecisionRefusedError(NoPendingCallError):
 
 
 class EditNotSupportedError(SuspensionError, NotImplementedError):
-    """A ``Decision`` carries edited arguments (``args``): approving a call with edited
-    arguments is not supported yet (a later version validates them against the tool's schema
-    and binds them by the edited call's digest). Refused before anything was claimed or
-    stored; no tool ran."""
+    """A ``Decision`` approves a call with edited arguments (``args``) but the call's tool
+    forbids edits (``editable=False``). Refused before anything was claimed or stored; no
+    tool ran and the call stays pending as it was.
+
+    Attributes:
+        call_key: the call decided on.
+        tool: its tool.
+    """
+
+    def __init__(
+        self, message: str, pending: list[PendingCallInfo] | None = None, *, call_key: str = "", tool: str = ""
+    ) -> None:
+        super().__init__(message, pending)
+        self.call_key = call_key
+        self.tool = tool
+
+
+class DecisionValueError(SuspensionError, ValueError):
+    """A decision's value does not have the shape its call declares: edited arguments
+    that fail the tool's schema, a completion value that is not the tool's ``result_type``,
+    a confirmation payload that is not its ``payload_type``. The message names each field
+    that fails. Refused before anything was claimed or stored; no tool ran and the call
+    stays pending as it was.
+
+    Attributes:
+        call_key: the call decided on.
+        tool: its tool.
+        what: ``"args"``, ``"result"`` or ``"payload"``.
+        errors: ``(field, message)`` per failure; the field is a dotted path (``"amount"``,
+            ``"items.0.sku"``) or ``""`` for the value as a whole.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        pending: list[PendingCallInfo] | None = None,
+        *,
+        call_key: str = "",
+        tool: str = "",
+        what: str = "",
+        errors: list[tuple[str, str]] | None = None,
+    ) -> None:
+        super().__init__(message, pending)
+        self.call_key = call_key
+        self.tool = tool
+        self.what = what
+        self.errors: list[tuple[str, str]] = list(errors or [])
 
 
 class ConfirmationHandlerError(SuspensionError):

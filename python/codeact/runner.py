@@ -4,7 +4,7 @@ the suspension protocol of SPEC §5 (pending calls, approve / deny / complete, c
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
@@ -14,9 +14,11 @@ from ._runner_claims import (
     ANNOUNCE,
     DISCARD,
     agent_for,
+    check_answers,
     check_digest,
     claim_for,
     claim_turn,
+    decision_records,
     delete_slot,
     paused_unannounced,
     record_of,
@@ -42,15 +44,19 @@ from .sessions import BaseSessionService, InMemorySessionService, SessionNotFoun
 from .sessions._journal import TurnSlot
 from .sessions._types import Session
 from .turns._codec import PendingCallInfo, announcement_events
-from .turns._decision import Decision, check_supported
+from .turns._decision import Decision, DecisionRecord
 from .turns._record import Claim, Clock, claim_abandoned, new_claim, release_owner
-from .turns._turn import Turn, TurnInfo, discard_notice, in_flight_calls, pick_call
+from .turns._turn import Turn, TurnInfo, discard_notice, in_flight_calls, open_decisions, pick_call
 from .turns._verify import TurnView, open_journal
 
 __all__ = ("Runner", "TurnInfo")
 
 RUN_KEY = "codeact_run_key"
 """``Event.custom_metadata`` key naming the run key of the run that stored the event."""
+DECISIONS = "codeact_decisions"
+"""``Event.custom_metadata`` key of the first event a resumed run stores: the decisions it acts
+on (``DecisionRecord`` as JSON: act, call key, tool, actor, reason, at, edited args), those
+given to it and, for a recovery, those journaled on the calls it finds in flight."""
 
 
 class Runner:
@@ -282,6 +288,7 @@ class Runner:
         turn: Turn | None = None,
     ) -> AsyncGenerator[Event, None]:
         claimed = False
+        shown: list[dict[str, Any]] = []  # the decisions this run acts on, shown on its first event
         results: dict[str, Any] = {}
         view: TurnView | None = None
         discarded: Event | None = None
@@ -329,14 +336,25 @@ class Runner:
                 else:
                     assert isinstance(action, dict)
                     results = action["responses"]
+                    records = check_answers(
+                        decision_records(action, run_config, self.clock()), results, pending, turn.view.tools
+                    )
                     run_config = run_config.model_copy(
                         update={
                             "tool_confirmation_decisions": {k: v is True for k, v in action["decisions"].items()},
                             "tool_denial_reasons": {
                                 k: v for k, v in action["decisions"].items() if isinstance(v, str) and v
                             },
+                            "decision_records": records,
                         }
                     )
+                    shown = [r.model_dump(mode="json", exclude_none=True) for r in records.values()]
+                    if turn.interrupted:  # a recovery: the decisions its calls in flight were started by
+                        shown += [
+                            r.model_dump(mode="json", exclude_none=True)
+                            for r in open_decisions(turn.journal)
+                            if r.call_key not in records
+                        ]
                     slot = await claim_turn(self.session_service, session, slot, claim)
                     claimed = True
                     view = turn.view
@@ -383,6 +401,9 @@ class Runner:
                     if event.partial:  # a live preview (RunConfig.streaming): never stored
                         yield event
                         continue
+                    if shown:
+                        event.custom_metadata = {**(event.custom_metadata or {}), DECISIONS: shown}
+                        shown = []
                     await self._append(session, event, claimed, claim.run_key)
                     yield event
                     if event.actions.transfer_to_agent:
@@ -514,6 +535,41 @@ class Runner:
                 found[(user, sid)] = calls
         return found
 
+    async def decisions(
+        self, app_name: str | None = None, user_id: str | None = None, session_id: str | None = None
+    ) -> list[DecisionRecord]:
+        """Who decided what (SPEC §5 v4): every decision journaled in the app (of one user,
+        of one session when given), of finished turns too, newest first. Each is a
+        ``DecisionRecord`` (act, call key, tool, actor, reason, time, edited arguments) with
+        where it was made (``app_name``, ``user_id``, ``session_id``, ``turn``). Under a
+        ``snapshot_key``, a record whose seal does not hold in its session (edited in the
+        store, copied from another session) is left out.
+
+        Args:
+            app_name: must be this runner's ``app_name`` (the default).
+            user_id / session_id: only this user's (and this session's) decisions.
+
+        Raises:
+            ValueError: ``app_name`` is another app.
+            StoreMethodMissingError: the store does not implement ``list_decisions``.
+            SessionStoreError: the store failed.
+        """
+        if app_name is not None and app_name != self.app_name:
+            raise ValueError(f"this runner serves app {self.app_name!r}, not {app_name!r}")
+        rows = await self.session_service.list_decisions(app_name=self.app_name, user_id=user_id, session_id=session_id)
+        runtime = getattr(self.agent, "runtime", None)
+        found: list[DecisionRecord] = []
+        for user, sid, turn, stored in rows:
+            try:
+                (opened,) = open_journal(runtime, (self.app_name, user, sid), turn, [stored])
+                record = DecisionRecord.model_validate_json(opened.data)
+            except (SnapshotError, ValueError):
+                continue  # a record whose seal does not hold here, or that does not validate
+            where = {"app_name": self.app_name, "user_id": user, "session_id": sid, "turn": turn}
+            found.append(record.model_copy(update=where))
+        found.sort(key=lambda r: r.at, reverse=True)
+        return found
+
     async def turn_info(self, *, user_id: str, session_id: str) -> TurnInfo | None:
         """The session's in-flight turn: suspended, running (and who runs it), interrupted
         (its runner stopped: ``recover`` it) or stale; None when there is none.
@@ -613,7 +669,7 @@ class Runner:
 
     async def decide(
         self,
-        decision: Decision,
+        decision: Decision | Sequence[Decision],
         *,
         user_id: str,
         session_id: str,
@@ -624,19 +680,32 @@ class Runner:
         ``approve``, ``deny``, ``complete``, ``resolve_in_doubt`` and ``recover`` are this
         method with the decision built for you.
 
-        The decision is checked before anything is claimed or stored: its ``args`` (edited
-        arguments; not supported yet), the call it names (read from the verified
-        continuation), whether that call's kind accepts it (confirmation: approve / deny;
-        completion: complete / deny; in doubt: resolve with rerun / skip / fail) and its
-        ``digest``. ``decision.run_key`` is the run's idempotency key (``run_async``).
+        The decision is checked before anything is claimed or stored: the call it names
+        (read from the verified continuation), whether that call's kind accepts it
+        (confirmation: approve / deny; completion: complete / deny; in doubt: resolve with
+        rerun / skip / fail), its ``digest``, and an approval's edited ``args`` against the
+        tool's schema. Who decided what (``DecisionRecord``: the act, ``actor``, ``reason``,
+        the time, edited arguments) is journaled, sealed, with the record the decision
+        produces (the resumed call's intent for approve, complete and rerun; its outcome for
+        deny, skip and fail), shown on the first event of the resumed run
+        (``custom_metadata["codeact_decisions"]``) and listed by ``decisions``.
+        ``decision.run_key`` is the run's idempotency key (``run_async``).
+
+        Several calls of one turn (a gather, or a script paused at more than one call) may be
+        decided in one durable step: ``decide([Decision, ...])`` applies all of them or none.
+        Every member is checked first (its call, kind, digest, edited arguments, payload or
+        value), then the turn is claimed once and resumed once; one refused member refuses
+        the batch with its error and nothing is claimed, stored or run. Each member names its
+        ``call_key``; ``recover`` is not a member; members share one ``run_key`` (or none).
 
         Args:
-            decision: what to do (``Decision``).
+            decision: what to do (``Decision``), or a batch of them (a sequence).
             user_id / session_id: the session (never created here).
             run_config: per-run options; not ``discard_pending_checkpoint``.
 
         Raises:
-            EditNotSupportedError: ``decision.args`` is set.
+            EditNotSupportedError: ``decision.args`` is set and the tool has ``editable=False``.
+            DecisionValueError: ``decision.args`` fail the tool's schema (naming each field).
             SessionNotFoundError: no such session (even with ``auto_create_session``).
             NoPendingCallError: the key matches no pending call, or nothing is pending; for
                 ``recover``, there is no interrupted turn.
@@ -650,44 +719,123 @@ class Runner:
                 edited record, one copied from another session, or one sealed by 0.2.0:
                 discard it); for ``recover``, any stale turn. Other stale turns (a changed
                 roster) are reported by the run's stale-checkpoint event, the call left pending.
-            ValueError: ``run_config`` asks to discard the pending checkpoint.
+            ValueError: ``run_config`` asks to discard the pending checkpoint; a batch that is
+                empty, names a call twice, has a member without ``call_key`` or a ``recover``,
+                or members with different run keys.
 
         In each case nothing was claimed or stored and no tool ran.
         """
-        check_supported(decision)
-        run_key = decision.run_key
-        if decision.verb == "recover":
-            rc = run_config
+        rc: RunConfig | None
+        message: Content | None = None
+        if not isinstance(decision, Decision):
+            rc, message, turn, run_key = await self._resolve_batch(list(decision), user_id, session_id, run_config)
+        elif decision.verb == "recover":
+            rc, run_key = run_config, decision.run_key
             turn = await self._check_recoverable(user_id, session_id, run_key)
-            message: Content | None = None
         else:
+            run_key = decision.run_key
             rc, message, turn = await self._resolve_decision(decision, user_id, session_id, run_config)
         async with aclosing(self._run(user_id, session_id, message, rc, run_key, turn)) as events:
             async for event in events:
                 yield event
 
+    async def _resolve_batch(
+        self, decisions: list[Decision], user_id: str, session_id: str, run_config: RunConfig | None
+    ) -> tuple[RunConfig, Content | None, Turn | None, str | None]:
+        """The run options, message, verified turn and run key that carry a batch of
+        decisions into one ``run_async``: each member resolved as ``_resolve_decision`` does,
+        against the turn loaded once, and their decisions, records and completions merged.
+
+        Raises:
+            ValueError: a malformed batch (see ``decide``).
+            Otherwise as ``decide``, for the first member refused (nothing claimed).
+        """
+        if not decisions:
+            raise ValueError("an empty batch of decisions decides nothing; nothing ran")
+        keys: list[str] = []
+        for d in decisions:
+            if not isinstance(d, Decision):
+                raise ValueError(f"a batch holds Decision objects, not {type(d).__name__}; nothing ran")
+            if d.verb == "recover" or d.call_key is None:
+                what = "a 'recover'" if d.verb == "recover" else f"a {d.verb!r} without a call_key"
+                raise ValueError(f"every member of a batch names the call it decides; {what} does not; nothing ran")
+            keys.append(d.call_key)
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"a batch decides each call once; {', '.join(twice)} appear twice; nothing ran")
+        run_keys = {d.run_key for d in decisions if d.run_key is not None}
+        if len(run_keys) > 1:
+            raise ValueError(f"the members of a batch share one run_key, not {sorted(run_keys)}; nothing ran")
+        run_key = next(iter(run_keys), None)
+        if run_config is not None and run_config.discard_pending_checkpoint:
+            raise ValueError(
+                "cannot decide with RunConfig(discard_pending_checkpoint=True): discarding drops the paused script the "
+                "decisions resume; call Runner.discard_pending_checkpoint() instead. Nothing ran"
+            )
+        redelivery = run_key is not None and await self._finished(user_id, session_id, run_key)
+        loaded = None if redelivery else (await self._turn_state(user_id, session_id))[1]
+        fields = (
+            "tool_confirmation_decisions",
+            "tool_denial_reasons",
+            "decision_digests",
+            "decision_records",
+            "in_doubt_decisions",
+        )
+        merged: dict[str, dict[str, Any]] = {f: {} for f in fields}
+        parts: list[Part] = []
+        turn: Turn | None = None
+        for d in decisions:
+            rc_d, message, turn_d = await self._resolve_decision(
+                d.model_copy(update={"run_key": run_key}), user_id, session_id, run_config, batch=(redelivery, loaded)
+            )
+            for f in fields:
+                merged[f].update(getattr(rc_d, f))
+            if message is not None:
+                parts.extend(message.parts)
+            turn = turn or turn_d
+        rc = (run_config or RunConfig()).model_copy(update=merged)
+        return rc, (Content(role="user", parts=parts) if parts else None), turn, run_key
+
     async def _resolve_decision(
-        self, decision: Decision, user_id: str, session_id: str, run_config: RunConfig | None
+        self,
+        decision: Decision,
+        user_id: str,
+        session_id: str,
+        run_config: RunConfig | None,
+        batch: tuple[bool, Turn | None] | None = None,
     ) -> tuple[RunConfig, Content | None, Turn | None]:
         """The run options (and, for a completion, the message) that carry ``decision`` into
         ``run_async``, and the verified turn it was checked against (None for a redelivery).
         A decision sent again under a run key already seen is matched again only against
-        what is still pending (``run_async``), never refused for a call it already decided."""
+        what is still pending (``run_async``), never refused for a call it already decided.
+        ``batch``: ``(redelivery, turn)`` read once for a batch this decision is part of."""
         rc = run_config or RunConfig()
         verb, call_key, digest = decision.verb, decision.call_key, decision.digest
-        redelivery = decision.run_key is not None and await self._finished(user_id, session_id, decision.run_key)
-        info, turn = (None, None) if redelivery else await self._pick(user_id, session_id, decision, run_config)
+        if batch is None:
+            redelivery = decision.run_key is not None and await self._finished(user_id, session_id, decision.run_key)
+            info, turn = (None, None) if redelivery else await self._pick(user_id, session_id, decision, run_config)
+        elif batch[0]:  # a redelivered batch: matched again against what is still pending
+            info, turn = None, None
+        else:
+            picked = pick_call(batch[1], decision, session_id, self.clock)
+            info, turn = picked, (batch[1] if picked.tool else None)
+        record = self._record_of(decision, info)
         if info is not None and info.tool:
-            check_digest(info, digest)
+            check_digest(info, digest)  # edited args are checked with the claim (check_edits)
         if verb in ("approve", "deny"):
             approve = verb == "approve"
             if info is None:
                 kinds = ("confirmation",) if approve else ("confirmation", "completion")
                 key = call_key or await self._only_pending(user_id, session_id, kinds)
-                return redelivered(run_config, key, approve, digest=digest, reason=decision.reason), None, None
+                again = redelivered(run_config, key, approve, digest=digest, reason=decision.reason)
+                if key is not None:
+                    record.call_key = key
+                    again = again.model_copy(update={"decision_records": {key: record}})
+                return again, None, None
             update: dict[str, Any] = {
                 "tool_confirmation_decisions": {info.call_key: approve} if info.call_key else {},
                 "decision_digests": {info.call_key: info.digest if digest is None else digest},
+                "decision_records": {info.call_key: record},
             }
             if not approve:
                 update["tool_denial_reasons"] = {info.call_key: decision.reason} if decision.reason else {}
@@ -700,10 +848,26 @@ class Runner:
             else:
                 tool = info.tool
             response = FunctionResponse(name=tool, response=decision.payload, id=call_key, error=decision.error)
+            rc = rc.model_copy(update={"decision_records": {call_key: record}})
             return rc, Content(role="user", parts=[Part(function_response=response)]), turn
         assert verb == "resolve" and call_key is not None and decision.action is not None
         chosen = InDoubtDecision(action=decision.action, value=decision.payload, reason=decision.reason or "")
-        return rc.model_copy(update={"in_doubt_decisions": {call_key: chosen}}), None, turn
+        update = {"in_doubt_decisions": {call_key: chosen}, "decision_records": {call_key: record}}
+        return rc.model_copy(update=update), None, turn
+
+    def _record_of(self, decision: Decision, info: PendingCallInfo | None) -> DecisionRecord:
+        """Who decided what (``DecisionRecord``), now, on the call ``info`` (None: a
+        redelivery, the call named by the decision)."""
+        return DecisionRecord(
+            act=decision.act,  # type: ignore[arg-type]
+            call_key=info.call_key if info is not None else decision.call_key or "",
+            tool=info.tool if info is not None else "",
+            actor=decision.actor,
+            reason=decision.reason,
+            at=self.clock(),
+            args=decision.args,
+            payload=decision.payload if decision.verb == "approve" else None,
+        )
 
     async def _check_recoverable(self, user_id: str, session_id: str, run_key: str | None) -> Turn | None:
         """Refuses a recovery with nothing to recover (a recovery sent again under a run key
@@ -753,22 +917,41 @@ class Runner:
         digest: str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
+        args: dict[str, Any] | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        payload: Any = None,
     ) -> AsyncGenerator[Event, None]:
         """Approves a call awaiting confirmation and resumes the paused script; yields the
         run's events (as ``run_async``). ``call_key=None`` is accepted only when exactly one
         call awaits confirmation. The call that runs is the one ``pending()`` lists under
-        that key, read from the verified continuation. ``decide(Decision(verb="approve"))``.
+        that key, read from the verified continuation, or that call with ``args``.
+        ``decide(Decision(verb="approve"))``.
 
         Args:
             digest: the ``PendingCallInfo.digest`` the decision was made on: when given, a
                 call under that key with another digest is refused (a stale view).
             run_key: an idempotency key (``run_async``).
+            args: edited arguments (by name): the tool runs with these instead of the
+                script's; validated against the tool's schema first; needs ``digest``.
+            actor / reason: who approves and why (journaled with the call's intent).
+            payload: what the approved tool reads as ``ToolContext.tool_confirmation.payload``
+                (plain data), validated against the tool's ``payload_type`` first.
 
         Raises:
             DecisionRefusedError: the call awaits its result or is in doubt (it accepts no
                 approval). Otherwise as ``decide``.
         """
-        decision = Decision(verb="approve", call_key=call_key, digest=digest, run_key=run_key)
+        decision = Decision(
+            verb="approve",
+            call_key=call_key,
+            digest=digest,
+            run_key=run_key,
+            args=args,
+            actor=actor,
+            reason=reason,
+            payload=payload,
+        )
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
     def deny(
@@ -781,6 +964,7 @@ class Runner:
         digest: str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
+        actor: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Denies a call awaiting confirmation, or a long-running call awaiting its result
         (the script gets ``PermissionError``, with ``reason``), and resumes it; yields the
@@ -791,7 +975,7 @@ class Runner:
         Raises:
             DecisionRefusedError: the call is in doubt. Otherwise as ``decide``.
         """
-        decision = Decision(verb="deny", call_key=call_key, reason=reason, digest=digest, run_key=run_key)
+        decision = Decision(verb="deny", call_key=call_key, reason=reason, digest=digest, run_key=run_key, actor=actor)
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
     def complete(
@@ -804,6 +988,8 @@ class Runner:
         error: str | None = None,
         run_config: RunConfig | None = None,
         run_key: str | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Completes a long-running call with ``value`` (plain data) and resumes the paused
         script; yields the run's events. The response is stored as a user event carrying a
@@ -819,7 +1005,9 @@ class Runner:
             ValueError: ``error`` given together with a ``value``, or not a str (a
                 ``pydantic.ValidationError``). Otherwise as ``decide``.
         """
-        decision = Decision(verb="complete", call_key=call_key, payload=value, error=error, run_key=run_key)
+        decision = Decision(
+            verb="complete", call_key=call_key, payload=value, error=error, run_key=run_key, actor=actor, reason=reason
+        )
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 
     def resolve_in_doubt(
@@ -833,6 +1021,7 @@ class Runner:
         reason: str = "",
         run_config: RunConfig | None = None,
         run_key: str | None = None,
+        actor: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Decides a call paused in doubt (a tool with ``on_in_doubt="ask"`` that started
         before its runner stopped and has no recorded outcome) and resumes the script:
@@ -851,6 +1040,7 @@ class Runner:
             payload=value if action == "skip" else None,
             reason=reason or None,
             run_key=run_key,
+            actor=actor,
         )
         return self.decide(decision, user_id=user_id, session_id=session_id, run_config=run_config)
 

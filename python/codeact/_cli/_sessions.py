@@ -107,19 +107,22 @@ def sessions_show(
 ) -> None:
     """Print a session's events (and state)."""
 
-    async def load() -> Any:
+    async def load() -> tuple[Any, list[dict[str, Any]]]:
         service = _session_service(db)
         try:
-            return await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
+            found = await service.get_session(app_name=app_name, user_id=user, session_id=session_id)
+            return found, (await _decisions(service, app_name, user, session_id) if found is not None else [])
         finally:
             await _close(service)
 
-    found = _call(load)
+    found, decisions = _call(load)
     if found is None:
         _err().print(f"no session {session_id!r} for user {user!r} in app {app_name!r}", style="red")
         raise typer.Exit(1)
     if json_output:
-        sys.stdout.write(found.model_dump_json() + "\n")
+        data = json.loads(found.model_dump_json())
+        data["decisions"] = decisions
+        sys.stdout.write(json.dumps(data) + "\n")
         return
     printer = EventPrinter(_out())
     for event in found.events:
@@ -128,6 +131,44 @@ def sessions_show(
 
     state = json.dumps(found.state, default=repr) if json_native(found.state) else readable(found.state)
     _out().print(f"state: {state}", style="magenta", highlight=False)
+    for d in decisions:
+        import datetime as _dt
+
+        when = _dt.datetime.fromtimestamp(d.get("at", 0), tz=_dt.timezone.utc).isoformat(timespec="seconds")
+        who = d.get("actor") or "(no actor)"
+        line = f"decision: {when} {who} {d.get('act')} call {d.get('call_key')} to {d.get('tool', '')!r}"
+        if d.get("args") is not None:
+            line += f" with edited args {json.dumps(d['args'])}"
+        if d.get("reason"):
+            line += f" — {d['reason']}"
+        if d.get("sealed"):
+            line += " (sealed: not checked without the key)"
+        _out().print(line, style="cyan", highlight=False, markup=False)
+
+
+async def _decisions(service: Any, app_name: str, user: str, session_id: str) -> list[dict[str, Any]]:
+    """The session's decision records (who decided what), oldest first, as JSON data. A
+    sealed record is read without checking its seal (the command has no key) and marked
+    ``"sealed": true``; ``Runner.decisions`` checks seals. A store without ``list_decisions``
+    gives none."""
+    from ..exceptions import StoreMethodMissingError
+
+    try:
+        rows = await service.list_decisions(app_name=app_name, user_id=user, session_id=session_id)
+    except StoreMethodMissingError:
+        return []
+    found: list[dict[str, Any]] = []
+    for row in rows:
+        try:
+            data = json.loads(row.record.data)
+            if isinstance(data, dict) and isinstance(data.get("p"), str) and "m" in data:
+                data = {**json.loads(data["p"]), "sealed": True}
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            found.append({**data, "turn": row.turn})
+    found.sort(key=lambda d: d.get("at", 0))
+    return found
 
 
 @sessions_app.command("pending")
@@ -225,6 +266,7 @@ def _decision(
     reason: str | None = None,
     digest: str | None = None,
     actor: str | None = None,
+    args: dict[str, Any] | None = None,
 ) -> Any:
     """The ``Decision`` a CLI verb stands for (exit 2 on a decision that does not validate)."""
     from pydantic import ValidationError
@@ -232,13 +274,14 @@ def _decision(
     from ..exceptions import ValueConversionError
     from ..turns import Decision
 
-    fields: dict[str, Any] = {"call_key": call, "digest": digest, "actor": actor, "reason": reason or None}
+    who = actor if actor is not None else _os_user()  # every decision says who made it
+    fields: dict[str, Any] = {"call_key": call, "digest": digest, "actor": who, "reason": reason or None}
     if verb in ("rerun", "skip", "fail"):
         fields.update(verb="resolve", action=verb, payload=value if verb == "skip" else None)
     elif verb == "complete":
         fields.update(verb="complete", payload=value, error=error)
     else:
-        fields["verb"] = verb
+        fields.update(verb=verb, args=args)
     try:
         return Decision(**fields)
     except (ValidationError, ValueConversionError) as exc:
@@ -304,6 +347,16 @@ ValueOption = Annotated[
 ]
 
 
+def _os_user() -> str | None:
+    """The OS user running the command (the default ``--actor``), or None when unknown."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in the environment nor the password database
+        return None
+
+
 def _json_or_text(value: str | None) -> Any:
     if value is None:
         return None
@@ -326,7 +379,15 @@ def sessions_decide(
     ] = None,
     reason: Annotated[str | None, typer.Option(help="deny / fail: the reason told to the model")] = None,
     digest: Annotated[str | None, typer.Option(help="the call's digest as listed: refuse a changed call")] = None,
-    actor: Annotated[str | None, typer.Option(help="who decides (recorded with the decision)")] = None,
+    actor: Annotated[
+        str | None, typer.Option(help="who decides (journaled with the decision; default: the OS user)")
+    ] = None,
+    args: Annotated[
+        str | None,
+        typer.Option(
+            "--args", help="approve: run the call with these arguments (a JSON object) instead; needs --digest"
+        ),
+    ] = None,
     app_name: AppOption = DEFAULT_APP,
     user: UserOption = DEFAULT_USER,
     model: ModelOption = None,
@@ -342,8 +403,8 @@ def sessions_decide(
     if verb not in DECIDE_VERBS:
         _err().print(f"the verb must be one of {', '.join(DECIDE_VERBS)}, not {verb!r}", style="red")
         raise typer.Exit(2)
-    takes = {"complete": ("value", "error"), "skip": ("value",)}
-    given = {"value": value, "error": error}
+    takes = {"complete": ("value", "error"), "skip": ("value",), "approve": ("args",)}
+    given = {"value": value, "error": error, "args": args}
     stray = [f"--{k}" for k, v in given.items() if v is not None and k not in takes.get(verb, ())]
     if stray:  # an option the verb ignores: the operator may have meant another verb
         _err().print(f"{verb} does not take {', '.join(stray)}; nothing was decided", style="red")
@@ -351,7 +412,19 @@ def sessions_decide(
     if verb == "complete" and (value is None) == (error is None):
         _err().print("complete: give exactly one of --value and --error", style="red")
         raise typer.Exit(2)
-    decision = _decision(verb, call, value=_json_or_text(value), error=error, reason=reason, digest=digest, actor=actor)
+    edited: Any = None
+    if args is not None:
+        try:
+            edited = json.loads(args)
+        except json.JSONDecodeError as exc:
+            _err().print(f"--args is not JSON ({exc}); nothing was decided", style="red")
+            raise typer.Exit(2) from None
+        if not isinstance(edited, dict):
+            _err().print("--args must be a JSON object (the arguments by name); nothing was decided", style="red")
+            raise typer.Exit(2)
+    decision = _decision(
+        verb, call, value=_json_or_text(value), error=error, reason=reason, digest=digest, actor=actor, args=edited
+    )
     chat_agent = _chat_options(model, base_url, model_from, tools, instruction)
     _decide(decision, session_id, db, app_name, user, agent, chat_agent)
 

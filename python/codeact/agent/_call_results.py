@@ -8,6 +8,7 @@ from typing import Any, TypeAlias, final
 
 from ..events import Event
 from ..runtime import Complete, PendingCall, ResumeError, ResumeValue
+from ..sessions._journal import JournalRecord
 from ..tools import FunctionTool, Tool
 from ..turns._codec import PendingCallInfo
 from ..turns._record import PendingEntry
@@ -81,6 +82,7 @@ class _Invoke:
     journaled: bool  # the journal holds its intent already (a recovery re-runs it)
     call: PendingCall
     decided: str = ""  # how it was allowed to run ("approved", "handler", "rerun"), kept in its intent
+    note: JournalRecord | None = None  # who decided (a decision record), written with its intent
     outcome: Outcome | None = None  # set when the tool ran
     changes: bool = False  # the tool changed state or artifacts (stored as an event before its outcome)
 

@@ -16,6 +16,7 @@ from ..services._access import ServiceAccess
 from ..sessions._journal import TurnSlot
 from ..sessions._types import Session
 from ..tools._context import State
+from ..turns._decision import DecisionRecord
 from ..turns._record import DEFAULT_CLAIM_LEASE, Claim, Clock
 
 if TYPE_CHECKING:
@@ -102,6 +103,10 @@ class RunConfig(BaseModel):
             ``Runner.approve(digest=...)``).
         in_doubt_decisions: call key -> ``InDoubtDecision`` for calls paused in doubt (set by
             ``Runner.resolve_in_doubt``).
+        decision_records: call key -> ``DecisionRecord``: who decided, when, why, and an
+            approval's edited arguments and payload (set by ``Runner.decide``, which checks
+            them first; the runner adds a record without an actor for a decision made
+            otherwise). Journaled with the record the decision produces.
         streaming: also yield ``partial=True`` events, never stored and never final: the
             model's reply as it arrives (each holding the new text; the model streams when it
             has ``generate_content_stream``) and what the script prints while it runs (at most
@@ -188,6 +193,13 @@ class RunConfig(BaseModel):
     in_doubt_decisions: dict[str, InDoubtDecision] = Field(
         default_factory=dict,
         description="Call key -> `InDoubtDecision` for calls paused in doubt (set by `Runner.resolve_in_doubt`).",
+    )
+    decision_records: dict[str, DecisionRecord] = Field(
+        default_factory=dict,
+        description=(
+            "Call key -> `DecisionRecord`: who decided, when, why, and an approval's edited arguments and payload "
+            "(set by `Runner.decide`, which checks them first). Journaled with the record the decision produces."
+        ),
     )
     streaming: bool = Field(
         default=False,

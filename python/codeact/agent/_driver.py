@@ -46,8 +46,9 @@ from ..runtime import Call, Complete, Gather, PendingCall, Raised, ResumeError, 
 from ..runtime._stepper import INLINE_WAIT, await_ticket
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
-from ..tools import FunctionTool, Tool
+from ..tools import FunctionTool, Tool, ToolConfirmationAnswer
 from ..turns._codec import CompletionError, PendingCallInfo, args_digest, plain_args_digest, value_problem
+from ..turns._decision import record_text
 from ..turns._record import PendingEntry
 from ..turns._verify import call_digest, journal_scope
 from ._call_results import (
@@ -67,7 +68,7 @@ from ._call_results import (
     _Suspend,
 )
 from ._dispatch import ToolFailure, failure_of, run_bare_tool, terminal_signal
-from ._journal_writes import _intent, _JournalWrites, _json
+from ._journal_writes import _intents, _JournalWrites, _json
 from ._journal_writes import escape_surrogates as escape_surrogates  # re-exported: _model_call imports it here
 from ._output import step_output
 from ._pacing import StopPacer
@@ -173,6 +174,8 @@ class TurnDriver(_JournalWrites):
                                 ),
                             )
                         ]  # as _intent writes it
+                        if one.note is not None:  # a decision, durable with the intent it produces
+                            intent.append(one.note)
                         if not self._write_now(intent):
                             await self._write_awaited(intent)
                     started = self._in_place(one)
@@ -240,7 +243,7 @@ class TurnDriver(_JournalWrites):
                         inv = settled[runs[0]]
                         assert type(inv) is _Invoke
                         if not inv.journaled:
-                            intent = [_intent(inv)]
+                            intent = _intents(inv)
                             if not self._write_now(intent):
                                 await self._write_awaited(intent)
                         settled[runs[0]] = await self._invoke(inv)
@@ -364,6 +367,24 @@ class TurnDriver(_JournalWrites):
         )
         return _Suspend(entry, info)
 
+    def _confirm(self, call_key: str, approval: dict[str, Any]) -> None:
+        """Gives the approved call's tool the reviewer's answer (``ToolContext.tool_confirmation``)."""
+        self.run.confirmations[call_key] = ToolConfirmationAnswer(
+            True, approval.get("payload"), approval.get("actor"), approval.get("reason")
+        )
+
+    def _note(self, call_key: str, tool: Tool) -> JournalRecord | None:
+        """The journal record of the decision on ``call_key`` this resume uses (who decided
+        what: ``RunConfig.decision_records``), or None; written with the record the decision
+        produces, sealed like it. Each decision of the turn takes the next index."""
+        st = self.state
+        record = st.records.pop(call_key, None)
+        if record is None:
+            return None
+        seq = st.journal.next_decision
+        st.journal.next_decision += 1
+        return JournalRecord("decision", seq, record_text(record.model_copy(update={"tool": tool.name})))
+
     def _plan(self, name: str) -> _Plan:
         """The plan of the tool the script calls ``name``, made at its first call of the turn."""
         run, agent = self.run, self.agent
@@ -432,25 +453,36 @@ class TurnDriver(_JournalWrites):
                 return await self._recorded(entry.outcome)
             waiting = st.pending.get(pos)
             if waiting is None or waiting.kind == "confirmation":
-                # started (approved, or not gated) and never recorded: it may have run
-                return await self._in_doubt(tool, args, pos, digest, call_key, call)
+                # started (approved, or not gated) and never recorded: it may have run; an
+                # edited approval's call is the edited one (never the script's original)
+                approved = st.journal.approvals.get(pos)
+                if approved is not None:  # a rerun reads the reviewer's answer as the first run did
+                    self._confirm(call_key, approved)
+                return await self._in_doubt(tool, st.journal.edits.get(pos, args), pos, digest, call_key, call)
         waiting = st.pending[pos]  # not live, not answered by the journal: the call is pending
         decision = st.decisions.get(call_key)
         if decision is not None and decision is not True:
             reason = f": {decision}" if isinstance(decision, str) and decision else ""
             what = "call to" if waiting.kind == "confirmation" else "long-running call to"
             denied = ResumeError(f"{what} {tool.name!r} was denied by a human reviewer{reason}", "PermissionError")
-            return await self._record(pos, tool.name, digest, denied, intent=True)
+            return await self._record(pos, tool.name, digest, denied, intent=True, note=self._note(call_key, tool))
         if waiting.kind == "completion":
             if call_key not in st.responses:
                 return self._pending_of(call, pos, tool.name, args, "completion", waiting.hint)
             result = self._checked_result(tool, st.responses[call_key])
-            return await self._record(pos, tool.name, digest, result, intent=True)
+            return await self._record(pos, tool.name, digest, result, intent=True, note=self._note(call_key, tool))
         if waiting.kind == "in_doubt":
-            return await self._in_doubt(tool, args, pos, digest, call_key, call, waiting=True)
+            edited = st.journal.edits.get(pos, args)
+            return await self._in_doubt(tool, edited, pos, digest, call_key, call, waiting=True)
         if decision is None:
             return await self._ask(tool, args, pos, digest, call_key, call)
-        return _Invoke(tool, args, pos, digest, call_key, False, call, decided="approved")
+        chosen = st.records.get(call_key)
+        edits = chosen.args if chosen is not None else None  # an edited approval: the edited call runs
+        if chosen is not None:
+            self._confirm(call_key, chosen.model_dump())
+        note = self._note(call_key, tool)  # (the script's call is what its intent names)
+        run_args = edits if edits is not None else args
+        return _Invoke(tool, run_args, pos, digest, call_key, False, call, decided="approved", note=note)
 
     async def _gated(
         self, tool: Tool, args: dict[str, Any], pos: int, digest: str, call_key: str, call: PendingCall
@@ -553,11 +585,14 @@ class TurnDriver(_JournalWrites):
         else:
             action = policy
         notice = self._in_doubt_event(call_key, tool.name, args, action)
+        note = self._note(call_key, tool) if decision is not None else None
         if action == "rerun":
-            return _Notice(notice, _Invoke(tool, args, pos, digest, call_key, True, call, decided="rerun"))
+            # a human's rerun is journaled with the intent written again (its decision with it)
+            rerun = _Invoke(tool, args, pos, digest, call_key, note is None, call, decided="rerun", note=note)
+            return _Notice(notice, rerun)
         if action == "skip":
             result = self._checked_result(tool, decision.value if decision is not None else None)
-            return _Notice(notice, await self._record(pos, tool.name, digest, result))
+            return _Notice(notice, await self._record(pos, tool.name, digest, result, note=note))
         if action == "fail":
             reason = decision.reason if decision is not None and decision.reason else ""
             why = f": {reason}" if reason else ""
@@ -566,7 +601,7 @@ class TurnDriver(_JournalWrites):
                 f"recorded); it was not run again{why}",
                 "RuntimeError",
             )
-            return _Notice(notice, await self._record(pos, tool.name, digest, failed))
+            return _Notice(notice, await self._record(pos, tool.name, digest, failed, note=note))
         del waiting
         return _Notice(notice, self._pending_of(call, pos, tool.name, args, "in_doubt"))
 
@@ -576,7 +611,7 @@ class TurnDriver(_JournalWrites):
         durable here, with the resume that uses it), then the tools, concurrently (the calls
         of one gather; ``drive`` runs a single call itself, without a task group)."""
         invokes: list[_Invoke] = [settled[i] for i in runs]  # type: ignore[misc]
-        intents = [_intent(inv) for inv in invokes if not inv.journaled]
+        intents = [r for inv in invokes if not inv.journaled for r in _intents(inv)]
         if intents and not self._write_now(intents):
             await self._write_awaited(intents)
         writing = anyio.Lock()

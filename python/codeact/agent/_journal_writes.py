@@ -32,8 +32,18 @@ class _JournalWrites(_SlotWrites):
 
     # ------------------------------------------------------------------ journal
 
-    async def _record(self, pos: int, tool: str, digest: str, outcome: Outcome, *, intent: bool = False) -> Outcome:
-        """Writes ``outcome`` (and the intent when none is stored) durably; returns it, or the
+    async def _record(
+        self,
+        pos: int,
+        tool: str,
+        digest: str,
+        outcome: Outcome,
+        *,
+        intent: bool = False,
+        note: JournalRecord | None = None,
+    ) -> Outcome:
+        """Writes ``outcome`` (and the intent when none is stored, and ``note``, the record of
+        the decision that produced it) durably; returns it, or the
         error the script gets when the value is too large for the boundary. A value that
         cannot be encoded as it is (a str with lone surrogates) is recorded, and given to the
         script, escaped; one that cannot be encoded at all becomes the script's error."""
@@ -61,6 +71,8 @@ class _JournalWrites(_SlotWrites):
         records = [JournalRecord("outcome", pos, text)]
         if intent:
             records.insert(0, JournalRecord("intent", pos, _json([tool, digest])))
+        if note is not None:
+            records.insert(-1, note)  # the outcome stays last (a call counted since the checkpoint)
         if not self._write_now(records):
             await self._write_awaited(records)
         if self._emit:
@@ -138,6 +150,11 @@ class _JournalWrites(_SlotWrites):
             raise self._taken_over(exc) from exc
         if records[-1].kind == "outcome":
             self.state.calls_since_checkpoint += 1
+
+
+def _intents(inv: _Invoke) -> list[JournalRecord]:
+    """``_intent`` of ``inv``, with the record of the decision that lets it run, if any."""
+    return [_intent(inv)] if inv.note is None else [_intent(inv), inv.note]
 
 
 def _intent(inv: _Invoke) -> JournalRecord:

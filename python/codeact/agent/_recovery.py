@@ -113,6 +113,7 @@ async def restore(
         decisions=claim_decisions(rc.tool_confirmation_decisions, rc.tool_denial_reasons),
         responses=dict(run.ctx.turn_responses),
         in_doubt=dict(rc.in_doubt_decisions),
+        records=dict(rc.decision_records),
     )
     if snapshot is not None:
         state.next_pos = record.next_pos

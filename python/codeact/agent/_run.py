@@ -155,6 +155,7 @@ class Run:
     session: Any = None  # the live NamespaceSession (persist_namespace on a runtime with sessions)
     session_start: bytes | None = None  # the idle session's bytes when the current script started
     stopped: bool = False
+    confirmations: dict[str, Any] = field(default_factory=dict)  # call key -> ToolConfirmationAnswer
     outcome: Outcome = ""
     tools_ran: list[str] = field(default_factory=list)  # tools the current script called, in order
     slot_version: int = 0  # the turn slot version this run holds (0: none)
@@ -255,7 +256,7 @@ class Run:
     def tool_context(self, call_key: str) -> ToolContext:
         """The ``ToolContext`` of one call: the session's state under the pending deltas."""
         committed = collections.ChainMap(self.pending.state_delta, self.ctx.session.state)
-        return ToolContext(
+        tc = ToolContext(
             function_call_id=call_key,
             agent_name=self.settings.name,
             invocation_id=self.ctx.invocation_id,
@@ -266,6 +267,9 @@ class Run:
             memory_service=self.ctx.memory_service,
             secrets=self.ctx.secrets,
         )
+        if self.confirmations:
+            tc.tool_confirmation = self.confirmations.get(call_key)  # a reviewer's approval and payload
+        return tc
 
     async def execute(
         self, tool: Tool, args: dict[str, Any], call_key: str

@@ -42,10 +42,14 @@ class _Entry:
 @dataclass
 class Journal:
     """The journal of one turn as read back for replay: calls by position, OS answers by
-    advance index."""
+    advance index, the arguments an edited approval ran a call with (``edits``, by
+    position) and the index the next decision record takes (``next_decision``)."""
 
     calls: dict[int, _Entry] = field(default_factory=dict)
     os: dict[int, list[Any]] = field(default_factory=dict)
+    edits: dict[int, dict[str, Any]] = field(default_factory=dict)
+    approvals: dict[int, dict[str, Any]] = field(default_factory=dict)  # position -> its approval record
+    next_decision: int = 0
 
     @classmethod
     def from_records(cls, records: list[JournalRecord]) -> Journal:
@@ -56,6 +60,13 @@ class Journal:
                 journal.os[r.seq] = [(kind, value) for kind, value in data]  # JSON gave [kind, value] lists
             elif r.kind == "intent":
                 journal.calls[r.seq] = _Entry(data[0], data[1])
+            elif r.kind == "decision":
+                journal.next_decision = max(journal.next_decision, r.seq + 1)
+                if isinstance(data, dict) and data.get("act") == "approve":
+                    pos = int(str(data["call_key"]).rsplit(":", 1)[1])
+                    journal.approvals[pos] = data
+                    if isinstance(data.get("args"), dict):
+                        journal.edits[pos] = data["args"]
             elif r.seq in journal.calls:
                 journal.calls[r.seq].outcome = data
         return journal
@@ -76,6 +87,8 @@ class TurnState:
             decision becomes durable only with the journal record of the resume that uses it.
         responses: call key -> completion value.
         in_doubt: call key -> the human's decision on a call in doubt.
+        records: call key -> who decided what (``codeact.DecisionRecord``), journaled with
+            the record the decision produces (``TurnDriver._note``).
         next_pos / advance: the next call position and advance index.
         positions: the interpreter's call id -> position, for the calls of this turn.
         record_data: ``record``'s JSON form (``record_data``), made at the first save of a
@@ -91,6 +104,7 @@ class TurnState:
     decisions: dict[str, Any] = field(default_factory=dict)
     responses: dict[str, Any] = field(default_factory=dict)
     in_doubt: dict[str, Any] = field(default_factory=dict)
+    records: dict[str, Any] = field(default_factory=dict)
     next_pos: int = 0
     advance: int = 0
     positions: dict[int, int] = field(default_factory=dict)

@@ -10,7 +10,7 @@ bundled stores share. ``codeact.sessions.testing`` is the store test suite.
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import SessionStoreConnectionError
-from ._journal import JournalKind, JournalRecord, TurnSlot
+from ._journal import JournalKind, JournalRecord, StoredDecision, TurnSlot
 from ._memory import InMemorySessionService
 from ._service import (
     APP_PREFIX,
@@ -24,6 +24,7 @@ from ._service import (
     SessionNotFoundError,
     SessionStoreError,
     StaleSessionError,
+    StoreMethodMissingError,
     TurnConflictError,
     apply_append,
     check_durability,
@@ -156,6 +157,8 @@ __all__ = (
     "SessionStoreError",
     "SqliteSessionService",
     "StaleSessionError",
+    "StoreMethodMissingError",
+    "StoredDecision",
     "ToolConfirmation",
     "UsageMetadata",
     "new_id",

@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-__all__ = ("JournalKind", "JournalRecord", "TurnSlot")
+__all__ = ("JournalKind", "JournalRecord", "StoredDecision", "TurnSlot")
 
-JournalKind = Literal["intent", "outcome", "os"]
+JournalKind = Literal["intent", "outcome", "os", "decision"]
 
 
 class JournalRecord(NamedTuple):
@@ -37,14 +37,28 @@ class JournalRecord(NamedTuple):
     Attributes:
         kind: ``"intent"`` (a call is about to run: ``data`` is ``[tool, argument digest]``),
             ``"outcome"`` (its value or error, ``data`` is the encoded outcome) or ``"os"`` (the
-            OS answers an advance of the script received, ``data`` is a JSON list).
-        seq: the call's position in the turn (intent, outcome) or the advance's index (os).
+            OS answers an advance of the script received, ``data`` is a JSON list) or
+            ``"decision"`` (who decided what on a call: a ``codeact.DecisionRecord`` as JSON,
+            written with the intent or outcome the decision produces; SPEC §5 v4).
+        seq: the call's position in the turn (intent, outcome), the advance's index (os), or
+            the decision's index in the turn (decision: 0, 1, ... in the order they were used).
         data: JSON text.
     """
 
     kind: JournalKind
     seq: int
     data: str
+
+
+class StoredDecision(NamedTuple):
+    """A ``"decision"`` journal record as ``BaseSessionService.list_decisions`` returns it:
+    where it is (the session and the turn) and the record as stored (sealed under a key;
+    ``Runner.decisions`` checks the seal and reads it)."""
+
+    user_id: str
+    session_id: str
+    turn: str
+    record: JournalRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from ._journal import JournalRecord, TurnSlot
+from ._journal import JournalRecord, StoredDecision, TurnSlot
 from ._live import LiveRow
 from ._service import (
     BaseSessionService,
@@ -313,6 +313,20 @@ class InMemorySessionService(BaseSessionService):
             return []
         rows = stored.journal.get(turn, {})
         return sort_journal([JournalRecord(kind, seq, data) for (kind, seq), data in rows.items()])  # type: ignore[arg-type]
+
+    async def list_decisions(
+        self, *, app_name: str, user_id: str | None = None, session_id: str | None = None
+    ) -> list[StoredDecision]:
+        """``BaseSessionService.list_decisions``: the decision records of every turn."""
+        await anyio.lowlevel.checkpoint()
+        return [
+            StoredDecision(user, sid, turn, JournalRecord("decision", seq, data))
+            for (app, user, sid), stored in list(self._sessions.items())
+            if app == app_name and (user_id is None or user == user_id) and (session_id is None or sid == session_id)
+            for turn, rows in list(stored.journal.items())
+            for (kind, seq), data in list(rows.items())
+            if kind == "decision"
+        ]
 
     async def list_turns(self, *, app_name: str, user_id: str | None = None) -> list[tuple[str, str]]:
         """``BaseSessionService.list_turns``: ``(user_id, session_id)`` of the sessions holding a turn."""

@@ -40,7 +40,7 @@ from anyio.lowlevel import RunVar
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..exceptions import SessionStoreConnectionError
-from ._journal import JournalRecord, TurnSlot
+from ._journal import JournalRecord, StoredDecision, TurnSlot
 from ._live import LiveRow, live_from_json, live_to_json
 from ._postgres_sql import _JOURNAL_ONE_SQL, _JOURNAL_SQL, _LIVE_SAVE_SQL, _MIGRATIONS, _PK, _SCHEMA
 from ._service import (
@@ -774,6 +774,34 @@ class PostgresSessionService(BaseSessionService):
             return sort_journal([JournalRecord(k, int(q), d) for k, q, d in rows])
 
         return await self._call_quick(txn, write=False)
+
+    async def list_decisions(
+        self, *, app_name: str, user_id: str | None = None, session_id: str | None = None
+    ) -> list[StoredDecision]:
+        """``BaseSessionService.list_decisions`` in one query.
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+
+        def txn(conn: Connection[Any], retrying: bool) -> list[StoredDecision]:
+            sql = (
+                "SELECT user_id, session_id, turn, seq, data FROM codeact_journal "
+                "WHERE app_name = %s AND kind = 'decision'"
+            )
+            params: list[Any] = [app_name]
+            if user_id is not None:
+                sql += " AND user_id = %s"
+                params.append(user_id)
+            if session_id is not None:
+                sql += " AND session_id = %s"
+                params.append(session_id)
+            return [
+                StoredDecision(u, sid, t, JournalRecord("decision", int(q), d))
+                for u, sid, t, q, d in conn.execute(sql, params).fetchall()
+            ]
+
+        return await self._call(txn, write=False)
 
     async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
         def txn(conn: Connection[Any], retrying: bool) -> None:

@@ -30,9 +30,10 @@ from ..exceptions import (
     SessionNotFoundError,
     SessionStoreError,
     StaleSessionError,
+    StoreMethodMissingError,
     TurnConflictError,
 )
-from ._journal import JournalRecord, TurnSlot
+from ._journal import JournalRecord, StoredDecision, TurnSlot
 from ._live import LiveRow
 from ._types import Event, Session, new_id
 
@@ -46,6 +47,7 @@ __all__ = (
     "SessionNotFoundError",
     "SessionStoreError",
     "StaleSessionError",
+    "StoreMethodMissingError",
     "TurnConflictError",
 )
 
@@ -278,6 +280,25 @@ class BaseSessionService(ABC):
             if slot is not None:
                 found.append((session.user_id, session.id))
         return found
+
+    async def list_decisions(
+        self, *, app_name: str, user_id: str | None = None, session_id: str | None = None
+    ) -> list[StoredDecision]:
+        """The ``"decision"`` journal records of ``app_name`` (of one user, of one session of
+        that user, when given), of every turn, finished or not: who decided what (SPEC §5
+        v4), as ``StoredDecision`` rows in any order (``Runner.decisions`` sorts them). Part
+        of the store contract since issue 49; the base class has none.
+
+        Raises:
+            StoreMethodMissingError: the store does not implement it (a store written against
+                an older contract).
+            SessionStoreError: the store failed.
+        """
+        raise StoreMethodMissingError(
+            f"{type(self).__name__} does not implement list_decisions, a method of the session store contract "
+            "(codeact.sessions.testing.StoreContract): add it to list who decided what",
+            method="list_decisions",
+        )
 
     async def put_blob(self, *, app_name: str, user_id: str, session_id: str, digest: str, data: bytes) -> None:
         """Stores ``data`` under ``digest`` (its SHA-256 hex) once; storing it again is a no-op.
@@ -513,9 +534,10 @@ def turn_conflict(session_id: str, expected: int, stored: int) -> TurnConflictEr
 
 
 def sort_journal(records: list[JournalRecord]) -> list[JournalRecord]:
-    """``os`` records by seq, then each call's intent and outcome by seq."""
-    order = {"os": 0, "intent": 1, "outcome": 2}
-    return sorted(records, key=lambda r: (r.kind != "os", r.seq, order[r.kind]))
+    """``os`` records by seq, then each call's intent and outcome by seq, then the decision
+    records by seq."""
+    order = {"os": 0, "intent": 1, "outcome": 2, "decision": 3}
+    return sorted(records, key=lambda r: (order[r.kind] // 3 + (r.kind != "os"), r.seq, order[r.kind]))
 
 
 def check_not_stale(session: Session, stored_last_update_time: float) -> None:

@@ -35,7 +35,7 @@ import anyio.to_thread
 import pydantic
 from anyio.lowlevel import RunVar
 
-from ._journal import JournalRecord, TurnSlot
+from ._journal import JournalRecord, StoredDecision, TurnSlot
 from ._live import LiveRow, live_from_json, live_to_json
 from ._service import (
     BaseSessionService,
@@ -782,6 +782,31 @@ class SqliteSessionService(BaseSessionService):
             return sort_journal([JournalRecord(k, q, d) for k, q, d in rows])
 
         return await self._call_quick(txn, write=False)
+
+    async def list_decisions(
+        self, *, app_name: str, user_id: str | None = None, session_id: str | None = None
+    ) -> list[StoredDecision]:
+        """``BaseSessionService.list_decisions`` in one query.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
+        def txn(conn: sqlite3.Connection) -> list[StoredDecision]:
+            sql = "SELECT user_id, session_id, turn, seq, data FROM journal WHERE app_name = ? AND kind = 'decision'"
+            params: list[Any] = [app_name]
+            if user_id is not None:
+                sql += " AND user_id = ?"
+                params.append(user_id)
+            if session_id is not None:
+                sql += " AND session_id = ?"
+                params.append(session_id)
+            return [
+                StoredDecision(u, sid, t, JournalRecord("decision", q, d))
+                for u, sid, t, q, d in conn.execute(sql, params)
+            ]
+
+        return await self._call(txn, write=False)
 
     async def list_turns(self, *, app_name: str, user_id: str | None = None) -> list[tuple[str, str]]:
         """``BaseSessionService.list_turns`` in one query, in the sessions' creation order.

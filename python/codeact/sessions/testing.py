@@ -556,6 +556,37 @@ class StoreContract:
         assert await store.list_turns(app_name=APP, user_id="u2") == [("u2", "c")]
         assert await store.list_turns(app_name="none") == []
 
+    async def test_list_decisions(self, store: BaseSessionService) -> None:
+        """``list_decisions`` returns the ``"decision"`` journal records of an app (optionally
+        one user, one session) of every turn, and nothing else of the journal."""
+        for user, sid in [("u1", "a"), ("u1", "b"), ("u2", "c")]:
+            await store.create_session(app_name=APP, user_id=user, session_id=sid)
+        other = await store.create_session(app_name="other", user_id="u1", session_id="a")
+        a = await store.get_session(app_name=APP, user_id="u1", session_id="a")
+        b = await store.get_session(app_name=APP, user_id="u1", session_id="b")
+        c = await store.get_session(app_name=APP, user_id="u2", session_id="c")
+        assert a is not None and b is not None and c is not None
+        await store.append_journal(
+            a, "t1", [JournalRecord("intent", 0, '["x", "d"]'), JournalRecord("decision", 0, '{"act": "approve"}')]
+        )
+        await store.append_journal(a, "t2", [JournalRecord("decision", 0, '{"act": "deny"}')])
+        await store.append_journal(b, "t1", [JournalRecord("decision", 0, '{"act": "complete"}')])
+        await store.append_journal(c, "t1", [JournalRecord("decision", 3, '{"act": "skip"}')])
+        await store.append_journal(other, "t1", [JournalRecord("decision", 0, '{"act": "fail"}')])
+        every = sorted(await store.list_decisions(app_name=APP))
+        assert [(d.user_id, d.session_id, d.turn, d.record) for d in every] == [
+            ("u1", "a", "t1", JournalRecord("decision", 0, '{"act": "approve"}')),
+            ("u1", "a", "t2", JournalRecord("decision", 0, '{"act": "deny"}')),
+            ("u1", "b", "t1", JournalRecord("decision", 0, '{"act": "complete"}')),
+            ("u2", "c", "t1", JournalRecord("decision", 3, '{"act": "skip"}')),
+        ]
+        assert [d.session_id for d in await store.list_decisions(app_name=APP, user_id="u2")] == ["c"]
+        mine = await store.list_decisions(app_name=APP, user_id="u1", session_id="a")
+        assert sorted(d.turn for d in mine) == ["t1", "t2"]
+        assert await store.list_decisions(app_name="none") == []
+        read = await store.read_journal(app_name=APP, user_id="u1", session_id="a", turn="t1")
+        assert read == [JournalRecord("intent", 0, '["x", "d"]'), JournalRecord("decision", 0, '{"act": "approve"}')]
+
     # --- the live row (optional: issue 51) -------------------------------------------------
 
     async def test_live_row(self, make_store: StoreFactory) -> None:
@@ -602,6 +633,62 @@ class StoreContract:
         assert await store.load_live(**key) is None  # deleted with its session
 
     # --- end to end: a paused approval through the runner -----------------------------------
+
+    async def test_runner_decisions_say_who_decided(self, make_store: StoreFactory) -> None:
+        """Each decision is journaled with its actor, reason and time, shown on the resumed
+        run's first event, and listed by ``Runner.decisions`` (newest first) from another
+        handle, after the turns ended."""
+        from .. import CodeActAgent, FunctionTool, MontyRuntime, Runner, ScriptedModel
+
+        def send(to: str) -> str:
+            """Sends a message.
+
+            Args:
+                to: the recipient.
+            """
+            return f"sent to {to}"
+
+        script = '```python\nr = call_tool("send", {"to": "ops"})\n{"type": "final_result", "value": r}\n```'
+        ticks = iter(range(1000, 2000))
+
+        def runner(store: BaseSessionService) -> Runner:
+            agent = CodeActAgent(
+                name="coder",
+                model=ScriptedModel(lambda request: script),
+                runtime=MontyRuntime(snapshot_key=b"s" * 32),
+                tools=[FunctionTool(send, requires_confirmation=True)],
+            )
+            return Runner(app_name=APP, agent=agent, session_service=store, clock=lambda: float(next(ticks)))
+
+        store = make_store()
+        first = runner(store)
+        for sid in ("s1", "s2"):
+            await store.create_session(app_name=APP, user_id="u", session_id=sid)
+            [e async for e in first.run_async(user_id="u", session_id=sid, new_message="go")]
+        (one,) = await first.pending(user_id="u", session_id="s1")
+        events = [
+            e
+            async for e in first.approve(
+                user_id="u", session_id="s1", call_key=one.call_key, actor="alice", reason="looks right"
+            )
+        ]
+        (shown,) = (events[0].custom_metadata or {})["codeact_decisions"]
+        assert (shown["act"], shown["actor"], shown["reason"], shown["call_key"]) == (
+            "approve",
+            "alice",
+            "looks right",
+            one.call_key,
+        )
+        (two,) = await first.pending(user_id="u", session_id="s2")
+        [e async for e in first.deny(user_id="u", session_id="s2", call_key=two.call_key, reason="no", actor="bob")]
+        listed = await runner(make_store()).decisions(APP)
+        assert [(d.act, d.actor, d.reason, d.session_id, d.tool) for d in listed] == [
+            ("deny", "bob", "no", "s2", "send"),
+            ("approve", "alice", "looks right", "s1", "send"),
+        ]
+        assert listed[0].at > listed[1].at and listed[1].call_key == one.call_key and listed[1].user_id == "u"
+        assert [d.actor for d in await first.decisions(APP, user_id="u", session_id="s1")] == ["alice"]
+        assert await first.decisions(APP, user_id="nobody") == []
 
     async def test_runner_approval_round_trip(self, make_store: StoreFactory) -> None:
         """A script pauses for an approval; ``Runner.list_pending`` finds it (on another

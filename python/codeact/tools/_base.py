@@ -33,6 +33,17 @@ class Tool:
             ``Runner.resolve_in_doubt``) or ``"fail"`` (the script gets a ``RuntimeError``).
             Use ``"ask"`` for tools that are not idempotent and cannot use
             ``ToolContext.function_call_id`` as an idempotency key.
+        result_type: for a long-running tool, the type its completion value must have (a
+            pydantic model, a ``TypedDict``, ``list[int]``, ...): ``Runner.complete`` /
+            a function response is validated against it before the script resumes
+            (``DecisionValueError`` naming the field); ``result_schema`` is its JSON schema.
+        payload_type: for a tool that asks for confirmation, the type of the payload an
+            approval carries (``Decision.payload``), validated the same way; the approved
+            tool reads it as ``ToolContext.tool_confirmation.payload``; ``payload_schema``
+            is its JSON schema.
+        editable: a reviewer may approve a call of this tool with edited arguments
+            (``Runner.approve(args=...)``); ``False`` refuses such an approval
+            (``EditNotSupportedError``): the call runs as the script made it, or not at all.
     """
 
     on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun"
@@ -47,6 +58,9 @@ class Tool:
         requires_confirmation: bool = False,
         returns: dict[str, Any] | None = None,
         on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
+        editable: bool = True,
+        result_type: Any = None,
+        payload_type: Any = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("a tool needs a non-empty string name")
@@ -59,6 +73,49 @@ class Tool:
         self.is_long_running = is_long_running
         self.requires_confirmation = requires_confirmation
         self.returns = returns
+        self.editable = editable
+        self.result_type = result_type
+        self.payload_type = payload_type
+        self._answer_adapters: dict[str, Any] = {}
+
+    def _adapter(self, what: str) -> Any:
+        """The pydantic ``TypeAdapter`` of ``result_type`` / ``payload_type``, or None."""
+        kind = self.result_type if what == "result" else self.payload_type
+        if kind is None:
+            return None
+        adapters = self.__dict__.setdefault("_answer_adapters", {})
+        if what not in adapters:
+            from pydantic import TypeAdapter
+
+            adapters[what] = TypeAdapter(kind)
+        return adapters[what]
+
+    @property
+    def result_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of ``result_type`` (None: undeclared)."""
+        adapter = self._adapter("result")
+        return adapter.json_schema() if adapter is not None else None
+
+    @property
+    def payload_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of ``payload_type`` (None: undeclared)."""
+        adapter = self._adapter("payload")
+        return adapter.json_schema() if adapter is not None else None
+
+    def check_answer(self, what: Literal["result", "payload"], value: Any) -> list[tuple[str, str]]:
+        """The fields ``value`` gets wrong against ``result_type`` (``what="result"``) or
+        ``payload_type`` (``"payload"``), as ``(dotted field, message)``; ``[]`` when it fits
+        or no type is declared."""
+        adapter = self._adapter(what)
+        if adapter is None:
+            return []
+        from pydantic import ValidationError
+
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            return [(".".join(str(p) for p in e["loc"]), str(e["msg"])) for e in exc.errors(include_url=False)]
+        return []
 
     async def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
         """Executes the tool.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..events import Content, EventActions
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from ..services import BaseArtifactService, BaseMemoryService, SecretsProvider
     from ..sessions._types import Session
 
-__all__ = ("State", "ToolContext")
+__all__ = ("State", "ToolConfirmationAnswer", "ToolContext")
 
 
 class State(MutableMapping[str, Any]):
@@ -68,6 +69,24 @@ class State(MutableMapping[str, Any]):
         return {**self._value, **self._delta}
 
 
+@dataclass(frozen=True, slots=True)
+class ToolConfirmationAnswer:
+    """A reviewer's answer to a confirmation, as the approved tool reads it
+    (``ToolContext.tool_confirmation``; ADK's ``ToolConfirmation`` shape).
+
+    Attributes:
+        confirmed: True (the tool runs only when approved).
+        payload: what the reviewer sent with the approval (``Decision.payload``), validated
+            against the tool's ``payload_type`` when it declares one; None when none was sent.
+        actor / reason: who approved and why (``Decision.actor`` / ``reason``), or None.
+    """
+
+    confirmed: bool = True
+    payload: Any = None
+    actor: str | None = None
+    reason: str | None = None
+
+
 class ToolContext(ServiceAccess):
     """What a tool sees of the live run, one fresh instance per call.
 
@@ -84,6 +103,8 @@ class ToolContext(ServiceAccess):
             ``search_memory`` and ``get_secret`` (the same accessors as ``CallbackContext``).
         tool_outcome: in after-tool callbacks, the ``ToolOutcome`` of the call (attempts,
             duration, timed out, error category); None before the tool ran.
+        tool_confirmation: for a call a reviewer approved (``Runner.approve`` /
+            ``decide``), the ``ToolConfirmationAnswer`` (its ``payload``); else None.
     """
 
     def __init__(
@@ -110,6 +131,7 @@ class ToolContext(ServiceAccess):
         self.memory_service = memory_service
         self.secrets = secrets
         self.tool_outcome: Any = None
+        self.tool_confirmation: ToolConfirmationAnswer | None = None
 
     @property
     def app_name(self) -> str:

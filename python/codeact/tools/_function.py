@@ -295,6 +295,10 @@ class FunctionTool(Tool):
             annotation becomes ``returns`` (its JSON schema), shown as the return type.
         requires_confirmation: a human must approve each call.
         on_in_doubt: ``"rerun"`` / ``"ask"`` / ``"fail"``, as ``Tool``.
+        editable: a reviewer may approve a call with edited arguments (validated against
+            this signature first), as ``Tool``.
+        result_type / payload_type: the type of a completion's value (a long-running tool)
+            and of an approval's payload, as ``Tool``.
         run_in_thread: run a sync ``func`` in a worker thread (default), so a blocking
             function never stalls the event loop: the caller waits up to 2 ms for a quick
             function, then awaits the thread without blocking. The agent's ``tool_timeout``
@@ -332,6 +336,9 @@ class FunctionTool(Tool):
         requires_confirmation: bool = False,
         run_in_thread: bool = True,
         on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
+        editable: bool = True,
+        result_type: Any = None,
+        payload_type: Any = None,
     ) -> None:
         hint = foreign_tool_hint(func)
         if hint is not None:
@@ -405,6 +412,9 @@ class FunctionTool(Tool):
             requires_confirmation=requires_confirmation,
             returns=_return_schema(signature.return_annotation),
             on_in_doubt=on_in_doubt,
+            editable=editable,
+            result_type=result_type,
+            payload_type=payload_type,
         )
         self.func = func
         self.run_in_thread = run_in_thread
@@ -603,6 +613,7 @@ def tool(
     requires_confirmation: bool = False,
     run_in_thread: bool = True,
     on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
+    editable: bool = True,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Makes a ``FunctionTool``, as ``@tool``, ``@tool(name="x")`` or ``tool(func)``.
 
@@ -624,6 +635,7 @@ def tool(
             requires_confirmation=requires_confirmation,
             run_in_thread=run_in_thread,
             on_in_doubt=on_in_doubt,
+            editable=editable,
         )
 
     return make(func) if func is not None else make

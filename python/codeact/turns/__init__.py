@@ -21,7 +21,15 @@ from ._codec import (
     encode_outcome,
     plain_value_problem,
 )
-from ._decision import Decision, DecisionVerb, InDoubtAction, check_accepted, check_supported
+from ._decision import (
+    Decision,
+    DecisionAct,
+    DecisionRecord,
+    DecisionVerb,
+    InDoubtAction,
+    check_accepted,
+    record_text,
+)
 from ._record import (
     DEFAULT_CLAIM_LEASE,
     SEAL_VERSION,
@@ -54,6 +62,8 @@ __all__ = (
     "Clock",
     "CompletionError",
     "Decision",
+    "DecisionAct",
+    "DecisionRecord",
     "DecisionVerb",
     "InDoubtAction",
     "PendingCallInfo",
@@ -63,13 +73,13 @@ __all__ = (
     "announcement_events",
     "args_digest",
     "check_accepted",
-    "check_supported",
     "claim_abandoned",
     "decode_outcome",
     "encode_outcome",
     "new_claim",
     "open_journal",
     "plain_value_problem",
+    "record_text",
     "record_problem",
     "release_owner",
     "verify_turn",

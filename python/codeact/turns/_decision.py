@@ -14,10 +14,28 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from ..events import CALL_ACCEPTS, PendingCallInfo
-from ..exceptions import DecisionRefusedError, EditNotSupportedError, ValueConversionError, describe_pending
-from ._codec import plain_value_problem
+from ..exceptions import (
+    DecisionRefusedError,
+    DecisionValueError,
+    EditNotSupportedError,
+    ToolArgumentError,
+    ValueConversionError,
+    describe_pending,
+)
+from ..tools import Tool
+from ._codec import args_digest, plain_value_problem
 
-__all__ = ("Decision", "DecisionVerb", "InDoubtAction", "check_accepted", "check_supported")
+__all__ = (
+    "Decision",
+    "DecisionAct",
+    "DecisionRecord",
+    "DecisionVerb",
+    "InDoubtAction",
+    "check_accepted",
+    "check_answer",
+    "check_edit",
+    "record_text",
+)
 
 DecisionVerb = Literal["approve", "deny", "complete", "resolve", "recover"]
 """What a decision does: approve or deny a call awaiting confirmation, complete (or deny) a
@@ -42,11 +60,17 @@ class Decision(BaseModel):
             key with another digest is refused (a stale view), nothing runs.
         actor: who decided (a user id, an operator's name), or None.
         reason: why: the denial reason the script sees, or the text of a ``"fail"``.
-        args: edited arguments for an approval. Accepted here; ``Runner.decide`` refuses a
-            decision carrying them (``EditNotSupportedError``) until editing is implemented.
-        payload: the value completing a long-running call (``complete``), or the result a
-            skipped call in doubt gives the script (``resolve`` with ``"skip"``); plain data
-            (SPEC §3), checked when the decision is built.
+        args: edited arguments for an approval: the tool runs with these instead of the
+            script's (the script's call is what replay matches; the edited call is what
+            runs). Validated against the tool's schema before anything runs
+            (``DecisionValueError``); a tool with ``editable=False`` refuses them
+            (``EditNotSupportedError``). Needs ``digest``: the call the reviewer edited.
+        payload: the value completing a long-running call (``complete``; validated against
+            the tool's ``result_type`` when it declares one), the payload of an approval (the
+            approved tool reads it as ``ToolContext.tool_confirmation.payload``; validated
+            against its ``payload_type``), or the result a skipped call in doubt gives the
+            script (``resolve`` with ``"skip"``); plain data (SPEC §3), checked when the
+            decision is built.
         error: for ``complete`` only: the long-running call failed with this text (the
             script's call raises ``RuntimeError``); not together with ``payload``.
         run_key: an idempotency key (``Runner.run_async``): a decision sent again under a key
@@ -92,15 +116,26 @@ class Decision(BaseModel):
             raise ValueError("a 'recover' decision names the turn, not a call: give no call_key or digest")
         if self.args is not None and verb != "approve":
             raise ValueError(f"args (edited arguments) are for 'approve' decisions only, not {verb!r}")
+        if self.args is not None and not self.digest:
+            raise ValueError(
+                "approving with edited arguments needs the digest of the call the reviewer saw "
+                "(PendingCallInfo.digest): the edit is bound to that call"
+            )
+        if self.args is not None:
+            problem = plain_value_problem(self.args, f"the edited arguments for call {self.call_key!r}")
+            if problem is not None:
+                raise ValueConversionError(f"{problem}; nothing was claimed or stored")
         if self.error is not None and verb != "complete":
             raise ValueError(f"error is for 'complete' decisions only, not {verb!r}")
         if self.error is not None and self.payload is not None:
             raise ValueError("complete a call with either value or error (payload or error), not both")
-        takes_payload = verb == "complete" or (verb == "resolve" and self.action == "skip")
+        takes_payload = verb in ("complete", "approve") or (verb == "resolve" and self.action == "skip")
         if self.payload is not None and not takes_payload:
             what = f"'resolve' with action {self.action!r}" if verb == "resolve" else repr(verb)
-            raise ValueError(f"payload is for 'complete' and 'resolve' with 'skip' decisions only, not {what}")
-        if takes_payload and self.error is None:
+            raise ValueError(
+                f"payload is for 'complete', 'approve' and 'resolve' with 'skip' decisions only, not {what}"
+            )
+        if takes_payload and self.error is None and (verb != "approve" or self.payload is not None):
             problem = plain_value_problem(
                 self.payload, f"the value of the {verb!r} decision for call {self.call_key!r}"
             )
@@ -115,17 +150,47 @@ class Decision(BaseModel):
         return self.action if self.verb == "resolve" and self.action is not None else self.verb
 
 
-def check_supported(decision: Decision) -> None:
-    """Refuses what a decision may carry but this version does not do yet.
+DecisionAct = Literal["approve", "deny", "complete", "rerun", "skip", "fail"]
+"""A decision as one call records it: the verb, or the action of a ``resolve``."""
 
-    Raises:
-        EditNotSupportedError: ``decision.args`` is set (edited arguments).
+
+class DecisionRecord(BaseModel):
+    """One decision as it is journaled with the resume that uses it, and as
+    ``Runner.decisions`` lists it (SPEC §5 v4: who decided what, kept for good).
+
+    Stored, sealed like every journal record, in the same write as the record the decision
+    produces: the resumed call's intent for approve, complete and rerun; its outcome for
+    deny, skip and fail.
+
+    Attributes:
+        act: ``"approve"``, ``"deny"``, ``"complete"``, ``"rerun"``, ``"skip"`` or ``"fail"``.
+        call_key: the call decided on.
+        tool: its tool ("" when not known).
+        actor: who decided (None: not said; the CLI says the OS user).
+        reason: why, or None.
+        at: when the decision was made, seconds since the epoch (the runner's clock).
+        args: the edited arguments the call ran with (an edited approval), else None.
+        args_digest: the argument digest of ``args`` (what ran), else None.
+        payload: the confirmation payload given with an approval, else None.
+        app_name / user_id / session_id / turn: where it was made (set when listed; not
+            part of the journaled record, whose seal binds them).
     """
-    if decision.args is not None:
-        raise EditNotSupportedError(
-            f"approving call {decision.call_key or '(the one pending)'} with edited arguments is not supported yet: "
-            "send the decision without args (approve the call as it is, or deny it); nothing was claimed or stored"
-        )
+
+    model_config = ConfigDict(extra="ignore")
+
+    act: DecisionAct
+    call_key: str
+    tool: str = ""
+    actor: str | None = None
+    reason: str | None = None
+    at: float = 0.0
+    args: dict[str, Any] | None = None
+    args_digest: str | None = None
+    payload: Any = None
+    app_name: str = ""
+    user_id: str = ""
+    session_id: str = ""
+    turn: str = ""
 
 
 def check_accepted(decision: Decision, call: PendingCallInfo, pending: list[PendingCallInfo]) -> None:
@@ -151,3 +216,100 @@ def check_accepted(decision: Decision, call: PendingCallInfo, pending: list[Pend
 def _either(verbs: tuple[str, ...]) -> str:
     quoted = [repr(v) for v in verbs]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+_WHERE = {"app_name", "user_id", "session_id", "turn"}
+
+
+def record_text(record: DecisionRecord) -> str:
+    """``record`` as the JSON text of its journal record (``kind="decision"``): what was
+    decided, without where (the journal row and its seal say where)."""
+    return record.model_dump_json(exclude=_WHERE, exclude_none=True)
+
+
+def check_edit(args: dict[str, Any], call: PendingCallInfo, tool: Tool) -> str:
+    """Checks an approval's edited arguments for ``call`` against its ``tool`` before
+    anything is claimed or stored; returns their argument digest (what runs).
+
+    A ``FunctionTool`` validates them against its signature (as its ``run`` will); another
+    tool against the names its JSON schema declares (unknown and missing arguments).
+
+    Raises:
+        EditNotSupportedError: the tool forbids edits (``editable=False``).
+        DecisionValueError: the arguments fail the tool's schema (naming each field), or
+            cannot be digested.
+    """
+    key = call.call_key
+    if not getattr(tool, "editable", True):
+        raise EditNotSupportedError(
+            f"tool {tool.name!r} does not allow edited arguments (editable=False): approve call {key} as the script "
+            "made it, or deny it; nothing was claimed or stored and no tool ran",
+            [call],
+            call_key=key,
+            tool=tool.name,
+        )
+    errors: list[tuple[str, str]] = []
+    if type(tool).check_args is Tool.check_args:
+        errors = _schema_errors(args, tool.parameters)
+    else:
+        try:
+            tool.check_args(args)
+        except ToolArgumentError as exc:
+            errors = list(exc.errors)
+    if not errors:
+        try:
+            return args_digest(args)
+        except (ValueError, TypeError) as exc:
+            errors = [("", f"cannot be digested ({exc})")]
+    shown = "; ".join(f"{field}: {message}" if field else message for field, message in errors[:10])
+    raise DecisionValueError(
+        f"the edited arguments for call {key} to {tool.name!r} do not fit the tool's schema ({shown}); nothing was "
+        "claimed or stored, no tool ran and the call is still pending",
+        [call],
+        call_key=key,
+        tool=tool.name,
+        what="args",
+        errors=errors,
+    )
+
+
+def check_answer(what: Literal["result", "payload"], value: Any, call: PendingCallInfo, tool: Tool) -> None:
+    """Checks a completion's value (``what="result"``) or an approval's payload
+    (``"payload"``) against the type the tool declares (``result_type`` / ``payload_type``),
+    before anything is claimed or stored.
+
+    Raises:
+        DecisionValueError: the value does not fit, naming each failing field.
+    """
+    check = getattr(tool, "check_answer", None)
+    errors = check(what, value) if check is not None else []
+    if not errors:
+        return
+    shown = "; ".join(f"{field}: {message}" if field else message for field, message in errors[:10])
+    kind = "result_type" if what == "result" else "payload_type"
+    label = "value completing" if what == "result" else "payload approving"
+    raise DecisionValueError(
+        f"the {label} call {call.call_key} to {tool.name!r} is not the tool's {kind} ({shown}); nothing was "
+        "claimed or stored, the script did not resume and the call is still pending",
+        [call],
+        call_key=call.call_key,
+        tool=tool.name,
+        what=what,
+        errors=errors,
+    )
+
+
+def _schema_errors(args: dict[str, Any], schema: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The argument names ``args`` gets wrong against a tool's JSON schema (``type:
+    object``): unknown ones (when it allows no others) and missing required ones."""
+    if not isinstance(schema, dict):
+        return []
+    properties = schema.get("properties")
+    known = set(properties) if isinstance(properties, dict) else set()
+    errors: list[tuple[str, str]] = []
+    if schema.get("additionalProperties") is False:
+        errors += [(k, "unexpected argument") for k in args if k not in known]
+    required = schema.get("required")
+    if isinstance(required, list):
+        errors += [(str(k), "missing required argument") for k in required if k not in args]
+    return errors

@@ -19,11 +19,22 @@ import pydantic_core
 from ..events import Content, Event, PendingCallInfo
 from ..exceptions import AlreadyResumingError, NoPendingCallError, StaleCheckpointError, describe_pending
 from ..sessions._journal import JournalRecord, TurnSlot
-from ._decision import Decision, check_accepted
+from ._codec import args_digest
+from ._decision import Decision, DecisionRecord, check_accepted
 from ._record import Claim, Clock, TurnRecord, claim_abandoned
-from ._verify import TurnView
+from ._verify import TurnView, call_digest
 
-__all__ = ("Turn", "TurnInfo", "TurnStatus", "discard_notice", "in_flight_calls", "journal_calls", "pick_call")
+__all__ = (
+    "Turn",
+    "TurnInfo",
+    "TurnStatus",
+    "discard_notice",
+    "in_flight_calls",
+    "journal_calls",
+    "journal_decisions",
+    "open_decisions",
+    "pick_call",
+)
 
 TurnStatus = Literal["suspended", "running", "interrupted", "stale"]
 """``"suspended"`` (paused, at rest), ``"running"`` (a live runner holds its claim),
@@ -94,8 +105,14 @@ class Turn:
     def pending(self) -> list[PendingCallInfo]:
         """The calls awaiting the caller (approve / deny, a result, or an in-doubt
         resolution), read from the verified continuation; calls already started are left
-        out (they are in flight: recover the turn)."""
-        return [p for p in self.view.pending if p.call_key not in self.in_flight]
+        out (they are in flight: recover the turn). A call in doubt that ran with edited
+        arguments shows them (what a rerun runs), from the sealed journal, and the
+        script's own as ``script_args``."""
+        shown = [p for p in self.view.pending if p.call_key not in self.in_flight]
+        edits = {r.call_key: r for r in journal_decisions(self.journal) if r.args is not None}
+        if not edits:
+            return shown
+        return [_edited(p, edits[p.call_key]) if p.kind == "in_doubt" and p.call_key in edits else p for p in shown]
 
     def call(self, call_key: str) -> PendingCallInfo | None:
         """The pending call under ``call_key``, or None."""
@@ -117,6 +134,44 @@ class Turn:
         """Its runner stopped (or a live one holds it): a run without a decision recovers it."""
         record = self.record
         return record is not None and (record.status == "running" or record.claim is not None or bool(self.in_flight))
+
+
+def journal_decisions(journal: list[JournalRecord]) -> list[DecisionRecord]:
+    """The decision records of a turn's journal (seals checked and removed), in the order
+    they were used; records that do not validate are left out."""
+    found: list[DecisionRecord] = []
+    for r in journal:
+        if r.kind != "decision":
+            continue
+        try:
+            found.append(DecisionRecord.model_validate_json(r.data))
+        except ValueError:
+            continue
+    return found
+
+
+def open_decisions(journal: list[JournalRecord]) -> list[DecisionRecord]:
+    """The decisions of a turn's journal on calls with no recorded outcome: those a
+    recovery of the turn still acts on (an approved call that started, maybe edited)."""
+    done = {r.seq for r in journal if r.kind == "outcome"}
+    return [d for d in journal_decisions(journal) if _position(d.call_key) not in done]
+
+
+def _position(call_key: str) -> int:
+    try:
+        return int(call_key.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _edited(call: PendingCallInfo, decision: DecisionRecord) -> PendingCallInfo:
+    """``call`` (in doubt) as it ran: with the edited arguments of its approval."""
+    args = decision.args or {}
+    try:
+        digest = call_digest(call.call_key, call.tool, args_digest(args))
+    except ValueError:
+        digest = ""
+    return call.model_copy(update={"args": args, "script_args": call.args, "digest": digest})
 
 
 def in_flight_calls(record: TurnRecord, journal: list[JournalRecord]) -> set[str]:

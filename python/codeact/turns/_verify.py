@@ -36,6 +36,7 @@ log = logging.getLogger("codeact.durability")
 
 __all__ = (
     "CallView",
+    "answer_shapes",
     "LeaseKeeper",
     "SessionKey",
     "TurnView",
@@ -79,6 +80,23 @@ class TurnView:
     seal_failed: bool = False
     """``stale`` because a seal does not hold in this session (edited, copied from another
     session, or sealed by 0.2.0): decisions on it are refused (``StaleCheckpointError``)."""
+    tools: dict[str, Tool] = field(default_factory=dict)
+    """The agent's tools by name, as checked (what an edited approval or a typed answer is
+    validated against)."""
+
+
+def answer_shapes(tool: Tool | None, kind: str) -> dict[str, Any]:
+    """What a pending call of ``tool`` (of ``kind``) shows of the answers it takes: whether
+    an approval may edit its arguments, their JSON schema, and the JSON schema of a
+    completion's value (``result_type``) or a confirmation's payload (``payload_type``)."""
+    if tool is None:
+        return {}
+    shapes: dict[str, Any] = {"editable": bool(getattr(tool, "editable", True)), "args_schema": tool.parameters}
+    if kind == "completion":
+        shapes["result_schema"] = getattr(tool, "result_schema", None)
+    elif kind == "confirmation":
+        shapes["payload_schema"] = getattr(tool, "payload_schema", None)
+    return shapes
 
 
 def call_digest(call_key: str, tool: str, digest: str) -> str:
@@ -264,7 +282,7 @@ async def verify_turn(
     in_session = persist_namespace and isinstance(record.namespace, dict) and "session" in record.namespace
     if in_session and not uses_session:
         return TurnView(stale="the stored turn's namespace is an interpreter session; this runtime cannot load it")
-    view = TurnView(record=record, in_session=in_session)
+    view = TurnView(record=record, in_session=in_session, tools=dict(tools or {}))
     snapshot = slot.snapshot
     if snapshot is None:
         if record.status == "suspended":
@@ -321,6 +339,7 @@ async def verify_turn(
                 invocation_id=record.invocation_id,
                 hint=p.hint,
                 digest=digest,
+                **answer_shapes(tool, p.kind),
             )
         )
     return view

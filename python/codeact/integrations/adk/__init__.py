@@ -28,6 +28,7 @@ from ._agent import (  # noqa: E402
     CodeActAdkAgent,
     confirmation_call_id,
     in_doubt_call_id,
+    input_call_id,
     to_adk_events,
 )
 from ._tools import from_adk  # noqa: E402
@@ -40,5 +41,6 @@ __all__ = (
     "confirmation_call_id",
     "from_adk",
     "in_doubt_call_id",
+    "input_call_id",
     "to_adk_events",
 )

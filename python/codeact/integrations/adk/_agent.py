@@ -14,6 +14,7 @@ whose ``response_schema`` names rerun, skip (with a value) or fail.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -29,11 +30,19 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from ...agent import CodeActAgent, InDoubtDecision, RunConfig
 from ...events import Content, Event, EventActions, FunctionResponse, Part, PendingCallInfo
-from ...exceptions import AlreadyResumingError, CallsPendingError, DecisionRefusedError, NoPendingCallError
+from ...exceptions import (
+    AlreadyResumingError,
+    CallsPendingError,
+    DecisionRefusedError,
+    DecisionValueError,
+    EditNotSupportedError,
+    NoPendingCallError,
+)
 from ...runner import Runner
 from ...sessions import BaseSessionService, InMemorySessionService
 from ...sessions._service import TEMP_PREFIX
 from ...sessions._types import Session
+from ...turns import DecisionRecord
 
 __all__ = (
     "IN_DOUBT_SCHEMA",
@@ -42,6 +51,7 @@ __all__ = (
     "CodeActAdkAgent",
     "confirmation_call_id",
     "in_doubt_call_id",
+    "input_call_id",
     "to_adk_events",
 )
 
@@ -93,6 +103,35 @@ def in_doubt_call_id(call_key: str) -> str:
 
 def _in_doubt_key(request_id: str) -> str | None:
     return request_id[len(_IN_DOUBT_PREFIX) :] if request_id.startswith(_IN_DOUBT_PREFIX) else None
+
+
+_INPUT_PREFIX = "adk-codeact-input-"
+
+
+def input_call_id(call_key: str) -> str:
+    """The id of the ``adk_request_input`` function call that asks for the typed result of the
+    long-running codeact call ``call_key`` (its tool declares ``result_type``)."""
+    return _INPUT_PREFIX + call_key
+
+
+def _input_key(request_id: str) -> str | None:
+    return request_id[len(_INPUT_PREFIX) :] if request_id.startswith(_INPUT_PREFIX) else None
+
+
+def _input_request(info: PendingCallInfo) -> types.FunctionCall:
+    """ADK's ``RequestInput`` for a long-running call whose answer has a declared shape: its
+    ``response_schema`` is the tool's ``result_type`` as JSON schema."""
+    request_id = input_call_id(info.call_key)
+    return types.FunctionCall(
+        id=request_id,
+        name=REQUEST_INPUT,
+        args={
+            "interruptId": request_id,
+            "message": f"Call {info.call_key} to {info.tool!r} started and waits for its result.",
+            "payload": {"callKey": info.call_key, "tool": info.tool, "args": dict(info.args), "hint": info.hint},
+            "response_schema": info.result_schema,
+        },
+    )
 
 
 def _in_doubt_decision(response: Any) -> InDoubtDecision:
@@ -311,8 +350,19 @@ def to_adk_events(
             ),
         ]
     content = None
+    long_running = set(event.long_running_tool_ids)
     if event.content is not None and event.content.parts:
-        content = types.Content(role=event.content.role, parts=[_adk_part(p) for p in event.content.parts])
+        parts = []
+        for p in event.content.parts:
+            call = p.function_call
+            info = (pending or {}).get(call.id or "") if call is not None and call.id in long_running else None
+            if info is not None and info.result_schema is not None:
+                # a typed completion is asked for as ADK's RequestInput, with the result's schema
+                parts.append(types.Part(function_call=_input_request(info)))
+                long_running = (long_running - {info.call_key}) | {input_call_id(info.call_key)}
+            else:
+                parts.append(_adk_part(p))
+        content = types.Content(role=event.content.role, parts=parts)
     a = event.actions
     routed = a.route is not None
     if not (content or delta or a.artifact_delta or a.escalate or a.skip_summarization or event.error_code or routed):
@@ -335,7 +385,7 @@ def to_adk_events(
                 skip_summarization=a.skip_summarization or None,
                 **extra,
             ),
-            long_running_tool_ids=set(event.long_running_tool_ids) or None,
+            long_running_tool_ids=long_running or None,
             error_code=event.error_code,
             error_message=event.error_message,
             interrupted=event.interrupted or None,
@@ -344,6 +394,18 @@ def to_adk_events(
             custom_metadata=metadata or None,
         )
     ]
+
+
+def _edited(confirmation: AdkToolConfirmation) -> tuple[dict[str, Any], str, Any] | None:
+    """The edited arguments an approval's payload carries (``{"args": {...}, "digest": ...,
+    "payload": ...}``: the call runs with them, checked against the tool's schema first;
+    ``digest``, the ``PendingCallInfo.digest`` of the call shown, refuses a stale view;
+    ``payload``, the typed payload the tool reads), else None."""
+    payload = confirmation.payload
+    if isinstance(payload, dict) and isinstance(payload.get("args"), dict):
+        digest = payload.get("digest")
+        return dict(payload["args"]), digest if isinstance(digest, str) else "", payload.get("payload")
+    return None
 
 
 def _reason(confirmation: AdkToolConfirmation) -> str:
@@ -494,7 +556,10 @@ class CodeActAdkAgent(BaseAgent):
     ``long_running_tool_ids``); the app answers as it answers an ``LlmAgent``, with a user
     message holding a ``FunctionResponse`` named ``adk_request_confirmation`` with that id and a
     ``ToolConfirmation`` (``{"confirmed": true}``; a denial's ``payload``, a string or
-    ``{"reason": ...}``, is the reason the script's ``PermissionError`` gives). The next
+    ``{"reason": ...}``, is the reason the script's ``PermissionError`` gives; an approval's
+    payload ``{"args": {...}, "digest": ...}`` runs the call with those edited arguments,
+    checked against the tool's schema first, or ends the invocation with
+    ``codeact.bad_decision``, the call still pending). The next
     invocation approves or denies the codeact call and the script resumes. A long-running
     tool's ``function_call`` is answered with a ``FunctionResponse`` of the same id.
 
@@ -572,8 +637,24 @@ class CodeActAdkAgent(BaseAgent):
         decisions: dict[str, bool] = {}
         reasons: dict[str, str] = {}
         in_doubt: dict[str, InDoubtDecision] = {}
+        records: dict[str, DecisionRecord] = {}
+        digests: dict[str, str] = {}
         completions: list[Part] = []
         for response in responses:
+            typed = _input_key(response.id or "") if response.name == REQUEST_INPUT else None
+            if typed is not None:  # the typed result of a long-running call (validated by the runner)
+                failed = _error_text(response.response)
+                completions.append(
+                    Part(
+                        function_response=FunctionResponse(
+                            name="",
+                            response=None if failed is not None else response.response,
+                            id=typed,
+                            error=failed,
+                        )
+                    )
+                )
+                continue
             if response.name == REQUEST_INPUT:
                 key = _in_doubt_key(response.id or "")
                 if key is None:
@@ -625,11 +706,24 @@ class CodeActAdkAgent(BaseAgent):
             decisions[key] = confirmation.confirmed
             if not confirmation.confirmed:
                 reasons[key] = _reason(confirmation)
+            else:
+                edited = _edited(confirmation)
+                if edited is not None:
+                    args, digest, given = edited
+                    records[key] = DecisionRecord(act="approve", call_key=key, args=args, payload=given, at=time.time())
+                    if digest:
+                        digests[key] = digest
+                elif confirmation.payload is not None:  # the tool reads it (ToolContext.tool_confirmation)
+                    records[key] = DecisionRecord(
+                        act="approve", call_key=key, payload=confirmation.payload, at=time.time()
+                    )
         rc = base.model_copy(
             update={
                 "tool_confirmation_decisions": decisions,
                 "tool_denial_reasons": reasons,
                 "in_doubt_decisions": in_doubt,
+                "decision_records": records,
+                "decision_digests": digests,
             }
         )
         message = Content(role="user", parts=completions) if completions else None
@@ -676,7 +770,9 @@ class CodeActAdkAgent(BaseAgent):
         try:
             async for event in events:
                 pending = None
-                if event.kind == "in_doubt" and "call_keys" in (event.custom_metadata or {}):
+                if event.long_running_tool_ids or (
+                    event.kind == "in_doubt" and "call_keys" in (event.custom_metadata or {})
+                ):
                     # the calls' arguments, read from the verified turn (the announcement names the calls)
                     calls = await runner.pending(user_id=session.user_id, session_id=session.id)
                     pending = {p.call_key: p for p in calls}
@@ -686,6 +782,8 @@ class CodeActAdkAgent(BaseAgent):
                 yield adk_event
         except DecisionRefusedError as exc:  # a NoPendingCallError: first
             yield self._error(ctx, "codeact.decision_refused", str(exc))
+        except (DecisionValueError, EditNotSupportedError) as exc:  # an edit refused: the call stays pending
+            yield self._error(ctx, "codeact.bad_decision", str(exc))
         except NoPendingCallError as exc:
             yield self._error(ctx, "codeact.no_pending_call", str(exc))
         except CallsPendingError as exc:

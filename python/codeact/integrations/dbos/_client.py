@@ -86,7 +86,9 @@ class CodeActClient:
             "queue_partition_key": partition_key(self.app_name, user_id, session_id),
             "application_name": DBOS_APP_NAME,
         }
-        handle = self.client.enqueue(options, request.model_dump(mode="json"))
+        # without edited args the request is the one workers before issue 49 read (they forbid extra fields)
+        unset = {"args"} if request.args is None else None
+        handle = self.client.enqueue(options, request.model_dump(mode="json", exclude=unset))
         return RunHandle(handle, request)
 
     def handle(self, user_id: str, session_id: str, run_key: str) -> RunHandle:
@@ -115,13 +117,27 @@ class CodeActClient:
         digest: str | None = None,
         actor: str | None = None,
         run_key: str | None = None,
+        args: dict[str, Any] | None = None,
+        reason: str = "",
     ) -> RunHandle:
         """Enqueues ``Runner.approve`` of ``call_key`` (``digest``: refuse a call that is
-        not the one shown). Run key default: ``approve:<call_key>``. A call in doubt is not
+        not the one shown; ``args``: run it with these edited arguments, which needs
+        ``digest``; ``actor`` / ``reason``: who approves and why, journaled with the
+        decision). Run key default: ``approve:<call_key>``. A call in doubt is not
         approved: the workflow ends ``"failed"`` with ``DecisionRefusedError`` (use
         ``resolve``)."""
         key = run_key or f"approve:{call_key}"
-        return self._enqueue("approve", user_id, session_id, key, call_key=call_key, digest=digest, actor=actor)
+        return self._enqueue(
+            "approve",
+            user_id,
+            session_id,
+            key,
+            call_key=call_key,
+            digest=digest,
+            actor=actor,
+            args=args,
+            reason=reason,
+        )
 
     def deny(
         self,
@@ -152,13 +168,22 @@ class CodeActClient:
         error: str | None = None,
         actor: str | None = None,
         run_key: str | None = None,
+        reason: str = "",
     ) -> RunHandle:
         """Enqueues ``Runner.complete`` of the long-running call ``call_key`` with ``value``
         (plain data; JSON through DBOS) or as failed with ``error``. Run key default:
         ``complete:<call_key>``."""
         key = run_key or f"complete:{call_key}"
         return self._enqueue(
-            "complete", user_id, session_id, key, call_key=call_key, value=value, error=error, actor=actor
+            "complete",
+            user_id,
+            session_id,
+            key,
+            call_key=call_key,
+            value=value,
+            error=error,
+            actor=actor,
+            reason=reason,
         )
 
     def resolve(

@@ -108,12 +108,14 @@ class RunRequest(BaseModel):
         message: the user's message (``run``): text, or a ``Content`` as a dict.
         call_key: the pending call a decision names (None: the only one pending).
         digest: the ``PendingCallInfo.digest`` an approval was made on (``approve``).
-        reason: the denial reason (``deny``) or the failure text (``resolve_in_doubt``).
+        reason: the denial reason (``deny``), the failure text (``resolve_in_doubt``), or why
+            (``approve``, ``complete``: journaled with the decision).
         value: the long-running call's result (``complete``) or the value given to the
             script (``resolve_in_doubt`` with ``"skip"``); plain data.
         error: the long-running call's failure text (``complete``; ``value`` then None).
         action: ``"rerun"``, ``"skip"`` or ``"fail"`` (``resolve_in_doubt``).
         actor: who decided (``Decision.actor``), or None.
+        args: an approval's edited arguments (``Decision.args``; needs ``digest``), or None.
     """
 
     # NaN and the infinities in ``value`` cross as JSON's constants, never as null
@@ -132,6 +134,7 @@ class RunRequest(BaseModel):
     error: str | None = None
     action: Literal["rerun", "skip", "fail"] | None = None
     actor: str | None = None
+    args: dict[str, Any] | None = None
 
     _write_value = field_serializer("value")(_encoded)
     _read_value = field_validator("value", mode="before")(_decoded)

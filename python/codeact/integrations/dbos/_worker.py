@@ -310,11 +310,12 @@ def _decision(kind: RunKind, r: RunRequest) -> Decision:
     """
     common: dict[str, Any] = {"call_key": r.call_key, "actor": r.actor, "run_key": r.run_key}
     if kind == "approve":
-        return Decision(verb="approve", digest=r.digest, **common)
+        return Decision(verb="approve", digest=r.digest, args=r.args, reason=r.reason or None, **common)
     if kind == "deny":
         return Decision(verb="deny", digest=r.digest, reason=r.reason or None, **common)
     if kind == "complete":
-        return Decision(verb="complete", payload=r.value if r.error is None else None, error=r.error, **common)
+        payload = r.value if r.error is None else None
+        return Decision(verb="complete", payload=payload, error=r.error, reason=r.reason or None, **common)
     return Decision(
         verb="resolve",
         action=r.action,

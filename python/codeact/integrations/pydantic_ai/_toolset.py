@@ -51,14 +51,14 @@ from ..._values import json_native, readable, to_plain
 from ...agent._output import truncate_middle
 from ...agent._protocol import plain_value_problem
 from ...agent._streaming import OUTPUT_INTERVAL
-from ...exceptions import DecisionMismatchError, SnapshotError, ValueConversionError
+from ...exceptions import DecisionMismatchError, DecisionValueError, SnapshotError, ValueConversionError
 from ...runtime import MontyRuntime, ResumeError, ScriptError, ScriptSuspended, SuspendScript
 from ...runtime._oneshot import aresume_script, arun_script
 from ...sessions import BaseSessionService
 from ...tools import Tool
 from ._pauses import Claimed, MemoryPauses, Pauses, StorePauses, pause_digest
 
-__all__ = ("CodeActToolset", "DENIAL_ARG", "PAUSE_METADATA_KEY", "ScriptOutputEvent", "pause_digest")
+__all__ = ("CodeActToolset", "DENIAL_ARG", "EDIT_ARG", "PAUSE_METADATA_KEY", "ScriptOutputEvent", "pause_digest")
 
 PAUSE_METADATA_KEY = "codeact_pause"
 """Key of the paused script (``ScriptSuspended.to_dict()``) in the ``ApprovalRequired`` metadata
@@ -66,6 +66,10 @@ PAUSE_METADATA_KEY = "codeact_pause"
 
 DENIAL_ARG = "codeact_denied"
 """The ``run_code`` argument that ``CodeActToolset.deny`` sets: the reason of the denial."""
+
+EDIT_ARG = "codeact_edited_args"
+"""The ``run_code`` argument that ``CodeActToolset.approve(args=...)`` sets: the arguments the
+paused call runs with instead of the script's, as JSON text."""
 
 _CODE_SCHEMA = {
     "type": "object",
@@ -233,6 +237,21 @@ class CodeActToolset(WrapperToolset[Any]):
         where a plain ``ToolDenied`` would end the script with only the reason."""
         return ToolApproved(override_args={"code": "", DENIAL_ARG: reason})
 
+    @staticmethod
+    def approve(args: dict[str, Any] | None = None) -> ToolApproved | bool:
+        """The approval value that approves a paused script's call, with ``args`` (edited
+        arguments, by name) in place of the script's: the paused call runs with them, once,
+        after they pass the inner tool's own argument validator (a bad edit raises
+        ``DecisionValueError`` naming the field; nothing runs and the pause stays pending).
+        Without ``args`` it is ``True``. pydantic-ai's own ``ToolApproved(override_args=...)``
+        would replace ``run_code``'s arguments (the script), not the inner tool's. Use it in
+        ``DeferredToolResults(approvals={id: CodeActToolset.approve(args={...})}, metadata=...)``
+        with the metadata the pause announced (its ``digest`` binds the edit to the call shown).
+        """
+        if args is None:
+            return True
+        return ToolApproved(override_args={"code": "", EDIT_ARG: json.dumps(args)})  # run_code takes str values
+
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
@@ -252,7 +271,15 @@ class CodeActToolset(WrapperToolset[Any]):
         pause = ScriptSuspended.from_dict(claimed.data) if claimed is not None else None
         approved_call: list[str] = [pause.tool] if pause is not None else []
         ran: list[str] = []
-        tools = {n: self._bind(n, t, ctx, approved_call, ran) for n, t in inner.items()}
+        edited = tool_args.get(EDIT_ARG) if pause is not None else None
+        if pause is not None and edited is not None:
+            try:
+                edited = _checked_edit(pause.tool, edited, inner.get(pause.tool), ctx.tool_call_id or "")
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self.pauses.finish(claimed, settled=False)  # type: ignore[arg-type]
+                raise
+        tools = {n: self._bind(n, t, ctx, approved_call, ran, edited) for n, t in inner.items()}
         denied = tool_args.get(DENIAL_ARG) if pause is not None else None
         on_output = _OutputReporter(ctx, self.output_interval) if self.report_output else None
         settled = False
@@ -386,7 +413,13 @@ class CodeActToolset(WrapperToolset[Any]):
         return claimed
 
     def _bind(
-        self, name: str, tool: ToolsetTool[Any], ctx: RunContext[Any], approved_call: list[str], ran: list[str]
+        self,
+        name: str,
+        tool: ToolsetTool[Any],
+        ctx: RunContext[Any],
+        approved_call: list[str],
+        ran: list[str],
+        edited: dict[str, Any] | None = None,
     ) -> Callable[..., Any]:
         plain_ctx = dataclasses.replace(ctx, tool_name=name, tool_call_approved=False)
 
@@ -394,6 +427,8 @@ class CodeActToolset(WrapperToolset[Any]):
             approved = bool(approved_call) and approved_call[0] == name
             if approved:
                 approved_call.clear()  # approval covers the paused call only
+                if edited is not None:
+                    args = edited  # an edited approval: the paused call runs with the reviewer's arguments
             if tool.tool_def.kind == "external":
                 raise RuntimeError(f"tool {name!r} runs outside the agent and cannot be called from a script")
             if tool.tool_def.kind == "unapproved" and not approved:
@@ -419,3 +454,46 @@ class CodeActToolset(WrapperToolset[Any]):
             return value
 
         return call
+
+
+def _checked_edit(name: str, edited: Any, tool: ToolsetTool[Any] | None, call_id: str) -> dict[str, Any]:
+    """The edited arguments of an approval, checked with the inner tool's own validator
+    before anything runs.
+
+    Raises:
+        DecisionValueError: not a dict of plain data, or the validator refuses them (each
+            failing field named).
+    """
+    errors: list[tuple[str, str]] = []
+    if isinstance(edited, str):
+        try:
+            edited = json.loads(edited)
+        except ValueError as exc:
+            errors = [("", f"edited arguments are not JSON ({exc})")]
+    if errors:
+        pass
+    elif not isinstance(edited, dict):
+        errors = [("", f"edited arguments must be an object, not {type(edited).__name__}")]
+    elif tool is None:
+        errors = [("", f"tool {name!r} is no longer offered")]
+    else:
+        problem = plain_value_problem(edited, f"the edited arguments of {name!r}")
+        if problem is not None:
+            errors = [("", problem)]
+        else:
+            try:
+                tool.args_validator.validate_python(edited)
+            except ValidationError as exc:
+                errors = [(".".join(str(p) for p in e["loc"]), str(e["msg"])) for e in exc.errors(include_url=False)]
+    if errors:
+        shown = "; ".join(f"{f}: {m}" if f else m for f, m in errors)
+        raise DecisionValueError(
+            f"the edited arguments for tool call {call_id!r} to {name!r} do not fit the tool ({shown}); nothing ran "
+            "and the call is still pending",
+            call_key=call_id,
+            tool=name,
+            what="args",
+            errors=errors,
+        )
+    assert isinstance(edited, dict)
+    return edited
