@@ -552,3 +552,44 @@ async def test_streamed_reply_and_output_never_show_a_secret_split_across_chunks
     assert "".join(chunks) == complete.text.replace(secret, "[REDACTED]")  # all of it, redacted
     output = [e.text for e in events if e.partial and e.kind == "script_output"]
     assert output == ["k=[REDACTED]\n"]
+
+
+@pytest.mark.parametrize("with_tool", [False, True])
+async def test_prints_inside_one_advance_reach_the_caller_while_the_script_runs(with_tool: bool) -> None:
+    """A loop that prints and sleeps calls no tool: its prints arrive as partial events while
+    the script runs (the runtime's native on_output), each within 50 ms of the print, at most
+    10 a second, and the stored events are those of a run without streaming."""
+    call = 'call_tool("noop", {})\n' if with_tool else ""
+    script = (
+        f"import time\n{call}for i in range(4):\n    print('tick', i, time.time())\n    time.sleep(0.25)\n"
+        '{"type": "final_result", "value": "done"}'
+    )
+
+    def noop() -> int:
+        """Does nothing."""
+        return 0
+
+    agent = CodeActAgent(
+        name="calc",
+        model=ScriptedModel([f"```python\n{script}\n```"]),
+        runtime=MontyRuntime(),
+        tools=[FunctionTool(noop)],
+    )
+    service = InMemorySessionService()
+    runner = Runner(app_name="app", agent=agent, session_service=service)
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    seen: list[tuple[float, str]] = []
+    async for e in runner.run_async(
+        user_id="u", session_id="s", new_message="go", run_config=RunConfig(streaming=True)
+    ):
+        if e.partial and e.kind == "script_output":
+            seen.append((time.time(), e.text))
+    lines = [line for _, text in seen for line in text.splitlines()]
+    assert [line.split()[1] for line in lines] == ["0", "1", "2", "3"]
+    assert len(seen) >= 3, seen  # not all at the end: they arrived one by one
+    for arrived, text in seen:
+        printed = float(text.splitlines()[0].split()[2])
+        assert arrived - printed < 0.05, (arrived - printed, text)
+    stored = await _stored(service)
+    assert not any(e.partial for e in stored)
+    assert "tick 3" in "".join(e.model_dump_json() for e in stored)  # the stored events still hold it all

@@ -17,7 +17,7 @@ from ..guardrails import run_guardrails
 from ..models import GenerateContentConfig, Llm
 from ..plugins import Plugin
 from ..runtime import CodeRuntime, Raised, SessionRestoringRuntime
-from ..runtime._stepper import run_step
+from ..runtime._stepper import run_step, start_step
 from ..sessions._journal import TurnSlot
 from ..skills import DEFAULT_SKILL_BUDGET, SkillIndex, SkillPolicy
 from ..telemetry import start_agent_run
@@ -61,7 +61,7 @@ from ._output import (
 from ._position import map_raised_lines
 from ._recovery import drop_slot, release_claim, restore
 from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event, gated_tools, unknown_tool_error
-from ._streaming import LiveOutput
+from ._streaming import LiveOutput, wait_live
 from ._toolcheck import tool_call_problem
 
 __all__ = (
@@ -639,7 +639,16 @@ class CodeActAgent(BaseAgent):
                     # key (Runner.run_async) instead of looking finished.
                     await TurnDriver(run, state).save("running")
                 yield model_event
-                step = await run_step(start, script, SCRIPT_NAME)
+                run.live_native = run.live_output is not None and bool(
+                    getattr(self.runtime.capabilities(), "live_output", False)
+                )
+                if run.live_native:  # what the script prints reaches the caller while it runs
+                    ticket = start_step(start, script, SCRIPT_NAME, on_output=run.live_output.listen)
+                    async for live_event in wait_live(run, ticket):
+                        yield live_event
+                    step = ticket.result()
+                else:
+                    step = await run_step(start, script, SCRIPT_NAME)
 
             # One turn: the driver advances the script until it ends, suspends or stops the run.
             end: TurnEnd | None = None

@@ -74,7 +74,7 @@ from ._output import step_output
 from ._pacing import StopPacer
 from ._position import paused_position
 from ._run import NO_ACTIONS
-from ._streaming import partial_event
+from ._streaming import partial_event, wait_live
 from ._turn_state import Journal, TurnEnd, TurnState
 
 if TYPE_CHECKING:
@@ -123,7 +123,8 @@ class TurnDriver(_JournalWrites):
             run.turn_stdout += printed
             live = run.live_output
             if live is not None:  # RunConfig(streaming=True): printed output as partial events
-                live.feed(printed)
+                if not run.live_native:  # else the runtime fed it while the script ran
+                    live.feed(printed)
                 shown = live.take()
                 if shown and (event := partial_event(run, "script_output", shown)) is not None:
                     yield event
@@ -299,7 +300,15 @@ class TurnDriver(_JournalWrites):
                     return
                 arg = outcomes if gather else outcomes[calls[0].call_id]
             try:
-                step = await self._advance(step, arg, gather)
+                if run.live_native:
+                    got = await self._begin_advance(step, arg, gather)
+                    if type(got) not in _STEPS:
+                        async for live_event in wait_live(run, got):
+                            yield live_event
+                        got = got.result()
+                    step = got
+                else:
+                    step = await self._advance(step, arg, gather)
             except SnapshotError as exc:
                 run.end("error", keep_slot=True)
                 yield run.stale_event(str(exc))
@@ -323,19 +332,23 @@ class TurnDriver(_JournalWrites):
 
         ``arg``: the outcome of the paused call, or of a gather its outcomes by call id.
         """
+        got = await self._begin_advance(step, arg, gather)
+        if type(got) in _STEPS:
+            return got
+        result: RunStep = await await_ticket(got, waited=True)
+        return result
+
+    async def _begin_advance(self, step: Call | Gather, arg: Outcome | dict[int, Outcome], gather: bool) -> Any:
+        """Starts the advance (``_advance``): its step when it finished within ``INLINE_WAIT``
+        seconds, else its ticket."""
         st = self.state
         if self._pacer.due():
             await self._pacer.pace()
         st.advance += 1
         replay = st.journal.os.get(st.advance)
         if gather:
-            got = step.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
-        else:
-            got = step.call.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
-        if type(got) in _STEPS:
-            return got  # type: ignore[return-value]
-        result: RunStep = await await_ticket(got, waited=True)
-        return result
+            return step.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
+        return step.call.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
 
     # ------------------------------------------------------------------ one call
 

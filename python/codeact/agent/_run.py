@@ -168,6 +168,7 @@ class Run:
     last_usage: UsageMetadata | None = None  # of the latest model call
     live_output: Any = None  # the printed-output channel under RunConfig(streaming=True) (_streaming.LiveOutput)
     live_redaction: dict[str, Any] = field(default_factory=dict)  # kind -> _streaming.RedactedStream
+    live_native: bool = False  # the running script's continuation feeds live_output itself (on_output)
     outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
     otel: AgentRun | None = None
     lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -44,6 +44,9 @@ write after a stored event, which is made at once (so what follows the event sho
 
 OUTPUT_INTERVAL = 0.1
 """Seconds between two printed-output partial events of one run (at most 10 per second)."""
+LIVE_POLL = 0.02
+"""Seconds between two looks at a running advance's live output (``wait_live``): a print
+reaches the caller within about this much of its native delivery."""
 
 
 class RedactedStream:
@@ -117,6 +120,11 @@ class LiveOutput:
         self._lock = threading.Lock()
         self._pending: list[str] = []
         self._last = -math.inf
+
+    def listen(self, stream: str, text: str) -> None:
+        """A runtime's ``on_output(stream, text)`` listener (called from any thread while the
+        script runs): feeds ``text``, whichever stream it was printed to."""
+        self.feed(text)
 
     def feed(self, text: str) -> None:
         """Adds printed text (ignored when empty)."""
@@ -272,3 +280,18 @@ class LiveRowWriter:
 
 
 _log = agent_logger
+
+
+async def wait_live(run: Run, ticket: Any) -> AsyncGenerator[Event, None]:
+    """Waits for the advance of ``ticket`` (``done``, ``wait(timeout)``) without blocking the
+    event loop, yielding a partial ``script_output`` event whenever the run's ``LiveOutput``
+    (fed by the runtime's ``on_output`` while the script runs) has one due; ends when the
+    advance ended (its step is ``ticket.result()``), after what it printed up to then."""
+    live = run.live_output
+    while True:
+        done = ticket.done or bool(await anyio.to_thread.run_sync(ticket.wait, LIVE_POLL, abandon_on_cancel=True))
+        shown = live.take() if live is not None else None
+        if shown and (event := partial_event(run, "script_output", shown)) is not None:
+            yield event
+        if done:
+            return
