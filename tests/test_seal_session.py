@@ -229,7 +229,8 @@ async def test_journal_record_copied_from_another_session_is_refused(
         )
         events = await collect(alice.approve(user_id=ALICE[0], session_id=ALICE[1], call_key=alice_key))
         assert events[-1].text == "paid 900"
-    assert sql(db, "SELECT kind FROM journal WHERE user_id = ?", BOB[0]) == [("intent",)]
+    # the durable approval: its intent and the decision record journaled with it (issue 49)
+    assert sorted(sql(db, "SELECT kind FROM journal WHERE user_id = ?", BOB[0])) == [("decision",), ("intent",)]
     with SqliteSessionService(db) as service:
         runner = Runner(app_name=APP, agent=agent_for(ledger, []), session_service=service)
         reason = await refused_everywhere(runner, BOB, bob_key)
