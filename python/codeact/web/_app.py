@@ -32,9 +32,12 @@ from ..exceptions import (
     CodeActError,
     DecisionMismatchError,
     DecisionRefusedError,
+    DecisionValueError,
+    EditNotSupportedError,
     NoPendingCallError,
     SessionNotFoundError,
     StaleCheckpointError,
+    StoreMethodMissingError,
     ValueConversionError,
 )
 from ..runner import Runner
@@ -98,6 +101,13 @@ class HttpError(Exception):
 
 
 _ERROR_STATUS: list[tuple[type[BaseException], int]] = [
+    # First match wins: the decision errors before their bases (DecisionRefusedError is a
+    # NoPendingCallError, DecisionValueError a ValueError, EditNotSupportedError a
+    # NotImplementedError).
+    (DecisionValueError, 400),  # edited arguments, a payload or a value of the wrong shape
+    (EditNotSupportedError, 409),  # the tool forbids edits (editable=False): approve as made, or deny
+    (DecisionRefusedError, 409),  # the call's kind does not take this verb
+    (StoreMethodMissingError, 501),  # the store lacks a method of the contract (list_decisions)
     (DecisionMismatchError, 409),
     (AlreadyResumingError, 409),
     (NoPendingCallError, 409),

@@ -499,12 +499,14 @@ def call_context(
     agent = runner.agent.find_agent(name) or runner.agent
     tool = tools.get(agent.name, {}).get(p.tool)
     arg_docs: dict[str, str] = {}
-    schema = getattr(tool, "parameters", None) if tool is not None else None
+    # The pending call carries its tool's schema and whether it may be edited (read with the
+    # verified turn): the single source; the tool's own ``parameters`` only for an older call.
+    schema = p.args_schema if p.args_schema is not None else getattr(tool, "parameters", None)
     if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
         for arg, spec in schema["properties"].items():
             if isinstance(spec, dict) and isinstance(spec.get("description"), str):
                 arg_docs[str(arg)] = spec["description"]
-    editable = p.kind == "confirmation" and tool is not None and getattr(tool, "editable", True) is not False
+    editable = p.kind == "confirmation" and p.editable
     return {
         "message": message,
         "agent": agent.name,

@@ -1,0 +1,106 @@
+"""The inbox's decisions beyond yes and no (issue 49, web part): **Edit** end to end (the
+edited call runs once; a bad edit is refused with 400 and the call stays pending; a tool with
+``editable=False`` has no Edit form), typed answers (a completion's form from the tool's
+``result_type``, an approval's payload from its ``payload_type``), the batch card (a turn's
+calls on one card, **Approve all** as one ``Runner.decide([...])``) and who decided on the
+timeline. On a real uvicorn server over a real SQLite file (the fixtures of ``test_web``), the
+browser part in the machine's Chromium."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import web_fixtures as wf
+from test_web import DOCS_IMG, TOKEN, Served, _expect, http, in_thread
+from test_web import browser as browser
+from test_web import context as context
+from test_web import open_served as open_served
+from test_web import served as served
+
+
+def _shots(tmp_path: Path) -> Path:
+    shots = DOCS_IMG if os.environ.get("CODEACT_DOCS_SCREENSHOTS") == "1" else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    return shots
+
+
+def _calls(served: Served, session_id: str) -> list[dict[str, Any]]:
+    status, body = http("GET", f"{served.url}/api/pending", token=TOKEN)
+    assert status == 200, body
+    return [p for p in body["pending"] if p["session_id"] == session_id]
+
+
+# ------------------------------------------------------------------ Edit
+
+
+def test_an_edited_approval_runs_the_edited_call_once(open_served: Served, context: Any, tmp_path: Path) -> None:
+    expect = _expect()
+    shots = _shots(tmp_path)
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.pending", has_text="pay-1")
+    card.locator("details.edit summary").click()
+    amount = card.locator('input[name="arg:amount"]')
+    expect(amount).to_have_value("900")
+    amount.fill("450")
+    card.screenshot(path=str(shots / "web-edit.png"))
+    card.locator("button.approve-edited").click()
+    expect(page.locator(".notice")).to_contain_text("Approved")
+    expect(page.locator(".item.reply")).to_contain_text("paid 450")
+    assert wf.PAID == [450]  # the edited call, once; never the script's 900
+    assert (shots / "web-edit.png").stat().st_size > 0
+
+
+def test_a_bad_edit_is_refused_with_400_and_the_call_stays_pending(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    page = context.new_page()
+    before = _calls(open_served, "pay-1")
+    for typed, says in [("lots", "argument 'amount' is not a number"), ("", "missing required argument")]:
+        page.goto(f"{open_served.url}/inbox")
+        card = page.locator("article.pending", has_text="pay-1")
+        card.locator("details.edit summary").click()
+        card.locator('input[name="arg:amount"]').fill(typed)
+        with page.expect_response(lambda r: r.url.split("?")[0].endswith("/approve")) as answer:
+            card.locator("button.approve-edited").click()
+        assert answer.value.status == 400, typed
+        expect(page.locator("h1")).to_have_text("Bad request")
+        expect(page.locator(".error")).to_contain_text(says)
+        expect(page.locator(".error")).to_contain_text("nothing")
+    assert _calls(open_served, "pay-1") == before  # still pending, as it was
+    assert wf.PAID == []
+
+
+def test_the_api_maps_the_decision_errors_to_statuses(served: Served) -> None:
+    (call,) = _calls(served, "pay-1")
+    url = f"{served.url}/api/pending/{call['call_key']}/approve"
+    body = {"digest": call["digest"], "session_id": "pay-1", "args": {"amount": 1, "memo": "x"}}
+    status, answer = http("POST", url, body, token=TOKEN)
+    assert status == 400 and "memo: unexpected argument" in answer["error"], answer  # DecisionValueError
+    in_thread(wf.start, served.runner, "refund-1", "please refund")
+    (refund,) = _calls(served, "refund-1")
+    assert refund["context"]["editable"] is False and refund["context"]["edit"] == []
+    status, answer = http(
+        "POST",
+        f"{served.url}/api/pending/{refund['call_key']}/approve",
+        {"digest": refund["digest"], "session_id": "refund-1", "args": {"amount": 5}},
+        token=TOKEN,
+    )
+    assert status == 409 and "editable=False" in answer["error"], answer  # EditNotSupportedError
+    assert wf.PAID == [] and wf.REFUNDED == []
+    assert _calls(served, "pay-1") == [call] and _calls(served, "refund-1") == [refund]
+
+
+def test_a_tool_that_forbids_edits_has_no_edit_form(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    in_thread(wf.start, open_served.runner, "refund-1", "please refund")
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    refund = page.locator("article.pending", has_text="refund-1")
+    expect(refund.locator("button.approve")).to_be_visible()
+    expect(refund.locator("details.edit")).to_have_count(0)
+    expect(page.locator("article.pending", has_text="pay-1").locator("details.edit")).to_have_count(1)
+    refund.locator("button.approve").click()
+    expect(page.locator(".item.reply")).to_contain_text("refunded 50")
+    assert wf.REFUNDED == [50]
