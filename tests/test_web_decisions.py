@@ -104,3 +104,87 @@ def test_a_tool_that_forbids_edits_has_no_edit_form(open_served: Served, context
     refund.locator("button.approve").click()
     expect(page.locator(".item.reply")).to_contain_text("refunded 50")
     assert wf.REFUNDED == [50]
+
+
+# ------------------------------------------------------------------ typed answers
+
+
+def test_a_typed_completion_is_given_through_its_schema_form(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    in_thread(wf.start, open_served.runner, "render-1", "please render the beach")
+    before = _calls(open_served, "render-1")
+    page = context.new_page()
+    for url, width, status, says in [
+        ("frame.png", "wide", 400, "field 'width' is not a number"),  # not of its kind: the form says so
+        ("frame.png", "", 400, "width"),  # missing: the runner refuses it (DecisionValueError)
+    ]:
+        page.goto(f"{open_served.url}/inbox")
+        card = page.locator("article.pending", has_text="render-1")
+        expect(card.locator("textarea[name=value]")).to_have_count(0)  # no free JSON: the schema's fields
+        expect(card.locator(".result-field")).to_have_count(2)
+        expect(card.locator(".result-field", has_text="width")).to_contain_text("pixels")
+        card.locator('input[name="result:url"]').fill(url)
+        card.locator('input[name="result:width"]').fill(width)
+        with page.expect_response(lambda r: r.url.split("?")[0].endswith("/complete")) as answer:
+            card.locator("form.result-form button.complete").click()
+        assert answer.value.status == status
+        expect(page.locator(".error")).to_contain_text(says)
+        assert _calls(open_served, "render-1") == before  # nothing resumed
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.pending", has_text="render-1")
+    card.locator('input[name="result:url"]').fill("frame.png")
+    card.locator('input[name="result:width"]').fill("640")
+    card.locator("form.result-form button.complete").click()
+    expect(page.locator(".notice")).to_contain_text("Completed")
+    expect(page.locator(".item.reply")).to_contain_text("rendered frame.png at 640")
+
+
+def test_an_approval_payload_is_given_through_its_schema_form(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    in_thread(wf.start, open_served.runner, "ship-1", "please ship order 7")
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.pending", has_text="ship-1")
+    form = card.locator("form.payload-form")
+    expect(form.locator(".payload-field")).to_have_count(2)
+    expect(form.locator(".payload-field", has_text="level")).to_contain_text("1 (low) to 3 (urgent)")
+    form.locator('input[name="payload:level"]').fill("3")
+    form.locator('input[name="payload:note"]').fill("rush")
+    form.locator("button.approve").click()
+    expect(page.locator(".notice")).to_contain_text("Approved")
+    expect(page.locator(".item.reply")).to_contain_text("shipped 7 at {'level': 3, 'note': 'rush'}")
+    assert wf.SHIPPED == [{"level": 3, "note": "rush"}]
+
+
+def test_a_wrong_shaped_answer_is_refused_through_the_api_and_nothing_runs(served: Served) -> None:
+    in_thread(wf.start, served.runner, "render-1", "please render the beach")
+    in_thread(wf.start, served.runner, "ship-1", "please ship order 7")
+    (render,) = _calls(served, "render-1")
+    (ship,) = _calls(served, "ship-1")
+    assert [f["name"] for f in render["context"]["answer"]] == ["url", "width"]
+    assert [f["name"] for f in ship["context"]["payload"]] == ["level", "note"]
+    assert render["context"]["payload"] == [] and ship["context"]["answer"] == []
+    status, answer = http(
+        "POST",
+        f"{served.url}/api/pending/{render['call_key']}/complete",
+        {"digest": render["digest"], "session_id": "render-1", "value": {"url": "u", "width": "wide"}},
+        token=TOKEN,
+    )
+    assert status == 400 and "width" in answer["error"] and "result_type" in answer["error"], answer
+    status, answer = http(
+        "POST",
+        f"{served.url}/api/pending/{ship['call_key']}/approve",
+        {"digest": ship["digest"], "session_id": "ship-1", "payload": {"level": "high"}},
+        token=TOKEN,
+    )
+    assert status == 400 and "level" in answer["error"] and "payload_type" in answer["error"], answer
+    assert _calls(served, "render-1") == [render] and _calls(served, "ship-1") == [ship]
+    assert wf.SHIPPED == []
+    status, answer = http(
+        "POST",
+        f"{served.url}/api/pending/{ship['call_key']}/approve",
+        {"digest": ship["digest"], "session_id": "ship-1", "payload": {"level": 1}},
+        token=TOKEN,
+    )
+    assert status == 200, answer
+    assert wf.SHIPPED == [{"level": 1}]

@@ -427,6 +427,8 @@ def create_app(
                 if not isinstance(body["args"], dict):
                     raise HttpError(400, "args must be a JSON object of the call's arguments; nothing ran")
                 fields["args"] = body["args"]
+            if body.get("payload") is not None:  # what the approved tool reads (its payload_type)
+                fields["payload"] = body["payload"]
         try:
             decision = Decision(**fields)
         except CodeActError as exc:
@@ -568,8 +570,14 @@ def create_app(
             fields = await _form(request)
             body: dict[str, Any] = {k: fields.get(k) for k in ("digest", "session_id", "user_id", "reason", "action")}
             body = {k: v for k, v in body.items() if v not in (None, "")}
+            typed = fields.get("typed") == "1"  # a typed answer's form (result_type / payload_type)
             if verb == "complete" and fields.get("outcome") == "error":
                 body["error"] = fields.get("error") or "failed"
+            elif verb == "complete" and typed:
+                try:
+                    body["value"] = views.args_from_form(fields, "result")
+                except ValueError as exc:
+                    raise HttpError(400, f"{exc}; nothing ran") from None
             elif verb in ("complete", "resolve") and fields.get("value", "") != "":
                 try:
                     body["value"] = _strict_json(fields["value"])
@@ -581,9 +589,12 @@ def create_app(
                 raise HttpError(400, "give the call's result as JSON; nothing ran")
             if verb == "deny" and fields.get("dismiss") == "1":
                 body["dismiss"] = True
-            if verb == "approve" and fields.get("edit") == "1":
+            if verb == "approve" and (fields.get("edit") == "1" or typed):
                 try:
-                    body["args"] = views.args_from_form(fields)
+                    if fields.get("edit") == "1":
+                        body["args"] = views.args_from_form(fields)
+                    if typed:
+                        body["payload"] = views.args_from_form(fields, "payload")
                 except ValueError as exc:
                     raise HttpError(400, f"{exc}; nothing ran") from None
             result = await decide(r, verb, request.path_params["call_key"], body, request.state.actor)

@@ -515,7 +515,24 @@ def call_context(
         "args": arg_docs,
         "editable": editable,
         "edit": edit_fields(schema, p.args) if editable else [],
+        "answer": answer_fields(p.result_schema) if p.kind == "completion" else [],
+        "payload": answer_fields(p.payload_schema) if p.kind == "confirmation" else [],
     }
+
+
+def answer_fields(schema: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The form of a typed answer (``PendingCallInfo.result_schema`` of a completion, or
+    ``.payload_schema`` of a confirmation): ``edit_fields`` of the schema, each field showing
+    its default when the schema gives one. ``[]`` when no type is declared, or when it is
+    not an object with named properties (the card then takes the answer as JSON text)."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict) or not schema["properties"]:
+        return []
+    defaults = {
+        name: spec["default"]
+        for name, spec in schema["properties"].items()
+        if isinstance(spec, dict) and "default" in spec
+    }
+    return edit_fields(schema, defaults)
 
 
 LIVE_STALE = 600.0
@@ -673,20 +690,24 @@ def edit_fields(schema: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
     return fields
 
 
-def args_from_form(form: dict[str, str]) -> dict[str, Any]:
+def args_from_form(form: dict[str, str], prefix: str = "arg") -> dict[str, Any]:
     """The arguments an **Edit** form gives: each ``arg:NAME`` field with its ``kind:NAME``
     (``EDIT_KINDS``) read back into a value; an empty field of a kind other than ``string`` is
-    left out (the tool's default applies, or its schema refuses the call).
+    left out (the tool's default applies, or its schema refuses the call). With another
+    ``prefix`` (``"result"``, ``"payload"``: a typed answer's form), the fields are
+    ``PREFIX:NAME`` with their kind in ``kind:PREFIX:NAME``.
 
     Raises:
         ValueError: a field's text is not a value of its kind (the message names the argument).
     """
     out: dict[str, Any] = {}
+    what = "argument" if prefix == "arg" else "field"
+    start = f"{prefix}:"
     for key, text in form.items():
-        if not key.startswith("arg:"):
+        if not key.startswith(start):
             continue
-        name = key[4:]
-        kind = form.get(f"kind:{name}", "json")
+        name = key[len(start) :]
+        kind = form.get(f"kind:{name}" if prefix == "arg" else f"kind:{prefix}:{name}", "json")
         if kind == "boolean":
             out[name] = text in ("true", "on", "1")
             continue
@@ -698,10 +719,10 @@ def args_from_form(form: dict[str, str]) -> dict[str, Any]:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"argument {name!r} is not {'a number' if kind != 'json' else 'JSON'}: {exc}") from None
+            raise ValueError(f"{what} {name!r} is not {'a number' if kind != 'json' else 'JSON'}: {exc}") from None
         if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
-            raise ValueError(f"argument {name!r} must be a whole number, not {text!r}")
+            raise ValueError(f"{what} {name!r} must be a whole number, not {text!r}")
         if kind == "number" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
-            raise ValueError(f"argument {name!r} must be a number, not {text!r}")
+            raise ValueError(f"{what} {name!r} must be a number, not {text!r}")
         out[name] = value
     return out
