@@ -188,3 +188,117 @@ def test_a_wrong_shaped_answer_is_refused_through_the_api_and_nothing_runs(serve
     )
     assert status == 200, answer
     assert wf.SHIPPED == [{"level": 1}]
+
+
+# ------------------------------------------------------------------ the batch card
+
+
+def _recording(served: Served) -> list[Any]:
+    """Every ``Runner.decide`` call the server makes, as what it was given."""
+    given: list[Any] = []
+    real = served.runner.decide
+
+    def recording(decision: Any, **kwargs: Any) -> Any:
+        given.append(decision)
+        return real(decision, **kwargs)
+
+    served.runner.decide = recording
+    return given
+
+
+def test_approve_all_on_a_batch_card_runs_every_call_once(open_served: Served, context: Any, tmp_path: Path) -> None:
+    expect = _expect()
+    shots = _shots(tmp_path)
+    given = _recording(open_served)
+    in_thread(wf.start, open_served.runner, "both-1", "please pay both")
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.card.batch", has_text="both-1")
+    expect(card.locator("fieldset.batch-call")).to_have_count(2)
+    expect(card.locator("h2")).to_contain_text("2 calls of one turn")
+    expect(card.locator("fieldset.batch-call").nth(0)).to_contain_text("pay(amount=300)")
+    expect(card.locator("fieldset.batch-call").nth(1)).to_contain_text("pay(amount=400)")
+    expect(page.locator("article.card:not(.batch)", has_text="both-1")).to_have_count(0)  # grouped, not repeated
+    card.screenshot(path=str(shots / "web-batch.png"))
+    card.locator("button.approve-all").click()
+    expect(page.locator(".notice")).to_contain_text("Decided together")
+    expect(page.locator(".item.reply")).to_contain_text("paid 300 and paid 400")
+    assert sorted(wf.PAID) == [300, 400]  # each once
+    (batch,) = given  # one Runner.decide, with both decisions
+    assert [(d.verb, d.actor) for d in batch] == [("approve", "web (localhost)")] * 2
+    assert (shots / "web-batch.png").stat().st_size > 0
+
+
+def test_per_call_choices_on_a_batch_card_are_one_decision(open_served: Served, context: Any) -> None:
+    expect = _expect()
+    given = _recording(open_served)
+    in_thread(wf.start, open_served.runner, "both-1", "please pay both")
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.card.batch", has_text="both-1")
+    first, second = card.locator("fieldset.batch-call").nth(0), card.locator("fieldset.batch-call").nth(1)
+    first.locator('input[type=radio][value="approve"]').check()
+    second.locator('input[type=radio][value="deny"]').check()
+    second.locator('input[name="reason:1"]').fill("one is enough")
+    card.locator("button.decide-batch").click()
+    expect(page.locator(".notice")).to_contain_text("Decided together")
+    assert wf.PAID == [300]
+    (batch,) = given
+    assert [(d.verb, d.reason) for d in batch] == [("approve", None), ("deny", "one is enough")]
+
+
+def test_a_call_decided_elsewhere_turns_approve_all_off_live(open_served: Served, context: Any, tmp_path: Path) -> None:
+    expect = _expect()
+    in_thread(wf.start, open_served.runner, "both-1", "please pay both")
+    page = context.new_page()
+    page.goto(f"{open_served.url}/inbox")
+    card = page.locator("article.card.batch", has_text="both-1")
+    expect(card.locator("button.approve-all")).to_be_enabled()
+    key = card.get_attribute("data-key")
+    x, y = _calls(open_served, "both-1")
+    status, body = http(
+        "POST",
+        f"{open_served.url}/api/pending/{x['call_key']}/approve",
+        {"digest": x["digest"], "session_id": "both-1"},
+    )
+    assert status == 200 and [p["call_key"] for p in body["pending"]] == [y["call_key"]], body  # decided elsewhere
+    old = page.locator(f'article.card[data-key="{key}"]')
+    expect(old.locator("button.approve-all")).to_be_disabled()  # live, before anyone clicks
+    expect(old.locator(".gone-note")).to_contain_text(f"pay(amount=300) (call {x['call_key']})")
+    expect(old.locator(".gone-note")).not_to_contain_text(y["call_key"])
+    expect(old.locator("fieldset.batch-call.changed")).to_have_count(1)
+    expect(old.locator("fieldset.batch-call.changed")).to_contain_text("pay(amount=300)")
+    rest = page.locator("article.card.pending:not(.gone)", has_text="both-1")
+    expect(rest).to_contain_text("pay(amount=400)")  # the call left waits on its own card
+    expect(rest.locator("button.approve")).to_be_enabled()
+    old.screenshot(path=str(_shots(tmp_path) / "web-batch-changed.png"))
+    assert wf.PAID == [300]
+
+
+def test_the_batch_api_decides_all_or_nothing(served: Served) -> None:
+    in_thread(wf.start, served.runner, "both-1", "please pay both")
+    x, y = _calls(served, "both-1")
+    url = f"{served.url}/api/sessions/both-1/decide"
+    approve_x = {"call_key": x["call_key"], "verb": "approve", "digest": x["digest"]}
+    for members, status, says in [
+        ([approve_x, {"call_key": y["call_key"], "verb": "approve", "digest": "0" * 16}], 409, "stale view"),
+        (
+            [approve_x, {**approve_x, "call_key": y["call_key"], "digest": y["digest"], "args": {"amount": "x"}}],
+            400,
+            "amount",
+        ),
+        ([approve_x, {"call_key": y["call_key"], "verb": "launch", "digest": y["digest"]}], 404, "launch"),
+        ([approve_x, {"call_key": y["call_key"], "digest": y["digest"]}], 400, "needs call_key and verb"),
+        ([], 400, "non-empty list"),
+    ]:
+        status_got, body = http("POST", url, {"decisions": members}, token=TOKEN)
+        assert status_got == status and says in body["error"], (members, body)
+        assert _calls(served, "both-1") == [x, y] and wf.PAID == []  # nothing decided, nothing ran
+    members = [approve_x, {"call_key": y["call_key"], "verb": "deny", "digest": y["digest"], "reason": "no"}]
+    status, body = http("POST", url, {"decisions": members, "user_id": "alice"}, token=TOKEN)
+    assert status == 200, body
+    assert not {x["call_key"], y["call_key"]} & {p["call_key"] for p in body["pending"]}  # both decided
+    assert wf.PAID == [300]
+    status, body = http("POST", url, {"decisions": members}, token=TOKEN)
+    assert status == 409 and "decided already" in body["error"], body
+    assert wf.PAID == [300]

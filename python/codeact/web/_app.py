@@ -78,6 +78,7 @@ NOTICES = {
     "resolve": "Decided; the run resumed.",
     "dismiss": "Dismissed; the call was denied and the script was told why.",
     "recover": "Recovered; the interrupted turn ran on.",
+    "batch": "Decided together in one step; the run resumed.",
 }
 
 
@@ -366,37 +367,18 @@ def create_app(
             "state": views.scrub(session.state, redact),
         }
 
-    async def decide(r: Runner, verb: str, call_key: str, body: dict[str, Any], actor: str) -> dict[str, Any]:
-        """Runs one decision, recorded as made by ``actor``, and returns ``{"session_id",
-        "user_id", "events", "pending", "status"}``. ``body["dismiss"]`` true denies with the
-        stock reason ``DISMISS_REASON`` (a call nobody should act on).
+    def decision_of(verb: str, call_key: str, body: dict[str, Any], actor: str) -> Decision:
+        """The ``Decision`` a request's ``body`` asks for on ``call_key``, made by ``actor``.
+        ``body["dismiss"]`` true denies with the stock reason ``DISMISS_REASON``.
 
         Raises:
-            HttpError: bad input (400), no such call (404), not pending any more or decided
-                on a stale view (409); nothing ran.
+            HttpError: no such verb (404), bad input (400); nothing ran.
         """
         if verb not in VERBS:
             raise HttpError(404, f"no such decision {verb!r}: one of {', '.join(VERBS)}")
         digest = body.get("digest")
         if not isinstance(digest, str) or not digest:
             raise HttpError(400, "digest is required: the digest of the pending call decided on (/api/pending)")
-        session_id, user_id = body.get("session_id"), body.get("user_id")
-        for name, value in (("session_id", session_id), ("user_id", user_id)):
-            if value is not None and not isinstance(value, str):
-                raise HttpError(400, f"{name} must be a string")
-        session = None
-        if session_id is not None:
-            # The runner finds the call, checks its digest and kind, and restores the paused
-            # continuation once: nothing is looked up here beforehand (issue 47).
-            session = await found_session(r, session_id, user_id, "; nothing ran")
-            user_id = session.user_id
-        else:
-            for (user, sid), calls in (await r.list_pending(user_id=user_id)).items():
-                if any(p.call_key == call_key for p in calls):
-                    user_id, session_id = user, sid
-            if session_id is None:
-                raise HttpError(404, f"no pending call {call_key!r} (unknown, or decided already); nothing ran")
-        assert user_id is not None and session_id is not None
         fields: dict[str, Any] = {"call_key": call_key, "digest": digest, "actor": actor}
         if verb == "deny":
             reason = body.get("reason")
@@ -430,31 +412,102 @@ def create_app(
             if body.get("payload") is not None:  # what the approved tool reads (its payload_type)
                 fields["payload"] = body["payload"]
         try:
-            decision = Decision(**fields)
+            return Decision(**fields)
         except CodeActError as exc:
             raise HttpError(_status_of(exc), f"{exc}") from None
         except ValueError as exc:
             raise HttpError(400, str(exc)) from None
+
+    async def run_decisions(
+        r: Runner, decision: Decision | list[Decision], user_id: str, session_id: str, session: Any
+    ) -> dict[str, Any]:
+        """Runs one decision, or a batch as one ``Runner.decide([...])`` (all or none), and
+        returns ``{"session_id", "user_id", "events", "pending"}``.
+
+        Raises:
+            HttpError: bad input (400), no such call (404), not pending any more or decided
+                on a stale view (409); nothing ran.
+        """
+        keys = [d.call_key or "" for d in (decision if isinstance(decision, list) else [decision])]
         try:
             events = [e async for e in r.decide(decision, user_id=user_id, session_id=session_id)]
         except DecisionMismatchError as exc:
+            which = ", ".join(keys)
             raise HttpError(
                 409,
-                f"call {call_key} has changed since the page was loaded: the decision was made on a stale view ({exc})",
+                f"call {which} has changed since the page was loaded: the decision was made on a stale view ({exc})",
             ) from None
         except (DecisionRefusedError, AlreadyResumingError) as exc:
             raise HttpError(409, str(exc)) from None
-        except NoPendingCallError:
-            if session is not None and _mentions(session.events, call_key):
+        except NoPendingCallError as exc:
+            gone = [k for k in keys if session is not None and _mentions(session.events, k)]
+            if gone:
                 raise HttpError(
-                    409, f"call {call_key} is not pending any more (it was decided already); nothing ran"
+                    409, f"call {', '.join(gone)} is not pending any more (it was decided already); nothing ran"
                 ) from None
-            raise HttpError(404, f"no pending call {call_key!r} in session {session_id!r}; nothing ran") from None
+            raise HttpError(
+                404,
+                f"{exc}; nothing ran"
+                if len(keys) > 1
+                else f"no pending call {keys[0]!r} in session {session_id!r}; nothing ran",
+            ) from None
         except CodeActError as exc:
             raise HttpError(_status_of(exc), f"{exc}") from None
         except ValueError as exc:
             raise HttpError(400, str(exc)) from None
         return await _after(r, user_id, session_id, events)
+
+    async def decide(r: Runner, verb: str, call_key: str, body: dict[str, Any], actor: str) -> dict[str, Any]:
+        """Runs one decision, recorded as made by ``actor``, and returns ``{"session_id",
+        "user_id", "events", "pending"}`` (``decision_of``, ``run_decisions``).
+
+        Raises:
+            HttpError: bad input (400), no such call (404), not pending any more or decided
+                on a stale view (409); nothing ran.
+        """
+        decision = decision_of(verb, call_key, body, actor)
+        session_id, user_id = body.get("session_id"), body.get("user_id")
+        for name, value in (("session_id", session_id), ("user_id", user_id)):
+            if value is not None and not isinstance(value, str):
+                raise HttpError(400, f"{name} must be a string")
+        session = None
+        if session_id is not None:
+            # The runner finds the call, checks its digest and kind, and restores the paused
+            # continuation once: nothing is looked up here beforehand (issue 47).
+            session = await found_session(r, session_id, user_id, "; nothing ran")
+            user_id = session.user_id
+        else:
+            for (user, sid), calls in (await r.list_pending(user_id=user_id)).items():
+                if any(p.call_key == call_key for p in calls):
+                    user_id, session_id = user, sid
+            if session_id is None:
+                raise HttpError(404, f"no pending call {call_key!r} (unknown, or decided already); nothing ran")
+        assert user_id is not None and session_id is not None
+        return await run_decisions(r, decision, user_id, session_id, session)
+
+    async def decide_batch(r: Runner, session_id: str, user_id: str | None, members: Any, actor: str) -> dict[str, Any]:
+        """Runs several decisions on calls of one session's turn as one durable step
+        (``Runner.decide([...])``: all or none, one claim, one resume). ``members``: a list of
+        ``{"call_key", "verb", "digest", ...}`` (the fields of ``POST /api/pending/...``).
+
+        Raises:
+            HttpError: as ``decide``, for the first member refused; nothing ran.
+        """
+        if not isinstance(members, list) or not members:
+            raise HttpError(400, "decisions must be a non-empty list of decisions; nothing ran")
+        decisions: list[Decision] = []
+        for i, m in enumerate(members):
+            if not isinstance(m, dict):
+                raise HttpError(400, f"decision {i} is not a JSON object; nothing ran")
+            key, verb = m.get("call_key"), m.get("verb")
+            if not isinstance(key, str) or not key or not isinstance(verb, str):
+                raise HttpError(400, f"decision {i} needs call_key and verb (strings); nothing ran")
+            try:
+                decisions.append(decision_of(verb, key, m, actor))
+            except HttpError as exc:
+                raise HttpError(exc.status, f"decision {i} (call {key}): {exc.message}") from None
+        session = await found_session(r, session_id, user_id, "; nothing ran")
+        return await run_decisions(r, decisions, session.user_id, session.id, session)
 
     async def _after(r: Runner, user_id: str, session_id: str, events: list[Any]) -> dict[str, Any]:
         pending = await r.pending(user_id=user_id, session_id=session_id)
@@ -514,7 +567,7 @@ def create_app(
             filters = _filters(request)
         except HttpError as exc:
             return error_page(request, exc)
-        calls = await inbox_data(r, user, **filters)
+        calls = views.batches(await inbox_data(r, user, **filters))
         stream = "/api/stream?" + urlencode({"view": "inbox", "app": r.app_name, **({"user": user} if user else {})})
         return page(
             request,
@@ -603,6 +656,56 @@ def create_app(
         done = "dismiss" if body.get("dismiss") else verb
         return RedirectResponse(_timeline_url(r.app_name, result["session_id"], result["user_id"], done), 303)
 
+    def batch_members(fields: dict[str, str]) -> list[dict[str, Any]]:
+        """The decisions a batch card's form gives: per call ``i``, ``call:i`` and ``digest:i``
+        with the reviewer's ``choice:i`` (``approve``, ``deny``, ``complete`` with ``value:i``
+        as JSON, or ``leave``: not decided now) and ``reason:i``; ``all=approve`` (the
+        **Approve all** button) approves every call of the card instead.
+
+        Raises:
+            HttpError: 400 for a value that is not JSON, or nothing chosen; nothing ran.
+        """
+        members: list[dict[str, Any]] = []
+        everything = fields.get("all") == "approve"
+        i = 0
+        while f"call:{i}" in fields:
+            key, digest = fields[f"call:{i}"], fields.get(f"digest:{i}", "")
+            choice = "approve" if everything else fields.get(f"choice:{i}", "leave")
+            i += 1
+            if choice == "leave":
+                continue
+            member: dict[str, Any] = {"call_key": key, "digest": digest}
+            if choice in ("approve", "deny", "complete"):
+                member["verb"] = choice
+            elif choice in ("rerun", "fail"):
+                member.update(verb="resolve", action=choice)
+            else:
+                raise HttpError(400, f"no such choice {choice!r} for call {key}; nothing ran")
+            reason = fields.get(f"reason:{i - 1}", "")
+            if reason and choice in ("deny", "fail"):
+                member["reason"] = reason
+            if choice == "complete":
+                try:
+                    member["value"] = _strict_json(fields.get(f"value:{i - 1}", ""))
+                except (json.JSONDecodeError, RecursionError) as exc:
+                    raise HttpError(400, f"the value for call {key} is not JSON: {exc}; nothing ran") from None
+            members.append(member)
+        if not members:
+            raise HttpError(400, "choose what to do with at least one call (or Approve all); nothing ran")
+        return members
+
+    async def batch_form(request: Request) -> Response:
+        r = runner_for(request.query_params.get("app"))
+        try:
+            fields = await _form(request)
+            members = batch_members(fields)
+            result = await decide_batch(
+                r, request.path_params["session_id"], fields.get("user_id") or None, members, request.state.actor
+            )
+        except HttpError as exc:
+            return error_page(request, exc)
+        return RedirectResponse(_timeline_url(r.app_name, result["session_id"], result["user_id"], "batch"), 303)
+
     async def recover_form(request: Request) -> Response:
         r = runner_for(request.query_params.get("app"))
         try:
@@ -666,6 +769,17 @@ def create_app(
         return await decide(r, request.path_params["verb"], request.path_params["call_key"], body, request.state.actor)
 
     @api
+    async def api_decide_batch(request: Request) -> Any:
+        r = runner_for(request.query_params.get("app"))
+        body = await _json_body(request)
+        user = body.get("user_id")
+        if user is not None and not isinstance(user, str):
+            raise HttpError(400, "user_id must be a string")
+        return await decide_batch(
+            r, request.path_params["session_id"], user, body.get("decisions"), request.state.actor
+        )
+
+    @api
     async def api_recover(request: Request) -> Any:
         r = runner_for(request.query_params.get("app"))
         body = await _json_body(request)
@@ -701,11 +815,13 @@ def create_app(
         Route("/sessions", sessions_page),
         Route("/sessions/{session_id}", session_page),
         Route("/sessions/{session_id}/recover", recover_form, methods=["POST"]),
+        Route("/sessions/{session_id}/decide", batch_form, methods=["POST"]),
         Route("/inbox", inbox_page),
         Route("/pending/{call_key}/{verb}", decide_form, methods=["POST"]),
         Route("/api/sessions", api_sessions),
         Route("/api/sessions/{session_id}/events", api_events),
         Route("/api/sessions/{session_id}/recover", api_recover, methods=["POST"]),
+        Route("/api/sessions/{session_id}/decide", api_decide_batch, methods=["POST"]),
         Route("/api/pending", api_pending),
         Route("/api/pending/{call_key}/{verb}", api_decide, methods=["POST"]),
         Route("/api/stream", api_stream),

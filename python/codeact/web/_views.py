@@ -462,6 +462,37 @@ async def inbox(
     return scrub(out, redact)
 
 
+def batches(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The inbox's cards with the pending calls of one turn (same session, same invocation:
+    a gather, or a script paused at more than one call) grouped on one batch card, where the
+    first of them was: ``{"card": "batch", "key", "calls": [call cards], "approvable": every
+    call awaits confirmation, ...}`` with the session's fields, the first call's
+    ``context``, ``excerpt``, ``ran`` and ``stdout``. The key names every call and its digest:
+    a batch card never changes what it decides. A turn with one call keeps its call card."""
+    turns: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for c in cards:
+        if c.get("card") == "call":
+            turns.setdefault((c["user_id"], c["session_id"], c["invocation_id"]), []).append(c)
+    out: list[dict[str, Any]] = []
+    for c in cards:
+        group = turns.get((c["user_id"], c["session_id"], c["invocation_id"])) if c.get("card") == "call" else None
+        if group is None or len(group) < 2:
+            out.append(c)
+        elif c is group[0]:
+            first = group[0]
+            out.append(
+                {
+                    **{k: first[k] for k in ("session_id", "user_id", "status", "last_update_time", "updated")},
+                    **{k: first[k] for k in ("invocation_id", "context", "excerpt", "ran", "stdout")},
+                    "card": "batch",
+                    "key": "batch " + " ".join(f"{g['call_key']}:{g['digest']}" for g in group),
+                    "calls": group,
+                    "approvable": all(g["kind"] == "confirmation" for g in group),
+                }
+            )
+    return out
+
+
 def _tools_by_name(runner: Runner) -> dict[str, dict[str, Any]]:
     """``{agent name: {tool name: Tool}}`` of the runner's agent tree, as far as the tools are
     known without a run (static tools and toolsets that list theirs)."""
