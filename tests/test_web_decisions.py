@@ -9,11 +9,14 @@ browser part in the machine's Chromium."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import web_fixtures as wf
-from test_web import DOCS_IMG, TOKEN, Served, _expect, http, in_thread
+from test_web import DOCS_IMG, TOKEN, Served, _expect, _serve, http, in_thread
 from test_web import browser as browser
 from test_web import context as context
 from test_web import open_served as open_served
@@ -49,6 +52,8 @@ def test_an_edited_approval_runs_the_edited_call_once(open_served: Served, conte
     card.locator("button.approve-edited").click()
     expect(page.locator(".notice")).to_contain_text("Approved")
     expect(page.locator(".item.reply")).to_contain_text("paid 450")
+    expect(page.locator(".item.decision")).to_contain_text("approved by web (localhost)")
+    expect(page.locator(".item.decision")).to_contain_text("with edited arguments pay(amount=450)")
     assert wf.PAID == [450]  # the edited call, once; never the script's 900
     assert (shots / "web-edit.png").stat().st_size > 0
 
@@ -223,6 +228,8 @@ def test_approve_all_on_a_batch_card_runs_every_call_once(open_served: Served, c
     card.locator("button.approve-all").click()
     expect(page.locator(".notice")).to_contain_text("Decided together")
     expect(page.locator(".item.reply")).to_contain_text("paid 300 and paid 400")
+    expect(page.locator(".item.decision")).to_have_count(2)  # one per call, both on the resumed run
+    expect(page.locator(".item.decision").first).to_contain_text("approved by web (localhost)")
     assert sorted(wf.PAID) == [300, 400]  # each once
     (batch,) = given  # one Runner.decide, with both decisions
     assert [(d.verb, d.actor) for d in batch] == [("approve", "web (localhost)")] * 2
@@ -302,3 +309,51 @@ def test_the_batch_api_decides_all_or_nothing(served: Served) -> None:
     status, body = http("POST", url, {"decisions": members}, token=TOKEN)
     assert status == 409 and "decided already" in body["error"], body
     assert wf.PAID == [300]
+
+
+# ------------------------------------------------------------------ who decided, on the timeline
+
+ALICE = "alice-token-0123456789"
+
+
+@pytest.fixture
+def reviewed(tmp_path: Path) -> Iterator[Served]:
+    """A server with the shared token and one reviewer, alice."""
+    yield from _serve(tmp_path, TOKEN, reviewers={ALICE: "alice"})
+
+
+def test_the_timeline_shows_who_decided_and_why(reviewed: Served, context: Any) -> None:
+    expect = _expect()
+    (pay,) = [p for p in _calls(reviewed, "pay-1") if p["tool"] == "pay"]
+    status, body = http(
+        "POST",
+        f"{reviewed.url}/api/pending/{pay['call_key']}/approve",
+        {"digest": pay["digest"], "session_id": "pay-1", "reason": "checked the invoice"},
+        token=ALICE,
+    )
+    assert status == 200, body
+    (other,) = _calls(reviewed, "pay-2")
+    status, body = http(
+        "POST",
+        f"{reviewed.url}/api/pending/{other['call_key']}/deny",
+        {"digest": other["digest"], "session_id": "pay-2", "reason": "not today"},
+        token=TOKEN,
+    )
+    assert status == 200, body
+    status, body = http("GET", f"{reviewed.url}/api/sessions/pay-1/events", token=TOKEN)
+    (decided,) = [i for i in body["timeline"] if i["kind"] == "decision"]
+    assert decided["text"] == "approved by alice: checked the invoice"
+    assert (decided["act"], decided["actor"], decided["tool"], decided["call_key"]) == (
+        "approve",
+        "alice",
+        "pay",
+        pay["call_key"],
+    )
+    kinds = [i["kind"] for i in body["timeline"]]
+    assert kinds.index("decision") < kinds.index("reply")  # the decision, then the run it resumed
+    status, body = http("GET", f"{reviewed.url}/api/sessions/pay-2/events?user=bob", token=TOKEN)
+    assert [i["text"] for i in body["timeline"] if i["kind"] == "decision"] == ["denied by web: not today"]
+    page = context.new_page()
+    page.goto(f"{reviewed.url}/sessions/pay-1?user=alice&token={ALICE}")
+    expect(page.locator(".item.decision")).to_contain_text("approved by alice: checked the invoice")
+    expect(page.locator(".item.decision .label")).to_have_text("decision")

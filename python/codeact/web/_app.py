@@ -70,6 +70,7 @@ LABELS = {
     "remark": "notice",
     "error": "error",
     "state": "state change",
+    "decision": "decision",
 }
 NOTICES = {
     "approve": "Approved; the run resumed.",
@@ -393,7 +394,15 @@ def create_app(
                 raise HttpError(400, "error must be a string")
             if error is None and "value" not in body:
                 raise HttpError(400, "give the call's result as value (any JSON), or error (a text)")
-            fields.update(verb="complete", payload=None if error is not None else body.get("value"), error=error)
+            reason = body.get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise HttpError(400, "reason must be a string")
+            fields.update(
+                verb="complete",
+                payload=None if error is not None else body.get("value"),
+                error=error,
+                reason=reason or None,
+            )
         elif verb == "resolve":
             action = body.get("action")
             if action not in ("rerun", "skip", "fail"):
@@ -405,6 +414,10 @@ def create_app(
             fields.update(verb="resolve", action=action, payload=value, reason=reason or None)
         else:
             fields["verb"] = verb
+            reason = body.get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise HttpError(400, "reason must be a string")
+            fields["reason"] = reason or None  # why it was approved: journaled, shown on the timeline
             if "args" in body:  # approve with edited arguments (validated by the runner, before anything runs)
                 if not isinstance(body["args"], dict):
                     raise HttpError(400, "args must be a JSON object of the call's arguments; nothing ran")
@@ -682,7 +695,7 @@ def create_app(
             else:
                 raise HttpError(400, f"no such choice {choice!r} for call {key}; nothing ran")
             reason = fields.get(f"reason:{i - 1}", "")
-            if reason and choice in ("deny", "fail"):
+            if reason:
                 member["reason"] = reason
             if choice == "complete":
                 try:

@@ -180,7 +180,8 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
     after a script: ``"error": True`` for an error), ``tool_call``, ``tool_result``,
     ``output``, ``waiting`` (a call awaiting approval), ``pause`` (the pause for a call in
     doubt, as its text), ``remark`` (an in-doubt or discarded-turn notice), ``error``,
-    ``state``."""
+    ``state``, ``decision`` (who decided what, on the first event of the run it resumed:
+    ``decision_items``)."""
     items: list[dict[str, Any]] = []
     for event in events:
         base = {"author": event.author, "time": _iso(event.timestamp), "event_id": event.id}
@@ -190,6 +191,7 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
         # A script's result is what was fed back to the model: an observation, or an error.
         feedback = (event.custom_metadata or {}).get("codeact_kind") == "script_result"
         outcomes = [p.code_execution_result.outcome for p in parts if p.code_execution_result is not None]
+        items += decision_items(event, base)
         for part in parts:
             if part.executable_code is not None:
                 items.append({**base, "kind": "script", "lines": _lines(part.executable_code.code)})
@@ -232,6 +234,54 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
         if delta:
             items.append({**base, "kind": "state", "delta": delta})
     return scrub(items, redact)
+
+
+DECIDED = {
+    "approve": "approved",
+    "deny": "denied",
+    "complete": "completed",
+    "rerun": "rerun",
+    "skip": "skipped",
+    "fail": "failed",
+}
+"""How the timeline says each decision (``DecisionRecord.act``)."""
+
+
+def decision_items(event: Event, base: dict[str, Any]) -> list[dict[str, Any]]:
+    """The decisions a resumed run acted on, from its first event
+    (``custom_metadata["codeact_decisions"]``), as timeline items of kind ``decision``:
+    ``{"act", "actor", "reason", "tool", "call_key", "args" (edited, or None), "payload",
+    "text"}`` where ``text`` reads ``"approved by alice: looks right"`` (``"by someone
+    unnamed"`` when the decision named no actor)."""
+    shown = (event.custom_metadata or {}).get("codeact_decisions")
+    if not isinstance(shown, list):
+        return []
+    items: list[dict[str, Any]] = []
+    for d in shown:
+        if not isinstance(d, dict) or not isinstance(d.get("act"), str):
+            continue
+        actor, reason = d.get("actor"), d.get("reason")
+        text = (
+            f"{DECIDED.get(d['act'], d['act'])} by {actor if isinstance(actor, str) and actor else 'someone unnamed'}"
+        )
+        if isinstance(reason, str) and reason:
+            text += f": {reason}"
+        items.append(
+            {
+                **base,
+                "kind": "decision",
+                "act": d["act"],
+                "actor": actor,
+                "reason": reason,
+                "tool": d.get("tool") or "",
+                "call_key": d.get("call_key") or "",
+                "args": d.get("args"),
+                "payload": d.get("payload"),
+                "at": _iso(d["at"]) if isinstance(d.get("at"), (int, float)) else "",
+                "text": text,
+            }
+        )
+    return items
 
 
 def _script_of(events: list[Event], invocation_id: str) -> str | None:
