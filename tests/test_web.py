@@ -93,6 +93,8 @@ def _serve(tmp_path: Path, token: str | None, **options: Any) -> Iterator[Served
     in_thread(wf.start, runner, "pay-2", "please pay carol", "bob")
     wf.PAID.clear()
     wf.SYNCED.clear()
+    wf.REFUNDED.clear()
+    wf.SHIPPED.clear()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # connections queue from now on: no waiting for uvicorn to start

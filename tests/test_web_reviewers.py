@@ -121,6 +121,8 @@ def test_each_card_carries_the_reviewers_context(reviewed: Served) -> None:
         "edit": [
             {"name": "amount", "kind": "integer", "value": "900", "required": True, "description": "", "options": []}
         ],
+        "answer": [],  # no result_type (a completion's typed form)
+        "payload": [],  # no payload_type (an approval's typed form)
     }
     job = next(
         p for p in http("GET", f"{reviewed.url}/api/pending", token=ALICE)[1]["pending"] if p["tool"] == "start_job"

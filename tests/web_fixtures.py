@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import anyio
+from pydantic import BaseModel, Field
 
 from codeact import CodeActAgent, FunctionTool, LongRunningFunctionTool, MontyRuntime, Runner, ScriptedModel
 from codeact.models import LlmRequest
@@ -106,7 +107,29 @@ SETTLE_SCRIPT = """\
 r = settle(300)
 {"type": "final_result", "value": r}"""
 
+REFUND_SCRIPT = """\
+r = call_tool("refund", {"amount": 50})
+{"type": "final_result", "value": r}"""
+
+# A gather paused at two calls of one turn: the inbox's batch card.
+BOTH_SCRIPT = """\
+import asyncio
+r = await asyncio.gather(call_tool("pay", {"amount": 300}), call_tool("pay", {"amount": 400}))
+{"type": "final_result", "value": " and ".join(r)}"""
+
+RENDER_SCRIPT = """\
+f = call_tool("render", {"scene": "beach"})
+{"type": "final_result", "value": "rendered " + f["url"] + " at " + str(f["width"])}"""
+
+SHIP_SCRIPT = """\
+r = call_tool("ship", {"order": 7})
+{"type": "final_result", "value": r}"""
+
 SCRIPTS = {
+    "refund": REFUND_SCRIPT,
+    "both": BOTH_SCRIPT,
+    "render": RENDER_SCRIPT,
+    "ship": SHIP_SCRIPT,
     "twice": TWICE_SCRIPT,
     "decoy": DECOY_SCRIPT,
     "mirror": MIRROR_SCRIPT,
@@ -134,6 +157,43 @@ def _reply(request: LlmRequest) -> str:
     return '```python\n{"type": "final_result", "value": ' + json.dumps(f"ok: {last[:40]}") + "}\n```"
 
 
+REFUNDED: list[int] = []
+SHIPPED: list[Any] = []
+
+
+class Frame(BaseModel):
+    """A rendered frame: what completes a ``render`` call (its ``result_type``)."""
+
+    url: str = Field(description="where the frame is")
+    width: int = Field(description="pixels")
+
+
+class Priority(BaseModel):
+    """What a reviewer gives with an approval of ``ship`` (its ``payload_type``)."""
+
+    level: int = Field(description="1 (low) to 3 (urgent)")
+    note: str = ""
+
+
+def refund(amount: int) -> str:
+    """Refunds a payment (needs approval; the amount may not be edited)."""
+    REFUNDED.append(amount)
+    return f"refunded {amount}"
+
+
+def render(scene: str) -> str:
+    """Starts rendering a scene; a human completes it with the frame."""
+    return f"rendering {scene}"
+
+
+def ship(order: int, tool_context: ToolContext) -> str:
+    """Ships an order at the priority the reviewer gives."""
+    answer = tool_context.tool_confirmation
+    payload = answer.payload if answer is not None else None
+    SHIPPED.append(payload)
+    return f"shipped {order} at {payload}"
+
+
 def make_agent(*, persist_namespace: bool = False) -> CodeActAgent:
     """A fresh agent (its scripted model answers by the last message)."""
     return CodeActAgent(
@@ -146,6 +206,9 @@ def make_agent(*, persist_namespace: bool = False) -> CodeActAgent:
             FunctionTool(pay, requires_confirmation=True),
             LongRunningFunctionTool(start_job),
             FunctionTool(sync_ledger, on_in_doubt="ask"),
+            FunctionTool(refund, requires_confirmation=True, editable=False),
+            LongRunningFunctionTool(render, result_type=Frame),
+            FunctionTool(ship, requires_confirmation=True, payload_type=Priority),
         ],
     )
 

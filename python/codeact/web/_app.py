@@ -32,9 +32,12 @@ from ..exceptions import (
     CodeActError,
     DecisionMismatchError,
     DecisionRefusedError,
+    DecisionValueError,
+    EditNotSupportedError,
     NoPendingCallError,
     SessionNotFoundError,
     StaleCheckpointError,
+    StoreMethodMissingError,
     ValueConversionError,
 )
 from ..runner import Runner
@@ -67,6 +70,7 @@ LABELS = {
     "remark": "notice",
     "error": "error",
     "state": "state change",
+    "decision": "decision",
 }
 NOTICES = {
     "approve": "Approved; the run resumed.",
@@ -75,6 +79,7 @@ NOTICES = {
     "resolve": "Decided; the run resumed.",
     "dismiss": "Dismissed; the call was denied and the script was told why.",
     "recover": "Recovered; the interrupted turn ran on.",
+    "batch": "Decided together in one step; the run resumed.",
 }
 
 
@@ -98,6 +103,13 @@ class HttpError(Exception):
 
 
 _ERROR_STATUS: list[tuple[type[BaseException], int]] = [
+    # First match wins: the decision errors before their bases (DecisionRefusedError is a
+    # NoPendingCallError, DecisionValueError a ValueError, EditNotSupportedError a
+    # NotImplementedError).
+    (DecisionValueError, 400),  # edited arguments, a payload or a value of the wrong shape
+    (EditNotSupportedError, 409),  # the tool forbids edits (editable=False): approve as made, or deny
+    (DecisionRefusedError, 409),  # the call's kind does not take this verb
+    (StoreMethodMissingError, 501),  # the store lacks a method of the contract (list_decisions)
     (DecisionMismatchError, 409),
     (AlreadyResumingError, 409),
     (NoPendingCallError, 409),
@@ -356,20 +368,117 @@ def create_app(
             "state": views.scrub(session.state, redact),
         }
 
-    async def decide(r: Runner, verb: str, call_key: str, body: dict[str, Any], actor: str) -> dict[str, Any]:
-        """Runs one decision, recorded as made by ``actor``, and returns ``{"session_id",
-        "user_id", "events", "pending", "status"}``. ``body["dismiss"]`` true denies with the
-        stock reason ``DISMISS_REASON`` (a call nobody should act on).
+    def decision_of(verb: str, call_key: str, body: dict[str, Any], actor: str) -> Decision:
+        """The ``Decision`` a request's ``body`` asks for on ``call_key``, made by ``actor``.
+        ``body["dismiss"]`` true denies with the stock reason ``DISMISS_REASON``.
 
         Raises:
-            HttpError: bad input (400), no such call (404), not pending any more or decided
-                on a stale view (409); nothing ran.
+            HttpError: no such verb (404), bad input (400); nothing ran.
         """
         if verb not in VERBS:
             raise HttpError(404, f"no such decision {verb!r}: one of {', '.join(VERBS)}")
         digest = body.get("digest")
         if not isinstance(digest, str) or not digest:
             raise HttpError(400, "digest is required: the digest of the pending call decided on (/api/pending)")
+        fields: dict[str, Any] = {"call_key": call_key, "digest": digest, "actor": actor}
+        if verb == "deny":
+            reason = body.get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise HttpError(400, "reason must be a string")
+            if body.get("dismiss") is True:
+                reason = DISMISS_REASON.format(actor=actor)
+            fields.update(verb="deny", reason=reason or None)
+        elif verb == "complete":
+            error = body.get("error")
+            if error is not None and not isinstance(error, str):
+                raise HttpError(400, "error must be a string")
+            if error is None and "value" not in body:
+                raise HttpError(400, "give the call's result as value (any JSON), or error (a text)")
+            reason = body.get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise HttpError(400, "reason must be a string")
+            fields.update(
+                verb="complete",
+                payload=None if error is not None else body.get("value"),
+                error=error,
+                reason=reason or None,
+            )
+        elif verb == "resolve":
+            action = body.get("action")
+            if action not in ("rerun", "skip", "fail"):
+                raise HttpError(400, "action must be rerun, skip or fail")
+            reason = body.get("reason") or ""
+            if not isinstance(reason, str):
+                raise HttpError(400, "reason must be a string")
+            value = body.get("value") if action == "skip" else None
+            fields.update(verb="resolve", action=action, payload=value, reason=reason or None)
+        else:
+            fields["verb"] = verb
+            reason = body.get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise HttpError(400, "reason must be a string")
+            fields["reason"] = reason or None  # why it was approved: journaled, shown on the timeline
+            if "args" in body:  # approve with edited arguments (validated by the runner, before anything runs)
+                if not isinstance(body["args"], dict):
+                    raise HttpError(400, "args must be a JSON object of the call's arguments; nothing ran")
+                fields["args"] = body["args"]
+            if body.get("payload") is not None:  # what the approved tool reads (its payload_type)
+                fields["payload"] = body["payload"]
+        try:
+            return Decision(**fields)
+        except CodeActError as exc:
+            raise HttpError(_status_of(exc), f"{exc}") from None
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
+
+    async def run_decisions(
+        r: Runner, decision: Decision | list[Decision], user_id: str, session_id: str, session: Any
+    ) -> dict[str, Any]:
+        """Runs one decision, or a batch as one ``Runner.decide([...])`` (all or none), and
+        returns ``{"session_id", "user_id", "events", "pending"}``.
+
+        Raises:
+            HttpError: bad input (400), no such call (404), not pending any more or decided
+                on a stale view (409); nothing ran.
+        """
+        keys = [d.call_key or "" for d in (decision if isinstance(decision, list) else [decision])]
+        try:
+            events = [e async for e in r.decide(decision, user_id=user_id, session_id=session_id)]
+        except DecisionMismatchError as exc:
+            which = ", ".join(keys)
+            raise HttpError(
+                409,
+                f"call {which} has changed since the page was loaded: the decision was made on a stale view ({exc})",
+            ) from None
+        except (DecisionRefusedError, AlreadyResumingError) as exc:
+            raise HttpError(409, str(exc)) from None
+        except NoPendingCallError as exc:
+            gone = [k for k in keys if session is not None and _mentions(session.events, k)]
+            if gone:
+                raise HttpError(
+                    409, f"call {', '.join(gone)} is not pending any more (it was decided already); nothing ran"
+                ) from None
+            raise HttpError(
+                404,
+                f"{exc}; nothing ran"
+                if len(keys) > 1
+                else f"no pending call {keys[0]!r} in session {session_id!r}; nothing ran",
+            ) from None
+        except CodeActError as exc:
+            raise HttpError(_status_of(exc), f"{exc}") from None
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
+        return await _after(r, user_id, session_id, events)
+
+    async def decide(r: Runner, verb: str, call_key: str, body: dict[str, Any], actor: str) -> dict[str, Any]:
+        """Runs one decision, recorded as made by ``actor``, and returns ``{"session_id",
+        "user_id", "events", "pending"}`` (``decision_of``, ``run_decisions``).
+
+        Raises:
+            HttpError: bad input (400), no such call (404), not pending any more or decided
+                on a stale view (409); nothing ran.
+        """
+        decision = decision_of(verb, call_key, body, actor)
         session_id, user_id = body.get("session_id"), body.get("user_id")
         for name, value in (("session_id", session_id), ("user_id", user_id)):
             if value is not None and not isinstance(value, str):
@@ -387,62 +496,31 @@ def create_app(
             if session_id is None:
                 raise HttpError(404, f"no pending call {call_key!r} (unknown, or decided already); nothing ran")
         assert user_id is not None and session_id is not None
-        fields: dict[str, Any] = {"call_key": call_key, "digest": digest, "actor": actor}
-        if verb == "deny":
-            reason = body.get("reason")
-            if reason is not None and not isinstance(reason, str):
-                raise HttpError(400, "reason must be a string")
-            if body.get("dismiss") is True:
-                reason = DISMISS_REASON.format(actor=actor)
-            fields.update(verb="deny", reason=reason or None)
-        elif verb == "complete":
-            error = body.get("error")
-            if error is not None and not isinstance(error, str):
-                raise HttpError(400, "error must be a string")
-            if error is None and "value" not in body:
-                raise HttpError(400, "give the call's result as value (any JSON), or error (a text)")
-            fields.update(verb="complete", payload=None if error is not None else body.get("value"), error=error)
-        elif verb == "resolve":
-            action = body.get("action")
-            if action not in ("rerun", "skip", "fail"):
-                raise HttpError(400, "action must be rerun, skip or fail")
-            reason = body.get("reason") or ""
-            if not isinstance(reason, str):
-                raise HttpError(400, "reason must be a string")
-            value = body.get("value") if action == "skip" else None
-            fields.update(verb="resolve", action=action, payload=value, reason=reason or None)
-        else:
-            fields["verb"] = verb
-            if "args" in body:  # approve with edited arguments (validated by the runner, before anything runs)
-                if not isinstance(body["args"], dict):
-                    raise HttpError(400, "args must be a JSON object of the call's arguments; nothing ran")
-                fields["args"] = body["args"]
-        try:
-            decision = Decision(**fields)
-        except CodeActError as exc:
-            raise HttpError(_status_of(exc), f"{exc}") from None
-        except ValueError as exc:
-            raise HttpError(400, str(exc)) from None
-        try:
-            events = [e async for e in r.decide(decision, user_id=user_id, session_id=session_id)]
-        except DecisionMismatchError as exc:
-            raise HttpError(
-                409,
-                f"call {call_key} has changed since the page was loaded: the decision was made on a stale view ({exc})",
-            ) from None
-        except (DecisionRefusedError, AlreadyResumingError) as exc:
-            raise HttpError(409, str(exc)) from None
-        except NoPendingCallError:
-            if session is not None and _mentions(session.events, call_key):
-                raise HttpError(
-                    409, f"call {call_key} is not pending any more (it was decided already); nothing ran"
-                ) from None
-            raise HttpError(404, f"no pending call {call_key!r} in session {session_id!r}; nothing ran") from None
-        except CodeActError as exc:
-            raise HttpError(_status_of(exc), f"{exc}") from None
-        except ValueError as exc:
-            raise HttpError(400, str(exc)) from None
-        return await _after(r, user_id, session_id, events)
+        return await run_decisions(r, decision, user_id, session_id, session)
+
+    async def decide_batch(r: Runner, session_id: str, user_id: str | None, members: Any, actor: str) -> dict[str, Any]:
+        """Runs several decisions on calls of one session's turn as one durable step
+        (``Runner.decide([...])``: all or none, one claim, one resume). ``members``: a list of
+        ``{"call_key", "verb", "digest", ...}`` (the fields of ``POST /api/pending/...``).
+
+        Raises:
+            HttpError: as ``decide``, for the first member refused; nothing ran.
+        """
+        if not isinstance(members, list) or not members:
+            raise HttpError(400, "decisions must be a non-empty list of decisions; nothing ran")
+        decisions: list[Decision] = []
+        for i, m in enumerate(members):
+            if not isinstance(m, dict):
+                raise HttpError(400, f"decision {i} is not a JSON object; nothing ran")
+            key, verb = m.get("call_key"), m.get("verb")
+            if not isinstance(key, str) or not key or not isinstance(verb, str):
+                raise HttpError(400, f"decision {i} needs call_key and verb (strings); nothing ran")
+            try:
+                decisions.append(decision_of(verb, key, m, actor))
+            except HttpError as exc:
+                raise HttpError(exc.status, f"decision {i} (call {key}): {exc.message}") from None
+        session = await found_session(r, session_id, user_id, "; nothing ran")
+        return await run_decisions(r, decisions, session.user_id, session.id, session)
 
     async def _after(r: Runner, user_id: str, session_id: str, events: list[Any]) -> dict[str, Any]:
         pending = await r.pending(user_id=user_id, session_id=session_id)
@@ -502,7 +580,7 @@ def create_app(
             filters = _filters(request)
         except HttpError as exc:
             return error_page(request, exc)
-        calls = await inbox_data(r, user, **filters)
+        calls = views.batches(await inbox_data(r, user, **filters))
         stream = "/api/stream?" + urlencode({"view": "inbox", "app": r.app_name, **({"user": user} if user else {})})
         return page(
             request,
@@ -558,8 +636,14 @@ def create_app(
             fields = await _form(request)
             body: dict[str, Any] = {k: fields.get(k) for k in ("digest", "session_id", "user_id", "reason", "action")}
             body = {k: v for k, v in body.items() if v not in (None, "")}
+            typed = fields.get("typed") == "1"  # a typed answer's form (result_type / payload_type)
             if verb == "complete" and fields.get("outcome") == "error":
                 body["error"] = fields.get("error") or "failed"
+            elif verb == "complete" and typed:
+                try:
+                    body["value"] = views.args_from_form(fields, "result")
+                except ValueError as exc:
+                    raise HttpError(400, f"{exc}; nothing ran") from None
             elif verb in ("complete", "resolve") and fields.get("value", "") != "":
                 try:
                     body["value"] = _strict_json(fields["value"])
@@ -571,9 +655,12 @@ def create_app(
                 raise HttpError(400, "give the call's result as JSON; nothing ran")
             if verb == "deny" and fields.get("dismiss") == "1":
                 body["dismiss"] = True
-            if verb == "approve" and fields.get("edit") == "1":
+            if verb == "approve" and (fields.get("edit") == "1" or typed):
                 try:
-                    body["args"] = views.args_from_form(fields)
+                    if fields.get("edit") == "1":
+                        body["args"] = views.args_from_form(fields)
+                    if typed:
+                        body["payload"] = views.args_from_form(fields, "payload")
                 except ValueError as exc:
                     raise HttpError(400, f"{exc}; nothing ran") from None
             result = await decide(r, verb, request.path_params["call_key"], body, request.state.actor)
@@ -581,6 +668,56 @@ def create_app(
             return error_page(request, exc)
         done = "dismiss" if body.get("dismiss") else verb
         return RedirectResponse(_timeline_url(r.app_name, result["session_id"], result["user_id"], done), 303)
+
+    def batch_members(fields: dict[str, str]) -> list[dict[str, Any]]:
+        """The decisions a batch card's form gives: per call ``i``, ``call:i`` and ``digest:i``
+        with the reviewer's ``choice:i`` (``approve``, ``deny``, ``complete`` with ``value:i``
+        as JSON, or ``leave``: not decided now) and ``reason:i``; ``all=approve`` (the
+        **Approve all** button) approves every call of the card instead.
+
+        Raises:
+            HttpError: 400 for a value that is not JSON, or nothing chosen; nothing ran.
+        """
+        members: list[dict[str, Any]] = []
+        everything = fields.get("all") == "approve"
+        i = 0
+        while f"call:{i}" in fields:
+            key, digest = fields[f"call:{i}"], fields.get(f"digest:{i}", "")
+            choice = "approve" if everything else fields.get(f"choice:{i}", "leave")
+            i += 1
+            if choice == "leave":
+                continue
+            member: dict[str, Any] = {"call_key": key, "digest": digest}
+            if choice in ("approve", "deny", "complete"):
+                member["verb"] = choice
+            elif choice in ("rerun", "fail"):
+                member.update(verb="resolve", action=choice)
+            else:
+                raise HttpError(400, f"no such choice {choice!r} for call {key}; nothing ran")
+            reason = fields.get(f"reason:{i - 1}", "")
+            if reason:
+                member["reason"] = reason
+            if choice == "complete":
+                try:
+                    member["value"] = _strict_json(fields.get(f"value:{i - 1}", ""))
+                except (json.JSONDecodeError, RecursionError) as exc:
+                    raise HttpError(400, f"the value for call {key} is not JSON: {exc}; nothing ran") from None
+            members.append(member)
+        if not members:
+            raise HttpError(400, "choose what to do with at least one call (or Approve all); nothing ran")
+        return members
+
+    async def batch_form(request: Request) -> Response:
+        r = runner_for(request.query_params.get("app"))
+        try:
+            fields = await _form(request)
+            members = batch_members(fields)
+            result = await decide_batch(
+                r, request.path_params["session_id"], fields.get("user_id") or None, members, request.state.actor
+            )
+        except HttpError as exc:
+            return error_page(request, exc)
+        return RedirectResponse(_timeline_url(r.app_name, result["session_id"], result["user_id"], "batch"), 303)
 
     async def recover_form(request: Request) -> Response:
         r = runner_for(request.query_params.get("app"))
@@ -645,6 +782,17 @@ def create_app(
         return await decide(r, request.path_params["verb"], request.path_params["call_key"], body, request.state.actor)
 
     @api
+    async def api_decide_batch(request: Request) -> Any:
+        r = runner_for(request.query_params.get("app"))
+        body = await _json_body(request)
+        user = body.get("user_id")
+        if user is not None and not isinstance(user, str):
+            raise HttpError(400, "user_id must be a string")
+        return await decide_batch(
+            r, request.path_params["session_id"], user, body.get("decisions"), request.state.actor
+        )
+
+    @api
     async def api_recover(request: Request) -> Any:
         r = runner_for(request.query_params.get("app"))
         body = await _json_body(request)
@@ -680,11 +828,13 @@ def create_app(
         Route("/sessions", sessions_page),
         Route("/sessions/{session_id}", session_page),
         Route("/sessions/{session_id}/recover", recover_form, methods=["POST"]),
+        Route("/sessions/{session_id}/decide", batch_form, methods=["POST"]),
         Route("/inbox", inbox_page),
         Route("/pending/{call_key}/{verb}", decide_form, methods=["POST"]),
         Route("/api/sessions", api_sessions),
         Route("/api/sessions/{session_id}/events", api_events),
         Route("/api/sessions/{session_id}/recover", api_recover, methods=["POST"]),
+        Route("/api/sessions/{session_id}/decide", api_decide_batch, methods=["POST"]),
         Route("/api/pending", api_pending),
         Route("/api/pending/{call_key}/{verb}", api_decide, methods=["POST"]),
         Route("/api/stream", api_stream),

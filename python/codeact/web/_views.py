@@ -180,7 +180,8 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
     after a script: ``"error": True`` for an error), ``tool_call``, ``tool_result``,
     ``output``, ``waiting`` (a call awaiting approval), ``pause`` (the pause for a call in
     doubt, as its text), ``remark`` (an in-doubt or discarded-turn notice), ``error``,
-    ``state``."""
+    ``state``, ``decision`` (who decided what, on the first event of the run it resumed:
+    ``decision_items``)."""
     items: list[dict[str, Any]] = []
     for event in events:
         base = {"author": event.author, "time": _iso(event.timestamp), "event_id": event.id}
@@ -190,6 +191,7 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
         # A script's result is what was fed back to the model: an observation, or an error.
         feedback = (event.custom_metadata or {}).get("codeact_kind") == "script_result"
         outcomes = [p.code_execution_result.outcome for p in parts if p.code_execution_result is not None]
+        items += decision_items(event, base)
         for part in parts:
             if part.executable_code is not None:
                 items.append({**base, "kind": "script", "lines": _lines(part.executable_code.code)})
@@ -232,6 +234,54 @@ def timeline(events: list[Event], redact: Redact) -> list[dict[str, Any]]:
         if delta:
             items.append({**base, "kind": "state", "delta": delta})
     return scrub(items, redact)
+
+
+DECIDED = {
+    "approve": "approved",
+    "deny": "denied",
+    "complete": "completed",
+    "rerun": "rerun",
+    "skip": "skipped",
+    "fail": "failed",
+}
+"""How the timeline says each decision (``DecisionRecord.act``)."""
+
+
+def decision_items(event: Event, base: dict[str, Any]) -> list[dict[str, Any]]:
+    """The decisions a resumed run acted on, from its first event
+    (``custom_metadata["codeact_decisions"]``), as timeline items of kind ``decision``:
+    ``{"act", "actor", "reason", "tool", "call_key", "args" (edited, or None), "payload",
+    "text"}`` where ``text`` reads ``"approved by alice: looks right"`` (``"by someone
+    unnamed"`` when the decision named no actor)."""
+    shown = (event.custom_metadata or {}).get("codeact_decisions")
+    if not isinstance(shown, list):
+        return []
+    items: list[dict[str, Any]] = []
+    for d in shown:
+        if not isinstance(d, dict) or not isinstance(d.get("act"), str):
+            continue
+        actor, reason = d.get("actor"), d.get("reason")
+        text = (
+            f"{DECIDED.get(d['act'], d['act'])} by {actor if isinstance(actor, str) and actor else 'someone unnamed'}"
+        )
+        if isinstance(reason, str) and reason:
+            text += f": {reason}"
+        items.append(
+            {
+                **base,
+                "kind": "decision",
+                "act": d["act"],
+                "actor": actor,
+                "reason": reason,
+                "tool": d.get("tool") or "",
+                "call_key": d.get("call_key") or "",
+                "args": d.get("args"),
+                "payload": d.get("payload"),
+                "at": _iso(d["at"]) if isinstance(d.get("at"), (int, float)) else "",
+                "text": text,
+            }
+        )
+    return items
 
 
 def _script_of(events: list[Event], invocation_id: str) -> str | None:
@@ -462,6 +512,37 @@ async def inbox(
     return scrub(out, redact)
 
 
+def batches(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The inbox's cards with the pending calls of one turn (same session, same invocation:
+    a gather, or a script paused at more than one call) grouped on one batch card, where the
+    first of them was: ``{"card": "batch", "key", "calls": [call cards], "approvable": every
+    call awaits confirmation, ...}`` with the session's fields, the first call's
+    ``context``, ``excerpt``, ``ran`` and ``stdout``. The key names every call and its digest:
+    a batch card never changes what it decides. A turn with one call keeps its call card."""
+    turns: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for c in cards:
+        if c.get("card") == "call":
+            turns.setdefault((c["user_id"], c["session_id"], c["invocation_id"]), []).append(c)
+    out: list[dict[str, Any]] = []
+    for c in cards:
+        group = turns.get((c["user_id"], c["session_id"], c["invocation_id"])) if c.get("card") == "call" else None
+        if group is None or len(group) < 2:
+            out.append(c)
+        elif c is group[0]:
+            first = group[0]
+            out.append(
+                {
+                    **{k: first[k] for k in ("session_id", "user_id", "status", "last_update_time", "updated")},
+                    **{k: first[k] for k in ("invocation_id", "context", "excerpt", "ran", "stdout")},
+                    "card": "batch",
+                    "key": "batch " + " ".join(f"{g['call_key']}:{g['digest']}" for g in group),
+                    "calls": group,
+                    "approvable": all(g["kind"] == "confirmation" for g in group),
+                }
+            )
+    return out
+
+
 def _tools_by_name(runner: Runner) -> dict[str, dict[str, Any]]:
     """``{agent name: {tool name: Tool}}`` of the runner's agent tree, as far as the tools are
     known without a run (static tools and toolsets that list theirs)."""
@@ -499,12 +580,14 @@ def call_context(
     agent = runner.agent.find_agent(name) or runner.agent
     tool = tools.get(agent.name, {}).get(p.tool)
     arg_docs: dict[str, str] = {}
-    schema = getattr(tool, "parameters", None) if tool is not None else None
+    # The pending call carries its tool's schema and whether it may be edited (read with the
+    # verified turn): the single source; the tool's own ``parameters`` only for an older call.
+    schema = p.args_schema if p.args_schema is not None else getattr(tool, "parameters", None)
     if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
         for arg, spec in schema["properties"].items():
             if isinstance(spec, dict) and isinstance(spec.get("description"), str):
                 arg_docs[str(arg)] = spec["description"]
-    editable = p.kind == "confirmation" and tool is not None and getattr(tool, "editable", True) is not False
+    editable = p.kind == "confirmation" and p.editable
     return {
         "message": message,
         "agent": agent.name,
@@ -513,7 +596,24 @@ def call_context(
         "args": arg_docs,
         "editable": editable,
         "edit": edit_fields(schema, p.args) if editable else [],
+        "answer": answer_fields(p.result_schema) if p.kind == "completion" else [],
+        "payload": answer_fields(p.payload_schema) if p.kind == "confirmation" else [],
     }
+
+
+def answer_fields(schema: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The form of a typed answer (``PendingCallInfo.result_schema`` of a completion, or
+    ``.payload_schema`` of a confirmation): ``edit_fields`` of the schema, each field showing
+    its default when the schema gives one. ``[]`` when no type is declared, or when it is
+    not an object with named properties (the card then takes the answer as JSON text)."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict) or not schema["properties"]:
+        return []
+    defaults = {
+        name: spec["default"]
+        for name, spec in schema["properties"].items()
+        if isinstance(spec, dict) and "default" in spec
+    }
+    return edit_fields(schema, defaults)
 
 
 LIVE_STALE = 600.0
@@ -671,20 +771,24 @@ def edit_fields(schema: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
     return fields
 
 
-def args_from_form(form: dict[str, str]) -> dict[str, Any]:
+def args_from_form(form: dict[str, str], prefix: str = "arg") -> dict[str, Any]:
     """The arguments an **Edit** form gives: each ``arg:NAME`` field with its ``kind:NAME``
     (``EDIT_KINDS``) read back into a value; an empty field of a kind other than ``string`` is
-    left out (the tool's default applies, or its schema refuses the call).
+    left out (the tool's default applies, or its schema refuses the call). With another
+    ``prefix`` (``"result"``, ``"payload"``: a typed answer's form), the fields are
+    ``PREFIX:NAME`` with their kind in ``kind:PREFIX:NAME``.
 
     Raises:
         ValueError: a field's text is not a value of its kind (the message names the argument).
     """
     out: dict[str, Any] = {}
+    what = "argument" if prefix == "arg" else "field"
+    start = f"{prefix}:"
     for key, text in form.items():
-        if not key.startswith("arg:"):
+        if not key.startswith(start):
             continue
-        name = key[4:]
-        kind = form.get(f"kind:{name}", "json")
+        name = key[len(start) :]
+        kind = form.get(f"kind:{name}" if prefix == "arg" else f"kind:{prefix}:{name}", "json")
         if kind == "boolean":
             out[name] = text in ("true", "on", "1")
             continue
@@ -696,10 +800,10 @@ def args_from_form(form: dict[str, str]) -> dict[str, Any]:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"argument {name!r} is not {'a number' if kind != 'json' else 'JSON'}: {exc}") from None
+            raise ValueError(f"{what} {name!r} is not {'a number' if kind != 'json' else 'JSON'}: {exc}") from None
         if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
-            raise ValueError(f"argument {name!r} must be a whole number, not {text!r}")
+            raise ValueError(f"{what} {name!r} must be a whole number, not {text!r}")
         if kind == "number" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
-            raise ValueError(f"argument {name!r} must be a number, not {text!r}")
+            raise ValueError(f"{what} {name!r} must be a number, not {text!r}")
         out[name] = value
     return out

@@ -20,6 +20,10 @@ function settle(old, fresh) {
   const served = new Map();
   for (const card of freshCards.querySelectorAll("article.card")) served.set(card.dataset.key, card);
   const calls = new Set([...served.values()].map((c) => c.querySelector(".decision")?.dataset.call).filter(Boolean));
+  // Every call still pending as it was shown: its key and digest, on a call card or a batch card.
+  const pending = new Set(
+    [...freshCards.querySelectorAll("[data-call][data-digest]")].map((e) => e.dataset.call + " " + e.dataset.digest),
+  );
   const kept = [];
   for (const card of oldCards.querySelectorAll("article.card")) {
     if (served.has(card.dataset.key)) {
@@ -31,9 +35,21 @@ function settle(old, fresh) {
       const note = document.createElement("p");
       note.className = "gone-note";
       note.setAttribute("role", "status");
-      note.textContent = call && calls.has(call)
-        ? "This call changed since it was shown: decide it on its new card. Nothing runs from this one."
-        : "This was decided, or is no longer waiting, since it was shown. Nothing runs from this card.";
+      if (card.classList.contains("batch")) {
+        // The rule holds per call: name each call of the card decided or changed elsewhere.
+        const changed = [...card.querySelectorAll(".batch-call")].filter(
+          (f) => !pending.has(f.dataset.call + " " + f.dataset.digest),
+        );
+        for (const f of changed) f.classList.add("changed");
+        const named = changed.map((f) => `${f.dataset.text} (call ${f.dataset.call})`).join(", ");
+        note.textContent = changed.length
+          ? `Decided or changed elsewhere since this card was shown: ${named}. Approve all is off and nothing runs from this card; decide the rest on their new card.`
+          : "The calls of this turn changed since this card was shown. Approve all is off and nothing runs from this card.";
+      } else {
+        note.textContent = call && calls.has(call)
+          ? "This call changed since it was shown: decide it on its new card. Nothing runs from this one."
+          : "This was decided, or is no longer waiting, since it was shown. Nothing runs from this card.";
+      }
       card.prepend(note);
     }
     kept.push(card);
