@@ -27,6 +27,8 @@ class StreamReply:
             ``finish_reason``, no ``[DONE]``, the chunked body left unterminated).
         finish_reason: the last chunk's ``finish_reason``.
         reasoning: reasoning deltas sent before the content (``delta.reasoning_content``).
+        hold_open: seconds the connection stays open after ``[DONE]`` before the body ends.
+        after_finish: a content delta sent after the ``finish_reason`` chunk.
     """
 
     tokens: list[str]
@@ -36,6 +38,8 @@ class StreamReply:
     drop_after: int | None = None
     finish_reason: str = "stop"
     reasoning: list[str] = field(default_factory=list)
+    hold_open: float = 0.0
+    after_finish: str | None = None
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None, choices: bool = True) -> bytes:
@@ -90,9 +94,12 @@ class StreamServer:
                             server.sent_first.append(time.monotonic())
                         self._write(_chunk({"content": token}))
                     self._write(_chunk({}, finish=reply.finish_reason))
+                    if reply.after_finish is not None:
+                        self._write(_chunk({"content": reply.after_finish}))
                     if reply.usage is not None and (body.get("stream_options") or {}).get("include_usage"):
                         self._write(_chunk({}, usage=reply.usage, choices=False))
                     self._write(b"data: [DONE]\n\n")
+                    time.sleep(reply.hold_open)
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError, OSError):

@@ -159,3 +159,10 @@ async def test_an_approval_restores_the_continuation_once(tmp_path: Path) -> Non
         runtime.restore = counting
         events = await collect(runner.approve(user_id=USER, session_id=SESSION))
         assert events[-1].text == "wired 9" and len(restores) == 1
+
+
+@pytest.mark.parametrize("actor", ["al\x1b[31mice", "alice\nbob", "eve\u202e", "x" * 201])
+def test_an_actor_with_control_characters_or_too_long_is_refused(actor: str) -> None:
+    with pytest.raises(ValidationError, match="actor"):
+        Decision(verb="approve", actor=actor)
+    assert Decision(verb="approve", actor="Alice Smith (ops)").actor == "Alice Smith (ops)"

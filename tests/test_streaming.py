@@ -593,3 +593,15 @@ async def test_prints_inside_one_advance_reach_the_caller_while_the_script_runs(
     stored = await _stored(service)
     assert not any(e.partial for e in stored)
     assert "tick 3" in "".join(e.model_dump_json() for e in stored)  # the stored events still hold it all
+
+
+async def test_openai_text_after_the_finish_is_not_part_of_the_reply(server: StreamServer) -> None:
+    server.replies = [StreamReply(["a"], after_finish="EXTRA")]
+    items = await _collect(_openai(server))
+    assert items[-1].text == "a" and items[-1].usage is not None
+
+
+def test_openai_content_parts_that_are_not_text_are_skipped() -> None:
+    from codeact.models._openai import _content_text
+
+    assert _content_text([{"type": "text", "text": "A"}, "B", {"text": 5}, 7, {"type": "image"}]) == "AB"

@@ -170,3 +170,41 @@ def test_serve_refuses_a_malformed_reviewers_file(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "shorter than 16 characters" in result.output
+
+
+def test_a_token_the_request_carries_wins_over_an_earlier_sign_ins_cookie(reviewed: Served) -> None:
+    """Alice signed in on this browser (her cookie); Bob's own link and Bob's bearer token are
+    Bob's: the decision is recorded as his, and his link replaces the cookie."""
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPRedirectHandler())
+    request = urllib.request.Request(f"{reviewed.url}/?token={BOB}")
+    request.add_header("Cookie", f"codeact_token={ALICE}")
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect())
+    try:
+        opener.open(request, timeout=60)
+    except urllib.error.HTTPError as exc:  # the 303 that keeps the token in a cookie
+        assert exc.code == 303 and f"codeact_token={BOB}" in exc.headers["set-cookie"]
+    call = _pay(reviewed, "pay-1", BOB)
+    body = {"digest": call["digest"], "session_id": "pay-1"}
+    status, _ = http(
+        "POST",
+        f"{reviewed.url}/api/pending/{call['call_key']}/approve",
+        body,
+        token=BOB,
+        headers={"Cookie": f"codeact_token={ALICE}"},
+    )
+    assert status == 200
+    assert [d.actor for d in reviewed.decisions] == ["bob"]  # type: ignore[attr-defined]
+
+
+def test_a_reviewer_cannot_be_named_like_the_shared_token(tmp_path: Path) -> None:
+    bad = tmp_path / "reviewers"
+    bad.write_text(f"web {ALICE}\n")
+    with pytest.raises(ValueError, match="shared --token's actor"):
+        load_reviewers(bad)

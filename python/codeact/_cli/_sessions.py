@@ -143,7 +143,21 @@ def sessions_show(
             line += f" — {d['reason']}"
         if d.get("sealed"):
             line += " (sealed: not checked without the key)"
-        _out().print(line, style="cyan", highlight=False, markup=False)
+        _out().print(_one_line(line), style="cyan", highlight=False, markup=False)
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its control and format characters (escape sequences, newlines, bidi
+    controls) written as ``\\n`` / ``\\uXXXX``: a stored actor or reason cannot drive the terminal
+    or fake another line of an audit listing."""
+    import unicodedata
+
+    return "".join(
+        (repr(c)[1:-1] if c in "\n\r\t" else f"\\u{ord(c):04x}")
+        if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")
+        else c
+        for c in text
+    )
 
 
 async def _decisions(service: Any, app_name: str, user: str, session_id: str) -> list[dict[str, Any]]:
@@ -377,7 +391,12 @@ def sessions_decide(
     error: Annotated[
         str | None, typer.Option(help="complete: fail the call; the script's call raises RuntimeError with this text")
     ] = None,
-    reason: Annotated[str | None, typer.Option(help="deny / fail: the reason told to the model")] = None,
+    reason: Annotated[
+        str | None,
+        typer.Option(
+            help="why: recorded with the decision (who, when, why); for deny / fail also the reason told to the model"
+        ),
+    ] = None,
     digest: Annotated[str | None, typer.Option(help="the call's digest as listed: refuse a changed call")] = None,
     actor: Annotated[
         str | None, typer.Option(help="who decides (journaled with the decision; default: the OS user)")

@@ -336,6 +336,8 @@ class OpenAIChatModel(BaseLlm):
                         delta_text, delta_thought, reason, chunk_usage = self._chunk(data, model)
                         if chunk_usage is not None:
                             usage = chunk_usage
+                        if finish_reason is not None:
+                            continue  # after the reply finished only its usage counts
                         if reason is not None:
                             finish_reason = reason
                         if delta_text or delta_thought:
@@ -414,7 +416,7 @@ class OpenAIChatModel(BaseLlm):
         delta: dict[str, Any] = raw_delta if isinstance(raw_delta, dict) else {}
         text: Any = delta.get("content")
         if isinstance(text, list):
-            text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+            text = _content_text(text)
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         reason = choice.get("finish_reason")
         return (
@@ -491,7 +493,7 @@ class OpenAIChatModel(BaseLlm):
             parts.append(Part(text=reasoning, thought=True))
         text = message.get("content")
         if isinstance(text, list):  # some servers return content parts
-            text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+            text = _content_text(text)
         if isinstance(text, str) and text:
             parts.append(Part(text=text))
         elif text is not None and not isinstance(text, str):
@@ -549,3 +551,15 @@ def _error_detail(body: Any, fallback: str) -> str:
         if isinstance(error, str):
             return _snippet(error)
     return _snippet(fallback) if fallback else "(no details)"
+
+
+def _content_text(parts: list[Any]) -> str:
+    """The text of a message's content given as a list of parts: string parts and the
+    ``text`` of ``{"type": "text", "text": ...}`` parts, in order; anything else is skipped."""
+    out: list[str] = []
+    for p in parts:
+        if isinstance(p, str):
+            out.append(p)
+        elif isinstance(p, dict) and isinstance(p.get("text"), str):
+            out.append(p["text"])
+    return "".join(out)

@@ -9,6 +9,7 @@ its verb takes); whether the call it names accepts it is checked against the ver
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -94,6 +95,19 @@ class Decision(BaseModel):
     payload: Any = None
     error: str | None = None
     run_key: str | None = None
+
+    @field_validator("actor")
+    @classmethod
+    def _actor_text(cls, actor: str | None) -> str | None:
+        # An actor is printed in audit listings (`codeact sessions show`): no control
+        # characters (an escape sequence, a newline faking a second record), at most 200.
+        if actor is not None:
+            if len(actor) > 200:
+                raise ValueError(f"actor is {len(actor)} characters; at most 200")
+            bad = next((c for c in actor if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
+            if bad is not None:
+                raise ValueError(f"actor holds the control character {bad!r}: give a plain name")
+        return actor
 
     @field_validator("error", mode="before")
     @classmethod

@@ -140,10 +140,10 @@ class _Guard:
 
     def _actor(self, request: Request) -> tuple[str | None, str]:
         """(the actor, the token given) of the first token the request carries that matches."""
-        given = [request.cookies.get(TOKEN_COOKIE, ""), request.query_params.get("token", "")]
+        # What the request says explicitly wins over the cookie an earlier sign-in left.
         auth = request.headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            given.append(auth[7:].strip())
+        given = [auth[7:].strip() if auth.lower().startswith("bearer ") else ""]
+        given += [request.query_params.get("token", ""), request.cookies.get(TOKEN_COOKIE, "")]
         for g in given:
             if not g:
                 continue
@@ -418,7 +418,9 @@ def create_app(
             if reason is not None and not isinstance(reason, str):
                 raise HttpError(400, "reason must be a string")
             fields["reason"] = reason or None  # why it was approved: journaled, shown on the timeline
-            if "args" in body:  # approve with edited arguments (validated by the runner, before anything runs)
+            if (
+                body.get("args") is not None
+            ):  # approve with edited arguments (validated by the runner, before anything runs)
                 if not isinstance(body["args"], dict):
                     raise HttpError(400, "args must be a JSON object of the call's arguments; nothing ran")
                 fields["args"] = body["args"]

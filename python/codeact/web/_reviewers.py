@@ -22,7 +22,8 @@ _NAME = re.compile(r"[A-Za-z0-9._@+-]{1,64}")
 
 def load_reviewers(path: str | Path) -> dict[str, str]:
     """Reads a reviewers file: one ``name token`` per line (blank lines and lines starting
-    with ``#`` are skipped). Names are 1-64 characters of letters, digits and ``._@+-``;
+    with ``#`` are skipped; a ``#`` after a token is not a comment). Names are 1-64
+    characters of letters, digits and ``._@+-``, not ``web`` (the shared token's actor);
     tokens are at least ``MIN_TOKEN_CHARS`` characters without spaces.
 
     Returns:
@@ -45,6 +46,8 @@ def load_reviewers(path: str | Path) -> dict[str, str]:
         name, token = fields
         if not _NAME.fullmatch(name):
             raise ValueError(f"{path}:{n}: the name {name!r} must be 1-64 letters, digits or ._@+-")
+        if name == SHARED_TOKEN_ACTOR:
+            raise ValueError(f"{path}:{n}: {name!r} is the shared --token's actor; give the reviewer their own name")
         if len(token) < MIN_TOKEN_CHARS:
             raise ValueError(f"{path}:{n}: {name}'s token is shorter than {MIN_TOKEN_CHARS} characters")
         if name in names:
