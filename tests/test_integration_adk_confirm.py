@@ -222,6 +222,15 @@ class CallsRecord(AdkBaseLlm):
         yield AdkLlmResponse(content=types.Content(role="model", parts=[part]))
 
 
+def _without_digest(confirmation: dict[str, Any]) -> dict[str, Any]:
+    """A toolConfirmation as ADK's LlmAgent sends it: codeact's adds ``payload={"digest": ...}``
+    (the call shown, for an approval with edited arguments); the rest is the same."""
+    payload = confirmation.get("payload")
+    if payload is None or (isinstance(payload, dict) and set(payload) == {"digest"}):
+        return {k: v for k, v in confirmation.items() if k != "payload"}
+    return confirmation
+
+
 def shape(events: list[Any]) -> list[tuple[Any, ...]]:
     """Each event as (author, role, [(part kind, name, args or response)], long-running
     count, skip_summarization, confirmation keys), ids replaced by their role in the flow."""
@@ -239,12 +248,16 @@ def shape(events: list[Any]) -> list[tuple[Any, ...]]:
                 if "originalFunctionCall" in args:
                     args["originalFunctionCall"] = {**args["originalFunctionCall"]}
                     args["originalFunctionCall"]["id"] = alias(args["originalFunctionCall"]["id"])
+                if "toolConfirmation" in args:  # codeact's payload names the call's digest (issue 49)
+                    args["toolConfirmation"] = _without_digest(args["toolConfirmation"])
                 parts.append(("call", alias(p.function_call.id), p.function_call.name, args))
             elif p.function_response:
                 parts.append(("response", alias(p.function_response.id), p.function_response.name))
             else:
                 parts.append(("text", p.text))
-        confirmations = {alias(k): v.model_dump() for k, v in e.actions.requested_tool_confirmations.items()}
+        confirmations = {
+            alias(k): _without_digest(v.model_dump()) for k, v in e.actions.requested_tool_confirmations.items()
+        }
         out.append(
             (
                 e.author,
@@ -269,7 +282,10 @@ async def test_same_confirmation_flow_as_llm_agent(anyio_backend):
     assert shape(ours_paused) == shape(llm_paused)
     [(_, llm_request)] = requests_in(llm_paused)
     [(_, our_request)] = requests_in(ours_paused)
-    assert our_request.args["toolConfirmation"] == llm_request.args["toolConfirmation"]
+    assert _without_digest(our_request.args["toolConfirmation"]) == _without_digest(
+        llm_request.args["toolConfirmation"]
+    )
+    assert our_request.args["toolConfirmation"]["payload"]["digest"]  # the call shown, for an edited approval
     assert {k: v for k, v in our_request.args["originalFunctionCall"].items() if k != "id"} == {
         k: v for k, v in llm_request.args["originalFunctionCall"].items() if k != "id"
     }
@@ -557,6 +573,21 @@ async def test_an_approval_payload_may_carry_edited_arguments(anyio_backend):
     edited = {"confirmed": True, "payload": {"args": {"item": "tea", "qty": 2}}}
     resumed = await send(runner, answer(request.id, edited))
     assert CALLED == [("tea", 2)] and resumed[-1].content.parts[0].text == "recorded, 1 line(s)"
+
+
+async def test_the_confirmation_request_names_the_call_and_an_edit_is_bound_to_it(anyio_backend):
+    """The request's ``toolConfirmation.payload`` carries the call's digest: an app sends it
+    back with the edited arguments; another digest (a stale view) is refused, nothing runs."""
+    CALLED.clear()
+    runner = await start(shop(True))
+    [(_, request)] = requests_in(await send(runner, text("tea please")))
+    digest = request.args["toolConfirmation"]["payload"]["digest"]
+    stale = {"confirmed": True, "payload": {"args": {"item": "tea", "qty": 2}, "digest": "0" * 16}}
+    refused = await send(runner, answer(request.id, stale))
+    assert [e.error_code for e in refused] == ["codeact.decision_mismatch"] and CALLED == []
+    edited = {"confirmed": True, "payload": {"args": {"item": "tea", "qty": 3}, "digest": digest}}
+    resumed = await send(runner, answer(request.id, edited))
+    assert CALLED == [("tea", 3)] and resumed[-1].content.parts[0].text == "recorded, 1 line(s)"
 
 
 async def test_a_typed_completion_is_asked_for_as_request_input(anyio_backend):

@@ -159,12 +159,14 @@ class UsageMetadata(BaseModel):
 
 class ToolConfirmation(BaseModel):
     """A human-in-the-loop request: the call ``function_call_id`` of ``tool_name`` with
-    ``args`` waits for an approve / deny decision."""
+    ``args`` waits for an approve / deny decision. ``digest`` names exactly this call
+    (``PendingCallInfo.digest``): an approval with edited arguments sends it back."""
 
     tool_name: str
     function_call_id: str
     args: dict[str, Any] = Field(default_factory=dict)
     hint: str = ""
+    digest: str = ""
 
 
 class EventActions(BaseModel):

@@ -117,7 +117,11 @@ def announcement_events(
                 actions=EventActions(
                     requested_tool_confirmations={
                         p.call_key: ToolConfirmation(
-                            tool_name=p.tool, function_call_id=p.call_key, args=p.args, hint=p.hint or ""
+                            tool_name=p.tool,
+                            function_call_id=p.call_key,
+                            args=p.args,
+                            hint=p.hint or "",
+                            digest=p.digest,
                         )
                         for p in confirm
                     }

@@ -33,6 +33,7 @@ from ...events import Content, Event, EventActions, FunctionResponse, Part, Pend
 from ...exceptions import (
     AlreadyResumingError,
     CallsPendingError,
+    DecisionMismatchError,
     DecisionRefusedError,
     DecisionValueError,
     EditNotSupportedError,
@@ -312,7 +313,12 @@ def to_adk_events(
             for key, request in asked.items()
         ]
         confirmations = {
-            key: AdkToolConfirmation(hint=request.hint or _confirm_hint(request.tool_name))
+            # The payload names the call shown (its digest): an approval with edited arguments
+            # sends it back ({"args": {...}, "digest": ...}), bound to this call.
+            key: AdkToolConfirmation(
+                hint=request.hint or _confirm_hint(request.tool_name),
+                payload={"digest": request.digest} if request.digest else None,
+            )
             for key, request in asked.items()
         }
         requests = [
@@ -790,3 +796,5 @@ class CodeActAdkAgent(BaseAgent):
             yield self._error(ctx, "codeact.calls_pending", str(exc))
         except AlreadyResumingError as exc:
             yield self._error(ctx, "codeact.already_resuming", str(exc))
+        except DecisionMismatchError as exc:  # decided on a stale view: the call stays pending
+            yield self._error(ctx, "codeact.decision_mismatch", str(exc))
