@@ -89,6 +89,10 @@ class _SlotWrites(_TurnEvents):
         run.slot_version = st.version
         st.written = True
 
+    async def _flush(self) -> None:
+        """Writes the journal records held for the turn's next durable write (the read-only
+        calls' outcomes); ``_JournalWrites`` holds them."""
+
     def _checkpoint_due(self) -> bool:
         agent, st = self.agent, self.state
         if not self.run.supports_suspension or not st.written:
@@ -102,6 +106,7 @@ class _SlotWrites(_TurnEvents):
 
     async def _checkpoint(self, step: Call | Gather, calls: list[PendingCall]) -> None:
         st = self.state
+        await self._flush()  # the calls before the checkpoint are durable with it
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
         await self.save(
             "running", snapshot=snapshot, at=[self._at(c) for c in calls], gather=not isinstance(step, Call)
@@ -116,6 +121,7 @@ class _SlotWrites(_TurnEvents):
         self, step: Call | Gather, calls: list[PendingCall], suspended: list[_Suspend]
     ) -> AsyncGenerator[Event, None]:
         agent, run = self.agent, self.run
+        await self._flush()  # the read-only calls before the pause are durable with it
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
         await self.save(
             "suspended",

@@ -295,6 +295,8 @@ class FunctionTool(Tool):
             annotation becomes ``returns`` (its JSON schema), shown as the return type.
         requires_confirmation: a human must approve each call.
         on_in_doubt: ``"rerun"`` / ``"ask"`` / ``"fail"``, as ``Tool``.
+        read_only: the function changes nothing outside the script, as ``Tool``: its calls
+            write no journal intent and become durable with the turn's next durable write.
         run_in_thread: run a sync ``func`` in a worker thread (default), so a blocking
             function never stalls the event loop: the caller waits up to 2 ms for a quick
             function, then awaits the thread without blocking. The agent's ``tool_timeout``
@@ -332,6 +334,7 @@ class FunctionTool(Tool):
         requires_confirmation: bool = False,
         run_in_thread: bool = True,
         on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
+        read_only: bool = False,
     ) -> None:
         hint = foreign_tool_hint(func)
         if hint is not None:
@@ -405,6 +408,7 @@ class FunctionTool(Tool):
             requires_confirmation=requires_confirmation,
             returns=_return_schema(signature.return_annotation),
             on_in_doubt=on_in_doubt,
+            read_only=read_only,
         )
         self.func = func
         self.run_in_thread = run_in_thread
@@ -591,6 +595,8 @@ def tool(
     description: str | None = None,
     requires_confirmation: bool = False,
     run_in_thread: bool = True,
+    on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
+    read_only: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -603,6 +609,7 @@ def tool(
     requires_confirmation: bool = False,
     run_in_thread: bool = True,
     on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
+    read_only: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Makes a ``FunctionTool``, as ``@tool``, ``@tool(name="x")`` or ``tool(func)``.
 
@@ -624,6 +631,7 @@ def tool(
             requires_confirmation=requires_confirmation,
             run_in_thread=run_in_thread,
             on_in_doubt=on_in_doubt,
+            read_only=read_only,
         )
 
     return make(func) if func is not None else make
