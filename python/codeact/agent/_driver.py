@@ -100,7 +100,8 @@ class TurnDriver(_JournalWrites):
         self._service = ctx.session_service
         self._os_unwritten: list[JournalRecord] = []
         self._held: list[JournalRecord] = []  # read-only calls' outcomes, for the next durable write
-        # a runtime that can write files has effects during advances: nothing is held there
+        # a runtime that can write files has effects during advances: a read-only call's
+        # outcome is written before the script goes on there (still without an intent)
         self._may_hold = not _writes_files(agent.runtime)
         self._emit = ctx.run_config.emit_tool_events
         self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
@@ -206,7 +207,7 @@ class TurnDriver(_JournalWrites):
                         if type(value) is int and -_SHORT_INT < value < _SHORT_INT and not self._emit:
                             # a short int's record, as _record writes it (no blob, no event)
                             if holds:
-                                if self._service is not None and not stored:
+                                if self._service is not None and not stored and self._may_hold:
                                     self._held.append(
                                         JournalRecord(
                                             "outcome", one.pos, f'{{"v":{value},"c":[{plan.call},"{one.digest}"]}}'
@@ -221,7 +222,7 @@ class TurnDriver(_JournalWrites):
                                         one.digest,
                                         ran,  # type: ignore[arg-type]
                                         read_only=True,
-                                        hold=not stored,
+                                        hold=not stored and self._may_hold,
                                     )
                             else:
                                 outcome = [JournalRecord("outcome", one.pos, f'{{"v":{value}}}')]
@@ -235,7 +236,7 @@ class TurnDriver(_JournalWrites):
                                 one.digest,
                                 ran,  # type: ignore[arg-type]
                                 read_only=holds,
-                                hold=holds and not stored and not self._emit,
+                                hold=holds and not stored and not self._emit and self._may_hold,
                             )
                 if type(one) is ResumeValue or type(one) is ResumeError:
                     if self._events:
@@ -309,7 +310,7 @@ class TurnDriver(_JournalWrites):
                             done.digest,
                             done.outcome,
                             read_only=holds,
-                            hold=holds and not stored and not self._emit,
+                            hold=holds and not stored and not self._emit and self._may_hold,
                         )
                     elif type(done) is _Final:
                         yield TurnEnd("finished", done.step)
@@ -440,11 +441,7 @@ class TurnDriver(_JournalWrites):
             and self._otel is None
             else None
         )
-        holds = (
-            self._may_hold
-            and bool(getattr(tool, "read_only", False))
-            and not (tool.is_long_running and run.supports_suspension)
-        )
+        holds = bool(getattr(tool, "read_only", False)) and not (tool.is_long_running and run.supports_suspension)
         return _Plan(tool, run.needs_confirmation(tool), in_place, holds, _json(tool.name) if holds else "")
 
     async def _resolve(self, call: PendingCall, pos: int) -> _Resolved:
@@ -665,7 +662,7 @@ class TurnDriver(_JournalWrites):
                         result.digest,
                         result.outcome,
                         read_only=holds,
-                        hold=holds and not self._emit,
+                        hold=holds and not self._emit and self._may_hold,
                     )
                 return
             settled[i] = result
