@@ -5,7 +5,8 @@ Read-only calls (SPEC §5 v4, ``Tool.read_only``) write no intent: their outcome
 *held* (``_held``), as the OS answers of the script's advances are (``_os_unwritten``), and
 go with the turn's next durable write, in the same commit: the intent of the next call with
 effects (so that call never starts before every outcome the script saw is durable), any other
-journal write, a checkpoint or a suspension, the end of the script. A held outcome names its
+journal write, a checkpoint or a suspension (written with the slot: ``commit_turn``), the end of
+the script. A held outcome names its
 call (``"c": [tool, argument digest]``), so replay checks it as it checks an intent."""
 
 from __future__ import annotations
@@ -144,6 +145,19 @@ class _JournalWrites(_SlotWrites):
             return
         if not self._write_now([]):
             await self._write_awaited([])
+
+    def _take_held(self) -> list[JournalRecord]:
+        """The held records (with the OS answers not yet written), sealed, for a slot write
+        that commits them (``save(journal=...)``); none are held after. Only the held
+        outcomes make a slot write carry records: OS answers alone wait as before."""
+        if not self._held or self._service is None:
+            return []
+        records = self._os_unwritten + self._held
+        self._os_unwritten = []
+        self._held = []
+        if self._sealed:
+            records = [seal_journal(self._runtime, self._scope, r) for r in records]
+        return records
 
     def _taken_over(self, exc: TurnConflictError) -> AlreadyResumingError:
         return AlreadyResumingError(

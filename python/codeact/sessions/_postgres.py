@@ -39,6 +39,7 @@ from anyio.lowlevel import RunVar
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..exceptions import SessionStoreConnectionError
+from . import _sql
 from ._journal import JournalRecord, TurnSlot
 from ._postgres_sql import _JOURNAL_ONE_SQL, _JOURNAL_SQL, _MIGRATIONS, _PK, _SCHEMA
 from ._service import (
@@ -58,7 +59,6 @@ from ._service import (
     parse_turn,
     prepare_append,
     resolve_session_id,
-    sort_journal,
     split_state,
     state_from_json,
     state_to_json,
@@ -641,12 +641,11 @@ class PostgresSessionService(BaseSessionService):
 
     async def load_turn(self, *, app_name: str, user_id: str, session_id: str) -> TurnSlot | None:
         def txn(conn: Connection[Any], retrying: bool) -> TurnSlot | None:
-            row = conn.execute(
-                f"SELECT version, data, snapshot FROM codeact_turns WHERE {_PK}", (app_name, user_id, session_id)
-            ).fetchone()
-            if row is None or row[1] is None:
-                return None
-            return TurnSlot(int(row[0]), parse_turn(row[1]), bytes(row[2]) if row[2] is not None else None)
+            return _sql.slot_of(
+                conn.execute(
+                    f"SELECT version, data, snapshot FROM codeact_turns WHERE {_PK}", (app_name, user_id, session_id)
+                ).fetchone()
+            )
 
         return await self._call_quick(txn, write=False)
 
@@ -746,6 +745,29 @@ class PostgresSessionService(BaseSessionService):
 
         await self._call_quick(txn, write=True)
 
+    async def commit_turn(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        *,
+        data: dict[str, Any],
+        snapshot: bytes | None,
+        expected_version: int,
+    ) -> int:
+        """``BaseSessionService.commit_turn`` in one transaction (the slot's row locked; the
+        flow shared with SQLite: ``codeact.sessions._sql``)."""
+        text = to_json(data, "the turn record")
+        key = (session.app_name, session.user_id, session.id)
+        blob = bytes(snapshot) if snapshot is not None else None
+
+        def txn(conn: Connection[Any], retrying: bool) -> int:
+            return _sql.commit_turn(
+                conn, _sql.POSTGRES, key, turn, records, text, blob, expected_version, retrying=retrying
+            )
+
+        return await self._call(txn, write=True)
+
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
     ) -> None:
@@ -764,11 +786,12 @@ class PostgresSessionService(BaseSessionService):
 
     async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
         def txn(conn: Connection[Any], retrying: bool) -> list[JournalRecord]:
-            rows = conn.execute(
-                f"SELECT kind, seq, data FROM codeact_journal WHERE {_PK} AND turn = %s",
-                (app_name, user_id, session_id, turn),
-            ).fetchall()
-            return sort_journal([JournalRecord(k, int(q), d) for k, q, d in rows])
+            return _sql.journal_of(
+                conn.execute(
+                    f"SELECT kind, seq, data FROM codeact_journal WHERE {_PK} AND turn = %s",
+                    (app_name, user_id, session_id, turn),
+                ).fetchall()
+            )
 
         return await self._call_quick(txn, write=False)
 

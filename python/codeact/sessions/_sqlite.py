@@ -34,6 +34,7 @@ import anyio.to_thread
 import pydantic
 from anyio.lowlevel import RunVar
 
+from . import _sql
 from ._journal import JournalRecord, TurnSlot
 from ._service import (
     BaseSessionService,
@@ -50,10 +51,8 @@ from ._service import (
     json_roundtrip_state,
     merge_state,
     next_update_time,
-    parse_turn,
     prepare_append,
     resolve_session_id,
-    sort_journal,
     split_state,
     state_from_json,
     state_to_json,
@@ -566,13 +565,12 @@ class SqliteSessionService(BaseSessionService):
         """
 
         def txn(conn: sqlite3.Connection) -> TurnSlot | None:
-            row = conn.execute(
-                "SELECT version, data, snapshot FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
-                (app_name, user_id, session_id),
-            ).fetchone()
-            if row is None or row[1] is None:
-                return None
-            return TurnSlot(row[0], parse_turn(row[1]), bytes(row[2]) if row[2] is not None else None)
+            return _sql.slot_of(
+                conn.execute(
+                    "SELECT version, data, snapshot FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
+                    (app_name, user_id, session_id),
+                ).fetchone()
+            )
 
         return await self._call_quick(txn, write=False)
 
@@ -641,33 +639,42 @@ class SqliteSessionService(BaseSessionService):
         if self._append_journal_now(session, turn, records, expected_version):
             return
         key = (session.app_name, session.user_id, session.id)
-        outcomes = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind == "outcome"]
-        others = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind != "outcome"]
 
         def txn(conn: sqlite3.Connection) -> None:
             if expected_version is not None:
-                row = conn.execute(
-                    "SELECT version, data IS NOT NULL FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
-                    key,
-                ).fetchone()
-                current = row[0] if row is not None and row[1] else 0
+                current, _ = _sql.slot_version(conn, _sql.SQLITE, key)
                 if current != expected_version:
                     raise turn_conflict(session.id, expected_version, current)
-            if others:
-                conn.executemany(
-                    "INSERT OR REPLACE INTO journal (app_name, user_id, session_id, turn, kind, seq, data) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    others,
-                )
-            if outcomes:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO journal (app_name, user_id, session_id, turn, kind, seq, data) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    outcomes,
-                )
+            _sql.write_journal(conn, _sql.SQLITE, key, turn, records)
 
         if not self._try_inline(txn):
             await self._call_quick(txn, write=True)
+
+    async def commit_turn(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        *,
+        data: dict[str, Any],
+        snapshot: bytes | None,
+        expected_version: int,
+    ) -> int:
+        """``BaseSessionService.commit_turn`` in one ``BEGIN IMMEDIATE`` transaction (the flow
+        shared with PostgreSQL: ``codeact.sessions._sql``).
+
+        Raises:
+            TurnConflictError: the slot is not at ``expected_version``; nothing was written.
+            SessionNotFoundError: the session does not exist.
+            SessionStoreError: SQLite failed or ``data`` is not JSON-serializable.
+        """
+        text = to_json(data, "the turn record")
+        key = (session.app_name, session.user_id, session.id)
+
+        def txn(conn: sqlite3.Connection) -> int:
+            return _sql.commit_turn(conn, _sql.SQLITE, key, turn, records, text, snapshot, expected_version)
+
+        return await self._call_quick(txn, write=True)
 
     def journal_appender(self) -> JournalAppender | None:
         """``BaseSessionService.journal_appender``: one record (an intent, an outcome) as one
@@ -762,12 +769,13 @@ class SqliteSessionService(BaseSessionService):
         """
 
         def txn(conn: sqlite3.Connection) -> list[JournalRecord]:
-            rows = conn.execute(
-                "SELECT kind, seq, data FROM journal WHERE app_name = ? AND user_id = ? AND session_id = ? "
-                "AND turn = ?",
-                (app_name, user_id, session_id, turn),
-            ).fetchall()
-            return sort_journal([JournalRecord(k, q, d) for k, q, d in rows])
+            return _sql.journal_of(
+                conn.execute(
+                    "SELECT kind, seq, data FROM journal WHERE app_name = ? AND user_id = ? AND session_id = ? "
+                    "AND turn = ?",
+                    (app_name, user_id, session_id, turn),
+                ).fetchall()
+            )
 
         return await self._call_quick(txn, write=False)
 
