@@ -642,3 +642,63 @@ def test_pydantic_ai_metadata_read_only() -> None:
     assert read_only_tool(ToolDefinition(name="a", metadata={"read_only": True}))
     assert not read_only_tool(ToolDefinition(name="b"))
     assert not read_only_tool(ToolDefinition(name="c", metadata={"read_only": "yes"}))
+
+
+# ---------------------------------------------------------------------------------- a 0.2.0 journal
+
+FIXTURE_020 = Path(__file__).parent / "data" / "interrupted-0.2.0.sqlite"  # tools/make_journal_fixture.py
+
+
+async def test_a_stored_0_2_0_journal_recovers_with_read_only_tools(tmp_path: Path) -> None:
+    """A turn interrupted under 0.2.0 (intents and outcomes for ``lookup(1)`` and ``note``, an
+    intent without outcome for ``lookup(2)``) recovers under a roster that now declares
+    ``lookup`` read-only: recorded calls are answered from the journal, ``lookup(2)`` runs
+    again with no in-doubt notice, ``pay`` runs once."""
+    import shutil
+
+    db = tmp_path / "s.db"
+    shutil.copyfile(FIXTURE_020, db)
+    ran: list[str] = []
+
+    def lookup(k: int) -> int:
+        """Looks up record k.
+
+        Args:
+            k: the record.
+        """
+        ran.append(f"lookup {k}")
+        return k * 10
+
+    def note(text: str) -> str:
+        """Notes text.
+
+        Args:
+            text: the text.
+        """
+        ran.append("note")
+        return f"noted {text}"
+
+    def pay(amount: int) -> str:
+        """Pays.
+
+        Args:
+            amount: the amount.
+        """
+        ran.append(f"pay {amount}")
+        return f"paid {amount}"
+
+    agent = CodeActAgent(
+        name="coder",
+        model=ScriptedModel([]),
+        runtime=MontyRuntime(),
+        tools=[FunctionTool(lookup, read_only=True, on_in_doubt="ask"), FunctionTool(note), FunctionTool(pay)],
+    )
+    with SqliteSessionService(db) as store:
+        runner = Runner(app_name="app", agent=agent, session_service=store)
+        info = await runner.turn_info(user_id="u", session_id="s")
+        assert info is not None and info.status == "interrupted"
+        events = await collect(runner.run_async(user_id="u", session_id="s"))
+        assert json.loads(events[-1].text) == [10, "noted x", 20, "paid 30"]
+        assert not [e for e in events if e.kind == "in_doubt"]
+        assert await store.load_turn(app_name="app", user_id="u", session_id="s") is None
+    assert ran == ["lookup 2", "pay 30"]
