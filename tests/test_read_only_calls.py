@@ -702,3 +702,26 @@ async def test_a_stored_0_2_0_journal_recovers_with_read_only_tools(tmp_path: Pa
         assert not [e for e in events if e.kind == "in_doubt"]
         assert await store.load_turn(app_name="app", user_id="u", session_id="s") is None
     assert ran == ["lookup 2", "pay 30"]
+
+
+async def test_held_outcomes_are_sealed_like_every_journal_record(tmp_path: Path) -> None:
+    """Under a ``snapshot_key`` the held outcomes are sealed when they are written (with an
+    intent, at the end of the script, with a pause's slot), and a recovery opens them."""
+    key = b"k" * 32
+    world, commits = World(), Commits()
+    store = counting(SqliteSessionService, commits)(tmp_path / "s.db")
+    world.store = store
+    commits.crash_at = (3, True)  # write50's intent, with read2 and read3 held: never committed
+    with store:
+        runtime = MontyRuntime(snapshot_key=key)
+        assert await run_once(world, lambda c: store, commits, INTERLEAVED, new=True, runtime=runtime) is None
+        stored = stored_journal(commits)
+        assert stored and all(set(json.loads(r.data)) == {"p", "m", "s"} for r in stored)  # each one sealed
+        held = [json.loads(json.loads(r.data)["p"]) for r in stored if r.kind == "outcome" and r.seq == 0]
+        assert held and held[0]["c"][0] == "read"
+        events = await run_once(
+            world, lambda c: store, Commits(), INTERLEAVED, new=False, runtime=MontyRuntime(snapshot_key=key)
+        )
+    assert events is not None and final_value(events) == INTERLEAVED_RESULT
+    assert world.runs[("read", 1)] == 1 and world.runs[("write", 10)] == 1
+    assert world.runs[("read", 2)] == 2 and world.runs[("write", 50)] == 1
