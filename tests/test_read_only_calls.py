@@ -47,8 +47,8 @@ class Crash(BaseException):
 
 
 class Commits:
-    """The journal commits a store made (each ``append_journal`` or ``journal_appender`` write
-    that took), and an optional crash before or after the n-th."""
+    """The journal commits a store made (each ``append_journal``, ``journal_appender`` or
+    ``commit_turn`` write that took), and an optional crash before or after the n-th."""
 
     def __init__(self) -> None:
         self.writes: list[list[JournalRecord]] = []
@@ -73,6 +73,15 @@ def counting(base: type[BaseSessionService], commits: Commits) -> type[BaseSessi
             commits.writes.append(list(records))
             if commits.hit(False):
                 raise Crash
+
+        async def commit_turn(self, session: Any, turn: str, records: Any, **kwargs: Any) -> int:
+            if commits.hit(True):
+                raise Crash
+            version: int = await super().commit_turn(session, turn, records, **kwargs)
+            commits.writes.append(list(records))
+            if commits.hit(False):
+                raise Crash
+            return version
 
         def journal_appender(self) -> Any:
             own = getattr(base, "_append_journal_now", None)

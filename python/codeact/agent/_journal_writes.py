@@ -181,6 +181,11 @@ class _JournalWrites(_SlotWrites):
         if self._service is None:
             return
         if not self.state.written:
+            if not records and self._held:
+                # only held outcomes (a script of read-only calls ends): the slot and them in
+                # one commit
+                await self.save("running", journal=self._take_held())
+                return
             await self.save("running")
             if self._write_now(records):
                 return
