@@ -45,23 +45,16 @@ from ._postgres_sql import _JOURNAL_ONE_SQL, _JOURNAL_SQL, _MIGRATIONS, _PK, _SC
 from ._service import (
     BaseSessionService,
     Durability,
-    PreparedAppend,
-    ScopedState,
     SessionExistsError,
     SessionNotFoundError,
     SessionStoreError,
     apply_append,
     check_durability,
-    check_not_stale,
     json_roundtrip_state,
-    merge_state,
-    next_update_time,
     parse_turn,
     prepare_append,
     resolve_session_id,
     split_state,
-    state_from_json,
-    state_to_json,
     to_json,
     turn_conflict,
 )
@@ -98,46 +91,8 @@ def _describe(conninfo: str) -> str:
     return f"PostgreSQL database {params.get('dbname') or params.get('user') or '?'!r} at {host}:{port}"
 
 
-def _write_state(conn: Connection[Any], key: tuple[str, str, str], scoped: ScopedState, what: str) -> None:
-    """Upsert the persisted scopes of a state delta (keys sorted: concurrent writers lock
-    rows in one order)."""
-    app_name, user_id, _ = key
-    session = [(*key, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.session.items())]
-    user = [(app_name, user_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.user.items())]
-    app = [(app_name, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.app.items())]
-    with conn.cursor() as cur:
-        if session:
-            cur.executemany(
-                "INSERT INTO codeact_session_state (app_name, user_id, session_id, key, value) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (app_name, user_id, session_id, key) "
-                "DO UPDATE SET value = EXCLUDED.value",
-                session,
-            )
-        if user:
-            cur.executemany(
-                "INSERT INTO codeact_user_state (app_name, user_id, key, value) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (app_name, user_id, key) DO UPDATE SET value = EXCLUDED.value",
-                user,
-            )
-        if app:
-            cur.executemany(
-                "INSERT INTO codeact_app_state (app_name, key, value) VALUES (%s, %s, %s) "
-                "ON CONFLICT (app_name, key) DO UPDATE SET value = EXCLUDED.value",
-                app,
-            )
-
-
 def _merged_state(conn: Connection[Any], app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
-    rows = conn.execute(
-        "SELECT 0, key, value FROM codeact_app_state WHERE app_name = %s "
-        "UNION ALL SELECT 1, key, value FROM codeact_user_state WHERE app_name = %s AND user_id = %s "
-        "UNION ALL SELECT 2, key, value FROM codeact_session_state WHERE " + _PK,
-        (app_name, app_name, user_id, app_name, user_id, session_id),
-    ).fetchall()
-    scopes: list[dict[str, Any]] = [{}, {}, {}]
-    for scope, key, value in rows:
-        scopes[scope][key] = state_from_json(value)
-    return merge_state(scopes[0], scopes[1], scopes[2])
+    return _sql.merged_state(conn, _sql.POSTGRES, app_name, user_id, session_id)
 
 
 class PostgresSessionService(BaseSessionService):
@@ -493,7 +448,7 @@ class PostgresSessionService(BaseSessionService):
                 if not mine:
                     raise SessionExistsError(f"session {sid!r} already exists for app {app_name!r}, user {user_id!r}")
             else:
-                _write_state(conn, key, scoped, "initial state")
+                _sql.write_state(conn, _sql.POSTGRES, key, scoped, "initial state")
             return Session(
                 id=sid,
                 app_name=app_name,
@@ -522,19 +477,7 @@ class PostgresSessionService(BaseSessionService):
             ).fetchone()
             if row is None:
                 return None
-            where = _PK
-            params: list[Any] = list(key)
-            if after_timestamp is not None:
-                where += " AND timestamp >= %s"
-                params.append(after_timestamp)
-            if num_recent_events is None:
-                sql = f"SELECT data FROM codeact_events WHERE {where} ORDER BY seq"
-            else:
-                sql = (
-                    f"SELECT data FROM (SELECT seq, data FROM codeact_events WHERE {where} "
-                    "ORDER BY seq DESC LIMIT %s) AS recent ORDER BY seq"
-                )
-                params.append(max(num_recent_events, 0))
+            sql, params = _sql.events_query(_sql.POSTGRES, key, after_timestamp, num_recent_events)
             events = [Event.model_validate_json(data) for (data,) in conn.execute(sql, params)]
             return Session(
                 id=session_id,
@@ -571,16 +514,8 @@ class PostgresSessionService(BaseSessionService):
 
     async def list_turns(self, *, app_name: str, user_id: str | None = None) -> list[tuple[str, str]]:
         def txn(conn: Connection[Any], retrying: bool) -> list[tuple[str, str]]:
-            sql = (
-                "SELECT t.user_id, t.session_id FROM codeact_turns t JOIN codeact_sessions s "
-                "ON s.app_name = t.app_name AND s.user_id = t.user_id AND s.id = t.session_id "
-                "WHERE t.app_name = %s AND t.data IS NOT NULL"
-            )
-            params: list[Any] = [app_name]
-            if user_id is not None:
-                sql += " AND t.user_id = %s"
-                params.append(user_id)
-            return [(u, s) for u, s in conn.execute(sql + " ORDER BY s.ord", params)]
+            sql, params = _sql.turns_query(_sql.POSTGRES, app_name, user_id)
+            return [(u, s) for u, s in conn.execute(sql, params)]
 
         return await self._call(txn, write=False, single=True)
 
@@ -601,41 +536,12 @@ class PostgresSessionService(BaseSessionService):
             self._append_lock.set(lock)
         async with lock:
             update_time = await self._call(
-                lambda conn, retrying: self._append_txn(conn, session, prepared, retrying), write=True
+                lambda conn, retrying: _sql.append_event(conn, _sql.POSTGRES, session, prepared, retrying=retrying),
+                write=True,
             )
             # no checkpoint between the commit and here: the live session reflects the store
             apply_append(session, prepared, update_time)
         return prepared.stored
-
-    @staticmethod
-    def _append_txn(conn: Connection[Any], session: Session, prepared: PreparedAppend, retrying: bool) -> float:
-        key = (session.app_name, session.user_id, session.id)
-        row = conn.execute(
-            "SELECT last_update_time FROM codeact_sessions WHERE app_name = %s AND user_id = %s AND id = %s FOR UPDATE",
-            key,
-        ).fetchone()
-        if row is None:
-            raise SessionNotFoundError(
-                f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
-            )
-        if retrying and row[0] > session.last_update_time:
-            # the first attempt's commit may have landed before its connection dropped
-            mine = conn.execute(f"SELECT 1 FROM codeact_events WHERE {_PK} AND id = %s", (*key, prepared.stored.id))
-            if mine.fetchone() is not None:
-                return float(row[0])
-        check_not_stale(session, row[0])
-        update_time = next_update_time(row[0])
-        conn.execute(
-            "INSERT INTO codeact_events (app_name, user_id, session_id, id, timestamp, data) "
-            "VALUES (%s, %s, %s, %s, %s, %s)",
-            (*key, prepared.stored.id, prepared.stored.timestamp, prepared.json),
-        )
-        _write_state(conn, key, prepared.delta, f"state delta of event {prepared.stored.id}")
-        conn.execute(
-            "UPDATE codeact_sessions SET last_update_time = %s WHERE app_name = %s AND user_id = %s AND id = %s",
-            (update_time, *key),
-        )
-        return update_time
 
     # --- durability --------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The SQL flow the SQLite and PostgreSQL stores share (``_sqlite``, ``_postgres``): the turn
+"""The SQL flow the SQLite and PostgreSQL stores share (``_sqlite``, ``_postgres``): scoped
+state (written and read merged), the event query and ``append_event``'s transaction, the turn
 slot's version (the fence every journal write and slot write checks), the journal's rows
 (outcomes first-writer-wins, intents and OS answers replaced), reading the slot and the
 journal back, and the buffered commit of SPEC §5 v4 (``commit_turn``): the journal records a
@@ -17,9 +18,36 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._journal import JournalRecord, TurnSlot
-from ._service import SessionNotFoundError, parse_turn, sort_journal, turn_conflict
+from ._service import (
+    PreparedAppend,
+    ScopedState,
+    SessionNotFoundError,
+    check_not_stale,
+    merge_state,
+    next_update_time,
+    parse_turn,
+    sort_journal,
+    state_from_json,
+    state_to_json,
+    turn_conflict,
+)
+from ._types import Session
 
-__all__ = ("POSTGRES", "SQLITE", "SqlDialect", "commit_turn", "journal_of", "slot_of", "slot_version", "write_journal")
+__all__ = (
+    "POSTGRES",
+    "SQLITE",
+    "SqlDialect",
+    "append_event",
+    "commit_turn",
+    "events_query",
+    "journal_of",
+    "merged_state",
+    "slot_of",
+    "slot_version",
+    "turns_query",
+    "write_journal",
+    "write_state",
+)
 
 _COLUMNS = "(app_name, user_id, session_id, turn, kind, seq, data)"
 _SLOT_COLUMNS = "(app_name, user_id, session_id, version, data, snapshot)"
@@ -37,9 +65,13 @@ class SqlDialect:
         replace_record / keep_record: the journal ``INSERT`` that replaces a stored row (an
             intent, OS answers) / keeps it (an outcome: first writer wins).
         put_slot: the slot's upsert (version, data, snapshot).
+        upsert: a state row's upsert, with ``{table}``, ``{columns}``, ``{values}`` and
+            ``{key}`` (the primary key's columns) to fill.
+        order: the column giving sessions their creation order.
     """
 
     p: str
+    prefix: str
     sessions: str
     turns: str
     journal: str
@@ -47,6 +79,8 @@ class SqlDialect:
     replace_record: str
     keep_record: str
     put_slot: str
+    upsert: str
+    order: str
 
     def where(self) -> str:
         """``app_name = ? AND user_id = ? AND session_id = ?`` with this dialect's placeholder."""
@@ -54,10 +88,13 @@ class SqlDialect:
         return f"app_name = {p} AND user_id = {p} AND session_id = {p}"
 
 
-def _dialect(p: str, prefix: str, replace: str, keep: str, put_slot: str) -> SqlDialect:
+def _dialect(p: str, prefix: str, replace: str, keep: str, put_slot: str, upsert: str, order: str) -> SqlDialect:
     values = ", ".join([p] * 7)
     return SqlDialect(
         p=p,
+        prefix=prefix,
+        upsert=upsert,
+        order=order,
         sessions=f"{prefix}sessions",
         turns=f"{prefix}turns",
         journal=f"{prefix}journal",
@@ -74,6 +111,8 @@ SQLITE = _dialect(
     "INSERT OR REPLACE INTO {table} VALUES ({values})",
     "INSERT OR IGNORE INTO {table} VALUES ({values})",
     "INSERT OR REPLACE INTO {table} VALUES ({values})",
+    "INSERT OR REPLACE INTO {table} {columns} VALUES ({values})",
+    "s.rowid",
 )
 POSTGRES = _dialect(
     "%s",
@@ -83,7 +122,147 @@ POSTGRES = _dialect(
     "INSERT INTO {table} VALUES ({values}) ON CONFLICT DO NOTHING",
     "INSERT INTO {table} VALUES ({values}) ON CONFLICT (app_name, user_id, session_id) "
     "DO UPDATE SET version = EXCLUDED.version, data = EXCLUDED.data, snapshot = EXCLUDED.snapshot",
+    "INSERT INTO {table} {columns} VALUES ({values}) ON CONFLICT ({key}) DO UPDATE SET value = EXCLUDED.value",
+    "s.ord",
 )
+
+
+def _upserts(d: SqlDialect) -> tuple[str, str, str]:
+    """The session, user and app state upserts of ``d``."""
+    out = []
+    for table, key in (
+        ("session_state", "app_name, user_id, session_id, key"),
+        ("user_state", "app_name, user_id, key"),
+        ("app_state", "app_name, key"),
+    ):
+        columns = f"({key}, value)"
+        values = ", ".join([d.p] * (key.count(",") + 2))
+        out.append(d.upsert.format(table=d.prefix + table, columns=columns, values=values, key=key))
+    return out[0], out[1], out[2]
+
+
+_UPSERTS = {id(SQLITE): _upserts(SQLITE), id(POSTGRES): _upserts(POSTGRES)}
+
+
+def write_state(conn: Any, d: SqlDialect, key: tuple[str, str, str], scoped: ScopedState, what: str) -> None:
+    """Upserts the persisted scopes of a state delta (``temp:`` is never written; keys sorted,
+    so concurrent writers lock rows in one order).
+
+    Raises:
+        SessionStoreError: a value is not plain data.
+    """
+    app_name, user_id, _ = key
+    session_sql, user_sql, app_sql = _UPSERTS[id(d)]
+    rows = (
+        (session_sql, [(*key, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.session.items())]),
+        (
+            user_sql,
+            [(app_name, user_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.user.items())],
+        ),
+        (app_sql, [(app_name, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.app.items())]),
+    )
+    cur = conn.cursor()
+    try:
+        for sql, values in rows:
+            if values:
+                cur.executemany(sql, values)
+    finally:
+        cur.close()
+
+
+def merged_state(conn: Any, d: SqlDialect, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+    """The state a session sees: its own keys, then its user's and its app's (one query)."""
+    p, x = d.p, d.prefix
+    rows = conn.execute(
+        f"SELECT 0, key, value FROM {x}app_state WHERE app_name = {p} "
+        f"UNION ALL SELECT 1, key, value FROM {x}user_state WHERE app_name = {p} AND user_id = {p} "
+        f"UNION ALL SELECT 2, key, value FROM {x}session_state WHERE {d.where()}",
+        (app_name, app_name, user_id, app_name, user_id, session_id),
+    ).fetchall()
+    scopes: list[dict[str, Any]] = [{}, {}, {}]
+    for scope, k, value in rows:
+        scopes[scope][k] = state_from_json(value)
+    return merge_state(scopes[0], scopes[1], scopes[2])
+
+
+def events_query(
+    d: SqlDialect, key: tuple[str, str, str], after_timestamp: float | None, num_recent_events: int | None
+) -> tuple[str, list[Any]]:
+    """``get_session``'s event query and its parameters: the session's events (``data``) in
+    append order, filtered by ``after_timestamp`` and then kept to the last
+    ``num_recent_events``."""
+    where = d.where()
+    params: list[Any] = list(key)
+    if after_timestamp is not None:
+        where += f" AND timestamp >= {d.p}"
+        params.append(after_timestamp)
+    if num_recent_events is None:
+        return f"SELECT data FROM {d.prefix}events WHERE {where} ORDER BY seq", params
+    params.append(max(num_recent_events, 0))
+    return (
+        f"SELECT data FROM (SELECT seq, data FROM {d.prefix}events WHERE {where} ORDER BY seq DESC LIMIT {d.p}) "
+        "AS recent ORDER BY seq",
+        params,
+    )
+
+
+def turns_query(d: SqlDialect, app_name: str, user_id: str | None) -> tuple[str, list[Any]]:
+    """``list_turns``' query: the sessions of an app (of one user) whose slot holds a turn, in
+    creation order."""
+    sql = (
+        f"SELECT t.user_id, t.session_id FROM {d.turns} t JOIN {d.sessions} s ON s.app_name = t.app_name "
+        f"AND s.user_id = t.user_id AND s.id = t.session_id WHERE t.app_name = {d.p} AND t.data IS NOT NULL"
+    )
+    params: list[Any] = [app_name]
+    if user_id is not None:
+        sql += f" AND t.user_id = {d.p}"
+        params.append(user_id)
+    return f"{sql} ORDER BY {d.order}", params
+
+
+def append_event(
+    conn: Any, d: SqlDialect, session: Session, prepared: PreparedAppend, *, retrying: bool = False
+) -> float:
+    """``append_event``'s transaction: the stale check, the event, its state delta and the
+    session's new update time. ``retrying``: a first attempt's commit may have landed before
+    its connection dropped (PostgreSQL); it is recognized by the event's id.
+
+    Returns:
+        The new update time.
+
+    Raises:
+        SessionNotFoundError: the session does not exist (anymore).
+        StaleSessionError: the stored session was updated after ``session`` was loaded.
+        SessionStoreError: a state value is not plain data.
+    """
+    key = (session.app_name, session.user_id, session.id)
+    p = d.p
+    row = conn.execute(
+        f"SELECT last_update_time FROM {d.sessions} WHERE app_name = {p} AND user_id = {p} AND id = {p}{d.lock}", key
+    ).fetchone()
+    if row is None:
+        raise SessionNotFoundError(
+            f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
+        )
+    if retrying and row[0] > session.last_update_time:
+        mine = conn.execute(
+            f"SELECT 1 FROM {d.prefix}events WHERE {d.where()} AND id = {p}", (*key, prepared.stored.id)
+        )
+        if mine.fetchone() is not None:
+            return float(row[0])
+    check_not_stale(session, row[0])
+    update_time = next_update_time(row[0])
+    conn.execute(
+        f"INSERT INTO {d.prefix}events (app_name, user_id, session_id, id, timestamp, data) "
+        f"VALUES ({p}, {p}, {p}, {p}, {p}, {p})",
+        (*key, prepared.stored.id, prepared.stored.timestamp, prepared.json),
+    )
+    write_state(conn, d, key, prepared.delta, f"state delta of event {prepared.stored.id}")
+    conn.execute(
+        f"UPDATE {d.sessions} SET last_update_time = {p} WHERE app_name = {p} AND user_id = {p} AND id = {p}",
+        (update_time, *key),
+    )
+    return update_time
 
 
 def slot_version(conn: Any, d: SqlDialect, key: tuple[str, str, str], *, lock: bool = False) -> tuple[int, int]:

@@ -26,7 +26,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -40,22 +40,15 @@ from ._service import (
     BaseSessionService,
     Durability,
     JournalAppender,
-    PreparedAppend,
-    ScopedState,
     SessionExistsError,
     SessionNotFoundError,
     SessionStoreError,
     apply_append,
     check_durability,
-    check_not_stale,
     json_roundtrip_state,
-    merge_state,
-    next_update_time,
     prepare_append,
     resolve_session_id,
     split_state,
-    state_from_json,
-    state_to_json,
     to_json,
     turn_conflict,
 )
@@ -175,28 +168,6 @@ def _run_in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connecti
             pass  # the transaction may already be gone (e.g. SQLITE_FULL rolls back itself)
         raise
     return result
-
-
-def _read_state(conn: sqlite3.Connection, sql: str, params: Iterable[Any]) -> dict[str, Any]:
-    return {key: state_from_json(value) for key, value in conn.execute(sql, tuple(params))}
-
-
-def _write_state(
-    conn: sqlite3.Connection, app_name: str, user_id: str, session_id: str, scoped: ScopedState, what: str
-) -> None:
-    """Upsert the persisted scopes of a state delta (``temp:`` is never written)."""
-    conn.executemany(
-        "INSERT OR REPLACE INTO session_state (app_name, user_id, session_id, key, value) VALUES (?, ?, ?, ?, ?)",
-        [(app_name, user_id, session_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in scoped.session.items()],
-    )
-    conn.executemany(
-        "INSERT OR REPLACE INTO user_state (app_name, user_id, key, value) VALUES (?, ?, ?, ?)",
-        [(app_name, user_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in scoped.user.items()],
-    )
-    conn.executemany(
-        "INSERT OR REPLACE INTO app_state (app_name, key, value) VALUES (?, ?, ?)",
-        [(app_name, k, state_to_json(v, f"{what} key {k!r}")) for k, v in scoped.app.items()],
-    )
 
 
 class SqliteSessionService(BaseSessionService):
@@ -367,16 +338,7 @@ class SqliteSessionService(BaseSessionService):
 
     @staticmethod
     def _merged_state(conn: sqlite3.Connection, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
-        app = _read_state(conn, "SELECT key, value FROM app_state WHERE app_name = ?", (app_name,))
-        user = _read_state(
-            conn, "SELECT key, value FROM user_state WHERE app_name = ? AND user_id = ?", (app_name, user_id)
-        )
-        session = _read_state(
-            conn,
-            "SELECT key, value FROM session_state WHERE app_name = ? AND user_id = ? AND session_id = ?",
-            (app_name, user_id, session_id),
-        )
-        return merge_state(app, user, session)
+        return _sql.merged_state(conn, _sql.SQLITE, app_name, user_id, session_id)
 
     # --- the service -----------------------------------------------------------------
 
@@ -409,7 +371,7 @@ class SqliteSessionService(BaseSessionService):
                 raise SessionExistsError(
                     f"session {sid!r} already exists for app {app_name!r}, user {user_id!r}"
                 ) from e
-            _write_state(conn, app_name, user_id, sid, scoped, "initial state")
+            _sql.write_state(conn, _sql.SQLITE, (app_name, user_id, sid), scoped, "initial state")
             return Session(
                 id=sid,
                 app_name=app_name,
@@ -442,19 +404,9 @@ class SqliteSessionService(BaseSessionService):
             ).fetchone()
             if row is None:
                 return None
-            where = "app_name = ? AND user_id = ? AND session_id = ?"
-            params: list[Any] = [app_name, user_id, session_id]
-            if after_timestamp is not None:
-                where += " AND timestamp >= ?"
-                params.append(after_timestamp)
-            if num_recent_events is None:
-                sql = f"SELECT data FROM events WHERE {where} ORDER BY seq"
-            else:
-                sql = (
-                    f"SELECT data FROM (SELECT seq, data FROM events WHERE {where} ORDER BY seq DESC LIMIT ?) "
-                    "ORDER BY seq"
-                )
-                params.append(max(num_recent_events, 0))
+            sql, params = _sql.events_query(
+                _sql.SQLITE, (app_name, user_id, session_id), after_timestamp, num_recent_events
+            )
             events = [Event.model_validate_json(data) for (data,) in conn.execute(sql, params)]
             return Session(
                 id=session_id,
@@ -526,34 +478,12 @@ class SqliteSessionService(BaseSessionService):
             lock = anyio.Lock()
             self._append_lock.set(lock)
         async with lock:
-            update_time = await self._call(lambda conn: self._append_txn(conn, session, prepared), write=True)
+            update_time = await self._call(
+                lambda conn: _sql.append_event(conn, _sql.SQLITE, session, prepared), write=True
+            )
             # no checkpoint between the commit and here: the live session reflects the store
             apply_append(session, prepared, update_time)
         return prepared.stored
-
-    def _append_txn(self, conn: sqlite3.Connection, session: Session, prepared: PreparedAppend) -> float:
-        """Inside ``BEGIN IMMEDIATE``: check, insert the event, write the delta, bump the
-        update time. Returns the new update time."""
-        key = (session.app_name, session.user_id, session.id)
-        row = conn.execute(
-            "SELECT last_update_time FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key
-        ).fetchone()
-        if row is None:
-            raise SessionNotFoundError(
-                f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
-            )
-        check_not_stale(session, row[0])
-        update_time = next_update_time(row[0])
-        conn.execute(
-            "INSERT INTO events (app_name, user_id, session_id, id, timestamp, data) VALUES (?, ?, ?, ?, ?, ?)",
-            (*key, prepared.stored.id, prepared.stored.timestamp, prepared.json),
-        )
-        _write_state(conn, *key, prepared.delta, f"state delta of event {prepared.stored.id}")
-        conn.execute(
-            "UPDATE sessions SET last_update_time = ? WHERE app_name = ? AND user_id = ? AND id = ?",
-            (update_time, *key),
-        )
-        return update_time
 
     # --- durability --------------------------------------------------------------------
 
@@ -787,15 +717,8 @@ class SqliteSessionService(BaseSessionService):
         """
 
         def txn(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            sql = (
-                "SELECT t.user_id, t.session_id FROM turns t JOIN sessions s ON s.app_name = t.app_name "
-                "AND s.user_id = t.user_id AND s.id = t.session_id WHERE t.app_name = ? AND t.data IS NOT NULL"
-            )
-            params: list[Any] = [app_name]
-            if user_id is not None:
-                sql += " AND t.user_id = ?"
-                params.append(user_id)
-            return [(u, sid) for u, sid in conn.execute(sql + " ORDER BY s.rowid", params)]
+            sql, params = _sql.turns_query(_sql.SQLITE, app_name, user_id)
+            return [(u, sid) for u, sid in conn.execute(sql, params)]
 
         return await self._call(txn, write=False)
 
