@@ -13,8 +13,8 @@ Ratios are to SQLite at the same durability level; the goal is PostgreSQL per jo
 Issue 50 (SPEC §5 v4, read-only tools), at durability ``"process"``:
 
 * per read-only call: a run of R calls to a tool declared ``read_only=True`` minus a run of
-  none, divided by R (R = 100: the end-of-script commit, the only one, is spread over the
-  calls); goal <= 1.5x the in-memory call;
+  none (each the fastest of several runs), divided by R (R = 100: the end-of-script commit,
+  the only one, is spread over the calls); goal <= 1.5x the in-memory call;
 * per call with effects: beside its floor, the in-memory call plus two commits of the store
   (one journal record each, through the path the driver takes: the store's synchronous
   ``journal_appender`` when it has one, else ``append_journal``), measured in the same run;
@@ -120,8 +120,15 @@ async def commit_s(service: BaseSessionService, sid: str, records: int) -> float
     return (time.perf_counter() - t0) / records
 
 
+async def fastest(service: BaseSessionService, n: int, name: str, script: str, inner: int) -> float:
+    """The fastest of ``inner`` runs of ``script`` with ``n`` calls: on a loaded machine a
+    hiccup of the scheduler lasts milliseconds, as long as a whole run, so the fastest run is
+    the one that measures the work."""
+    return min([await run_s(service, n, f"{name}.{j}", script) for j in range(inner)])
+
+
 async def measure_read_only(
-    makers: dict[str, Callable[[], BaseSessionService]], reads: int, repeats: int
+    makers: dict[str, Callable[[], BaseSessionService]], reads: int, repeats: int, inner: int = 5
 ) -> dict[str, dict[str, float]]:
     """Issue 50's figures per store (durability "process"): per read-only call (a run of
     ``reads`` calls minus a run of none, over ``reads``), per call with effects (the same
@@ -138,10 +145,10 @@ async def measure_read_only(
         for i in range(repeats):
             for key, service in services.items():
                 f = figures[key]
-                none = await run_s(service, 0, f"ro0.{i}", READS)
-                f["read_us"].append((await run_s(service, reads, f"ro.{i}", READS) - none) / reads * 1e6)
-                none = await run_s(service, 0, f"fx0.{i}")
-                f["effect_us"].append((await run_s(service, reads, f"fx.{i}") - none) / reads * 1e6)
+
+                none = await fastest(service, 0, f"none.{i}", READS, inner)
+                f["read_us"].append((await fastest(service, reads, f"ro.{i}", READS, inner) - none) / reads * 1e6)
+                f["effect_us"].append((await fastest(service, reads, f"fx.{i}", LOOP, inner) - none) / reads * 1e6)
                 f["commit_us"].append(await commit_s(service, f"c.{i}", reads) * 1e6)
                 mixed = [await run_s(service, 0, f"m{i}.{j}", MIXED) for j in range(5)]
                 f["mixed_ms"].append(statistics.median(mixed) * 1e3)
@@ -156,7 +163,8 @@ def report_read_only(results: dict[str, dict[str, float]], reads: int, repeats: 
     mem = results["memory"]
     print(
         f"\nread-only calls (issue 50), durability 'process': per call = (run of {reads} calls - run of none) / "
-        f"{reads}, median of {repeats}; floor = in-memory call with effects + 2 commits of the store"
+        f"{reads} (each the fastest of several runs), median of {repeats}; floor = in-memory call with effects + 2 "
+        "commits of the store"
     )
     print(
         f"{'store':<10}{'read-only':>12}{'vs memory':>11}{'effects':>11}{'commit':>10}{'floor':>10}"
@@ -217,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-only-only", action="store_true", help="only issue 50's read-only figures")
     args = parser.parse_args(argv)
     big, small, repeats = (200, 20, 3) if args.quick else (1000, 100, 5)
-    reads, ro_repeats = 100, (3 if args.quick else 7)
+    reads, ro_repeats = 100, (2 if args.quick else 5)
 
     from codeact.sessions import PostgresSessionService
 
@@ -252,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sqlite": lambda: SqliteSessionService(ro_db, durability="process"),
                 "postgres": lambda: PostgresSessionService(urls["process"], durability="process"),
             }
-            read_only = anyio.run(measure_read_only, ro_stores, reads, ro_repeats)
+            read_only = anyio.run(measure_read_only, ro_stores, reads, ro_repeats, 3 if args.quick else 5)
     finally:
         if server is not None:
             server.stop()

@@ -668,11 +668,13 @@ class PostgresSessionService(BaseSessionService):
         blob = bytes(snapshot) if snapshot is not None else None
 
         def txn(conn: Connection[Any], retrying: bool) -> int:
+            # one statement (the dialect's ``commit``): atomic on a worker's own autocommit
+            # connection; the rare conflict's explanation reads the rows after it
             return _sql.commit_turn(
                 conn, _sql.POSTGRES, key, turn, records, text, blob, expected_version, retrying=retrying
             )
 
-        return await self._call(txn, write=True)
+        return await self._call_quick(txn, write=True)
 
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float

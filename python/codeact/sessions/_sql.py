@@ -13,6 +13,7 @@ upserts and the row lock.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,13 @@ class SqlDialect:
         upsert: a state row's upsert, with ``{table}``, ``{columns}``, ``{values}`` and
             ``{key}`` (the primary key's columns) to fill.
         order: the column giving sessions their creation order.
+        bulk: one statement writing a whole batch of journal records (PostgreSQL: arrays
+            unnested, one round trip; outcomes kept, others replaced), or "" (SQLite: an
+            ``executemany`` in process costs nothing more).
+        commit: ``commit_turn`` as one statement, or "" (the flow of statements below). On
+            PostgreSQL one statement is one round trip on an autocommit connection where the
+            flow is six; the slot is written only at the expected version and the journal
+            records only with the slot, so the statement writes both or neither.
     """
 
     p: str
@@ -81,6 +89,8 @@ class SqlDialect:
     put_slot: str
     upsert: str
     order: str
+    bulk: str = ""
+    commit: str = ""
 
     def where(self) -> str:
         """``app_name = ? AND user_id = ? AND session_id = ?`` with this dialect's placeholder."""
@@ -124,6 +134,40 @@ POSTGRES = _dialect(
     "DO UPDATE SET version = EXCLUDED.version, data = EXCLUDED.data, snapshot = EXCLUDED.snapshot",
     "INSERT INTO {table} {columns} VALUES ({values}) ON CONFLICT ({key}) DO UPDATE SET value = EXCLUDED.value",
     "s.ord",
+)
+POSTGRES = dataclasses.replace(
+    POSTGRES,
+    bulk=(
+        f"INSERT INTO codeact_journal {_COLUMNS} SELECT %s, %s, %s, %s, r.kind, r.seq, r.data "
+        "FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS r(kind, seq, data) "
+        "ON CONFLICT (app_name, user_id, session_id, turn, kind, seq) DO UPDATE SET data = EXCLUDED.data "
+        "WHERE codeact_journal.kind <> 'outcome'"
+    ),
+    commit="""
+WITH fence AS (
+    SELECT version, data IS NOT NULL AS live FROM codeact_turns
+    WHERE app_name = %(a)s AND user_id = %(u)s AND session_id = %(s)s FOR UPDATE
+), cur AS (
+    SELECT COALESCE((SELECT CASE WHEN live THEN version ELSE 0 END FROM fence), 0) AS v,
+           COALESCE((SELECT version FROM fence), 0) AS stored
+), slot AS (
+    INSERT INTO codeact_turns AS t (app_name, user_id, session_id, version, data, snapshot)
+    SELECT %(a)s, %(u)s, %(s)s, cur.stored + 1, %(data)s, %(snap)s FROM cur WHERE cur.v = %(ev)s
+    ON CONFLICT (app_name, user_id, session_id) DO UPDATE
+    SET version = EXCLUDED.version, data = EXCLUDED.data, snapshot = EXCLUDED.snapshot
+    WHERE t.version = EXCLUDED.version - 1
+    RETURNING version
+), ins AS (
+    INSERT INTO codeact_journal (app_name, user_id, session_id, turn, kind, seq, data)
+    SELECT %(a)s, %(u)s, %(s)s, %(t)s, r.kind, r.seq, r.data
+    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)
+    WHERE EXISTS (SELECT 1 FROM slot)
+    ON CONFLICT (app_name, user_id, session_id, turn, kind, seq)
+    DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind <> 'outcome'
+    RETURNING 1
+)
+SELECT (SELECT version FROM slot), (SELECT v FROM cur), (SELECT count(*) FROM ins)
+""",
 )
 
 
@@ -282,6 +326,12 @@ def write_journal(
 ) -> None:
     """Writes ``records`` to the journal of ``turn``: an outcome already stored for its seq is
     kept (first writer wins), intents and OS answers replace the stored ones."""
+    if d.bulk:
+        if records:
+            conn.execute(
+                d.bulk, (*key, turn, [r.kind for r in records], [r.seq for r in records], [r.data for r in records])
+            )
+        return
     outcomes = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind == "outcome"]
     others = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind != "outcome"]
     cur = conn.cursor()
@@ -332,6 +382,30 @@ def commit_turn(
     """
     app_name, user_id, session_id = key
     p = d.p
+    if d.commit:  # one statement: the slot at the next version and the records, or neither
+        params = {
+            "a": app_name,
+            "u": user_id,
+            "s": session_id,
+            "t": turn,
+            "ev": expected_version,
+            "data": text,
+            "snap": snapshot,
+            "kinds": [r.kind for r in records],
+            "seqs": [r.seq for r in records],
+            "datas": [r.data for r in records],
+        }
+        try:
+            row = conn.execute(d.commit, params, prepare=True).fetchone()
+        except Exception as exc:  # psycopg's ForeignKeyViolation: the session is gone
+            if type(exc).__name__ == "ForeignKeyViolation":
+                raise SessionNotFoundError(
+                    f"session {session_id!r} not found for app {app_name!r}, user {user_id!r}"
+                ) from exc
+            raise
+        if row[0] is not None:
+            return int(row[0])
+        # nothing written: say why (off the usual path)
     found = conn.execute(
         f"SELECT 1 FROM {d.sessions} WHERE app_name = {p} AND user_id = {p} AND id = {p}", key
     ).fetchone()
@@ -343,6 +417,8 @@ def commit_turn(
             row = conn.execute(f"SELECT data FROM {d.turns} WHERE {d.where()}", key).fetchone()
             if row is not None and row[0] == text:
                 return current  # the first attempt's commit landed
+        raise turn_conflict(session_id, expected_version, current)
+    if d.commit:  # the slot moved between the statement and here
         raise turn_conflict(session_id, expected_version, current)
     write_journal(conn, d, key, turn, records)
     version = stored + 1
