@@ -601,9 +601,14 @@ class SqliteSessionService(BaseSessionService):
         text = to_json(data, "the turn record")
         key = (session.app_name, session.user_id, session.id)
 
-        def txn(conn: sqlite3.Connection) -> int:
-            return _sql.commit_turn(conn, _sql.SQLITE, key, turn, records, text, snapshot, expected_version)
+        done: list[int] = []
 
+        def txn(conn: sqlite3.Connection) -> int:
+            done[:] = [_sql.commit_turn(conn, _sql.SQLITE, key, turn, records, text, snapshot, expected_version)]
+            return done[0]
+
+        if self._try_inline(txn):  # on the calling thread when the database is free, as a journal write
+            return done[0]
         return await self._call_quick(txn, write=True)
 
     def journal_appender(self) -> JournalAppender | None:
