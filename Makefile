@@ -22,7 +22,7 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,dbos,web,test-web
 
-.PHONY: test-quick forged-snapshots instructions scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick demo example sdist-check fuzz load property stress loom docs docs-check all clean
+.PHONY: test-quick forged-snapshots instructions scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick benchmark-latency demo example sdist-check fuzz load property stress loom docs docs-check all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -142,6 +142,9 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/stores.py
 	$(BIN)/python benchmarks/scale_out.py
 
+benchmark-latency: install-wheel  ## time to the first visible token, codeact beside its peers (each peer's venv created from PyPI on first use)
+	$(BIN)/python benchmarks/latency.py
+
 instructions: install-wheel  ## instruction counts (callgrind) of start and the tool round trip beside the bare crate
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/instructions.py
 
@@ -154,6 +157,7 @@ benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	$(BIN)/python benchmarks/hostile.py --quick
 	$(BIN)/python benchmarks/stores.py --quick
 	$(BIN)/python benchmarks/scale_out.py --quick
+	$(BIN)/python benchmarks/latency.py --smoke   # peers only where their venv exists: never installs
 
 FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000

@@ -182,6 +182,7 @@ SLOW_MODULES: dict[str, str] = {
     "test_escalation": "child processes killed in crash recovery",
     "test_concurrent_resume": "child processes racing to resume",
     "test_load": "many concurrent sessions",
+    "test_adk_web": "adk web in a child process, driven by Chromium",
 }
 """Modules all of whose tests are slow, with why."""
 
@@ -202,7 +203,9 @@ SECOND_BACKEND = "trio"
 """An async test runs under asyncio and under trio (``anyio_backend``); its trio run counts as
 slow, so the inner loop runs each async test once and the full suite runs both."""
 
-SERIAL_MODULES: frozenset[str] = frozenset({"test_event_loop_free", "test_step_race", "test_load", "test_memory_caps"})
+SERIAL_MODULES: frozenset[str] = frozenset(
+    {"test_event_loop_free", "test_step_race", "test_load", "test_memory_caps", "test_live_output"}
+)
 """Modules whose tests measure time or contention: run one at a time, never beside another test."""
 
 SERIAL_TESTS: dict[str, tuple[str, ...]] = {

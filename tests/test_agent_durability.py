@@ -625,7 +625,7 @@ async def test_a_0_1_0_sqlite_file_is_upgraded_in_place(tmp_path: Path) -> None:
     with SqliteSessionService(db) as service:
         await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state={"k": 1})
     con = sqlite3.connect(db)  # make it what codeact 0.1.0 wrote: schema 1, no durability tables
-    for table in ("turns", "journal", "blobs"):
+    for table in ("turns", "journal", "blobs", "live"):
         con.execute(f"DROP TABLE {table}")
     con.execute("UPDATE schema_version SET version = 1")
     con.commit()
@@ -646,5 +646,5 @@ async def test_a_0_1_0_sqlite_file_is_upgraded_in_place(tmp_path: Path) -> None:
         assert outcomes_of(service) == [{"v": 41}]
     assert events[-1].text == "41" and session.state["k"] == 1
     con = sqlite3.connect(db)
-    assert con.execute("SELECT version FROM schema_version").fetchone() == (2,)
+    assert con.execute("SELECT version FROM schema_version").fetchone() == (3,)
     con.close()

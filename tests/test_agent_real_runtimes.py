@@ -150,3 +150,15 @@ async def test_cpython_runtime_rejects_confirmation_and_runs_long_running_inline
     assert "cannot pause" in value["denied"]
     assert delete.calls == []
     assert len(slow.calls) == 1
+
+
+async def test_a_traceback_after_a_rewritten_generator_names_the_models_line() -> None:
+    """The CPython-order rewrite hoists a loop before its statement; the traceback fed back
+    names the model's line 4 and shows its text, not the rewritten script's (issue 48)."""
+    script = 'orders = [1, 2]\nok = any(call_tool("check", {"id": o}) for o in orders)\nx = 1\ny = missing + x'
+    check = FakeTool("check", result=False)
+    agent, model = monty_agent([fence(script), final_reply("fixed")], [check])
+    events, _, _ = await run(agent)
+    assert events[-1].text == "fixed"
+    feedback = texts(model.requests[1].contents)[-1]
+    assert 'File "agent.py", line 4' in feedback and "y = missing + x" in feedback, feedback

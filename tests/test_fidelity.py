@@ -542,3 +542,31 @@ def test_a_namespace_session_feed_keeps_stderr_apart() -> None:
     session = MontyRuntime().start_session()
     step = session.feed("import sys\nprint('o')\nprint('e', file=sys.stderr)\n3")
     assert (step.stdout, step.stderr, step.value) == ("o\n", "e\n", 3)
+
+
+CONSTANTS_SCRIPT = """
+import time
+[time.timezone, time.altzone, time.daylight, list(time.tzname)]
+"""
+
+
+@pytest.mark.parametrize("tz", ["America/New_York", "Europe/Paris", "Australia/Sydney", "Asia/Kolkata", "UTC"])
+def test_the_time_modules_zone_constants_are_cpythons_under_a_named_zone(tz: str) -> None:
+    """``time.timezone``, ``altzone``, ``daylight`` and ``tzname`` under the host's named zone
+    (Monty's own ``datetime__zone_default.py`` case; missing before the zone-constants patch,
+    since the clock is answered by the host)."""
+    code = f"""
+        import ast, json
+        from codeact import MontyRuntime
+        script = {CONSTANTS_SCRIPT!r}
+        step = MontyRuntime().start(script, "zone.py")
+        assert type(step).__name__ == "Complete", step
+        import time
+        print(json.dumps([step.value, [time.timezone, time.altzone, time.daylight, list(time.tzname)]]))
+    """
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TZ"}
+    env["TZ"] = tz
+    child = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
+    assert child.returncode == 0, child.stderr
+    monty, cpython = json.loads(child.stdout)
+    assert monty == cpython

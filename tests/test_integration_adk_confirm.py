@@ -103,8 +103,19 @@ def requests_in(events: list[Any]) -> list[tuple[Any, Any]]:
 
 
 def shown(events: list[Any]) -> list[Any]:
-    """The events that are not codeact progress events (model replies, script results)."""
-    return [e for e in events if "codeact_kind" not in (e.custom_metadata or {})]
+    """The events that are not codeact progress events (script results), without the model
+    reply an event carries in front of its own parts (``codeact_carries``: its text and
+    ``executable_code``, where an ``LlmAgent``'s event holds the model's text)."""
+    out = []
+    for e in events:
+        meta = e.custom_metadata or {}
+        if "codeact_kind" in meta:
+            continue
+        if "codeact_carries" in meta and e.content is not None:
+            e = e.model_copy(deep=True)
+            e.content.parts = [p for p in e.content.parts if p.text is None and p.executable_code is None]
+        out.append(e)
+    return out
 
 
 async def test_approval_through_adk_confirmation_runs_the_tool_once(anyio_backend):
@@ -346,19 +357,26 @@ async def test_a_two_turn_run_as_adk_events(anyio_backend):
     kinds = [(e.custom_metadata or {}).get("codeact_kind") for e in events]
     # The tool's state change rides on the tool's function_response (ADK would count an event
     # with only a state delta as final).
+    # Each complete model reply rides, stored, in front of the next event (the tool's
+    # function_call, the script_result): no partial event without streaming (StreamingMode.NONE).
     assert kinds == [
-        "model_reply",
         "tool_call",
         "tool_response",
         "script_result",
-        "model_reply",
         "script_result",
         None,
     ]
+    assert [(e.custom_metadata or {}).get("codeact_carries") for e in events] == [
+        ["model_reply"],
+        None,
+        None,
+        ["model_reply"],
+        None,
+    ]
     assert all(e.author == "coder" for e in events)
-    # Under ADK's own rule only the answer is final; the model replies are partial previews.
-    assert [e.is_final_response() for e in events] == [False] * 6 + [True]
-    assert [bool(e.partial) for e in events] == [True, False, False, False, True, False, False]
+    # Under ADK's own rule only the answer is final.
+    assert [e.is_final_response() for e in events] == [False] * 4 + [True]
+    assert not any(e.partial for e in events)
 
     reply = events[0]
     assert reply.content.role == "model" and reply.content.parts[0].text == STEP_ONE
@@ -368,15 +386,17 @@ async def test_a_two_turn_run_as_adk_events(anyio_backend):
     assert reply.usage_metadata.candidates_token_count == len(STEP_ONE) // 10
     assert reply.custom_metadata["codeact_model_calls"] == 1
 
-    call, response = events[1].content.parts[0].function_call, events[2].content.parts[0].function_response
-    assert events[1].content.role == "model" and events[2].content.role == "user"
+    call, response = events[0].content.parts[2].function_call, events[1].content.parts[0].function_response
+    assert events[0].content.role == "model" and events[1].content.role == "user"
     assert (call.name, call.args) == ("add", {"a": 1, "b": 2})
     assert (response.id, response.name, response.response) == (call.id, "add", {"result": 3})
-    assert events[2].actions.state_delta == {"last_sum": 3}
+    assert events[1].actions.state_delta == {"last_sum": 3}
 
-    result = events[3].content
-    assert result.role == "user" and result.parts[0].executable_code.code == code.code  # the turn's record
-    assert [p.text for p in result.parts[1:-1]] == ["Observation:\n3", "Output (stdout):\nhi\n"]
+    result = events[2].content
+    assert result.role == "user"
+    assert [p.text for p in result.parts[:-1]] == ["Observation:\n3", "Output (stdout):\nhi\n"]
+    second = events[3].content
+    assert second.parts[0].text == STEP_TWO and second.parts[1].executable_code is not None
     assert result.parts[-1].code_execution_result.outcome == types.Outcome.OUTCOME_OK
     assert result.parts[-1].code_execution_result.output == "hi\n"
 
@@ -388,8 +408,9 @@ async def test_a_two_turn_run_as_adk_events(anyio_backend):
     session = await runner.session_service.get_session(app_name="a", user_id="u", session_id="s")
     assert session.state["last_sum"] == 3 and not any(k.startswith("codeact") for k in session.state)
     stored = [e for e in session.events if e.author == "coder"]
-    # ADK stores every event but the partial previews.
-    assert [(e.custom_metadata or {}).get("codeact_kind") for e in stored] == [k for k in kinds if k != "model_reply"]
+    # ADK stores every event (none is partial), the model replies with them.
+    assert [(e.custom_metadata or {}).get("codeact_kind") for e in stored] == kinds
+    assert sum(1 for e in stored for p in e.content.parts if p.executable_code is not None) == 2
 
 
 async def test_codeact_runner_predicate_without_adk_runner(anyio_backend):

@@ -3,8 +3,10 @@ pydantic-ai model as a codeact model, driven by pydantic-ai's own offline models
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import anyio
 import pytest
 
 pytest.importorskip("pydantic_ai", reason="codeact[pydantic-ai] is not installed")
@@ -323,3 +325,83 @@ async def test_pydantic_ai_test_model_and_config_mapping(anyio_backend):
     )
     assert response.text == "hello"
     assert response.usage is not None and response.usage.prompt_tokens and response.usage.completion_tokens
+
+
+# -- printed output while the script runs (issue 51): RunContext.emit ----------------------
+
+
+async def _stream(agent: Agent[Any, Any], prompt: str) -> tuple[list[tuple[float, Any]], Any]:
+    """Every event of the tool-calling steps of ``agent.iter(prompt)`` (``node.stream``) with
+    the time it reached the caller, and the run's result."""
+    seen: list[tuple[float, Any]] = []
+    async with agent.iter(prompt) as run:
+        async for node in run:
+            if Agent.is_call_tools_node(node):
+                async with node.stream(run.ctx) as events:
+                    async for event in events:
+                        seen.append((time.monotonic(), event))
+    return seen, run.result
+
+
+async def test_printed_output_reaches_the_event_stream_while_the_script_runs():
+    from pydantic_ai.messages import FunctionToolResultEvent
+
+    from codeact.integrations.pydantic_ai import ScriptOutputEvent
+
+    inner = FunctionToolset()
+    finished: list[float] = []
+
+    @inner.tool_plain
+    async def fetch(seconds: float) -> str:
+        """Takes a while."""
+        await anyio.sleep(seconds)
+        finished.append(time.monotonic())
+        return "page"
+
+    code = 'print("fetching")\npage = call_tool("fetch", {"seconds": 0.6})\nprint("fetched", page)\npage'
+    agent = Agent(scripted(code), toolsets=[CodeActToolset(inner)])
+    seen, result = await _stream(agent, "fetch it")
+    outputs = [(t, e) for t, e in seen if isinstance(e, ScriptOutputEvent)]
+    assert [e.stdout for _, e in outputs] == ["fetching\n", "fetched page\n"]
+    assert all(e.tool_call_id == "c0" and e.tool_name == "run_code" for _, e in outputs)
+    assert outputs[0][0] < finished[0] - 0.3  # shown while the tool the script waits on still runs
+    returned = next(t for t, e in seen if isinstance(e, FunctionToolResultEvent))
+    assert outputs[-1][0] <= returned
+    assert result.output == "done: {'value': 'page', 'stdout': 'fetching\\nfetched page\\n'}"
+
+
+async def test_printed_output_events_are_rate_limited_and_add_up_to_what_was_printed():
+    from codeact.integrations.pydantic_ai import ScriptOutputEvent
+
+    inner = FunctionToolset()
+
+    @inner.tool_plain
+    def tick(i: int) -> int:
+        """Returns its argument."""
+        return i
+
+    code = (
+        'import sys\nfor i in range(40):\n    print("line", call_tool("tick", {"i": i}))\n'
+        'print("warn", file=sys.stderr)\n"ok"'
+    )
+    printed = "".join(f"line {i}\n" for i in range(40))
+
+    every = Agent(scripted(code), toolsets=[CodeActToolset(inner, output_interval=0.0)])
+    seen, _ = await _stream(every, "go")
+    outputs = [e for _, e in seen if isinstance(e, ScriptOutputEvent)]
+    assert "".join(e.stdout for e in outputs) == printed  # one event per step boundary that printed
+    assert "".join(e.stderr for e in outputs) == "warn\n"
+
+    started = time.monotonic()
+    limited = Agent(scripted(code), toolsets=[CodeActToolset(inner)])  # at most 10 per second
+    seen, result = await _stream(limited, "go")
+    elapsed = time.monotonic() - started
+    outputs = [e for _, e in seen if isinstance(e, ScriptOutputEvent)]
+    assert 1 <= len(outputs) <= 2 + elapsed / 0.1
+    assert outputs[0].stdout == "line 0\n"  # the first is not held back
+    assert printed.startswith("".join(e.stdout for e in outputs))
+    assert "line 39" in str(result.output)  # the tool's result holds all of it
+
+    quiet = Agent(scripted(code), toolsets=[CodeActToolset(inner, report_output=False)])
+    seen, _ = await _stream(quiet, "go")
+    assert not any(isinstance(e, ScriptOutputEvent) for _, e in seen)

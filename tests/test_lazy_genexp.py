@@ -16,6 +16,7 @@ import pytest
 
 from codeact import MontyRuntime
 from codeact.exceptions import ScriptError
+from codeact.runtime import Call, Raised, ResumeValue
 
 ORDERS = [1, 2, 3, 4]
 
@@ -147,3 +148,27 @@ def test_a_generator_that_reaches_no_tool_is_left_as_it_is():
 
     script = "print(sum(len(str(o)) for o in orders))"
     assert check_script(script).script == script
+
+
+def test_an_error_after_a_hoisted_loop_names_the_models_line():
+    """The rewrite puts a loop in before the statement: a traceback of the rewritten text is
+    mapped back to the model's lines (and shows the model's text, not the rewrite's)."""
+    from codeact.agent._position import map_traceback
+
+    script = 'orders = [1, 2, 3]\nok = any(call_tool("check", {"id": o}) for o in orders)\nx = 1\ny = missing + x\n'
+    runtime = MontyRuntime()
+    step = runtime.start(script, "main.py")
+    while isinstance(step, Call):
+        step = step.call.resume(ResumeValue(False))
+    assert isinstance(step, Raised) and "line 4" not in step.message  # the rewrite moved it
+    mapped = map_traceback(step.message, runtime.script_as_run(script), script, "main.py")
+    assert 'File "main.py", line 4' in mapped and "y = missing + x" in mapped
+
+    inside = 'orders = [1, 2]\nok = any(call_tool("check", {"id": o}) / 0 for o in orders)\n'
+    step = runtime.start(inside, "main.py")
+    while isinstance(step, Call):
+        step = step.call.resume(ResumeValue(1))
+    assert isinstance(step, Raised) and "_o_1" in step.message
+    mapped = map_traceback(step.message, runtime.script_as_run(inside), inside, "main.py")
+    assert 'File "main.py", line 2' in mapped and "_o_1" not in mapped and "~~~" not in mapped
+    assert 'ok = any(call_tool("check", {"id": o}) / 0 for o in orders)' in mapped

@@ -155,10 +155,13 @@ def test_scripted_rejects_a_single_string() -> None:
 
 
 async def test_default_stream_yields_the_complete_reply() -> None:
-    model = ScriptedModel(["x", "y"])
-    items = [r async for r in model.generate_content_stream(_request("a"))]
+    class Whole(BaseLlm):
+        async def generate_content(self, request: LlmRequest) -> LlmResponse:
+            return LlmResponse(content=Content.from_text("x", role="model"))
+
+    items = [r async for r in Whole().generate_content_stream(_request("a"))]
     assert [(r.text, r.partial) for r in items] == [("x", False)]
-    assert [r.text async for r in stream_content(model, _request("a"))] == ["y"]
+    assert [r.text async for r in stream_content(Whole(), _request("a"))] == ["x"]
 
 
 async def test_stream_content_without_stream_method() -> None:

@@ -305,3 +305,39 @@ async def test_run_with_an_async_tool_inside_an_event_loop_points_to_arun() -> N
     with pytest.raises(RuntimeError, match=r"await runtime\.arun"):
         runtime.run('call_tool("inc", {"x": 1})', tools={"inc": inc})
     assert (await runtime.arun('call_tool("inc", {"x": 1})', tools={"inc": inc})).value == 2
+
+
+async def test_arun_script_reports_printed_output_at_each_step_boundary(anyio_backend):
+    """``on_output``: what the script printed reaches the host before the tool call after it is
+    served, and at the end; also after a pause (``aresume_script``)."""
+    from codeact.runtime import ResumeValue, ScriptSuspended, SuspendScript
+    from codeact.runtime._oneshot import aresume_script, arun_script
+
+    log: list[tuple[str, ...]] = []
+
+    async def on_output(stdout: str, stderr: str) -> None:
+        log.append(("printed", stdout, stderr))
+
+    def tool(x: int) -> int:
+        log.append(("tool", str(x)))
+        return x
+
+    def gate() -> str:
+        raise SuspendScript({"why": "approval"})
+
+    code = (
+        'import sys\nprint("a")\nprint("e", file=sys.stderr)\ncall_tool("tool", {"x": 1})\n'
+        'call_tool("tool", {"x": 2})\nprint("b")\n"done"'
+    )
+    result = await arun_script(MontyRuntime(), code, tools={"tool": tool}, on_output=on_output)
+    assert (result.value, result.stdout, result.stderr) == ("done", "a\nb\n", "e\n")
+    assert log == [("printed", "a\n", "e\n"), ("tool", "1"), ("tool", "2"), ("printed", "b\n", "")]
+
+    log.clear()
+    code = 'print("before")\ncall_tool("gate", {})\nprint("after")\n1'
+    with pytest.raises(ScriptSuspended) as paused:
+        await arun_script(MontyRuntime(), code, tools={"gate": gate}, on_output=on_output)
+    assert log == [("printed", "before\n", "")]
+    log.clear()
+    resumed = await aresume_script(MontyRuntime(), paused.value, outcome=ResumeValue("yes"), on_output=on_output)
+    assert (resumed, log) == (RunResult(1, "before\nafter\n", 1), [("printed", "after\n", "")])

@@ -157,6 +157,8 @@ anyio.run(main)
 def test_concurrent_set_up_creates_the_schema_once(postgres_server: PostgresServer, tmp_path: Path) -> None:  # noqa: F811
     import psycopg
 
+    from codeact.sessions._postgres import SCHEMA_VERSION
+
     url = postgres_server.new_database()
     go = tmp_path / "go"
 
@@ -169,7 +171,7 @@ def test_concurrent_set_up_creates_the_schema_once(postgres_server: PostgresServ
     done = _children(SET_UP, 8, url, str(go))
     assert [p.returncode for p in done] == [0] * 8, [p.stderr for p in done if p.returncode]
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT version FROM codeact_schema_version").fetchall() == [(1,)]
+        assert conn.execute("SELECT version FROM codeact_schema_version").fetchall() == [(SCHEMA_VERSION,)]
         assert conn.execute("SELECT count(*) FROM codeact_sessions").fetchone() == (8,)
 
 

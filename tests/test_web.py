@@ -85,7 +85,7 @@ class Served:
         return next(p for p in body["pending"] if p["session_id"] == session_id)
 
 
-def _serve(tmp_path: Path, token: str | None) -> Iterator[Served]:
+def _serve(tmp_path: Path, token: str | None, **options: Any) -> Iterator[Served]:
     db = tmp_path / "sessions.db"
     runner = wf.make_runner(str(db))
     in_thread(wf.start, runner, "pay-1", "please pay bob")
@@ -98,7 +98,7 @@ def _serve(tmp_path: Path, token: str | None) -> Iterator[Served]:
     sock.listen(128)  # connections queue from now on: no waiting for uvicorn to start
     port = sock.getsockname()[1]
     served = Served(url=f"http://127.0.0.1:{port}", db=db, runner=runner)
-    app = _Recorder(create_app(runner, token=token, poll_interval=0.1), served.bodies)
+    app = _Recorder(create_app(runner, token=token, poll_interval=0.1, **options), served.bodies)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -846,3 +846,29 @@ def test_bidi_controls_are_escaped_and_long_arguments_cut(served: Served) -> Non
     assert '<code class="call cut">pay(amount=&#34;' + "9" * 1988 + "…</code>" in page  # 2,000 characters
     assert "show all (3014 characters)" in page
     assert "&#34;" + "9" * 3000 + "&#34;)" in page  # the whole call, behind "show all"
+
+
+def test_a_decision_from_the_inbox_restores_the_continuation_once(served: Served, monkeypatch: Any) -> None:
+    """The web looks nothing up before the runner: the runner finds the call, checks its digest
+    and kind, and restores the paused continuation once (issue 47; it was restored 4 times,
+    then twice: the page's own pending lookup, then the runner's)."""
+    runtime = served.runner.agent.runtime
+    restores: list[int] = []
+    for name in ("restore", "restore_session"):
+        real = getattr(runtime, name)
+
+        def counted(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            restores.append(1)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(runtime, name, counted)
+    call = served.call_of("pay-1")
+    restores.clear()
+    body = {"digest": call["digest"], "session_id": "pay-1"}
+    status, answer = http("POST", f"{served.url}/api/pending/{call['call_key']}/approve", body, token=TOKEN)
+    assert status == 200, answer
+    assert wf.PAID == [900] and len(restores) == 1
+    restores.clear()
+    status, answer = http("POST", f"{served.url}/api/pending/{call['call_key']}/approve", body, token=TOKEN)
+    assert status == 409 and "not pending any more" in answer["error"] and restores == []
+    assert wf.PAID == [900]

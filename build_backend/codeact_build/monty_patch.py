@@ -4,8 +4,10 @@
 in ``monty-types`` a host-installable memory probe (``MEMORY_PROBE``, so each run's bytes are
 counted separately when several advance on different threads) and a time forecast
 (``ResourceTracker::check_time_for``); in ``monty`` a cost estimate before big-integer products
-and large repeats (so one operation cannot overrun the time limit by its whole length) and a
-host-installable message for a host call made inside a synchronous callback. The crate sources
+and large repeats (so one operation cannot overrun the time limit by its whole length), a
+host-installable message for a host call made inside a synchronous callback, and the year of
+``time.timezone``/``altzone``/``tzname``/``daylight`` under a named zone when the host answers
+the clock (the process clock's year: module creation cannot suspend). The crate sources
 are never kept in the repository nor in the sdist: this module takes the published crates that
 cargo downloads (checksum-verified) into its registry, copies each under ``rust/patched/``
 (ignored by git), applies its patches, and writes ``.cargo/config.toml`` (ignored by git too)

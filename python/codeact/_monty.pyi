@@ -1,6 +1,6 @@
 """Type stub of the native core ``codeact._monty`` (Rust, PyO3, embedding Monty)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
 from typing_extensions import disjoint_base
@@ -9,6 +9,7 @@ from .runtime._seam import Call, Complete, Gather, Raised
 
 _Step = Call | Gather | Complete | Raised
 _CallInfo = tuple[str, tuple[Any, ...], dict[str, Any], int]
+_OnOutput = Callable[[str, str], object]
 
 __all__ = [
     "MontyCall",
@@ -204,7 +205,19 @@ class MontyEngine:
         script_name: str,
         os_replay: Sequence[tuple[str, Any]] | None = None,
         deferred: Sequence[int] | None = None,
-    ) -> _Step: ...
+        on_output: _OnOutput | None = None,
+    ) -> _Step:
+        """``on_output``: the run's live output listener, ``on_output(stream, text)`` with
+        ``stream`` ``"stdout"`` or ``"stderr"`` and ``text`` what the script printed since the
+        last call (within ``max_stdout``, the truncation marker included once), for this and
+        every later advance of the run (its continuations keep it). Called with the GIL on
+        the native delivery thread while the script runs (the first chunk within milliseconds
+        of its print, later ones at least 100 ms apart: at most 10 deliveries a second, one
+        call per stream change), and on the thread that takes the step for what is left when
+        the step is returned (all of it when the run ended; at a pause when a delivery is
+        due, else it follows within 100 ms). The steps' ``stdout`` / ``stderr`` are the same
+        with or without it. What it raises is swallowed (the first of a run logged on
+        ``codeact.runtime``). TypeError when it is not callable."""
     def resume(
         self, snapshot: bytes, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
     ) -> _Step: ...
@@ -214,10 +227,14 @@ class MontyEngine:
         outcomes: Mapping[int, ResumeValue | ResumeError],
         os_replay: Sequence[tuple[str, Any]] | None = None,
     ) -> _Step: ...
-    def restore(self, snapshot: bytes, session: bool | None = None) -> Call | Gather:
+    def restore(
+        self, snapshot: bytes, session: bool | None = None, on_output: _OnOutput | None = None
+    ) -> Call | Gather:
         """Opens any snapshot bytes into the step they paused at without resuming: a paused
         script's, or a paused namespace session's (its continuation's ``session`` is set).
-        ``session``: None either kind, False only a script's, True only a session's."""
+        ``session``: None either kind, False only a script's, True only a session's.
+        ``on_output``: the live output listener of the continuation's later advances (see
+        ``start``)."""
     def inspect(self, snapshot: bytes) -> _CallInfo: ...
     def inspect_gather(self, snapshot: bytes) -> tuple[_CallInfo, ...]: ...
     def start_async(
@@ -226,6 +243,7 @@ class MontyEngine:
         script_name: str,
         os_replay: Sequence[tuple[str, Any]] | None = None,
         deferred: Sequence[int] | None = None,
+        on_output: _OnOutput | None = None,
     ) -> StepTicket: ...
     def resume_async(
         self, snapshot: bytes, outcome: ResumeValue | ResumeError, os_replay: Sequence[tuple[str, Any]] | None = None
@@ -314,7 +332,9 @@ class MontySession:
         script_name: str,
         os_replay: Sequence[tuple[str, Any]] | None = None,
         deferred: Sequence[int] | None = None,
-    ) -> _Step: ...
+        on_output: _OnOutput | None = None,
+    ) -> _Step:
+        """``on_output``: the feed's live output listener (see ``MontyEngine.start``)."""
     def dump(self) -> bytes: ...
     @property
     def idle(self) -> bool: ...

@@ -11,7 +11,7 @@
   them, and discarding a turn that cannot resume
   (these rebuild the agent to resume the run: ``--agent module:attr``, or the options chat was
   started with). In chat, a paused call is answered at the prompt.
-- ``codeact serve --db FILE|URL --agent module:attr [--host 127.0.0.1 --port 8000] [--token T]``:
+- ``codeact serve --db FILE|URL --agent module:attr [--host 127.0.0.1 --port 8000] [--token T] [--reviewers FILE]``:
   the approval inbox in the browser (``codeact[web]``, ``docs/web.md``).
 
 - ``codeact worker --db postgresql://… --agent module:attr [--concurrency N] [--backend trio]``:
@@ -387,6 +387,7 @@ def chat(
     When a run pauses at a call that waits for a human, chat asks at the prompt (approve or
     deny it, or give a long-running call its result). With --message, chat prints the
     `codeact sessions approve|deny|complete` lines that answer it instead."""
+    from .agent import RunConfig
     from .exceptions import CodeActError
     from .runner import Runner
 
@@ -420,11 +421,19 @@ def chat(
                 return
             yield line
 
+    async def send(line: str) -> bool:
+        # streamed: the reply's tokens and the script's prints appear as they come (partial events)
+        error = False
+        async for event in runner.run_async(
+            user_id=user, session_id=session_id, new_message=line, run_config=RunConfig(streaming=True)
+        ):
+            printer(event)
+            error = error or bool(event.error_code)
+        return error
+
     for line in lines():
         try:
-            for event in runner.run(user_id=user, session_id=session_id, new_message=line):
-                printer(event)
-                failed = failed or bool(event.error_code)
+            failed = anyio.run(send, line) or failed
         except CodeActError as exc:  # for example CallsPendingError: a call still waits
             _err().print(f"{type(exc).__name__}: {_first_line(exc)}", style="red", highlight=False)
             failed = True
@@ -456,6 +465,10 @@ def serve(
     secrets: Annotated[
         str | None, typer.Option(help="module:attr of the runner's secrets (a mapping or SecretsProvider)")
     ] = None,
+    reviewers: Annotated[
+        Path | None,
+        typer.Option(help="a file of 'name token' lines: each reviewer's own token; decisions record the name"),
+    ] = None,
 ) -> None:
     """Serve the approval inbox in the browser: sessions, timelines and the calls waiting for a
     human, decided through the same Runner.approve/deny/complete as `codeact sessions`
@@ -465,16 +478,24 @@ def serve(
     try:
         import uvicorn
 
-        from .web import TOKEN_ENV, create_app, is_loopback
+        from .web import TOKEN_ENV, create_app, is_loopback, load_reviewers
     except ImportError as exc:
         _err().print(str(exc), style="red")
         raise typer.Exit(2) from None
     from .runner import Runner
 
     token = token or os.environ.get(TOKEN_ENV) or None
-    if not is_loopback(host) and token is None:
+    named: dict[str, str] | None = None
+    if reviewers is not None:
+        try:
+            named = load_reviewers(reviewers)
+        except (OSError, ValueError) as exc:
+            _err().print(f"--reviewers: {exc}", style="red")
+            raise typer.Exit(2) from None
+    if not is_loopback(host) and token is None and named is None:
         _err().print(
-            f"refusing to bind {host}: off loopback every request needs a token (--token or ${TOKEN_ENV})", style="red"
+            f"refusing to bind {host}: off loopback every request needs a token (--token, ${TOKEN_ENV} or --reviewers)",
+            style="red",
         )
         raise typer.Exit(2)
     runner = Runner(
@@ -483,7 +504,11 @@ def serve(
         session_service=_session_service(_existing_store(db)),
         secrets=load_object(secrets) if secrets else None,
     )
-    web_app = create_app(runner, token=token)
+    try:
+        web_app = create_app(runner, token=token, reviewers=named)
+    except ValueError as exc:
+        _err().print(str(exc), style="red")
+        raise typer.Exit(2) from None
     _err().print(f"codeact serve: http://{host}:{port}/inbox (app {app_name!r})", style="dim")
     uvicorn.run(web_app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
 
@@ -497,6 +522,9 @@ def worker(
     backend: Annotated[str, typer.Option(help="event loop of the runs: asyncio or trio")] = "asyncio",
     grace: Annotated[float, typer.Option(min=0, help="seconds SIGTERM waits for the runs in flight")] = 30.0,
     poll: Annotated[float, typer.Option(min=0.001, help="seconds between two looks at the queue")] = 0.1,
+    live: Annotated[
+        bool, typer.Option(help="stream each run into the session's live row (the web timeline shows it growing)")
+    ] = False,
 ) -> None:
     """Run agent runs and decisions from the app's DBOS queue (codeact[dbos]; docs/scale-out.md)
     until SIGTERM or Ctrl-C: then stop dequeuing, let the runs in flight finish for up to
@@ -538,6 +566,7 @@ def worker(
         concurrency=concurrency,
         backend=backend,  # type: ignore[arg-type]
         polling_interval=poll,
+        streaming=live,
     )
     try:
         running.start()

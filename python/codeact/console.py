@@ -60,6 +60,7 @@ class EventPrinter:
         self.show_thoughts = show_thoughts
         self.show_state = show_state
         self.show_empty = show_empty
+        self._live: str | None = None  # the kind of partial events being printed as they come
 
     def render(self, event: Event) -> RenderableType | None:
         """The renderable for ``event``, or None when there is nothing to show."""
@@ -117,9 +118,41 @@ class EventPrinter:
         return Panel(Group(*body), title=title, title_align="left", border_style=style)
 
     def __call__(self, event: Event) -> None:
+        """Prints ``event``. A partial event (``RunConfig(streaming=True)``) is printed as it
+        comes, its text written raw (the reply) or dimmed (printed output) with no panel; the
+        complete model reply after a streamed one is shown as its title line only (its text
+        was just printed)."""
+        if event.partial:
+            self._print_live(event)
+            return
+        streamed = self._live == "model_reply" and event.kind == "model_reply"
+        if self._live is not None:
+            self.console.file.write("\n")
+            self._live = None
+        if streamed:
+            title = f"{event.author} · model reply"
+            usage = event.usage_metadata
+            if usage is not None and usage.total_token_count is not None:
+                title += f" · {usage.total_token_count} tokens"
+            self.console.print(Text(f"── {title}", style="dim"))
+            return
         renderable = self.render(event)
         if renderable is not None:
             self.console.print(renderable)
+
+    def _print_live(self, event: Event) -> None:
+        kind = event.kind or "model_reply"
+        if self._live != kind:
+            if self._live is not None:
+                self.console.file.write("\n")
+            self.console.print(Text(f"{event.author} · {kind.replace('_', ' ')} (live)", style="dim"))
+            self._live = kind
+        text = event.text
+        if kind == "script_output":
+            self.console.print(Text(text, style="dim"), end="")
+        else:
+            self.console.file.write(text)
+        self.console.file.flush()
 
     def script(self, code: str, *, title: str = "script") -> None:
         """Prints a script with Python highlighting (for callers that hold the script text)."""

@@ -236,6 +236,13 @@ class Event(BaseModel):
         custom_metadata: ``{"codeact_kind": ...}`` on the intermediate events of a run
             (``"model_reply"``, ``"script_result"``, ``"tool_call"``, ``"tool_response"``);
             see docs/events.md.
+        partial: True on a live preview yielded under ``RunConfig(streaming=True)``: a piece
+            of the model's reply as it arrives (kind ``"model_reply"``, one text part holding
+            the new text) or of what the script prints while it runs (kind
+            ``"script_output"``). A partial event is never stored, never part of the event
+            log and never ``is_final_response()``; the stored ``model_reply`` /
+            ``script_result`` that follows holds the complete text. ``None`` otherwise (and
+            left out of the stored JSON).
     """
 
     model_config = ConfigDict(ser_json_inf_nan="constants")  # as EventActions: NaN is never null
@@ -254,6 +261,7 @@ class Event(BaseModel):
     turn_complete: bool = False
     usage_metadata: UsageMetadata | None = None
     custom_metadata: dict[str, Any] | None = None
+    partial: bool | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def text(self) -> str:
@@ -282,7 +290,9 @@ class Event(BaseModel):
         request (as in Google ADK, it asks the caller for a decision;
         ``actions.requested_tool_confirmations`` holds the calls) or the announcement of a
         call in doubt (it awaits rerun, skip or fail). Progress events (``INTERMEDIATE_KINDS``)
-        are never final."""
+        are never final, nor is a ``partial`` event."""
+        if self.partial:
+            return False
         a = self.actions
         if (a.requested_tool_confirmations or self.interrupted) and not self.error_code:
             return False  # a pause for a human decision (a confirmation, a call in doubt)
@@ -299,7 +309,7 @@ class Event(BaseModel):
 
 
 INTERMEDIATE_KINDS = frozenset(
-    {"model_reply", "script_result", "tool_call", "tool_response", "in_doubt", "turn_discarded"}
+    {"model_reply", "script_result", "tool_call", "tool_response", "in_doubt", "turn_discarded", "script_output"}
 )
 """``Event.kind`` values of events that show a run's progress (never final)."""
 

@@ -27,6 +27,7 @@ from ._runner_claims import (
 from .agent._agent_tool import set_default_runner_factory
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InDoubtDecision, InvocationContext, RunConfig
+from .agent._streaming import LiveRowWriter
 from .events import Content, Event, EventActions, FunctionResponse, Part, new_id
 from .exceptions import (
     AlreadyResumingError,
@@ -236,6 +237,7 @@ class Runner:
             elif mine:
                 invocation_id, stored_message, redelivered = mine[-1].invocation_id, True, True
         claim = new_claim(self.clock, run_config.claim_lease, run_key)
+        live: LiveRowWriter | None = None  # the session's live row, once the run streams (issue 51)
         try:
             async with aclosing(
                 self._run_claimed(
@@ -254,8 +256,14 @@ class Runner:
                 )
             ) as events:
                 async for event in events:
-                    yield event
+                    yield event  # first: a live row write never delays what the caller sees
+                    if event.partial and live is None and self.session_service.keeps_live:
+                        live = LiveRowWriter(self.session_service, session)
+                    if live is not None:
+                        await live.see(event)
         finally:
+            if live is not None:
+                await live.close()
             release_owner(claim.owner)
 
     async def _run_claimed(
@@ -372,6 +380,9 @@ class Runner:
             transfer_to: str | None = None
             async with aclosing(agent.run_async(ctx)) as events:
                 async for event in events:
+                    if event.partial:  # a live preview (RunConfig.streaming): never stored
+                        yield event
+                        continue
                     await self._append(session, event, claimed, claim.run_key)
                     yield event
                     if event.actions.transfer_to_agent:

@@ -4,6 +4,7 @@ mod convert;
 mod engine;
 mod errors;
 mod journal;
+mod live;
 mod memory;
 mod os_policy;
 mod output;

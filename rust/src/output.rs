@@ -10,9 +10,11 @@
 //! steps the host keeps) plus the marker.
 
 use std::borrow::Cow;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use monty_types::{MontyException, PrintWriterCallback};
+
+use crate::live::{LiveOutput, Stream};
 
 /// What a run printed so far: bytes kept (across its advances) and whether it was cut.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -21,31 +23,43 @@ pub struct Printed {
     pub truncated: bool,
 }
 
-/// The run-wide stdout account, shared by the advances of one run.
-#[derive(Debug, Default)]
-pub struct RunOutput(Mutex<Printed>);
+/// The run-wide stdout account, shared by the advances of one run, and the run's live
+/// output listener when it has one ([`crate::live`]).
+#[derive(Default)]
+pub struct RunOutput {
+    printed: Mutex<Printed>,
+    live: OnceLock<Arc<LiveOutput>>,
+}
 
 impl RunOutput {
     pub fn new(printed: Printed) -> Self {
-        Self(Mutex::new(printed))
+        Self {
+            printed: Mutex::new(printed),
+            live: OnceLock::new(),
+        }
+    }
+
+    /// Gives the run a live output listener; false when it already has one.
+    pub fn listen(&self, live: Arc<LiveOutput>) -> bool {
+        self.live.set(live).is_ok()
     }
 
     pub fn get(&self) -> Printed {
         *self
-            .0
+            .printed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The capture of the next advance: what is left of `cap` after what the run printed.
     pub fn capture(&self, cap: usize) -> CappedOutput {
-        CappedOutput::continuing(cap, self.get())
+        CappedOutput::continuing(cap, self.get()).with_live(self.live.get().cloned())
     }
 
     /// Records what an advance printed.
     pub fn keep(&self, out: &CappedOutput) {
         *self
-            .0
+            .printed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = out.printed();
     }
@@ -63,6 +77,13 @@ pub struct CappedOutput {
     /// Bytes the run kept before this advance, plus this advance's.
     used: usize,
     truncated: bool,
+    /// Where what is kept also goes as it is printed (the run's `on_output` listener).
+    live: Option<Arc<LiveOutput>>,
+    /// Kept text not yet handed to `live`, and its stream: handed over between whole prints
+    /// ([`Self::release`]), so one `print` (Monty writes its parts one call each) is never
+    /// delivered in pieces.
+    unsent: String,
+    unsent_stream: Stream,
 }
 
 impl CappedOutput {
@@ -79,7 +100,16 @@ impl CappedOutput {
             cap,
             used: printed.used,
             truncated: printed.truncated,
+            live: None,
+            unsent: String::new(),
+            unsent_stream: Stream::Stdout,
         }
+    }
+
+    /// The same capture, also handing what it keeps to `live` as it is printed.
+    pub fn with_live(mut self, live: Option<Arc<LiveOutput>>) -> Self {
+        self.live = live;
+        self
     }
 
     /// The run's account after this advance.
@@ -103,6 +133,7 @@ impl CappedOutput {
         if s.len() <= room {
             stream.push_str(s);
             self.used += s.len();
+            self.forward(s, stderr);
             return;
         }
         let mut cut = room;
@@ -116,17 +147,49 @@ impl CappedOutput {
         } else {
             " (stdout and stderr together)"
         };
+        let marker = format!(
+            "\n[{name} truncated: the script printed more than max_stdout={} bytes{both} in this \
+             run; the rest of its output is dropped]\n",
+            self.cap
+        );
         let stream = if stderr {
             &mut self.err
         } else {
             &mut self.text
         };
-        stream.push_str(&format!(
-            "\n[{name} truncated: the script printed more than max_stdout={} bytes{both} in this \
-             run; the rest of its output is dropped]\n",
-            self.cap
-        ));
+        stream.push_str(&marker);
         self.truncated = true;
+        self.forward(&s[..cut], stderr);
+        self.forward(&marker, stderr);
+    }
+
+    /// Keeps kept text for the live listener, if the run has one.
+    fn forward(&mut self, kept: &str, stderr: bool) {
+        if self.live.is_none() || kept.is_empty() {
+            return;
+        }
+        let stream = if stderr {
+            Stream::Stderr
+        } else {
+            Stream::Stdout
+        };
+        if stream != self.unsent_stream {
+            self.release();
+            self.unsent_stream = stream;
+        }
+        self.unsent.push_str(kept);
+    }
+
+    /// Hands what was printed since the last release to the live listener (a cheap no-op
+    /// without one). Called between whole prints: at the interpreter's periodic checkpoint
+    /// (`poll_flush`) and by the driver whenever the host has the turn.
+    pub fn release(&mut self) {
+        if let Some(live) = &self.live
+            && !self.unsent.is_empty()
+        {
+            live.push(self.unsent_stream, &self.unsent);
+            self.unsent.clear();
+        }
     }
 }
 
@@ -150,6 +213,11 @@ impl PrintWriterCallback for CappedOutput {
     fn stderr_push(&mut self, end: char) -> Result<(), MontyException> {
         let mut buf = [0u8; 4];
         self.push(end.encode_utf8(&mut buf), true);
+        Ok(())
+    }
+
+    fn poll_flush(&mut self) -> Result<(), MontyException> {
+        self.release();
         Ok(())
     }
 }

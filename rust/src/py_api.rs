@@ -21,6 +21,7 @@ use crate::engine::{
 };
 use crate::errors::HostError;
 use crate::journal::{JVal, Journal, OsLog};
+use crate::live::LiveOutput;
 use crate::os_policy::{FixedClock, MountSpec, OsPolicy};
 use crate::py_continuation::{
     CallInfo, MontyContinuation, Owner, StepTicket, build_step, held_calls,
@@ -291,7 +292,9 @@ impl MontyEngine {
 
     /// Compiles and runs `script` to its first stop; returns a `Call`, `Gather`, `Complete`
     /// or `Raised`. `deferred`: byte offsets of the call expressions the script awaits.
-    #[pyo3(signature = (script, script_name, os_replay=None, deferred=None))]
+    /// `on_output`: called as `on_output(stream, text)` (`"stdout"` / `"stderr"`) with what
+    /// the run prints while it runs, in this and its later advances (see `crate::live`).
+    #[pyo3(signature = (script, script_name, os_replay=None, deferred=None, on_output=None))]
     fn start(
         &self,
         py: Python<'_>,
@@ -299,34 +302,41 @@ impl MontyEngine {
         script_name: String,
         os_replay: Option<&Bound<'_, PyAny>>,
         deferred: Option<Vec<u32>>,
+        on_output: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let journal = journal_from_py(os_replay)?;
         let cfg = Arc::clone(&self.cfg);
         let needed = start_stack(&self.cfg, &script);
         let deferred = deferred.unwrap_or_default();
+        let live = listener(py, on_output)?;
+        let to_run = live.clone();
         let advance = run_interpreter(py, needed, move || {
-            engine::start(&cfg, script, &script_name, journal, deferred)
+            engine::start(&cfg, script, &script_name, journal, deferred, to_run)
         })?;
-        build_step(py, &self.owner(), advance)
+        build_step(py, &self.owner(), advance, live.as_ref())
     }
 
     /// Like `start`, but runs on a native worker; returns a `StepTicket` to wait on.
-    #[pyo3(signature = (script, script_name, os_replay=None, deferred=None))]
+    #[pyo3(signature = (script, script_name, os_replay=None, deferred=None, on_output=None))]
     fn start_async(
         &self,
+        py: Python<'_>,
         script: String,
         script_name: String,
         os_replay: Option<&Bound<'_, PyAny>>,
         deferred: Option<Vec<u32>>,
+        on_output: Option<Py<PyAny>>,
     ) -> PyResult<StepTicket> {
         let journal = journal_from_py(os_replay)?;
         let cfg = Arc::clone(&self.cfg);
         let needed = start_stack(&self.cfg, &script);
         let deferred = deferred.unwrap_or_default();
+        let live = listener(py, on_output)?;
+        let to_run = live.clone();
         let slot = submit_interpreter(needed, move || {
-            engine::start(&cfg, script, &script_name, journal, deferred)
+            engine::start(&cfg, script, &script_name, journal, deferred, to_run)
         });
-        Ok(StepTicket::new(&self.owner(), slot))
+        Ok(StepTicket::new(&self.owner(), slot, live))
     }
 
     /// Like `resume`, but runs on a native worker; returns a `StepTicket` to wait on.
@@ -346,7 +356,7 @@ impl MontyEngine {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
             engine::resume(&cfg, paused, outcome, journal)
         });
-        Ok(StepTicket::new(&self.owner(), slot))
+        Ok(StepTicket::new(&self.owner(), slot, None))
     }
 
     /// Restores a paused script from `snapshot` bytes and resumes it with `outcome`.
@@ -367,7 +377,7 @@ impl MontyEngine {
             let (paused, _req) = engine::load(&cfg, &snapshot)?;
             engine::resume(&cfg, paused, outcome, journal)
         })?;
-        build_step(py, &self.owner(), advance)
+        build_step(py, &self.owner(), advance, None)
     }
 
     /// Restores a script paused at a gather from `snapshot` bytes and settles the calls in
@@ -388,20 +398,23 @@ impl MontyEngine {
     /// or a `Gather` whose continuation is live (`session`: its `MontySession` for a
     /// namespace session's feed). `session`: None takes a paused script or a paused
     /// session; False only a paused script, True only a paused session (other bytes raise
-    /// `SnapshotError` saying what they are and what takes them).
-    #[pyo3(signature = (snapshot, session=None))]
+    /// `SnapshotError` saying what they are and what takes them). `on_output`: the live
+    /// output listener of the continuation's later advances (as for `start`).
+    #[pyo3(signature = (snapshot, session=None, on_output=None))]
     fn restore(
         &self,
         py: Python<'_>,
         snapshot: Vec<u8>,
         session: Option<bool>,
+        on_output: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let live = listener(py, on_output)?;
         let is_session = match session {
             Some(s) => s,
             None => crate::snapshot::is_session(&snapshot, self.cfg.snapshot_key.as_deref())?,
         };
         let step = if is_session {
-            let (_session, step) = MontySession::load(py, self, snapshot.clone())?;
+            let (_session, step) = MontySession::load(py, self, snapshot.clone(), live)?;
             step.ok_or_else(|| {
                 HostError::Snapshot(
                     "the session is idle, not paused at a tool call; load it with load_session"
@@ -415,7 +428,11 @@ impl MontyEngine {
             let loaded = run_interpreter(py, stack_needed(depth), move || {
                 engine::load_any(&cfg, &bytes)
             })?;
-            build_step(py, &self.owner(), restored(loaded))?
+            let mut advance = restored(loaded);
+            if let Some(live) = &live {
+                advance.listen(Arc::clone(live));
+            }
+            build_step(py, &self.owner(), advance, live.as_ref())?
         };
         MontyContinuation::restored_from(py, &step, snapshot)?;
         Ok(step)
@@ -476,8 +493,25 @@ impl MontyEngine {
             )
             .into());
         }
-        let step = build_step(py, &self.owner(), restored(loaded))?;
+        let step = build_step(py, &self.owner(), restored(loaded), None)?;
         Ok(step.bind(py).getattr(intern!(py, "continuation"))?.unbind())
+    }
+}
+
+/// `on_output` as a run's live output listener. Raises `TypeError` for one that cannot be
+/// called.
+pub(crate) fn listener(
+    py: Python<'_>,
+    on_output: Option<Py<PyAny>>,
+) -> PyResult<Option<Arc<LiveOutput>>> {
+    match on_output {
+        Some(f) if f.is_none(py) => Ok(None),
+        Some(f) if !f.bind(py).is_callable() => Err(PyTypeError::new_err(format!(
+            "on_output must be callable as on_output(stream, text), got {}",
+            f.bind(py).get_type().name()?
+        ))),
+        Some(f) => Ok(Some(LiveOutput::new(f))),
+        None => Ok(None),
     }
 }
 

@@ -23,6 +23,7 @@ use crate::engine::session::{self, DUMP_STACK, Inner};
 use crate::engine::{self, Advance, EngineConfig, Held, Outcome, PendingTool, Stop};
 use crate::errors::{CodeRuntimeError, HostError};
 use crate::journal::Journal;
+use crate::live::LiveOutput;
 use crate::py_api::{
     call_args_to_py, journal_from_py, name_to_py, os_log_to_py, outcome_from_py, seam,
 };
@@ -237,6 +238,8 @@ pub struct MontyContinuation {
     /// The latch: the held continuation until it is resumed. Boxed inside: the paused
     /// interpreter state is large and moves several times per resume.
     held: Mutex<Option<Held>>,
+    /// The run's live output listener, flushed when a later advance returns its step.
+    live: Option<Arc<LiveOutput>>,
 }
 
 /// The ids of the calls a continuation awaits: a paused call's one id is kept inline (a
@@ -413,7 +416,7 @@ impl MontyContinuation {
         let advance = run_interpreter(py, stack_needed(self.depth()), move || {
             advance(&owner, held, settle, journal)
         })?;
-        build_step(py, &self.owner, advance)
+        build_step(py, &self.owner, advance, self.live.as_ref())
     }
 
     /// Like `resume`, but runs on a native worker; returns a `StepTicket` to wait on.
@@ -431,7 +434,7 @@ impl MontyContinuation {
         let slot = submit_interpreter(stack_needed(self.depth()), move || {
             advance(&owner, held, settle, journal)
         });
-        Ok(StepTicket::new(&self.owner, slot))
+        Ok(StepTicket::new(&self.owner, slot, self.live.clone()))
     }
 
     /// `resume_async`, then waits up to `timeout` seconds with the GIL released: the step
@@ -580,8 +583,18 @@ impl MontyCall {
     }
 }
 
-/// The seam step for an advance of a run or of a session's feed.
-pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyResult<Py<PyAny>> {
+/// The seam step for an advance of a run or of a session's feed. `live`: the run's live
+/// output listener, flushed here first (all of it when the run ended, else what is due).
+pub(crate) fn build_step(
+    py: Python<'_>,
+    owner: &Owner,
+    advance: Advance,
+    live: Option<&Arc<LiveOutput>>,
+) -> PyResult<Py<PyAny>> {
+    if let Some(live) = live {
+        let ended = matches!(advance.stop, Stop::Complete(_) | Stop::Raised(_));
+        live.flush(py, ended);
+    }
     let types = seam(py)?;
     let text = |s: &str| {
         if s.is_empty() {
@@ -627,6 +640,7 @@ pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyR
                 range,
                 origin: OnceLock::new(),
                 held: Mutex::new(Some(held)),
+                live: live.cloned(),
             };
             let continuation = Bound::new(py, continuation)?.into_any();
             types.call.build(py, [continuation, stdout, os_log, stderr])
@@ -650,6 +664,7 @@ pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyR
                 range: None,
                 origin: OnceLock::new(),
                 held: Mutex::new(Some(held)),
+                live: live.cloned(),
             };
             let continuation = Py::new(py, continuation)?;
             let views = call_views(py, continuation.clone_ref(py).into_any(), calls)?;
@@ -667,13 +682,19 @@ pub(crate) fn build_step(py: Python<'_>, owner: &Owner, advance: Advance) -> PyR
 pub struct StepTicket {
     owner: Owner,
     slot: Arc<Slot<Result<Advance, HostError>>>,
+    live: Option<Arc<LiveOutput>>,
 }
 
 impl StepTicket {
-    pub(crate) fn new(owner: &Owner, slot: Arc<Slot<Result<Advance, HostError>>>) -> Self {
+    pub(crate) fn new(
+        owner: &Owner,
+        slot: Arc<Slot<Result<Advance, HostError>>>,
+        live: Option<Arc<LiveOutput>>,
+    ) -> Self {
         Self {
             owner: owner.clone(),
             slot,
+            live,
         }
     }
 
@@ -727,6 +748,6 @@ impl StepTicket {
         let advance = self.slot.take().ok_or_else(|| {
             CodeRuntimeError::new_err("this StepTicket's result was already taken")
         })??;
-        build_step(py, &self.owner, advance)
+        build_step(py, &self.owner, advance, self.live.as_ref())
     }
 }

@@ -32,7 +32,8 @@ use pyo3::types::PyBytes;
 use crate::engine::session::{self, DUMP_STACK, Inner, LoadedSession};
 use crate::engine::{Advance, Held, MAX_SCRIPT_BYTES, STACK_PER_SOURCE_BYTE, Stop};
 use crate::errors::CodeRuntimeError;
-use crate::py_api::{MontyEngine, journal_from_py};
+use crate::live::LiveOutput;
+use crate::py_api::{MontyEngine, journal_from_py, listener};
 use crate::py_continuation::{Owner, build_step};
 use crate::stack::{run_interpreter, stack_needed};
 
@@ -60,6 +61,7 @@ impl MontySession {
         py: Python<'_>,
         engine: &MontyEngine,
         snapshot: Vec<u8>,
+        live: Option<Arc<LiveOutput>>,
     ) -> PyResult<(Self, Option<Py<PyAny>>)> {
         let session = Self {
             inner: Inner::new(Arc::clone(&engine.cfg)),
@@ -81,13 +83,16 @@ impl MontySession {
                 Stop::Gather(Held::SessionGather(futures, feed), ids)
             }
         };
-        let advance = Advance {
+        let mut advance = Advance {
             stop,
             stdout: String::new(),
             stderr: String::new(),
             os_log: Vec::new(),
         };
-        let step = build_step(py, &session.owner(), advance)?;
+        if let Some(live) = &live {
+            advance.listen(Arc::clone(live));
+        }
+        let step = build_step(py, &session.owner(), advance, live.as_ref())?;
         Ok((session, Some(step)))
     }
 }
@@ -116,14 +121,15 @@ impl MontySession {
         engine: &MontyEngine,
         snapshot: Vec<u8>,
     ) -> PyResult<(Self, Option<Py<PyAny>>)> {
-        Self::load(py, engine, snapshot)
+        Self::load(py, engine, snapshot, None)
     }
 
     /// Runs `script` in the session to its first stop; returns a `Call`, `Gather`,
     /// `Complete` or `Raised`. After `Complete` the script's globals stay; after `Raised`
     /// the session is as it was before the script. `deferred`: byte offsets of the call
-    /// expressions the script awaits (as for `MontyEngine.start`).
-    #[pyo3(signature = (script, script_name, os_replay=None, deferred=None))]
+    /// expressions the script awaits (as for `MontyEngine.start`). `on_output`: the feed's
+    /// live output listener, `on_output(stream, text)` (as for `MontyEngine.start`).
+    #[pyo3(signature = (script, script_name, os_replay=None, deferred=None, on_output=None))]
     fn feed(
         &self,
         py: Python<'_>,
@@ -131,8 +137,11 @@ impl MontySession {
         script_name: String,
         os_replay: Option<&Bound<'_, PyAny>>,
         deferred: Option<Vec<u32>>,
+        on_output: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let journal = journal_from_py(os_replay)?;
+        let live = listener(py, on_output)?;
+        let to_run = live.clone();
         let repl = self
             .inner
             .repl()
@@ -143,9 +152,9 @@ impl MontySession {
             + script.len().min(MAX_SCRIPT_BYTES) * STACK_PER_SOURCE_BYTE;
         let deferred = deferred.unwrap_or_default();
         let advance = run_interpreter(py, needed, move || {
-            session::feed(&inner, repl, script, script_name, journal, deferred)
+            session::feed(&inner, repl, script, script_name, journal, deferred, to_run)
         })?;
-        build_step(py, &self.owner(), advance)
+        build_step(py, &self.owner(), advance, live.as_ref())
     }
 
     /// Sealed bytes of the idle session (load them with `MontySession.load`).

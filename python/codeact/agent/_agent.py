@@ -33,7 +33,7 @@ from ._extract import explain_no_code, extract_code
 from ._final import check_input, final_result
 from ._hints import explain_raised, script_hint
 from ._instructions import seed_transcript, system_prompt
-from ._model_call import call_model, usage_breach
+from ._model_call import call_model, stream_model, usage_breach
 from ._namespace import prepare_script, shift_traceback, unwrap_result
 from ._options import (
     DEFAULT_MAX_ERROR_CHARS,
@@ -58,8 +58,10 @@ from ._output import (
     render_observation,
     truncate_middle,
 )
+from ._position import map_raised_lines
 from ._recovery import drop_slot, release_claim, restore
 from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event, gated_tools, unknown_tool_error
+from ._streaming import LiveOutput
 from ._toolcheck import tool_call_problem
 
 __all__ = (
@@ -558,6 +560,8 @@ class CodeActAgent(BaseAgent):
             run.transcript = seed_transcript(self, ctx)
 
         rc = ctx.run_config
+        if rc.streaming:
+            run.live_output = LiveOutput()
         while True:
             if run.outbox:
                 for event in run.outbox:
@@ -580,7 +584,16 @@ class CodeActAgent(BaseAgent):
                     run.end("error")
                     yield run.error_event("codeact.usage_limit", limit)
                     return
-                reply = await call_model(self, run)
+                if rc.streaming:
+                    reply = ""
+                    async with aclosing(stream_model(self, run)) as streamed:
+                        async for piece in streamed:
+                            if isinstance(piece, str):
+                                reply = piece
+                            else:
+                                yield piece  # a partial event: never stored
+                else:
+                    reply = await call_model(self, run)
                 wake = getattr(self.runtime, "wake_workers", None)
                 if wake is not None:  # a step worker wakes while the reply is extracted and stored
                     wake()
@@ -652,7 +665,10 @@ class CodeActAgent(BaseAgent):
                             span.fail("script_budget", end.message[:200])
                     span.end()
             run.slot_version = state.version
+            given = state.record.script
             state = None
+            if run.live_output is not None:
+                run.live_output.clear()  # the turn's script_result holds what was not shown live
             assert end is not None
             if end.how in ("suspended", "stopped"):
                 return
@@ -663,7 +679,7 @@ class CodeActAgent(BaseAgent):
             assert end.step is not None
             final_step = end.step
             if isinstance(final_step, Raised):
-                message = final_step.message
+                message = map_raised_lines(final_step.message, self.runtime, given, SCRIPT_NAME)
                 if run.prepared is not None:
                     message = shift_traceback(message, run.prepared)
                 message = explain_raised(

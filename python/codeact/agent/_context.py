@@ -102,6 +102,11 @@ class RunConfig(BaseModel):
             ``Runner.approve(digest=...)``).
         in_doubt_decisions: call key -> ``InDoubtDecision`` for calls paused in doubt (set by
             ``Runner.resolve_in_doubt``).
+        streaming: also yield ``partial=True`` events, never stored and never final: the
+            model's reply as it arrives (each holding the new text; the model streams when it
+            has ``generate_content_stream``) and what the script prints while it runs (at most
+            10 per second, the first at once). The stored events are unchanged (docs/events.md;
+            ADK's ``StreamingMode.SSE`` maps to it).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -183,6 +188,15 @@ class RunConfig(BaseModel):
     in_doubt_decisions: dict[str, InDoubtDecision] = Field(
         default_factory=dict,
         description="Call key -> `InDoubtDecision` for calls paused in doubt (set by `Runner.resolve_in_doubt`).",
+    )
+    streaming: bool = Field(
+        default=False,
+        description=(
+            "Also yield `partial=True` events, never stored and never final: the model's reply as it arrives (each "
+            "holding the new text; the model streams when it has `generate_content_stream`) and what the script "
+            "prints while it runs (at most 10 per second, the first at once). The stored events are unchanged "
+            "(docs/events.md; ADK's `StreamingMode.SSE` maps to it)."
+        ),
     )
 
 

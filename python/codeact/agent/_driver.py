@@ -74,6 +74,7 @@ from ._output import step_output
 from ._pacing import StopPacer
 from ._position import paused_position
 from ._run import NO_ACTIONS
+from ._streaming import partial_event
 from ._turn_state import Journal, TurnEnd, TurnState
 
 if TYPE_CHECKING:
@@ -130,7 +131,14 @@ class TurnDriver(_JournalWrites):
     async def _drive(self, step: RunStep) -> AsyncGenerator[Event | TurnEnd, None]:
         run, st = self.run, self.state
         while True:
-            run.turn_stdout += step_output(step)
+            printed = step_output(step)
+            run.turn_stdout += printed
+            live = run.live_output
+            if live is not None:  # RunConfig(streaming=True): printed output as partial events
+                live.feed(printed)
+                shown = live.take()
+                if shown and (event := partial_event(run, "script_output", shown)) is not None:
+                    yield event
             os_log = step.os_log
             if os_log and st.advance not in st.journal.os:
                 # kept until the next write (several advances of read-only calls may pass first)

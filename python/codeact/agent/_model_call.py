@@ -4,24 +4,77 @@ checked before each call). Split from ``CodeActAgent`` (``_agent``)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-from ..events import Content, UsageMetadata
-from ..models import LlmRequest, LlmResponse
+from ..events import Content, Event, UsageMetadata
+from ..models import LlmRequest, LlmResponse, ModelResponseError, stream_content
 from ._dispatch import call_callback
 from ._driver import escape_surrogates
 from ._run import Run, as_callbacks
+from ._streaming import partial_event
 
 if TYPE_CHECKING:
     from ._agent import CodeActAgent
 
-__all__ = ("as_response", "call_model", "usage_breach")
+__all__ = ("as_response", "call_model", "stream_model", "usage_breach")
 
 
 async def call_model(agent: CodeActAgent, run: Run) -> str:
     """One model call for the run's transcript, through the plugins' and the agent's model
     callbacks; counts the call and its tokens. Returns the reply's text (lone surrogates
     escaped)."""
+    request, response = await _before_model(agent, run)
+    run.last_usage = None
+    if response is None:
+        run.model_calls += 1
+        otel = run.otel
+        if otel is not None and otel.active:
+            with otel.chat(request.model, request=request) as chat:
+                response = await agent.model.generate_content(request)
+                chat.record_response(response)
+        else:
+            response = await agent.model.generate_content(request)
+        _count_usage(run, response)
+    return await _after_model(agent, run, response)
+
+
+async def stream_model(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | str, None]:
+    """``call_model`` streaming (``RunConfig(streaming=True)``): yields a ``partial`` event
+    (kind ``"model_reply"``, one text part with the new text) per chunk the model streams,
+    then, last, the reply's text as ``call_model`` returns it (after the model callbacks).
+    A model without ``generate_content_stream`` gives no partial event; a before-model
+    callback that answers gives none either. A stream that breaks off raises its
+    ``ModelError`` after its partial events: nothing of the reply is stored or run."""
+    request, response = await _before_model(agent, run)
+    run.last_usage = None
+    if response is None:
+        run.model_calls += 1
+        otel = run.otel
+        span = otel.chat(request.model, request=request) if otel is not None and otel.active else nullcontext()
+        with span as chat:
+            async for item in stream_content(agent.model, request):
+                if item.partial:
+                    text = item.text
+                    shown = partial_event(run, "model_reply", text if text.isascii() else escape_surrogates(text))
+                    if shown is not None:
+                        yield shown
+                else:
+                    response = item
+            if response is None:
+                raise ModelResponseError(
+                    f"model {agent.model.name!r} ended its stream without a complete reply", model=agent.model.name
+                )
+            if chat is not None:
+                chat.record_response(response)
+        _count_usage(run, response)
+    yield await _after_model(agent, run, response)
+
+
+async def _before_model(agent: CodeActAgent, run: Run) -> tuple[LlmRequest, LlmResponse | None]:
+    """The request for the run's transcript after the before-model callbacks, and the reply
+    a callback gave instead of the model (or None)."""
     request = LlmRequest(
         model=getattr(agent.model, "name", None),
         system_instruction=run.system_prompt,
@@ -41,31 +94,30 @@ async def call_model(agent: CodeActAgent, run: Run) -> str:
         if result is not None:
             response = as_response(result)
             break
-    run.last_usage = None
-    if response is None:
-        run.model_calls += 1
-        otel = run.otel
-        if otel is not None and otel.active:
-            with otel.chat(request.model, request=request) as chat:
-                response = await agent.model.generate_content(request)
-                chat.record_response(response)
-        else:
-            response = await agent.model.generate_content(request)
-        usage = getattr(response, "usage", None)
-        run.last_usage = UsageMetadata(model_calls=1)
-        if usage is not None:
-            prompt, completion = usage.prompt_tokens, usage.completion_tokens
-            run.total_tokens += int(getattr(usage, "total_tokens", 0) or 0)
-            if prompt is not None:
-                run.prompt_tokens = (run.prompt_tokens or 0) + prompt
-            if completion is not None:
-                run.completion_tokens = (run.completion_tokens or 0) + completion
-            run.last_usage = UsageMetadata(
-                prompt_token_count=prompt,
-                candidates_token_count=completion,
-                total_token_count=usage.total_tokens,
-                model_calls=1,
-            )
+    return request, response
+
+
+def _count_usage(run: Run, response: LlmResponse) -> None:
+    """Counts the model call's tokens into the run (``run.last_usage``: this call's)."""
+    usage = getattr(response, "usage", None)
+    run.last_usage = UsageMetadata(model_calls=1)
+    if usage is not None:
+        prompt, completion = usage.prompt_tokens, usage.completion_tokens
+        run.total_tokens += int(getattr(usage, "total_tokens", 0) or 0)
+        if prompt is not None:
+            run.prompt_tokens = (run.prompt_tokens or 0) + prompt
+        if completion is not None:
+            run.completion_tokens = (run.completion_tokens or 0) + completion
+        run.last_usage = UsageMetadata(
+            prompt_token_count=prompt,
+            candidates_token_count=completion,
+            total_token_count=usage.total_tokens,
+            model_calls=1,
+        )
+
+
+async def _after_model(agent: CodeActAgent, run: Run, response: LlmResponse | None) -> str:
+    """The after-model callbacks over ``response``; the reply's text (lone surrogates escaped)."""
     for plugin in run.plugins:
         result = await call_callback(plugin.after_model, run.cb_ctx, response)
         if result is not None:

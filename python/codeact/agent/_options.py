@@ -38,6 +38,7 @@ __all__ = (
     "OnToolErrorCallback",
     "check_options",
     "check_tool_names",
+    "known_tools",
 )
 
 DEFAULT_MAX_ITERATIONS = 12
@@ -117,6 +118,21 @@ def check_options(agent: CodeActAgent) -> CodeActAgent:
     return agent
 
 
+def known_tools(agent: CodeActAgent, *, partial: bool = False) -> list[Tool] | None:
+    """The tools of ``agent`` known without a run: its static tools, then those of each toolset
+    whose ``static_tools()`` lists them. None when a toolset lists its tools only at run start,
+    unless ``partial`` (then the tools that are known)."""
+    known = list(agent._tools)
+    for toolset in agent.toolsets:
+        listed = toolset.static_tools() if hasattr(toolset, "static_tools") else None
+        if listed is None:
+            if not partial:
+                return None
+            continue
+        known.extend(listed)
+    return known
+
+
 def check_tool_names(agent: CodeActAgent) -> None:
     """``require_tool_confirmation`` names only tools the agent has, as far as they are known
     without a run: the static tools and the toolsets whose ``static_tools`` are known. With a
@@ -128,12 +144,9 @@ def check_tool_names(agent: CodeActAgent) -> None:
     """
     if not agent.require_tool_confirmation:
         return
-    known = list(agent._tools)
-    for toolset in agent.toolsets:
-        listed = toolset.static_tools() if hasattr(toolset, "static_tools") else None
-        if listed is None:
-            return  # some names may belong to its tools: checked at run start
-        known.extend(listed)
+    known = known_tools(agent)
+    if known is None:
+        return  # some names may belong to a toolset's tools: checked at run start
     _, unknown = gated_tools(agent.require_tool_confirmation, known)
     if unknown:
         raise unknown_tool_error("require_tool_confirmation", agent.name, unknown, known)

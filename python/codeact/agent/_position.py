@@ -10,11 +10,13 @@ when it cannot be sure (a rewrite moved lines, the call sits in carried code).
 
 from __future__ import annotations
 
+import difflib
+import re
 from typing import Any
 
 from ._namespace import _MARK
 
-__all__ = ("paused_position", "script_position", "text_position")
+__all__ = ("map_raised_lines", "map_traceback", "paused_position", "ran_line_map", "script_position", "text_position")
 
 _CAPTURE = f"{_MARK}_result = ("
 
@@ -89,3 +91,75 @@ def paused_position(runtime: Any, call: Any, record: Any) -> list[int] | None:
     if not isinstance(ran, str):
         return None
     return script_position(ran, given, tuple(byte_range), prelude)
+
+
+_TRACEBACK_LINE = re.compile(r'^(\s*File "([^"]*)", line )(\d+)(.*)$')
+_CARETS = re.compile(r"^\s*[~^]+\s*$")
+
+
+def ran_line_map(ran: str, given: str) -> dict[int, int]:
+    """``{line of ran: line of given}`` (1-based) for every line of ``ran``, the text the
+    interpreter ran, mapped to ``given``, the text it was handed before the subset check's
+    rewrites. Lines a rewrite put in (a hoisted loop) map to the line of the statement they
+    replace. Empty when the two are equal."""
+    if ran == given:
+        return {}
+    ran_lines, given_lines = ran.split("\n"), given.split("\n")
+    mapping: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(None, ran_lines, given_lines, autojunk=False)
+    for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
+        for offset, i in enumerate(range(i1, i2)):
+            if tag == "equal":
+                mapping[i + 1] = j1 + offset + 1
+            else:  # replaced or inserted lines: the given statement they stand for (a
+                # hoisted loop is put in before its statement: the next given line)
+                mapping[i + 1] = min(j1 + 1, len(given_lines))
+    return mapping
+
+
+def map_traceback(message: str, ran: str, given: str, script_name: str) -> str:
+    """``message`` (a traceback of ``script_name``) with its line numbers and source lines
+    those of ``given`` rather than of ``ran`` (see ``ran_line_map``); a caret line under a
+    source line that changed is dropped (it would point into the rewritten text)."""
+    mapping = ran_line_map(ran, given)
+    if not mapping:
+        return message
+    given_lines = given.split("\n")
+    ran_lines = ran.split("\n")
+    out: list[str] = []
+    lines = message.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = _TRACEBACK_LINE.match(line)
+        if m is None or m.group(2) != script_name:
+            out.append(line)
+            i += 1
+            continue
+        n = int(m.group(3))
+        mapped = mapping.get(n, n)
+        out.append(f"{m.group(1)}{mapped}{m.group(4)}")
+        i += 1
+        if i < len(lines) and 0 < n <= len(ran_lines) and lines[i].strip() == ran_lines[n - 1].strip():
+            shown = given_lines[mapped - 1].strip() if 0 < mapped <= len(given_lines) else lines[i].strip()
+            changed = shown != lines[i].strip()
+            indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+            out.append(indent + shown)
+            i += 1
+            if changed and i < len(lines) and _CARETS.match(lines[i]):
+                i += 1
+    return "\n".join(out)
+
+
+def map_raised_lines(message: str, runtime: Any, given: str, script_name: str) -> str:
+    """A script's traceback with the lines of ``given`` (the text handed to ``runtime``), not
+    those of the text the subset check's rewrites made of it; unchanged when the runtime does
+    not rewrite (no ``script_as_run``) or the mapping fails."""
+    as_run = getattr(runtime, "script_as_run", None)  # an optional method: error path only
+    if as_run is None:
+        return message
+    try:
+        ran = as_run(given)
+    except Exception:  # a runtime's own check failing here must not hide the script's error
+        return message
+    return map_traceback(message, ran, given, script_name) if isinstance(ran, str) else message

@@ -165,6 +165,8 @@ class Run:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     last_usage: UsageMetadata | None = None  # of the latest model call
+    live_output: Any = None  # the printed-output channel under RunConfig(streaming=True) (_streaming.LiveOutput)
+    live_redaction: dict[str, Any] = field(default_factory=dict)  # kind -> _streaming.RedactedStream
     outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
     otel: AgentRun | None = None
     lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))

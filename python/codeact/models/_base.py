@@ -15,8 +15,15 @@ class Llm(Protocol):
     """What the agent loop needs from a model.
 
     Implementations must work under both asyncio and trio (use anyio, never asyncio directly).
-    Streaming is optional: ``BaseLlm`` supplies a ``generate_content_stream`` that yields the
-    single complete reply, and ``stream_content(llm, request)`` streams from any ``Llm``.
+
+    Streaming is optional. A model that streams defines ``generate_content_stream(request)``:
+    an async iterator of ``LlmResponse`` items, first any number of chunks with
+    ``partial=True`` whose ``content`` holds the text that chunk adds (a delta, never the text
+    so far), then exactly one complete reply with ``partial=False``, equal to what
+    ``generate_content`` returns (all the text, ``usage``, ``finish_reason``). A stream that
+    breaks off raises ``ModelError`` and yields no complete reply. ``BaseLlm`` supplies a
+    ``generate_content_stream`` that yields the single complete reply, and
+    ``stream_content(llm, request)`` streams from any ``Llm``.
     """
 
     name: str

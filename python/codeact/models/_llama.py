@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,67 @@ class LlamaCppModel(BaseLlm):
                 return llm.create_chat_completion(**kwargs)
             except ValueError as err:  # e.g. "Requested tokens (5000) exceed context window of 4096"
                 raise ModelError(f"model {self.name!r}: {err}", model=self.name) from None
+
+    def _start_stream(self, kwargs: dict[str, Any]) -> Iterator[Any]:
+        """Called with ``_lock`` held: the chunk iterator of a streamed completion."""
+        llm = self._load()
+        try:
+            return iter(llm.create_chat_completion(**kwargs, stream=True))
+        except ValueError as err:
+            raise ModelError(f"model {self.name!r}: {err}", model=self.name) from None
+
+    def _next_chunk(self, chunks: Iterator[Any]) -> Any:
+        try:
+            return next(chunks, None)
+        except ValueError as err:  # llama-cpp-python checks the context window at the first chunk
+            raise ModelError(f"model {self.name!r}: {err}", model=self.name) from None
+
+    async def generate_content_stream(self, request: LlmRequest) -> AsyncIterator[LlmResponse]:
+        """Generate the reply to ``request`` token by token (``create_chat_completion(stream=True)``);
+        each token is read in a worker thread, so the event loop keeps running between them.
+
+        Yields:
+            One ``LlmResponse(partial=True)`` per chunk with text (that chunk's text), then the
+            complete reply (``partial=False``) with ``finish_reason``; ``usage`` is ``None``
+            (llama-cpp-python reports no token counts when streaming).
+
+        Raises:
+            ModelError: the model cannot be loaded, or the prompt does not fit in ``n_ctx``.
+            ModelResponseError: a chunk is not a chat-completion chunk.
+            ValueError: a content has an unknown role.
+        """
+        kwargs = self._completion_kwargs(request)
+        await anyio.to_thread.run_sync(self._lock.acquire)
+        chunks: Iterator[Any] | None = None
+        try:  # one request at a time; the lock is released by whichever thread ends the stream
+            chunks = await anyio.to_thread.run_sync(self._start_stream, kwargs)
+            texts: list[str] = []
+            finish_reason: str | None = None
+            while True:
+                chunk = await anyio.to_thread.run_sync(self._next_chunk, chunks)
+                if chunk is None:
+                    break
+                try:
+                    choice = chunk["choices"][0]
+                    text = (choice.get("delta") or {}).get("content") or ""
+                except (KeyError, IndexError, TypeError, AttributeError):
+                    raise ModelResponseError(
+                        f"model {self.name!r}: malformed chat completion chunk", model=self.name
+                    ) from None
+                finish_reason = choice.get("finish_reason") or finish_reason
+                if text:
+                    texts.append(text)
+                    yield LlmResponse(content=Content(role="model", parts=[Part(text=text)]), partial=True)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:  # a stream left early stops generating
+                close()
+            self._lock.release()
+        text = "".join(texts)
+        yield LlmResponse(
+            content=Content(role="model", parts=[Part(text=text)]) if text else None,
+            finish_reason=finish_reason,
+        )
 
     async def generate_content(self, request: LlmRequest) -> LlmResponse:
         """Generate the reply to ``request`` in a worker thread.

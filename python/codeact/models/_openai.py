@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -286,6 +287,143 @@ class OpenAIChatModel(BaseLlm):
             raise self._map_error(err, model) from None
         return self._parse(raw.http_response.content, model)
 
+    async def generate_content_stream(self, request: LlmRequest) -> AsyncIterator[LlmResponse]:
+        """Stream the reply to ``request`` from ``{base_url}/chat/completions`` (``stream=True``,
+        ``stream_options={"include_usage": true}``): server-sent events, read as they arrive.
+
+        Yields:
+            One ``LlmResponse(partial=True)`` per chunk that carries text: its ``content`` holds
+            that chunk's text (a delta, not the text so far; reasoning deltas as a
+            ``thought=True`` part). Last, the complete reply (``partial=False``), as
+            ``generate_content`` would return it: all the text, ``finish_reason``, and ``usage``
+            from the final chunk (``None`` when the endpoint sends none).
+
+        Raises:
+            ModelResponseError: a chunk is not a chat-completion chunk, or the stream ended
+                before any choice reported a ``finish_reason`` (the connection dropped
+                mid-reply): no complete reply is yielded.
+            ModelError: the request failed (as ``generate_content``; the retries apply to the
+                request, not to a stream cut off after it began), or the connection failed
+                mid-stream.
+            ModelRequestsNotAllowedError / ModelTimeoutError / ModelRateLimitError / ValueError:
+                as ``generate_content``.
+        """
+        self._check_api_key(request.model or self.model)
+        self._check_allowed()
+        kwargs = self._request_kwargs(request)
+        kwargs["stream"] = True
+        kwargs["stream_options"] = {"include_usage": True}
+        model = kwargs["model"]
+        texts: list[str] = []
+        thoughts: list[str] = []
+        usage: Usage | None = None
+        finish_reason: str | None = None
+        done = False
+        client = self._client if self._client is not None else self._new_client()
+        try:
+            try:
+                # The SDK makes the request (its retries, errors, headers); the server-sent events
+                # are read line by line to the end of the body (the SDK's own stream iterator
+                # leaves a generator unfinished, which trio reports).
+                async with client.chat.completions.with_streaming_response.create(**kwargs) as response:
+                    async for line in response.iter_lines():
+                        if done or not line.startswith("data:"):
+                            continue
+                        data = line[5:].strip()
+                        if data == "[DONE]":
+                            done = True
+                            continue
+                        delta_text, delta_thought, reason, chunk_usage = self._chunk(data, model)
+                        if chunk_usage is not None:
+                            usage = chunk_usage
+                        if reason is not None:
+                            finish_reason = reason
+                        if delta_text or delta_thought:
+                            chunk_parts = []
+                            if delta_thought:
+                                thoughts.append(delta_thought)
+                                chunk_parts.append(Part(text=delta_thought, thought=True))
+                            if delta_text:
+                                texts.append(delta_text)
+                                chunk_parts.append(Part(text=delta_text))
+                            yield LlmResponse(content=Content(role="model", parts=chunk_parts), partial=True)
+            except self._openai.OpenAIError as err:
+                raise self._map_error(err, model) from None
+            except _transport_errors() as err:  # the connection failed mid-stream
+                raise ModelError(
+                    f"model {model!r} at {self.base_url}: the stream broke off mid-reply ({type(err).__name__}: "
+                    f"{self._redact(str(err))})",
+                    model=model,
+                ) from None
+        finally:
+            if client is not self._client:
+                await client.close()
+        if finish_reason is None:
+            raise ModelResponseError(
+                f"model {model!r} at {self.base_url}: the stream ended before the reply finished "
+                f"(no finish_reason after {sum(map(len, texts))} characters)",
+                model=model,
+                status_code=200,
+            )
+        parts: list[Part] = []
+        if thoughts:
+            parts.append(Part(text="".join(thoughts), thought=True))
+        if texts:
+            parts.append(Part(text="".join(texts)))
+        error_code = error_message = None
+        if finish_reason == "content_filter":
+            error_code, error_message = "content_filter", "the endpoint's content filter stopped the reply"
+        yield LlmResponse(
+            content=Content(role="model", parts=parts) if parts else None,
+            usage=usage,
+            finish_reason=finish_reason,
+            error_code=error_code,
+            error_message=error_message,
+        )
+
+    def _chunk(self, event_data: str, model: str) -> tuple[str, str, str | None, Usage | None]:
+        """One chat-completion chunk (an event's JSON ``data``) as (text delta, reasoning
+        delta, finish reason, usage)."""
+        try:
+            data = json.loads(event_data)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise ModelResponseError(
+                f"model {model!r} at {self.base_url}: malformed chat completion chunk: "
+                f"{self._redact(_snippet(event_data))}",
+                model=model,
+                status_code=200,
+            )
+        if "error" in data and not data.get("choices"):
+            raise ModelResponseError(
+                f"model {model!r} at {self.base_url}: error in the stream: {self._redact(_error_detail(data, ''))}",
+                model=model,
+                status_code=200,
+            )
+        usage = None
+        raw_usage = data.get("usage")
+        if isinstance(raw_usage, dict):
+            usage = Usage(
+                prompt_tokens=_int_or_none(raw_usage.get("prompt_tokens")),
+                completion_tokens=_int_or_none(raw_usage.get("completion_tokens")),
+            )
+        choices = data.get("choices") or []
+        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        raw_delta = choice.get("delta")
+        delta: dict[str, Any] = raw_delta if isinstance(raw_delta, dict) else {}
+        text: Any = delta.get("content")
+        if isinstance(text, list):
+            text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+        thought = delta.get("reasoning_content") or delta.get("reasoning")
+        reason = choice.get("finish_reason")
+        return (
+            text if isinstance(text, str) else "",
+            thought if isinstance(thought, str) else "",
+            reason if isinstance(reason, str) else None,
+            usage,
+        )
+
     # -- errors and parsing -----------------------------------------------------------------
 
     def _redact(self, text: str) -> str:
@@ -378,6 +516,18 @@ class OpenAIChatModel(BaseLlm):
             error_code=error_code,
             error_message=error_message,
         )
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP client's transport error classes: the SDK's own client library (``httpx``, or
+    ``httpx2`` in newer SDKs), as loaded by the SDK. A body cut off mid-stream raises one of them."""
+    errors: list[type[BaseException]] = []
+    for name in ("httpx", "httpx2"):
+        module = sys.modules.get(name)
+        error = getattr(module, "HTTPError", None) if module is not None else None
+        if isinstance(error, type) and issubclass(error, BaseException):
+            errors.append(error)
+    return tuple(errors)
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -22,6 +22,12 @@ Tool calls the script awaits together (``await asyncio.gather(call_tool(...), ..
 a worker thread (also in ``run``); their results are resumed together. A tool raising
 ``SuspendScript`` inside a gather cannot pause the script: the script gets a ``RuntimeError``
 for that call.
+
+``arun_script`` / ``aresume_script`` take ``on_output``: an async callback given what the script
+printed (stdout, stderr) at each step boundary, before the host serves the tool call there (and
+once more at the end), so a host can show output while the script runs (the pydantic-ai
+``CodeActToolset`` emits it as events). Output printed inside one interpreter advance that calls
+no tool reaches it at the next boundary.
 """
 
 from __future__ import annotations
@@ -137,6 +143,12 @@ class _Drive:
     stderr: list[str] = field(default_factory=list)
     tool_calls: int = 0
     last_error: BaseException | None = None
+    on_output: Callable[[str, str], Awaitable[None]] | None = None
+
+    async def report(self, step: RunStep) -> None:
+        """Hands what ``step`` printed to ``on_output`` (when there is one and it printed)."""
+        if self.on_output is not None and (step.stdout or step.stderr):
+            await self.on_output(step.stdout, step.stderr)
 
     def code(self, code: str) -> str:
         """``code`` with the inputs prelude; raises ``ScriptError`` before anything runs for
@@ -395,6 +407,7 @@ async def _serve(
 async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool, inline_steps: bool = False) -> RunResult:
     inline = inline_steps
     while isinstance(step, (Call, Gather)):
+        await drive.report(step)
         if isinstance(step, Gather):
             jobs, outcomes = drive.gather_jobs(step)
             final = _final(outcomes)
@@ -423,6 +436,7 @@ async def _drive_async(drive: _Drive, step: RunStep, sync_in_thread: bool, inlin
             inline = time.perf_counter() - started < INLINE_STEP_SECONDS
         else:
             step = await _advance(call.resume_async(outcome))
+    await drive.report(step)
     return drive.finish(step)
 
 
@@ -436,6 +450,7 @@ async def arun_script(
     max_tool_calls: int | None = DEFAULT_MAX_TOOL_CALLS,
     sync_tools_in_thread: bool = True,
     inline_steps: bool = False,
+    on_output: Callable[[str, str], Awaitable[None]] | None = None,
 ) -> RunResult:
     """Async twin of ``run_script`` (asyncio or trio): interpreter advances run on native
     worker threads, so the event loop stays free. See ``MontyRuntime.arun``.
@@ -445,8 +460,14 @@ async def arun_script(
     hundreds of microseconds on a busy machine) for as long as every such advance takes under
     ``INLINE_STEP_SECONDS``; the first slower one sends the rest of the run back to the worker
     threads. So the event loop is held at most for one advance longer than that bound (and at
-    most ``max_duration`` seconds), right after a tool call."""
-    drive = _Drive(runtime, dict(tools or {}), dict(inputs or {}), script_name, max_tool_calls)
+    most ``max_duration`` seconds), right after a tool call.
+
+    ``on_output(stdout, stderr)`` is awaited with what the script printed since the previous
+    step boundary, at each boundary where it printed something: before the tool call there is
+    served, and at the end (before the result is returned or ``ScriptError`` raised). The
+    ``RunResult`` still holds all of it. An exception it raises ends the run (the script is
+    dropped where it stands)."""
+    drive = _Drive(runtime, dict(tools or {}), dict(inputs or {}), script_name, max_tool_calls, on_output=on_output)
     step = await _advance(runtime.start_async(drive.code(code), script_name))
     return await _drive_async(drive, step, sync_tools_in_thread, inline_steps)
 
@@ -461,6 +482,7 @@ async def aresume_script(
     max_tool_calls: int | None = DEFAULT_MAX_TOOL_CALLS,
     sync_tools_in_thread: bool = True,
     inline_steps: bool = False,
+    on_output: Callable[[str, str], Awaitable[None]] | None = None,
 ) -> RunResult:
     """Continues a script that a tool paused (``ScriptSuspended``), possibly in another process.
 
@@ -470,6 +492,7 @@ async def aresume_script(
         tools: the tools; the paused call is made again with them (the tool now decides
             differently, e.g. because a human approved), unless ``outcome`` is given.
         outcome: answer the paused call with this instead of calling the tool.
+        on_output: as in ``arun_script``, for what is printed after the pause.
 
     Returns / raises: as ``arun``; the returned ``stdout`` includes what was printed before
     the pause, and ``tool_calls`` counts the calls before it too.
@@ -487,7 +510,7 @@ async def aresume_script(
             f"the paused call given ({suspended.tool!r} with {suspended.tool_args!r}) is not the call the "
             f"continuation waits on ({name!r} with {dict(keyword)!r}); nothing ran"
         )
-    drive = _Drive(runtime, dict(tools or {}), {}, script_name, max_tool_calls)
+    drive = _Drive(runtime, dict(tools or {}), {}, script_name, max_tool_calls, on_output=on_output)
     drive.stdout.append(suspended.stdout)
     drive.stderr.append(suspended.stderr)
     drive.tool_calls = suspended.tool_calls

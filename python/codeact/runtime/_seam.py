@@ -29,6 +29,8 @@ __all__ = (
     "Complete",
     "Gather",
     "GatherContinuation",
+    "LiveOutputRuntime",
+    "OutputListener",
     "PendingCall",
     "Raised",
     "ResumeError",
@@ -46,6 +48,11 @@ __all__ = (
     "resume_in_thread",
     "step_within",
 )
+
+OutputListener = Callable[[str, str], object]
+"""A run's live output listener: ``on_output(stream, text)``, ``stream`` ``"stdout"`` or
+``"stderr"``, ``text`` what the script printed since the previous call (see
+``LiveOutputRuntime``). Its return value is ignored."""
 
 ToolStyle = Literal["call_tool", "functions"]
 """How scripts reach tools: only through ``call_tool("name", {...})``, or also as bare
@@ -261,6 +268,9 @@ class RuntimeCapabilities:
         importable_modules: the top-level modules a script may import; None when any
             installed module may be (the agent's pre-check names them beside an import
             it refuses).
+        live_output: the runtime is a ``LiveOutputRuntime``: ``start`` (and a namespace
+            session's ``feed``, and ``restore``) take ``on_output``, and what a script prints
+            reaches it while the script runs.
     """
 
     supports_suspension: bool = False
@@ -268,6 +278,7 @@ class RuntimeCapabilities:
     supports_await: bool = False
     supports_namespace_session: bool = False
     importable_modules: tuple[str, ...] | None = None
+    live_output: bool = False
 
 
 @runtime_checkable
@@ -336,6 +347,52 @@ class SessionRestoringRuntime(SuspendingRuntime, Protocol):
     def restore_session(self, snapshot: bytes) -> tuple[Any, RunStep]:
         """A paused session's bytes opened as ``restore`` opens a script's: ``(session,
         step)``. Raises ``SnapshotError``."""
+        ...
+
+
+@runtime_checkable
+class LiveOutputRuntime(CodeRuntime, Protocol):
+    """An optional part of the seam: a runtime whose scripts' printed output reaches the
+    caller while they run (``RuntimeCapabilities.live_output``; ``MontyRuntime`` in process).
+    A runtime without it collects output on the steps only; callers check the capability
+    before passing ``on_output``.
+
+    The listener contract (``on_output(stream, text)``, an ``OutputListener``):
+
+    - ``text`` is what the script printed to ``stream`` since the previous call, within
+      ``max_stdout`` (the truncation marker included, once); joined per stream over a run,
+      the calls give exactly the steps' ``stdout`` / ``stderr``, which stay as they are
+      without a listener;
+    - the first delivery of a run comes within milliseconds of its print, also inside one
+      advance that calls no tool (a loop that prints and sleeps); later ones start at least
+      100 ms apart, what is printed meanwhile coalesced: at most 10 deliveries a second per
+      run (a delivery calls the listener once per stream change, once when the script
+      prints to one stream);
+    - what is left when an advance stops is delivered before its step is returned when the
+      run ended (``Complete`` / ``Raised``; this last delivery may come sooner than 100 ms
+      after the previous), and at a pause (``Call`` / ``Gather``) when a delivery is due,
+      else within 100 ms after it, while the tool runs;
+    - it is called on any thread (a runtime's delivery thread while the script runs, the
+      thread that takes the step for the flush at a stop), never two calls of one run at a
+      time, in print order. It must not block: hand the text to an event loop with
+      ``call_soon_threadsafe`` (or trio's ``from_thread.run_sync``);
+    - what it raises is swallowed: the script and the host go on (``MontyRuntime`` logs the
+      first failure of a run on ``codeact.runtime``).
+
+    The run's continuations keep the listener for its later advances (``resume``,
+    ``resume_async``, ``resume_within``); a continuation restored from bytes gets one through
+    ``restore(snapshot, on_output=...)``.
+    """
+
+    def start(
+        self,
+        script: str,
+        script_name: str = "main.py",
+        *,
+        os_replay: Sequence[tuple[str, Any]] = (),
+        on_output: OutputListener | None = None,
+    ) -> RunStep:
+        """``CodeRuntime.start``, delivering what the run prints to ``on_output`` as it goes."""
         ...
 
 

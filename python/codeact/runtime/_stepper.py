@@ -36,21 +36,22 @@ async def await_ticket(ticket: Any, *, waited: bool = False) -> Any:
     return ticket.result()
 
 
-async def run_step(fn: Callable[..., T], *args: Any) -> T:
-    """Runs ``fn(*args)`` off the event loop and returns its result.
+async def run_step(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Runs ``fn(*args, **kwargs)`` off the event loop and returns its result.
 
     When ``fn`` is a method whose object also offers ``<name>_async`` (``MontyRuntime`` and
     its pending calls do), that native variant runs the advance on a worker thread that never
     takes the GIL and hands back a ticket; otherwise ``fn`` runs on a Python thread pool.
     Either way the calling event loop blocks at most ``INLINE_WAIT`` seconds; past that, the
-    result is awaited without blocking. Exceptions raised by ``fn`` propagate.
+    result is awaited without blocking. Exceptions raised by ``fn`` propagate. ``kwargs`` go
+    to whichever runs (``on_output=`` for ``MontyRuntime.start``: ``start_async`` takes it too).
     """
     owner = getattr(fn, "__self__", None)
     native = getattr(owner, f"{getattr(fn, '__name__', '')}_async", None) if owner is not None else None
     if native is not None:
-        result: T = await await_ticket(native(*args))
+        result: T = await await_ticket(native(*args, **kwargs))
         return result
-    future = _EXECUTOR.submit(fn, *args)
+    future = _EXECUTOR.submit(fn, *args, **kwargs)
     try:
         return future.result(timeout=INLINE_WAIT)
     except concurrent.futures.TimeoutError:

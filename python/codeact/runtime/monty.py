@@ -23,6 +23,7 @@ from ._seam import (
     Call,
     Complete,
     Gather,
+    OutputListener,
     Raised,
     ResumeError,
     ResumeValue,
@@ -272,6 +273,7 @@ class MontyRuntime:
             supports_await=True,
             supports_namespace_session=isolation == "in_process" and bool(namespace_sessions),
             importable_modules=STDLIB_MODULES,
+            live_output=isolation == "in_process",
         )
 
     @property
@@ -314,12 +316,25 @@ class MontyRuntime:
 
     # -- the seam -------------------------------------------------------------------------
 
-    def start(self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
+    def start(
+        self,
+        script: str,
+        script_name: str = "main.py",
+        *,
+        os_replay: Sequence[tuple[str, Any]] = (),
+        on_output: OutputListener | None = None,
+    ) -> RunStep:
         """Compiles and runs ``script`` to its first stop (the GIL is released meanwhile).
 
         ``os_replay``: ``(kind, value)`` entries of earlier ``os_log``s, answered first, in
         order, to the script's nondeterministic requests (clock, random seed, entropy);
         raises ``ReplayDivergenceError`` when the script asks for another kind.
+
+        ``on_output``: the run's live output listener, ``on_output(stream, text)``: what the
+        script prints reaches it while the script runs, in this and the run's later advances
+        (the contract: ``LiveOutputRuntime``); the steps' ``stdout`` / ``stderr`` are the same
+        with or without it. Ignored under ``isolation="process"`` (``capabilities()
+        .live_output`` is False there). TypeError when it is not callable.
 
         Unless turned off, the script first goes through the static subset check
         (``rewrite_scripts``, ``check_scripts``): rewrites are applied silently; constructs
@@ -335,7 +350,11 @@ class MontyRuntime:
         text, findings, deferred = checked
         if findings is not None:
             return Raised(findings)
-        step: RunStep = self._engine.start(text, script_name, tuple(os_replay) or None, deferred or None)
+        replay = tuple(os_replay) or None
+        if on_output is not None and self.isolation == "in_process":
+            live: RunStep = self._engine.start(text, script_name, replay, deferred or None, on_output)
+            return live
+        step: RunStep = self._engine.start(text, script_name, replay, deferred or None)
         return step
 
     def script_as_run(self, script: str) -> str:
@@ -408,15 +427,23 @@ class MontyRuntime:
             wake()
 
     def start_async(
-        self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()
+        self,
+        script: str,
+        script_name: str = "main.py",
+        *,
+        os_replay: Sequence[tuple[str, Any]] = (),
+        on_output: OutputListener | None = None,
     ) -> Any:
         """Like ``start``, but the advance runs on a native worker thread that never takes
         the GIL; returns a ticket with ``wait(timeout=None) -> bool`` and ``result() ->
         RunStep``. The agent loop uses it to keep its event loop free. The subset check runs
-        here, on the calling thread."""
+        here, on the calling thread. ``on_output``: as for ``start`` (it is called on the
+        native delivery thread, never on the worker)."""
         if len(script) > _INLINE_CHECK_BYTES and (self.rewrite_scripts or self.check_scripts):
             # A long script's check takes milliseconds of CPython parsing: off the caller's thread.
-            return ThreadTicket(_CHECK_POOL.submit(self.start, script, script_name, os_replay=os_replay))
+            return ThreadTicket(
+                _CHECK_POOL.submit(self.start, script, script_name, os_replay=os_replay, on_output=on_output)
+            )
         checked = self._check_memo.get(script)
         if checked is None:
             checked = self._checked(script)
@@ -427,6 +454,8 @@ class MontyRuntime:
         start_async = getattr(self._engine, "start_async", None)
         if start_async is None:
             return ThreadTicket(_OFFLOAD_POOL.submit(self._engine.start, script, script_name, replay, deferred or None))
+        if on_output is not None:
+            return start_async(script, script_name, replay, deferred or None, on_output)
         return start_async(script, script_name, replay, deferred or None)
 
     def resume_async(
@@ -471,16 +500,21 @@ class MontyRuntime:
         step: RunStep = self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None)
         return step
 
-    def restore(self, snapshot: bytes) -> RunStep:
+    def restore(self, snapshot: bytes, *, on_output: OutputListener | None = None) -> RunStep:
         """Opens a paused script's bytes into the step they paused at, without resuming
         anything: a ``Call`` (its ``call`` is the live continuation) or a ``Gather``. Until it
         is resumed, the continuation's ``dump()`` gives back ``snapshot`` itself. A namespace
-        session's bytes open with ``restore_session``.
+        session's bytes open with ``restore_session``. ``on_output``: the live output listener
+        of the continuation's later advances (as for ``start``; ignored under
+        ``isolation="process"``).
 
         Raises:
             SnapshotError: bytes that cannot be loaded (truncated, altered, foreign, wrongly
                 signed), or a namespace session's bytes (saying which method takes them).
         """
+        if on_output is not None and self.isolation == "in_process":
+            live: RunStep = self._engine.restore(snapshot, False, on_output)
+            return live
         step: RunStep = self._engine.restore(snapshot, False)
         return step
 
@@ -568,7 +602,9 @@ class MontyRuntime:
             raise SnapshotError(f"snapshot error: the session is {what}, not paused at a gather; use {hint}")
         return NamespaceSession(self, session), paused.resume(outcomes, os_replay=os_replay)
 
-    def restore_session(self, snapshot: bytes) -> tuple[NamespaceSession, RunStep]:
+    def restore_session(
+        self, snapshot: bytes, *, on_output: OutputListener | None = None
+    ) -> tuple[NamespaceSession, RunStep]:
         """Opens a paused namespace session's bytes (a session ``Call``'s ``call.dump()`` or
         ``Gather``'s ``dump()``) into the restored session and the step its feed paused at,
         without resuming anything (as ``restore`` does for a script).
@@ -577,12 +613,15 @@ class MontyRuntime:
             ``(session, step)``: ``step`` is a ``Call`` or a ``Gather``; the session is idle
             again once the feed completes.
 
+        ``on_output``: the live output listener of the feed's later advances (as for
+        ``start``).
+
         Raises:
             SnapshotError: bytes that cannot be loaded, an idle session's bytes (use
                 ``load_session``), or a paused script's bytes (use ``restore``).
             CodeRuntimeError: under ``isolation="process"``.
         """
-        step: Call | Gather = self._session_engine().restore(snapshot, True)
+        step: Call | Gather = self._session_engine().restore(snapshot, True, on_output)
         native: Any = step.call if isinstance(step, Call) else step.continuation
         return NamespaceSession(self, native.session), step
 
@@ -763,8 +802,16 @@ class NamespaceSession:
         self._runtime = runtime
         self._native = native
 
-    def feed(self, script: str, script_name: str = "main.py", *, os_replay: Sequence[tuple[str, Any]] = ()) -> RunStep:
+    def feed(
+        self,
+        script: str,
+        script_name: str = "main.py",
+        *,
+        os_replay: Sequence[tuple[str, Any]] = (),
+        on_output: OutputListener | None = None,
+    ) -> RunStep:
         """Runs ``script`` in the session to its first stop (the GIL is released meanwhile).
+        ``on_output``: the feed's live output listener (as for ``MontyRuntime.start``).
 
         Returns:
             ``Call`` (its ``call.dump()`` is the paused session's bytes, for
@@ -776,11 +823,12 @@ class NamespaceSession:
             CodeRuntimeError: the session is paused at a tool call or a gather that was not
                 resumed.
             ReplayDivergenceError: ``os_replay`` does not match the script's requests.
+            TypeError: ``on_output`` is not callable.
         """
         script, findings, deferred = self._runtime._checked(script)
         if findings is not None:
             return Raised(findings)
-        step: RunStep = self._native.feed(script, script_name, tuple(os_replay) or None, deferred or None)
+        step: RunStep = self._native.feed(script, script_name, tuple(os_replay) or None, deferred or None, on_output)
         return step
 
     def dump(self) -> bytes:

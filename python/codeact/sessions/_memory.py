@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
 
 from ._journal import JournalRecord, TurnSlot
+from ._live import LiveRow
 from ._service import (
     BaseSessionService,
     Durability,
@@ -77,6 +78,7 @@ class InMemorySessionService(BaseSessionService):
         self._sessions: dict[_Key, _StoredSession] = {}
         self._app_state: dict[str, dict[str, Any]] = {}
         self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
+        self._live: dict[_Key, LiveRow] = {}  # the live rows (issue 51), beside the sessions
 
     def _merged(self, app_name: str, user_id: str, stored: _StoredSession) -> dict[str, Any]:
         merged: dict[str, Any] = deepcopy(
@@ -160,6 +162,7 @@ class InMemorySessionService(BaseSessionService):
         """``BaseSessionService.delete_session``: drops the session, its turn slot, journal and blobs."""
         await anyio.lowlevel.checkpoint()
         self._sessions.pop((app_name, user_id, session_id), None)
+        self._live.pop((app_name, user_id, session_id), None)
 
     async def append_event(self, session: Session, event: Event) -> Event:
         """``BaseSessionService.append_event`` in memory (the same contract and errors).
@@ -360,6 +363,30 @@ class InMemorySessionService(BaseSessionService):
         """``BaseSessionService.get_blob``: the bytes stored under ``digest``, or ``None``."""
         stored = self._sessions.get((app_name, user_id, session_id))
         return stored.blobs.get(digest) if stored is not None else None
+
+    # --- the live row (issue 51) -------------------------------------------------------
+
+    async def save_live(self, *, app_name: str, user_id: str, session_id: str, live: LiveRow | None) -> int:
+        """``BaseSessionService.save_live``: overwrites (or, with None, drops) the session's live row.
+
+        Raises:
+            SessionNotFoundError: the session does not exist (writing a row).
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        key = (app_name, user_id, session_id)
+        if live is None:
+            self._live.pop(key, None)
+            return 0
+        self._stored(app_name, user_id, session_id)
+        old = self._live.get(key)
+        version = (old.version if old is not None else 0) + 1
+        self._live[key] = replace(live.bounded(), version=version, updated_at=time.time())
+        return version
+
+    async def load_live(self, *, app_name: str, user_id: str, session_id: str) -> LiveRow | None:
+        """``BaseSessionService.load_live``: the session's live row, or None."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return self._live.get((app_name, user_id, session_id))
 
 
 _APPEND_JOURNAL = InMemorySessionService.append_journal

@@ -2,7 +2,7 @@
 ``psycopg_pool.ConnectionPool``, driven from anyio worker threads, so asyncio and trio both
 work). Install it with ``pip install 'codeact[postgres]'``.
 
-Layout (schema version 1; every table is prefixed ``codeact_`` so the database can be
+Layout (schema version 2; every table is prefixed ``codeact_`` so the database can be
 shared)::
 
     codeact_schema_version(id = 1, version)
@@ -12,6 +12,7 @@ shared)::
     codeact_turns(app_name, user_id, session_id, version, data, snapshot)   -- the turn slot
     codeact_journal(app_name, user_id, session_id, turn, kind, seq, data)
     codeact_blobs(app_name, user_id, session_id, digest, data)
+    codeact_live(app_name, user_id, session_id, version, updated_at, data)  -- the live row (issue 51)
 
 JSON is kept in ``TEXT`` columns, never ``jsonb``: ``jsonb`` refuses the ``\\u0000`` escape,
 and a script may print ``chr(0)``. Rows of a session reference ``codeact_sessions`` with
@@ -41,7 +42,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..exceptions import SessionStoreConnectionError
 from . import _sql
 from ._journal import JournalRecord, TurnSlot
-from ._postgres_sql import _JOURNAL_ONE_SQL, _JOURNAL_SQL, _MIGRATIONS, _PK, _SCHEMA
+from ._live import LiveRow, live_from_json, live_to_json
+from ._postgres_sql import _JOURNAL_ONE_SQL, _JOURNAL_SQL, _LIVE_SAVE_SQL, _MIGRATIONS, _PK, _SCHEMA
 from ._service import (
     BaseSessionService,
     Durability,
@@ -65,9 +67,10 @@ if TYPE_CHECKING:
 
 __all__ = ("SCHEMA_VERSION", "PostgresSessionService")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The database layout this version of codeact writes. A database with a newer layout is
-refused; older layouts are migrated in place under the advisory lock."""
+refused; older layouts are migrated in place under the advisory lock (1 -> 2: the
+``codeact_live`` table)."""
 
 _T = TypeVar("_T")
 
@@ -724,5 +727,48 @@ class PostgresSessionService(BaseSessionService):
                 f"SELECT data FROM codeact_blobs WHERE {_PK} AND digest = %s", (app_name, user_id, session_id, digest)
             ).fetchone()
             return bytes(row[0]) if row is not None else None
+
+        return await self._call(txn, write=False, single=True)
+
+    # --- the live row (issue 51) -------------------------------------------------------
+
+    async def save_live(self, *, app_name: str, user_id: str, session_id: str, live: LiveRow | None) -> int:
+        """``BaseSessionService.save_live``: one upsert (or delete) of the ``codeact_live`` row,
+        committed with ``synchronous_commit`` as the service's durability says.
+
+        Raises:
+            SessionNotFoundError: the session does not exist (writing a row).
+            SessionStoreError: PostgreSQL failed.
+        """
+        key = (app_name, user_id, session_id)
+        text = live_to_json(live) if live is not None else None
+
+        def txn(conn: Connection[Any], retrying: bool) -> int:
+            if text is None:
+                conn.execute(f"DELETE FROM codeact_live WHERE {_PK}", key)
+                return 0
+            try:
+                row = conn.execute(_LIVE_SAVE_SQL, (*key, time.time(), text)).fetchone()
+            except psycopg.errors.ForeignKeyViolation as e:
+                raise SessionNotFoundError(
+                    f"session {session_id!r} not found for app {app_name!r}, user {user_id!r}"
+                ) from e
+            assert row is not None
+            return int(row[0])
+
+        return await self._call_quick(txn, write=True)
+
+    async def load_live(self, *, app_name: str, user_id: str, session_id: str) -> LiveRow | None:
+        """``BaseSessionService.load_live``: the session's live row, or None.
+
+        Raises:
+            SessionStoreError: PostgreSQL failed.
+        """
+
+        def txn(conn: Connection[Any], retrying: bool) -> LiveRow | None:
+            row = conn.execute(
+                f"SELECT version, updated_at, data FROM codeact_live WHERE {_PK}", (app_name, user_id, session_id)
+            ).fetchone()
+            return live_from_json(row[2], int(row[0]), float(row[1])) if row is not None else None
 
         return await self._call(txn, write=False, single=True)

@@ -3,7 +3,23 @@ write statements (``_postgres``)."""
 
 from __future__ import annotations
 
-_SCHEMA = """
+_LIVE_TABLE = """
+CREATE TABLE IF NOT EXISTS codeact_live (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (app_name, user_id, session_id),
+    FOREIGN KEY (app_name, user_id, session_id) REFERENCES codeact_sessions ON DELETE CASCADE
+);
+"""
+"""The live row of a running turn (issue 51; schema version 2): bounded, overwritten, never
+part of the event log."""
+
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS codeact_sessions (
     app_name TEXT NOT NULL,
     user_id TEXT NOT NULL,
@@ -78,10 +94,23 @@ CREATE TABLE IF NOT EXISTS codeact_blobs (
     FOREIGN KEY (app_name, user_id, session_id) REFERENCES codeact_sessions ON DELETE CASCADE
 );
 """
+    + _LIVE_TABLE
+)
 
-# Each migration takes the layout from version N to N + 1 (index N - 1). None yet: version 1
-# is the first layout; a later format appends its statements here.
-_MIGRATIONS: list[str] = []
+# Each migration takes the layout from version N to N + 1 (index N - 1); a later format
+# appends its statements here.
+_MIGRATIONS: list[str] = [
+    _LIVE_TABLE,  # 1 -> 2: the live rows (issue 51)
+]
+
+_LIVE_SAVE_SQL = (
+    "INSERT INTO codeact_live (app_name, user_id, session_id, version, updated_at, data) "
+    "VALUES (%s, %s, %s, 1, %s, %s) ON CONFLICT (app_name, user_id, session_id) "
+    "DO UPDATE SET version = codeact_live.version + 1, updated_at = EXCLUDED.updated_at, data = EXCLUDED.data "
+    "RETURNING version"
+)
+"""Overwrites a session's live row in one statement (its version one more) and returns the
+new version."""
 
 _PK = "app_name = %s AND user_id = %s AND session_id = %s"
 

@@ -33,6 +33,7 @@ from ..exceptions import (
     TurnConflictError,
 )
 from ._journal import JournalRecord, TurnSlot
+from ._live import LiveRow
 from ._types import Event, Session, new_id
 
 __all__ = (
@@ -332,6 +333,44 @@ class BaseSessionService(ABC):
             SessionStoreError: the store failed.
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
+
+    # --- the live row (issue 51; see ``codeact.sessions._live``) -------------------------
+
+    async def save_live(self, *, app_name: str, user_id: str, session_id: str, live: LiveRow | None) -> int:
+        """Overwrites the session's live row with ``live`` (its text bounded to its last
+        ``LIVE_MAX_CHARS`` characters each; its ``version`` and ``updated_at`` are ignored and
+        set by the store), or deletes it (``live=None``). The live row is what a running turn
+        streamed so far, for watchers in other processes; it is never part of the event log,
+        and a write needs no durability (the stores here commit it without a flush).
+
+        The base implementation does nothing (a store without a live channel: the runner then
+        writes none, and readers see ``load_live`` give None).
+
+        Returns:
+            The row's new version (1 on the first write, then one more per write; 0 after a
+            delete, and from the base implementation).
+
+        Raises:
+            SessionNotFoundError: the session does not exist (a delete of a missing row of a
+                missing session is a no-op).
+            SessionStoreError: the store failed.
+        """
+        return 0
+
+    async def load_live(self, *, app_name: str, user_id: str, session_id: str) -> LiveRow | None:
+        """The session's live row, or None (no turn is streaming, the session does not exist,
+        or the store keeps none: the base implementation).
+
+        Raises:
+            SessionStoreError: the store failed.
+        """
+        return None
+
+    @property
+    def keeps_live(self) -> bool:
+        """Whether this store keeps live rows (``save_live`` is overridden): the runner writes
+        none to a store that does not."""
+        return type(self).save_live is not BaseSessionService.save_live
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release resources (idempotent). The base implementation does nothing."""

@@ -1,6 +1,6 @@
 """``SqliteSessionService``: sessions in a SQLite database file (stdlib ``sqlite3``).
 
-Layout (schema version 2; a version 1 file from codeact 0.1.0 is upgraded in place)::
+Layout (schema version 3; a version 1 or 2 file is upgraded in place)::
 
     schema_version(id = 1, version)
     sessions(app_name, user_id, id, create_time, last_update_time)   -- PK (app_name, user_id, id)
@@ -11,6 +11,7 @@ Layout (schema version 2; a version 1 file from codeact 0.1.0 is upgraded in pla
     turns(app_name, user_id, session_id, version, data, snapshot)      -- the turn slot (SPEC §5)
     journal(app_name, user_id, session_id, turn, kind, seq, data)      -- WITHOUT ROWID
     blobs(app_name, user_id, session_id, digest, data)                 -- values above the inline limit
+    live(app_name, user_id, session_id, version, updated_at, data)     -- the live row (issue 51)
 
 State keys are stored with their prefixes. The database runs in WAL mode with a 5 s busy
 timeout (``synchronous=NORMAL`` unless FULL is asked for); writes use
@@ -36,6 +37,7 @@ from anyio.lowlevel import RunVar
 
 from . import _sql
 from ._journal import JournalRecord, TurnSlot
+from ._live import LiveRow, live_from_json, live_to_json
 from ._service import (
     BaseSessionService,
     Durability,
@@ -56,9 +58,10 @@ from ._types import Event, Session
 
 __all__ = ("SCHEMA_VERSION", "SqliteSessionService")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The database layout this version of codeact writes. A newer file is refused; a version 1
-file (codeact 0.1.0) is upgraded in place (the durability tables are added)."""
+file (codeact 0.1.0) is upgraded in place (the durability tables are added), and a version 2
+file too (the ``live`` table is added)."""
 
 _INLINE_WAIT = 0.002
 """Seconds a caller blocks waiting for a journal write before yielding to the event loop."""
@@ -146,6 +149,15 @@ CREATE TABLE IF NOT EXISTS blobs (
     data BLOB NOT NULL,
     PRIMARY KEY (app_name, user_id, session_id, digest)
 );
+CREATE TABLE IF NOT EXISTS live (
+    app_name TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (app_name, user_id, session_id)
+) WITHOUT ROWID;
 """
 
 
@@ -259,7 +271,7 @@ class SqliteSessionService(BaseSessionService):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT INTO schema_version (id, version) VALUES (1, ?)", (SCHEMA_VERSION,))
-        elif row[0] == 1:
+        elif row[0] in (1, 2):  # every table of _SCHEMA is created IF NOT EXISTS: the missing ones are added
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
@@ -458,7 +470,7 @@ class SqliteSessionService(BaseSessionService):
             key = (app_name, user_id, session_id)
             conn.execute("DELETE FROM events WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
             conn.execute("DELETE FROM session_state WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
-            for table in ("turns", "journal", "blobs"):
+            for table in ("turns", "journal", "blobs", "live"):
                 conn.execute(f"DELETE FROM {table} WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
             conn.execute("DELETE FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key)
 
@@ -755,6 +767,57 @@ class SqliteSessionService(BaseSessionService):
                 (app_name, user_id, session_id, digest),
             ).fetchone()
             return bytes(row[0]) if row is not None else None
+
+        return await self._call(txn, write=False)
+
+    # --- the live row (issue 51) -------------------------------------------------------
+
+    async def save_live(self, *, app_name: str, user_id: str, session_id: str, live: LiveRow | None) -> int:
+        """``BaseSessionService.save_live``: one small transaction on the ``live`` table (the
+        row replaced, or deleted with ``live=None``).
+
+        Raises:
+            SessionNotFoundError: the session does not exist (writing a row).
+            SessionStoreError: SQLite failed.
+        """
+        key = (app_name, user_id, session_id)
+        text = live_to_json(live) if live is not None else None
+
+        def txn(conn: sqlite3.Connection) -> int:
+            if text is None:
+                conn.execute("DELETE FROM live WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
+                return 0
+            if (
+                conn.execute("SELECT 1 FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key).fetchone()
+                is None
+            ):
+                raise SessionNotFoundError(f"session {session_id!r} not found for app {app_name!r}, user {user_id!r}")
+            row = conn.execute(
+                "SELECT version FROM live WHERE app_name = ? AND user_id = ? AND session_id = ?", key
+            ).fetchone()
+            version = (row[0] if row is not None else 0) + 1
+            conn.execute(
+                "INSERT OR REPLACE INTO live (app_name, user_id, session_id, version, updated_at, data) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (*key, version, time.time(), text),
+            )
+            return version
+
+        return await self._call_quick(txn, write=True)
+
+    async def load_live(self, *, app_name: str, user_id: str, session_id: str) -> LiveRow | None:
+        """``BaseSessionService.load_live``: the session's live row, or None.
+
+        Raises:
+            SessionStoreError: SQLite failed.
+        """
+
+        def txn(conn: sqlite3.Connection) -> LiveRow | None:
+            row = conn.execute(
+                "SELECT version, updated_at, data FROM live WHERE app_name = ? AND user_id = ? AND session_id = ?",
+                (app_name, user_id, session_id),
+            ).fetchone()
+            return live_from_json(row[2], row[0], row[1]) if row is not None else None
 
         return await self._call(txn, write=False)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -38,6 +39,7 @@ import anyio
 import pytest
 
 from ._journal import JournalRecord
+from ._live import LIVE_MAX_CHARS, LiveRow
 from ._service import (
     BaseSessionService,
     SessionExistsError,
@@ -369,7 +371,7 @@ class StoreContract:
     async def test_turn_slot_compare_and_set(self, store: BaseSessionService) -> None:
         """``save_turn`` is a compare-and-set on the slot version; ``data=None`` deletes the slot."""
         await store.create_session(app_name=APP, user_id="u", session_id="s")
-        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        key: dict[str, Any] = {"app_name": APP, "user_id": "u", "session_id": "s"}
         assert await store.load_turn(**key) is None
         v1 = await store.save_turn(**key, data=_record(n=1), snapshot=None, expected_version=0)
         assert v1 >= 1
@@ -402,7 +404,7 @@ class StoreContract:
         """Stores racing to save the same slot version: exactly one wins, the others conflict."""
         first = make_store()
         await first.create_session(app_name=APP, user_id="u", session_id="s")
-        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        key: dict[str, Any] = {"app_name": APP, "user_id": "u", "session_id": "s"}
         v = await first.save_turn(**key, data=_record(), snapshot=None, expected_version=0)
         won: list[int] = []
         lost: list[int] = []
@@ -426,7 +428,7 @@ class StoreContract:
     async def test_renew_claim(self, store: BaseSessionService) -> None:
         """``renew_claim`` updates ``claim.renewed_at`` only at the right version and with a claim."""
         await store.create_session(app_name=APP, user_id="u", session_id="s")
-        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        key: dict[str, Any] = {"app_name": APP, "user_id": "u", "session_id": "s"}
         v = await store.save_turn(**key, data=_record(claim=_claim(1.0), n="\x00"), snapshot=b"x", expected_version=0)
         await store.renew_claim(**key, version=v, renewed_at=42.5)
         slot = await store.load_turn(**key)
@@ -471,7 +473,7 @@ class StoreContract:
         """A journal write with a taken-over ``expected_version`` conflicts and writes nothing."""
         store = make_store()
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
-        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        key: dict[str, Any] = {"app_name": APP, "user_id": "u", "session_id": "s"}
         old = await store.save_turn(**key, data=_record(claim=_claim()), snapshot=None, expected_version=0)
         await store.append_journal(s, "t", [JournalRecord("intent", 0, "[]")], expected_version=old)
         new = await make_store().save_turn(**key, data=_record(claim=_claim(2.0)), snapshot=None, expected_version=old)
@@ -564,7 +566,7 @@ class StoreContract:
     async def test_blobs(self, store: BaseSessionService) -> None:
         """Blobs are stored once per digest and scoped to their session."""
         await store.create_session(app_name=APP, user_id="u", session_id="s")
-        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        key: dict[str, Any] = {"app_name": APP, "user_id": "u", "session_id": "s"}
         assert await store.get_blob(**key, digest="d") is None
         await store.put_blob(**key, digest="d", data=b"one")
         await store.put_blob(**key, digest="d", data=b"one")  # again: a no-op
@@ -574,7 +576,7 @@ class StoreContract:
     async def test_delete_session_deletes_slot_journal_and_blobs(self, store: BaseSessionService) -> None:
         """Deleting a session deletes its turn slot, journal and blobs."""
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
-        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        key: dict[str, Any] = {"app_name": APP, "user_id": "u", "session_id": "s"}
         v = await store.save_turn(**key, data=_record(), snapshot=b"x", expected_version=0)
         await store.append_journal(s, "t", [JournalRecord("intent", 0, "[]")], expected_version=v)
         await store.put_blob(**key, digest="d", data=b"b")
@@ -602,6 +604,51 @@ class StoreContract:
         assert sorted(await store.list_turns(app_name=APP)) == [("u1", "a"), ("u2", "c")]
         assert await store.list_turns(app_name=APP, user_id="u2") == [("u2", "c")]
         assert await store.list_turns(app_name="none") == []
+
+    # --- the live row (optional: issue 51) -------------------------------------------------
+
+    async def test_live_row(self, make_store: StoreFactory) -> None:
+        """A store that keeps live rows (``keeps_live``): one bounded, overwritten row per
+        session, its version one more per write, seen by every handle, never an event, gone
+        with ``live=None`` and with its session. Skipped for a store that keeps none."""
+        store = make_store()
+        if not store.keeps_live:
+            pytest.skip("this store keeps no live rows (save_live / load_live are optional)")
+        key: dict[str, Any] = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        assert await store.load_live(**key) is None
+        with pytest.raises(SessionNotFoundError):
+            await store.save_live(**key, live=LiveRow(reply="x"))
+        session = await store.create_session(**key)
+        await store.append_event(session, user_event("go"))
+        before = time.time()
+        first = LiveRow(reply="```python\nprint(", output="", author="coder", invocation_id="i1", after="e1")
+        assert await store.save_live(**key, live=first) == 1
+        got = await make_store().load_live(**key)
+        assert got is not None and (got.reply, got.output, got.author, got.invocation_id, got.after) == (
+            "```python\nprint(",
+            "",
+            "coder",
+            "i1",
+            "e1",
+        )
+        assert got.version == 1 and before - 1 <= got.updated_at <= time.time() + 1 and not got.truncated
+        awkward = "a\x00b \\udcff ünï €𝄞 \u2028"
+        assert await store.save_live(**key, live=LiveRow(reply="r", output=awkward, after=None)) == 2
+        got = await make_store().load_live(**key)
+        assert got is not None and (got.reply, got.output, got.after, got.version) == ("r", awkward, None, 2)
+        big = "".join(chr(ord("a") + i % 26) for i in range(3 * LIVE_MAX_CHARS))
+        await store.save_live(**key, live=LiveRow(reply=big, output="short"))
+        got = await store.load_live(**key)
+        assert got is not None and got.reply == big[-LIVE_MAX_CHARS:] and got.output == "short" and got.truncated
+        stored = await store.get_session(**key)
+        assert stored is not None and _texts(stored) == ["go"]  # never part of the event log
+        assert await store.save_live(**key, live=None) == 0
+        assert await make_store().load_live(**key) is None
+        assert await store.save_live(**key, live=None) == 0  # a second delete: a no-op
+        await store.save_live(**key, live=LiveRow(reply="again"))
+        await store.delete_session(**key)
+        await store.create_session(**key)
+        assert await store.load_live(**key) is None  # deleted with its session
 
     # --- end to end: a paused approval through the runner -----------------------------------
 

@@ -11,5 +11,6 @@ server-sent events; the same data is served as JSON under ``/api`` (``docs/web.m
 from __future__ import annotations
 
 from ._app import TOKEN_ENV, create_app, is_loopback
+from ._reviewers import load_reviewers
 
-__all__ = ("TOKEN_ENV", "create_app", "is_loopback")
+__all__ = ("TOKEN_ENV", "create_app", "is_loopback", "load_reviewers")

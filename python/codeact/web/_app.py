@@ -7,7 +7,7 @@ import hmac
 import ipaddress
 import json
 import secrets as _secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -31,6 +31,7 @@ from ..exceptions import (
     AlreadyResumingError,
     CodeActError,
     DecisionMismatchError,
+    DecisionRefusedError,
     NoPendingCallError,
     SessionNotFoundError,
     StaleCheckpointError,
@@ -39,6 +40,7 @@ from ..exceptions import (
 from ..runner import Runner
 from ..turns import Decision
 from . import _views as views
+from ._reviewers import LOOPBACK_ACTOR, reviewer_tokens
 
 TOKEN_ENV = "CODEACT_SERVE_TOKEN"
 """The environment variable ``codeact serve`` reads its token from when ``--token`` is not given."""
@@ -50,6 +52,8 @@ HERE = Path(__file__).parent
 MAX_BODY_BYTES = 8 * 1024 * 1024
 """The largest request body served (a decision's JSON or a form); larger ones get 413."""
 VERBS = ("approve", "deny", "complete", "resolve")
+DISMISS_REASON = "dismissed in the inbox by {actor}: nobody should act on this call"
+"""The reason a **Dismiss** (a deny nobody had to write) gives the script."""
 LABELS = {
     "user": "message",
     "reply": "answer",
@@ -69,6 +73,7 @@ NOTICES = {
     "deny": "Denied; the reason was fed back to the script.",
     "complete": "Completed; the run resumed with the value.",
     "resolve": "Decided; the run resumed.",
+    "dismiss": "Dismissed; the call was denied and the script was told why.",
     "recover": "Recovered; the interrupted turn ran on.",
 }
 
@@ -111,20 +116,29 @@ def _status_of(exc: BaseException) -> int:
 
 
 class _Guard:
-    """ASGI middleware: the token on every request (when one is set) and the cross-site
-    checks on every POST."""
+    """ASGI middleware: a token on every request (when any is set), the cross-site checks on
+    every POST, and who is asking: ``scope["state"]["actor"]`` is the name of the reviewer
+    whose token the request carried (``SHARED_TOKEN_ACTOR`` for the shared token,
+    ``LOOPBACK_ACTOR`` on a server without tokens)."""
 
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
+    def __init__(self, app: ASGIApp, tokens: dict[str, str]) -> None:
         self.app = app
-        self.token = token
+        self.tokens = tokens
+        self.token = next(iter(tokens), None)  # any: a token is required when one is set
 
-    def _token_ok(self, request: Request) -> bool:
-        assert self.token is not None
+    def _actor(self, request: Request) -> tuple[str | None, str]:
+        """(the actor, the token given) of the first token the request carries that matches."""
         given = [request.cookies.get(TOKEN_COOKIE, ""), request.query_params.get("token", "")]
         auth = request.headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
             given.append(auth[7:].strip())
-        return any(g and hmac.compare_digest(g.encode(), self.token.encode()) for g in given)
+        for g in given:
+            if not g:
+                continue
+            for token, actor in self.tokens.items():
+                if hmac.compare_digest(g.encode(), token.encode()):
+                    return actor, token
+        return None, ""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -133,6 +147,8 @@ class _Guard:
         request = Request(scope)
         response: Response | None = None
         host = urlsplit("//" + request.headers.get("host", "")).hostname or ""
+        actor, given = self._actor(request) if self.token is not None else (LOOPBACK_ACTOR, "")
+        scope.setdefault("state", {})["actor"] = actor
         if self.token is None and not is_loopback(host):
             # Without a token only this machine may ask: a page of another site whose name was
             # rebound to 127.0.0.1 (DNS rebinding) sends its own name as Host, and is same-origin.
@@ -140,7 +156,7 @@ class _Guard:
                 {"error": f"Host {host!r} is not a loopback name; without a token only localhost is served"},
                 status_code=403,
             )
-        elif self.token is not None and not self._token_ok(request):
+        elif actor is None:
             response = JSONResponse(
                 {"error": "a valid token is required (Authorization: Bearer TOKEN, or ?token=TOKEN once)"},
                 status_code=401,
@@ -160,7 +176,7 @@ class _Guard:
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             target = request.url.path + ("?" + urlencode(rest) if rest else "")
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict")
         if response is None and request.method == "POST":
             length = request.headers.get("content-length", "")
             if length.isdigit() and int(length) > MAX_BODY_BYTES:
@@ -239,19 +255,33 @@ def _cross_site(request: Request) -> str:
     return ""
 
 
-def create_app(runner: Runner, *, token: str | None = None, poll_interval: float = 0.5) -> Starlette:
+def create_app(
+    runner: Runner,
+    *,
+    token: str | None = None,
+    reviewers: Mapping[str, str] | None = None,
+    poll_interval: float = 0.5,
+) -> Starlette:
     """The ``codeact serve`` application over ``runner`` (its app, store, agent and secrets).
 
     Args:
         runner: decides and resumes the calls (``Runner.approve/deny/complete/resolve_in_doubt``,
             ``Runner.recover``); its ``secrets`` are redacted from everything served.
-        token: when given, every request must carry it (``Authorization: Bearer TOKEN``, or
-            ``?token=TOKEN`` once in a browser, then kept in a cookie); else 401.
+        token: when given, every request must carry it or a reviewer's token
+            (``Authorization: Bearer TOKEN``, or ``?token=TOKEN`` once in a browser, then kept
+            in a cookie); else 401. Decisions made with it are recorded as actor ``"web"``.
+        reviewers: ``{token: name}`` (``load_reviewers``): each reviewer's own token; a
+            decision made with it is recorded with the reviewer's name as its actor. Any of
+            these tokens, or ``token``, is then required on every request.
         poll_interval: seconds between two looks at the store by a server-sent events stream.
 
     Returns:
         An ASGI application (run it with uvicorn). Routes and JSON shapes: ``docs/web.md``.
+
+    Raises:
+        ValueError: the shared token is also a reviewer's.
     """
+    tokens = reviewer_tokens(token, reviewers)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=jinja2.select_autoescape(("html",), default=True),
@@ -277,6 +307,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
             csrf=csrf,
             csrf_field=CSRF_FIELD,
             labels=LABELS,
+            actor=getattr(request.state, "actor", None),
             app=request.query_params.get("app") or runner.app_name,
             **data,
         )
@@ -318,14 +349,17 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
                 redact,
             ),
             "items": views.timeline(session.events, redact),
+            "live": await views.live_item(r, session, redact),
             "pending": views.scrub(pending, redact),
             "detail": views.scrub(detail, redact),
             "events": session.events,
             "state": views.scrub(session.state, redact),
         }
 
-    async def decide(r: Runner, verb: str, call_key: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Runs one decision and returns ``{"session_id", "user_id", "events", "pending", "status"}``.
+    async def decide(r: Runner, verb: str, call_key: str, body: dict[str, Any], actor: str) -> dict[str, Any]:
+        """Runs one decision, recorded as made by ``actor``, and returns ``{"session_id",
+        "user_id", "events", "pending", "status"}``. ``body["dismiss"]`` true denies with the
+        stock reason ``DISMISS_REASON`` (a call nobody should act on).
 
         Raises:
             HttpError: bad input (400), no such call (404), not pending any more or decided
@@ -340,38 +374,26 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         for name, value in (("session_id", session_id), ("user_id", user_id)):
             if value is not None and not isinstance(value, str):
                 raise HttpError(400, f"{name} must be a string")
-        found = None
+        session = None
         if session_id is not None:
+            # The runner finds the call, checks its digest and kind, and restores the paused
+            # continuation once: nothing is looked up here beforehand (issue 47).
             session = await found_session(r, session_id, user_id, "; nothing ran")
             user_id = session.user_id
-            for p in await r.pending(user_id=user_id, session_id=session_id):
-                if p.call_key == call_key:
-                    found = p
-            if found is None:
-                if _mentions(session.events, call_key):
-                    raise HttpError(
-                        409, f"call {call_key} is not pending any more (it was decided already); nothing ran"
-                    )
-                raise HttpError(404, f"no pending call {call_key!r} in session {session_id!r}; nothing ran")
         else:
             for (user, sid), calls in (await r.list_pending(user_id=user_id)).items():
-                for p in calls:
-                    if p.call_key == call_key:
-                        found, user_id, session_id = p, user, sid
-            if found is None:
+                if any(p.call_key == call_key for p in calls):
+                    user_id, session_id = user, sid
+            if session_id is None:
                 raise HttpError(404, f"no pending call {call_key!r} (unknown, or decided already); nothing ran")
         assert user_id is not None and session_id is not None
-        if digest != found.digest:
-            raise HttpError(
-                409,
-                f"call {call_key} has changed since the page was loaded (digest {found.digest}, not {digest}): "
-                "the decision was made on a stale view; nothing ran",
-            )
-        fields: dict[str, Any] = {"call_key": call_key, "digest": digest}
+        fields: dict[str, Any] = {"call_key": call_key, "digest": digest, "actor": actor}
         if verb == "deny":
             reason = body.get("reason")
             if reason is not None and not isinstance(reason, str):
                 raise HttpError(400, "reason must be a string")
+            if body.get("dismiss") is True:
+                reason = DISMISS_REASON.format(actor=actor)
             fields.update(verb="deny", reason=reason or None)
         elif verb == "complete":
             error = body.get("error")
@@ -391,14 +413,35 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
             fields.update(verb="resolve", action=action, payload=value, reason=reason or None)
         else:
             fields["verb"] = verb
+            if "args" in body:  # approve with edited arguments (validated by the runner, before anything runs)
+                if not isinstance(body["args"], dict):
+                    raise HttpError(400, "args must be a JSON object of the call's arguments; nothing ran")
+                fields["args"] = body["args"]
         try:
             decision = Decision(**fields)
         except CodeActError as exc:
             raise HttpError(_status_of(exc), f"{exc}") from None
         except ValueError as exc:
             raise HttpError(400, str(exc)) from None
-        stream = r.decide(decision, user_id=user_id, session_id=session_id)
-        events = await _drain(stream)
+        try:
+            events = [e async for e in r.decide(decision, user_id=user_id, session_id=session_id)]
+        except DecisionMismatchError as exc:
+            raise HttpError(
+                409,
+                f"call {call_key} has changed since the page was loaded: the decision was made on a stale view ({exc})",
+            ) from None
+        except (DecisionRefusedError, AlreadyResumingError) as exc:
+            raise HttpError(409, str(exc)) from None
+        except NoPendingCallError:
+            if session is not None and _mentions(session.events, call_key):
+                raise HttpError(
+                    409, f"call {call_key} is not pending any more (it was decided already); nothing ran"
+                ) from None
+            raise HttpError(404, f"no pending call {call_key!r} in session {session_id!r}; nothing ran") from None
+        except CodeActError as exc:
+            raise HttpError(_status_of(exc), f"{exc}") from None
+        except ValueError as exc:
+            raise HttpError(400, str(exc)) from None
         return await _after(r, user_id, session_id, events)
 
     async def _after(r: Runner, user_id: str, session_id: str, events: list[Any]) -> dict[str, Any]:
@@ -423,11 +466,22 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         events = await _drain(r.recover(user_id=session.user_id, session_id=session.id))
         return await _after(r, session.user_id, session.id, events)
 
-    async def inbox_data(r: Runner, user: str | None) -> list[dict[str, Any]]:
-        return await views.inbox(r, user, redact)
+    def _filters(request: Request) -> dict[str, str | None]:
+        """``?kind=`` and ``?tool=`` of an inbox request.
 
-    async def inbox_calls(r: Runner, user: str | None) -> list[dict[str, Any]]:
-        return [c for c in await inbox_data(r, user) if c["card"] == "call"]
+        Raises:
+            HttpError: 400 for a kind not in ``views.INBOX_KINDS``.
+        """
+        kind = request.query_params.get("kind") or None
+        if kind is not None and kind not in views.INBOX_KINDS:
+            raise HttpError(400, f"no such kind {kind!r}: one of {', '.join(views.INBOX_KINDS)}")
+        return {"kind": kind, "tool": request.query_params.get("tool") or None}
+
+    async def inbox_data(r: Runner, user: str | None, **filters: str | None) -> list[dict[str, Any]]:
+        return await views.inbox(r, user, redact, **filters)
+
+    async def inbox_calls(r: Runner, user: str | None, **filters: str | None) -> list[dict[str, Any]]:
+        return [c for c in await inbox_data(r, user, **filters) if c["card"] == "call"]
 
     # ------------------------------------------------------------ pages
 
@@ -444,12 +498,19 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         r = runner_for(request.query_params.get("app"))
         user = _user(request)
         version = await views.live_version(r, user)  # before the data: a change in between shows again
-        calls = await inbox_data(r, user)
+        try:
+            filters = _filters(request)
+        except HttpError as exc:
+            return error_page(request, exc)
+        calls = await inbox_data(r, user, **filters)
         stream = "/api/stream?" + urlencode({"view": "inbox", "app": r.app_name, **({"user": user} if user else {})})
         return page(
             request,
             "inbox.html",
             calls=calls,
+            kinds=views.INBOX_KINDS,
+            kind=filters["kind"] or "",
+            tool=filters["tool"] or "",
             user=user or "",
             version=version,
             stream=stream,
@@ -508,10 +569,18 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
                     raise HttpError(400, "the value is nested too deeply; nothing ran") from None
             elif verb == "complete":
                 raise HttpError(400, "give the call's result as JSON; nothing ran")
-            result = await decide(r, verb, request.path_params["call_key"], body)
+            if verb == "deny" and fields.get("dismiss") == "1":
+                body["dismiss"] = True
+            if verb == "approve" and fields.get("edit") == "1":
+                try:
+                    body["args"] = views.args_from_form(fields)
+                except ValueError as exc:
+                    raise HttpError(400, f"{exc}; nothing ran") from None
+            result = await decide(r, verb, request.path_params["call_key"], body, request.state.actor)
         except HttpError as exc:
             return error_page(request, exc)
-        return RedirectResponse(_timeline_url(r.app_name, result["session_id"], result["user_id"], verb), 303)
+        done = "dismiss" if body.get("dismiss") else verb
+        return RedirectResponse(_timeline_url(r.app_name, result["session_id"], result["user_id"], done), 303)
 
     async def recover_form(request: Request) -> Response:
         r = runner_for(request.query_params.get("app"))
@@ -554,7 +623,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
     @api
     async def api_pending(request: Request) -> Any:
         r = runner_for(request.query_params.get("app"))
-        return {"app_name": r.app_name, "pending": await inbox_calls(r, _user(request))}
+        return {"app_name": r.app_name, "pending": await inbox_calls(r, _user(request), **_filters(request))}
 
     @api
     async def api_events(request: Request) -> Any:
@@ -566,13 +635,14 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
             "state": view["state"],
             "pending": view["pending"],
             "timeline": view["items"],
+            "live": view["live"],  # what a running turn streams now (never an event), or None
         }
 
     @api
     async def api_decide(request: Request) -> Any:
         r = runner_for(request.query_params.get("app"))
         body = await _json_body(request)
-        return await decide(r, request.path_params["verb"], request.path_params["call_key"], body)
+        return await decide(r, request.path_params["verb"], request.path_params["call_key"], body, request.state.actor)
 
     @api
     async def api_recover(request: Request) -> Any:
@@ -621,7 +691,7 @@ def create_app(runner: Runner, *, token: str | None = None, poll_interval: float
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
-    app.add_middleware(_Guard, token=token)
+    app.add_middleware(_Guard, tokens=tokens)
     app.add_middleware(_Headers)  # added last: the outermost, so refusals get the headers too
     return app
 

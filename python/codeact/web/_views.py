@@ -9,6 +9,7 @@ import datetime as _dt
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from ..events import Event, PendingCallInfo
 from ..exceptions import CodeActError, SessionNotFoundError
 from ..runner import Runner
 from ..sessions import Session
+from ..sessions._live import LiveRow
 from ..turns._record import claim_abandoned, record_problem
 from ..turns._verify import open_journal
 
@@ -388,14 +390,28 @@ def _earlier_scripts(events: list[Event], invocation_id: str) -> list[str]:
     return [code for _, code in scripts[:last]]
 
 
-async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dict[str, Any]]:
+INBOX_KINDS = ("confirmation", "completion", "in_doubt", "interrupted", "stale")
+"""What the inbox can be filtered by (``?kind=``): a pending call's kind, or a turn's status."""
+
+
+async def inbox(
+    runner: Runner,
+    user_id: str | None,
+    redact: Redact,
+    *,
+    kind: str | None = None,
+    tool: str | None = None,
+) -> list[dict[str, Any]]:
     """What waits for a human in the app (of one user when given), newest session first:
     each pending call (``"card": "call"``) with the session's status, the script excerpt
-    around the call and what already ran in its turn; each interrupted turn (``"card":
-    "interrupted"``: recover it) and each turn that fails verification (``"card": "stale"``,
-    with its ``reason``: nothing of it can be decided). Every card has a ``key`` naming what
-    it decides: a card never changes what its key names."""
+    around the call, what already ran in its turn and the reviewer's ``context`` (see
+    ``call_context``); each interrupted turn (``"card": "interrupted"``: recover it) and each
+    turn that fails verification (``"card": "stale"``, with its ``reason``: nothing of it can
+    be decided). Every card has a ``key`` naming what it decides: a card never changes what
+    its key names. ``kind`` (one of ``INBOX_KINDS``) keeps the calls of that kind or the
+    turns of that status; ``tool`` keeps the calls to that tool (and drops turn cards)."""
     out: list[dict[str, Any]] = []
+    tools = _tools_by_name(runner)
     service = runner.session_service
     for user, sid in await service.list_turns(app_name=runner.app_name, user_id=user_id):
         session = await service.get_session(app_name=runner.app_name, user_id=user, session_id=sid)
@@ -414,17 +430,23 @@ async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dic
             "last_update_time": session.last_update_time,
             "updated": _iso(session.last_update_time),
         }
+        turn_cards = tool is None and kind in (None, status)
         if status == "stale":
-            out.append({**base, "card": "stale", "reason": info.reason, "key": f"stale {user} {sid}"})
+            if turn_cards:
+                out.append({**base, "card": "stale", "reason": info.reason, "key": f"stale {user} {sid}"})
             continue
-        if status == "interrupted":
+        if status == "interrupted" and turn_cards:
             key = f"interrupted {user} {sid} {info.turn}"
             out.append({**base, "card": "interrupted", "in_flight": info.in_flight, "key": key})
+        calls = [p for p in info.pending if kind in (None, p.kind) and tool in (None, p.tool)]
+        if not calls:
+            continue
         detail = await turn_detail(runner, session, info)
         slot = await service.load_turn(app_name=runner.app_name, user_id=user, session_id=sid) if info.pending else None
         keeps_namespace = slot is not None and slot.data.get("namespace") is not None
         positions = _positions(slot.data if slot is not None else None)
-        for p in info.pending:
+        agent_name = slot.data.get("agent_name") if slot is not None else None
+        for p in calls:
             code = _script_of(session.events, p.invocation_id)
             earlier = _earlier_scripts(session.events, p.invocation_id) if keeps_namespace else None
             out.append(
@@ -436,6 +458,7 @@ async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dic
                     "excerpt": excerpt(code, p.tool, earlier, positions.get(p.call_key))
                     if code
                     else {"lines": [], "line": None, "note": ""},
+                    "context": call_context(runner, session.events, p, agent_name, tools),
                     **detail,
                 }
             )
@@ -443,12 +466,108 @@ async def inbox(runner: Runner, user_id: str | None, redact: Redact) -> list[dic
     return scrub(out, redact)
 
 
+def _tools_by_name(runner: Runner) -> dict[str, dict[str, Any]]:
+    """``{agent name: {tool name: Tool}}`` of the runner's agent tree, as far as the tools are
+    known without a run (static tools and toolsets that list theirs)."""
+    from ..agent._agent import CodeActAgent
+    from ..agent._options import known_tools
+
+    out: dict[str, dict[str, Any]] = {}
+    todo = [runner.agent]
+    while todo:
+        agent = todo.pop()
+        if isinstance(agent, CodeActAgent):
+            out[agent.name] = {t.name: t for t in known_tools(agent, partial=True) or []}
+        todo.extend(agent.sub_agents)
+    return out
+
+
+def call_context(
+    runner: Runner,
+    events: list[Event],
+    p: PendingCallInfo,
+    agent_name: str | None,
+    tools: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """What a reviewer needs beside the call: ``{"message": the user's text that started the
+    turn or None, "agent": name, "agent_description": str, "tool_description": str,
+    "args": {argument: its schema's description}}`` (empty strings where nothing is known)."""
+    message = None
+    for event in events:
+        if event.invocation_id == p.invocation_id and event.author == "user" and event.content is not None:
+            texts = [part.text for part in event.content.parts if part.text]
+            if texts:
+                message = "\n".join(texts)
+                break
+    name = agent_name or runner.agent.name
+    agent = runner.agent.find_agent(name) or runner.agent
+    tool = tools.get(agent.name, {}).get(p.tool)
+    arg_docs: dict[str, str] = {}
+    schema = getattr(tool, "parameters", None) if tool is not None else None
+    if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+        for arg, spec in schema["properties"].items():
+            if isinstance(spec, dict) and isinstance(spec.get("description"), str):
+                arg_docs[str(arg)] = spec["description"]
+    editable = p.kind == "confirmation" and tool is not None and getattr(tool, "editable", True) is not False
+    return {
+        "message": message,
+        "agent": agent.name,
+        "agent_description": agent.description,
+        "tool_description": (tool.description or "") if tool is not None else "",
+        "args": arg_docs,
+        "editable": editable,
+        "edit": edit_fields(schema, p.args) if editable else [],
+    }
+
+
+LIVE_STALE = 600.0
+"""Seconds after which a live row nobody rewrote is taken as left by a run that stopped (a
+crash) and no longer shown."""
+
+
+def current_live(row: LiveRow | None, session: Session, now: float | None = None) -> LiveRow | None:
+    """``row`` when it shows what the session's running turn streams now: it follows the
+    session's last stored event (else that event holds its text, or a newer run writes
+    another), and was written less than ``LIVE_STALE`` seconds ago. Else None."""
+    if row is None or not (row.reply or row.output):
+        return None
+    last = session.events[-1].id if session.events else None
+    if row.after != last or (now if now is not None else time.time()) - row.updated_at > LIVE_STALE:
+        return None
+    return row
+
+
+async def live_item(runner: Runner, session: Session, redact: Redact) -> dict[str, Any] | None:
+    """The session's live row as the timeline shows it (``/api/sessions/{id}/events``'s
+    ``live``): ``{"author", "reply", "output", "truncated", "version", "updated"}``, secrets
+    redacted; None when no turn of the session streams now (``current_live``). Never part of
+    the events."""
+    row = current_live(
+        await runner.session_service.load_live(
+            app_name=runner.app_name, user_id=session.user_id, session_id=session.id
+        ),
+        session,
+    )
+    if row is None:
+        return None
+    item = {
+        "author": row.author,
+        "reply": row.reply,
+        "output": row.output,
+        "truncated": row.truncated,
+        "version": row.version,
+        "updated": _iso(row.updated_at),
+    }
+    return scrub(item, redact)
+
+
 async def live_version(runner: Runner, user_id: str | None, session_id: str | None = None) -> str:
     """The live version of the inbox (``session_id`` None) or of one session's page: a
     digest of what the store holds for it (each session's event count and update time, its
     turn slot's version, record and continuation bytes, its journal's length, whether its
-    runner's lease ran out). It changes whenever what the page shows may have; it restores
-    no continuation, so polling it is cheap."""
+    runner's lease ran out; for one session's page, its live row's version). It changes
+    whenever what the page shows may have; it restores no continuation, so polling it is
+    cheap."""
     service = runner.session_service
     if session_id is None:
         keys = await service.list_turns(app_name=runner.app_name, user_id=user_id)
@@ -466,6 +585,11 @@ async def live_version(runner: Runner, user_id: str | None, session_id: str | No
         if session is None:
             parts.append([user, sid, None])
             continue
+        if session_id is not None:  # the session page shows the live row (the inbox does not)
+            live = current_live(
+                await service.load_live(app_name=runner.app_name, user_id=user, session_id=sid), session
+            )
+            parts.append(["live", live.version, live.updated_at] if live is not None else ["live", None])
         slot = await service.load_turn(app_name=runner.app_name, user_id=user, session_id=sid)
         if slot is None:
             parts.append([user, sid, len(session.events), session.last_update_time, None])
@@ -497,3 +621,89 @@ def fingerprint(data: Any) -> str:
     """A short digest of what a page shows (its live version): server-sent events announce
     a new one when it changes."""
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+EDIT_KINDS = ("integer", "number", "boolean", "string", "enum", "json")
+"""How the **Edit** form shows an argument: a number field, a checkbox, a text field, a choice
+among the schema's ``enum``, or JSON text (nested values, unions, anything else)."""
+
+
+def _edit_kind(spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return "json"
+    if isinstance(spec.get("enum"), list) and spec["enum"] and all(isinstance(v, str) for v in spec["enum"]):
+        return "enum"
+    kind = spec.get("type")
+    return kind if kind in ("integer", "number", "boolean", "string") else "json"
+
+
+def edit_fields(schema: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """The **Edit** form of a call with ``args`` to a tool whose parameters are ``schema`` (a
+    JSON schema, ``type: object``): one field per property (then any argument the schema does
+    not name, as JSON), each ``{"name", "kind" (EDIT_KINDS), "value" (the text shown; for a
+    boolean, ``true``/``false``), "required", "description", "options" (for an enum)}``."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    props = props if isinstance(props, dict) else {}
+    required = set(schema.get("required") or []) if isinstance(schema, dict) else set()
+    fields: list[dict[str, Any]] = []
+    for name in [*props, *(a for a in args if a not in props)]:
+        spec = props.get(name, {})
+        kind = _edit_kind(spec) if name in props else "json"
+        present = name in args
+        value = args.get(name)
+        if not present:
+            shown = ""
+        elif kind == "boolean":
+            shown = "true" if value else "false"
+        elif kind in ("string", "enum") and isinstance(value, str):
+            shown = value
+        elif kind in ("integer", "number") and isinstance(value, (int, float)) and not isinstance(value, bool):
+            shown = json.dumps(value)
+        else:
+            kind = "json"
+            shown = json.dumps(value, ensure_ascii=False, indent=1)
+        fields.append(
+            {
+                "name": str(name),
+                "kind": kind,
+                "value": shown,
+                "required": name in required,
+                "description": spec.get("description", "") if isinstance(spec, dict) else "",
+                "options": spec.get("enum", []) if kind == "enum" else [],
+            }
+        )
+    return fields
+
+
+def args_from_form(form: dict[str, str]) -> dict[str, Any]:
+    """The arguments an **Edit** form gives: each ``arg:NAME`` field with its ``kind:NAME``
+    (``EDIT_KINDS``) read back into a value; an empty field of a kind other than ``string`` is
+    left out (the tool's default applies, or its schema refuses the call).
+
+    Raises:
+        ValueError: a field's text is not a value of its kind (the message names the argument).
+    """
+    out: dict[str, Any] = {}
+    for key, text in form.items():
+        if not key.startswith("arg:"):
+            continue
+        name = key[4:]
+        kind = form.get(f"kind:{name}", "json")
+        if kind == "boolean":
+            out[name] = text in ("true", "on", "1")
+            continue
+        if kind in ("string", "enum"):
+            out[name] = text
+            continue
+        if text.strip() == "":
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"argument {name!r} is not {'a number' if kind != 'json' else 'JSON'}: {exc}") from None
+        if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ValueError(f"argument {name!r} must be a whole number, not {text!r}")
+        if kind == "number" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise ValueError(f"argument {name!r} must be a number, not {text!r}")
+        out[name] = value
+    return out

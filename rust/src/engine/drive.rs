@@ -395,6 +395,9 @@ pub(crate) fn drive<I: Interp>(
 ) -> Result<Driven<I>, HostError> {
     let mut table = None;
     loop {
+        // The host has the turn (a pause to answer, or the advance's stop): what the script
+        // printed so far goes to the live listener, before a sleep or the step.
+        out.release();
         // The advance's time budget, charged at each pause the advance answers itself
         // (`os_policy::AdvanceClock`; a tool call returned to the host ends the advance).
         let over_budget = match &progress {
@@ -536,6 +539,7 @@ mod tests {
             "main.py",
             Journal::new(Vec::new()),
             deferred,
+            None,
         )
         .unwrap()
     }

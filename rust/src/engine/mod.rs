@@ -22,6 +22,7 @@ use monty_types::{
 use crate::convert::{V, check_ref};
 use crate::errors::HostError;
 use crate::journal::Journal;
+use crate::live::LiveOutput;
 use crate::memory::{RunMemory, charge_to};
 use crate::os_policy::OsPolicy;
 use crate::output::{Printed, RunOutput};
@@ -339,6 +340,22 @@ pub enum Held {
 }
 
 impl Held {
+    /// Gives the paused run or feed a live output listener for its later advances (a
+    /// continuation restored from bytes has none); a run that has one keeps it.
+    pub fn listen(&mut self, live: Arc<LiveOutput>) {
+        match self {
+            Self::RunCall(Paused(_, ctx)) => {
+                ctx.output.listen(live);
+            }
+            Self::RunGather(paused) => {
+                paused.1.output.listen(live);
+            }
+            Self::SessionCall(_, feed) | Self::SessionGather(_, feed) => {
+                feed.live.get_or_insert(live);
+            }
+        }
+    }
+
     /// The byte range `(start, end)` of the paused call expression in the source the run
     /// or feed was given (the script as the interpreter read it); None for a gather, for a
     /// position Monty does not know, and for a call made in a function an earlier feed of
@@ -370,6 +387,16 @@ pub struct Advance {
     pub stderr: String,
     /// The nondeterministic answers given to the script during this advance, in order.
     pub os_log: crate::journal::OsLog,
+}
+
+impl Advance {
+    /// Gives the run or feed paused at this advance's stop a live output listener (see
+    /// [`Held::listen`]); nothing for an advance that ended the run.
+    pub fn listen(&mut self, live: Arc<LiveOutput>) {
+        if let Stop::Call(held, _) | Stop::Gather(held, _) = &mut self.stop {
+            held.listen(live);
+        }
+    }
 }
 
 /// What the paused call returns to the script.
@@ -412,6 +439,7 @@ pub fn start(
     script_name: &str,
     mut journal: Journal,
     deferred: Vec<u32>,
+    live: Option<Arc<LiveOutput>>,
 ) -> Result<Advance, HostError> {
     if script.len() > MAX_SCRIPT_BYTES {
         return Ok(Advance {
@@ -440,6 +468,9 @@ pub fn start(
         },
         RunCounts::default(),
     ));
+    if let Some(live) = live {
+        ctx.output.listen(live);
+    }
     let _charging = charge_to(&ctx.memory);
     guarded("start", || {
         let mut out = ctx.output.capture(cfg.max_stdout);

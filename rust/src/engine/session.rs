@@ -22,6 +22,7 @@ use super::{
 };
 use crate::errors::HostError;
 use crate::journal::Journal;
+use crate::live::LiveOutput;
 use crate::memory::{RunMemory, charge_to};
 use crate::output::{CappedOutput, Printed};
 use crate::snapshot::{self, SESSION_IDLE as KIND_IDLE, SESSION_MARK};
@@ -75,6 +76,8 @@ pub(crate) struct Feed {
     printed: Printed,
     os_calls: u64,
     clock_reads: u64,
+    /// The feed's live output listener, if it has one ([`crate::live`]).
+    pub(crate) live: Option<Arc<LiveOutput>>,
 }
 
 impl Feed {
@@ -423,6 +426,7 @@ pub(crate) fn feed(
     script_name: String,
     mut journal: Journal,
     mut deferred: Vec<u32>,
+    live: Option<Arc<LiveOutput>>,
 ) -> Result<Advance, HostError> {
     let _charging = charge_to(&inner.memory);
     if script.len() > MAX_SCRIPT_BYTES {
@@ -461,12 +465,13 @@ pub(crate) fn feed(
         printed: Printed::default(),
         os_calls: 0,
         clock_reads: 0,
+        live,
     };
     let cfg = &inner.cfg;
     let result = guarded("feed", move || {
         let seed = journal.random_seed()?;
         let repl = repl.with_os_policy(cfg.os.monty_policy(seed));
-        let mut out = CappedOutput::new(cfg.max_stdout);
+        let mut out = CappedOutput::new(cfg.max_stdout).with_live(feed.live.clone());
         let progress = repl.feed_start(
             &feed.script,
             Vec::<(String, MontyObject)>::new(),
@@ -493,7 +498,8 @@ fn go_on(
     let start = Arc::clone(&feed.start);
     let cfg = &inner.cfg;
     let result = guarded("resume", move || {
-        let mut out = CappedOutput::continuing(cfg.max_stdout, feed.printed);
+        let mut out =
+            CappedOutput::continuing(cfg.max_stdout, feed.printed).with_live(feed.live.clone());
         // Monty restarts the turn budget (our per-advance time limit) at every resume.
         let progress = go(&mut feed, &mut out);
         let driven = drive::<Repl>(cfg, progress, &mut out, &mut journal, &mut feed, ())?;
@@ -648,6 +654,7 @@ pub(crate) fn load_session(
                     printed: Printed::default(),
                     os_calls: 0,
                     clock_reads: 0,
+                    live: None,
                 };
                 match *progress {
                     ReplProgress::ResolveFutures(futures) => {
@@ -719,6 +726,7 @@ mod tests {
             printed: Printed::default(),
             os_calls: 0,
             clock_reads: 0,
+            live: None,
         }
     }
 

@@ -20,6 +20,7 @@ from typing import Any
 import pydantic
 from google.adk.agents import BaseAgent
 from google.adk.agents.invocation_context import InvocationContext
+from google.adk.agents.run_config import StreamingMode
 from google.adk.events import Event as AdkEvent
 from google.adk.events import EventActions as AdkEventActions
 from google.adk.tools.tool_confirmation import ToolConfirmation as AdkToolConfirmation
@@ -216,10 +217,11 @@ def to_adk_events(
     - ``usage_metadata`` as ``GenerateContentResponseUsageMetadata`` (prompt, candidates and
       total tokens); codeact's ``model_calls`` and ``kind`` go to ``custom_metadata``
       (``codeact_model_calls``, ``codeact_kind``);
-    - a ``model_reply`` is ``partial=True``: a preview the turn's ``script_result`` completes,
-      never ``is_final_response()`` under ADK's rule (``CodeActAdkAgent`` also moves its
-      ``executable_code`` into the ``script_result`` and a bare state change onto the next
-      event, so that only the answer is final).
+    - ``partial`` is set only on codeact's live previews (``Event.partial``: the reply's text
+      as it streams, printed output), which ADK's runner never stores; a complete
+      ``model_reply`` is an ordinary event (``CodeActAdkAgent`` puts its text and
+      ``executable_code`` in front of the next event it yields, so that it is stored and
+      only the answer is ``is_final_response()``).
 
     A confirmation request (``actions.requested_tool_confirmations``) becomes the three events
     an ADK ``LlmAgent`` emits for a ``FunctionTool`` with ``require_confirmation`` (ADK 1.x-2.x
@@ -237,8 +239,8 @@ def to_adk_events(
     ``{"callKey", "tool", "args"}`` with the arguments from ``pending`` (the verified turn's
     calls by key), and ``response_schema`` ``IN_DOUBT_SCHEMA``: rerun, skip with a value, or
     fail). The notice a recovered call in doubt gets as it is met (``codeact_kind``
-    ``"in_doubt"`` with one ``call_key``) is ``partial``: progress, never
-    ``is_final_response()``.
+    ``"in_doubt"`` with one ``call_key``) is an ordinary event (``CodeActAdkAgent`` puts it in
+    front of the next event, as a model reply).
     """
     metadata = dict(event.custom_metadata or {})
     if event.usage_metadata is not None:
@@ -318,9 +320,9 @@ def to_adk_events(
     extra: dict[str, Any] = {"route": a.route} if routed and _ADK_HAS_ROUTE else {}
     if routed and not _ADK_HAS_ROUTE:  # an ADK without workflow routes: keep it readable
         metadata["codeact_route"] = a.route
-    # A model reply is a preview of the turn its script_result completes: ADK's mark for that is
-    # ``partial`` (never ``is_final_response()``; ADK's runner does not store partial events).
-    partial = True if event.kind in ("model_reply", "in_doubt") and not event.error_code else None
+    # Only a live preview (RunConfig(streaming=True), ADK's StreamingMode.SSE) is partial: ADK's
+    # runner does not store it and it is never is_final_response().
+    partial = True if event.partial else None
     return [
         AdkEvent(
             **common,
@@ -359,9 +361,13 @@ class _Projection:
     and for nothing before it: ADK's quickstart loop (``if event.is_final_response(): ...
     break``) then reads the answer, not a progress event.
 
-    - a ``model_reply`` is yielded ``partial`` (``to_adk_events``); its ``executable_code``
-      part is put in front of the turn's ``script_result`` content, the stored record of the
-      turn (a trailing ``code_execution_result`` keeps it non-final);
+    - a live preview (``partial``: the reply as it streams, printed output) is yielded as it
+      comes (ADK's runner does not store it);
+    - a complete ``model_reply`` (its text and ``executable_code``) and an in-doubt notice
+      are held and put in front of the content of the next event yielded (the tool's
+      ``function_call``, the ``script_result`` with its trailing ``code_execution_result``,
+      the confirmation request, ...), which ADK stores and never counts as final on its own
+      account of them; a reply still held at the end is yielded alone;
     - an event that only changes state (no content: a tool's state write) is not yielded on
       its own, which ADK would count as final: its ``state_delta`` is carried by the next
       event (the tool's ``function_response``, the ``script_result``, the answer).
@@ -370,20 +376,20 @@ class _Projection:
     def __init__(self, author: str, invocation_id: str, branch: str | None) -> None:
         self._common: dict[str, Any] = {"author": author, "invocation_id": invocation_id, "branch": branch}
         self._delta: dict[str, Any] = {}
-        self._code: types.Part | None = None
+        self._held: list[AdkEvent] = []
 
     def feed(self, event: Event, pending: Mapping[str, PendingCallInfo] | None = None) -> list[AdkEvent]:
         out: list[AdkEvent] = []
+        held_kind = event.kind == "model_reply" or (
+            event.kind == "in_doubt" and "call_keys" not in (event.custom_metadata or {})
+        )
         for adk_event in to_adk_events(event, **self._common, pending=pending):
             if adk_event.partial:
-                if event.kind == "model_reply":
-                    parts = adk_event.content.parts if adk_event.content else None
-                    self._code = next((p for p in parts or [] if p.executable_code is not None), None)
                 out.append(adk_event)
                 continue
-            if event.kind == "script_result" and self._code is not None and adk_event.content is not None:
-                adk_event.content.parts = [self._code, *(adk_event.content.parts or [])]
-                self._code = None
+            if held_kind and not adk_event.error_code:
+                self._held.append(adk_event)
+                continue
             quiet = (
                 adk_event.content is None
                 and not adk_event.error_code
@@ -395,18 +401,49 @@ class _Projection:
             if quiet:
                 self._delta.update(adk_event.actions.state_delta)
                 continue
+            if self._held:
+                self._carry(adk_event)
             if self._delta:
                 adk_event.actions.state_delta = {**self._delta, **adk_event.actions.state_delta}
                 self._delta = {}
             out.append(adk_event)
         return out
 
+    def _carry(self, event: AdkEvent) -> None:
+        """Puts the held events' parts, state and usage in front of ``event``'s."""
+        held, self._held = self._held, []
+        parts: list[types.Part] = []
+        meta: dict[str, Any] = {}
+        kinds: list[str] = []
+        for h in held:
+            parts.extend(h.content.parts or [] if h.content is not None else [])
+            self._delta.update(h.actions.state_delta)
+            h_meta = dict(h.custom_metadata or {})
+            kind = h_meta.pop("codeact_kind", None)
+            if kind:
+                kinds.append(kind)
+            meta.update(h_meta)
+            if event.usage_metadata is None and h.usage_metadata is not None:
+                event.usage_metadata = h.usage_metadata
+        if event.content is None:
+            event.content = types.Content(role="model", parts=parts)
+        else:
+            event.content.parts = [*parts, *(event.content.parts or [])]
+        merged = {**meta, **(event.custom_metadata or {})}
+        if kinds:
+            merged["codeact_carries"] = kinds
+        event.custom_metadata = merged or None
+
     def flush(self) -> list[AdkEvent]:
-        """What is still held: a state change after the last yielded event."""
-        if not self._delta:
-            return []
-        delta, self._delta = self._delta, {}
-        return [AdkEvent(**self._common, actions=AdkEventActions(state_delta=delta))]
+        """What is still held: a reply or a state change after the last yielded event."""
+        out, self._held = self._held, []
+        if self._delta:
+            delta, self._delta = self._delta, {}
+            if out:
+                out[-1].actions.state_delta = {**delta, **out[-1].actions.state_delta}
+            else:
+                out.append(AdkEvent(**self._common, actions=AdkEventActions(state_delta=delta)))
+        return out
 
 
 def _scoped(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -525,6 +562,10 @@ class CodeActAdkAgent(BaseAgent):
         decisions its ``adk_request_confirmation`` and ``adk_request_input`` answers carry,
         or the error event."""
         base = self.run_config if self.run_config is not None else RunConfig()
+        # ADK's StreamingMode.SSE is codeact's streaming; under NONE (and BIDI) no partial event.
+        sse = getattr(ctx.run_config, "streaming_mode", None) == StreamingMode.SSE
+        if base.streaming != sse:
+            base = base.model_copy(update={"streaming": sse})
         responses = self._answers(ctx)
         if not responses:
             return _user_text(ctx), base

@@ -23,6 +23,7 @@ import anyio
 import anyio.from_thread
 import pydantic
 
+from ...agent._context import RunConfig
 from ...events import Content, Event
 from ...exceptions import AlreadyResumingError, CodeActError, SessionNotFoundError, SessionStoreConnectionError
 from ...runner import Runner
@@ -95,6 +96,10 @@ class Worker:
             runner on another host that stopped, whose lease has not run out yet) waits
             for the lease and tries again before it fails.
         dbos_config: more ``DBOSConfig`` entries (e.g. ``{"log_level": "INFO"}``).
+        streaming: run each call with ``RunConfig(streaming=True)``, so the session's live row
+            shows the reply and the output as they come to a watcher (the web timeline of
+            ``codeact serve`` on the same store; docs/events.md "The live row"). The partial
+            events themselves are dropped: a workflow's result holds the stored events only.
 
     ``start()`` / ``stop()``, or use it as a context manager (stop waits up to 30 s).
     """
@@ -111,6 +116,7 @@ class Worker:
         recovery_interval: float = 1.0,
         claim_retries: int = 5,
         dbos_config: dict[str, Any] | None = None,
+        streaming: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency!r}")
@@ -128,6 +134,7 @@ class Worker:
             database_url, queue_name=self.queue_name, interval=recovery_interval, on_lost=self._lost
         )
         self._dbos_config = dict(dbos_config or {})
+        self.streaming = streaming
         self._stack = ExitStack()
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._active = 0
@@ -239,10 +246,11 @@ class Worker:
 
     def _events(self, kind: RunKind, r: RunRequest) -> AsyncGenerator[Event, None]:
         runner, user, sid, key = self.runner, r.user_id, r.session_id, r.run_key
+        config = RunConfig(streaming=True) if self.streaming else None
         if kind == "run":
             message = Content.model_validate(r.message) if isinstance(r.message, dict) else r.message
-            return runner.run_async(user_id=user, session_id=sid, new_message=message, run_key=key)
-        return runner.decide(_decision(kind, r), user_id=user, session_id=sid)
+            return runner.run_async(user_id=user, session_id=sid, new_message=message, run_key=key, run_config=config)
+        return runner.decide(_decision(kind, r), user_id=user, session_id=sid, run_config=config)
 
     async def _call(self, kind: RunKind, r: RunRequest, workflow: str) -> RunResult:
         if r.app_name != self.runner.app_name:
@@ -258,7 +266,8 @@ class Worker:
             try:
                 async with aclosing(self._events(kind, r)) as stream:
                     async for event in stream:
-                        events.append(event)
+                        if not event.partial:  # a live preview (streaming): the live row shows it
+                            events.append(event)
                 paused = bool(events) and bool(events[-1].interrupted or events[-1].long_running_tool_ids)
                 return RunResult.from_events(events, workflow, await self._pending(r) if paused else None)
             except (AlreadyResumingError, SessionStoreConnectionError) as exc:

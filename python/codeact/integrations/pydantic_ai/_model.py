@@ -8,17 +8,22 @@ writes text (the script). Works under asyncio and trio as far as the pydantic-ai
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic_ai import exceptions as pai_exceptions
-from pydantic_ai.direct import model_request
+from pydantic_ai.direct import model_request, model_request_stream
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
     SystemPromptPart,
     TextPart,
+    TextPartDelta,
     ThinkingPart,
+    ThinkingPartDelta,
     UserPromptPart,
 )
 from pydantic_ai.models import Model
@@ -112,19 +117,67 @@ class PydanticAIModel(BaseLlm):
             ModelRateLimitError: pydantic-ai reported a rate limit (``status_code`` kept).
             ModelError: any other ``ModelAPIError``.
         """
-        settings: dict[str, Any] = {**(self.settings or {}), **(_settings(request) or {})}
         try:
-            response = await model_request(
-                self.model,
-                to_messages(request),
-                model_settings=ModelSettings(**settings),  # type: ignore[typeddict-item]
-            )
-        except (pai_exceptions.ModelRequestTimeout, pai_exceptions.ModelTimeoutError) as exc:
-            raise ModelTimeoutError(str(exc), model=self.name) from exc
+            response = await model_request(self.model, to_messages(request), model_settings=self._settings(request))
         except pai_exceptions.ModelAPIError as exc:
-            status = getattr(exc, "status_code", None)
-            cls = ModelRateLimitError if isinstance(exc, pai_exceptions.ModelRateLimitError) else ModelError
-            raise cls(str(exc), model=self.name, status_code=status) from exc
+            raise self._error(exc) from exc
+        return self._response(response)
+
+    async def generate_content_stream(self, request: LlmRequest) -> AsyncIterator[LlmResponse]:
+        """Stream the reply through ``pydantic_ai.direct.model_request_stream``: each text (or
+        thinking) delta the model streams is yielded as an ``LlmResponse(partial=True)`` holding
+        that delta (thinking as ``thought=True``), then the complete reply, as
+        ``generate_content`` returns it. A model that cannot stream (pydantic-ai raises
+        ``NotImplementedError``) answers with ``generate_content``'s one complete reply.
+
+        Raises:
+            ModelTimeoutError / ModelRateLimitError / ModelError: as ``generate_content``,
+                also when the stream breaks off mid-reply (no complete reply is yielded then).
+        """
+        messages = to_messages(request)
+        settings = self._settings(request)
+        streamed = False
+        try:
+            async with model_request_stream(self.model, messages, model_settings=settings) as stream:
+                async for event in stream:
+                    delta: str | None = None
+                    thought = False
+                    if isinstance(event, PartStartEvent):
+                        if isinstance(event.part, (TextPart, ThinkingPart)):
+                            delta, thought = event.part.content, isinstance(event.part, ThinkingPart)
+                    elif isinstance(event, PartDeltaEvent):
+                        if isinstance(event.delta, TextPartDelta):
+                            delta = event.delta.content_delta
+                        elif isinstance(event.delta, ThinkingPartDelta):
+                            delta, thought = event.delta.content_delta, True
+                    if delta:
+                        streamed = True
+                        yield LlmResponse(
+                            content=Content(role="model", parts=[Part(text=delta, thought=thought)]), partial=True
+                        )
+                response = stream.get()
+        except NotImplementedError:
+            if streamed:
+                raise
+            yield await self.generate_content(request)
+            return
+        except pai_exceptions.ModelAPIError as exc:
+            raise self._error(exc) from exc
+        yield self._response(response)
+
+    def _settings(self, request: LlmRequest) -> ModelSettings:
+        """This wrapper's ``settings`` overlaid by the request's."""
+        settings: dict[str, Any] = {**(self.settings or {}), **(_settings(request) or {})}
+        return ModelSettings(**settings)  # type: ignore[typeddict-item]
+
+    def _error(self, exc: pai_exceptions.ModelAPIError) -> ModelError:
+        if isinstance(exc, (pai_exceptions.ModelRequestTimeout, pai_exceptions.ModelTimeoutError)):
+            return ModelTimeoutError(str(exc), model=self.name)
+        status = getattr(exc, "status_code", None)
+        cls = ModelRateLimitError if isinstance(exc, pai_exceptions.ModelRateLimitError) else ModelError
+        return cls(str(exc), model=self.name, status_code=status)
+
+    def _response(self, response: ModelResponse) -> LlmResponse:
         parts: list[Part] = []
         for part in response.parts:
             if isinstance(part, TextPart):

@@ -22,25 +22,35 @@ works in any process), claimed by compare-and-set and marked settled there, so t
 approval sent twice, to one process or two, resumes the script once. Without a store the
 pause travels in the metadata and is held in this toolset's memory; then the same approval is
 applied once per process (another process given the same metadata would resume it again).
+
+What a script prints reaches the caller while it runs, through pydantic-ai's API for a tool to
+emit events into the run's event stream: ``RunContext.emit`` (pydantic-ai >= 2.60; "custom
+events") with a ``ScriptOutputEvent``, a ``CustomEvent`` subclass. ``Agent.run_stream_events``,
+``Agent.iter``'s node streams, an ``event_stream_handler`` and the UI adapters get it before
+``run_code`` returns (docs/integrations.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import time
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
-from pydantic_ai import ApprovalRequired, CallDeferred, ModelRetry, RunContext, ToolApproved
+from pydantic_ai import ApprovalRequired, CallDeferred, CustomEvent, ModelRetry, RunContext, ToolApproved
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
 from ..._values import json_native, readable, to_plain
 from ...agent._output import truncate_middle
 from ...agent._protocol import plain_value_problem
+from ...agent._streaming import OUTPUT_INTERVAL
 from ...exceptions import DecisionMismatchError, SnapshotError, ValueConversionError
 from ...runtime import MontyRuntime, ResumeError, ScriptError, ScriptSuspended, SuspendScript
 from ...runtime._oneshot import aresume_script, arun_script
@@ -48,7 +58,7 @@ from ...sessions import BaseSessionService
 from ...tools import Tool
 from ._pauses import Claimed, MemoryPauses, Pauses, StorePauses, pause_digest
 
-__all__ = ("CodeActToolset", "DENIAL_ARG", "PAUSE_METADATA_KEY", "pause_digest")
+__all__ = ("CodeActToolset", "DENIAL_ARG", "PAUSE_METADATA_KEY", "ScriptOutputEvent", "pause_digest")
 
 PAUSE_METADATA_KEY = "codeact_pause"
 """Key of the paused script (``ScriptSuspended.to_dict()``) in the ``ApprovalRequired`` metadata
@@ -67,6 +77,55 @@ _CODE_SCHEMA = {
     "additionalProperties": False,
 }
 _CODE_VALIDATOR: Any = TypeAdapter(dict[str, str]).validator
+
+
+@dataclasses.dataclass(kw_only=True)
+class ScriptOutputEvent(CustomEvent, name="codeact_script_output"):
+    """What a ``run_code`` script printed while it runs: pydantic-ai's custom event (its name
+    ``"codeact_script_output"``), emitted with ``RunContext.emit`` from the tool call, so
+    ``tool_call_id`` and ``tool_name`` name that ``run_code`` call.
+
+    Attributes:
+        stdout: the text printed since the previous event of this script (not the whole).
+        stderr: the same for ``print(..., file=sys.stderr)``.
+
+    The first comes as soon as the script has printed something and reaches a step boundary
+    (a tool call, its end), then at most one per ``CodeActToolset.output_interval`` seconds;
+    what is printed after the last one is only in the tool's result (``stdout``), which
+    always holds all of it.
+    """
+
+    stdout: str = ""
+    stderr: str = ""
+
+
+class _OutputReporter:
+    """``on_output`` of one script run: emits ``ScriptOutputEvent``s through ``ctx.emit``,
+    rate-limited; silent when ``ctx`` has no event stream (not inside an agent run)."""
+
+    def __init__(self, ctx: RunContext[Any], interval: float) -> None:
+        self.ctx, self.interval = ctx, interval
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self.last = -math.inf
+        self.live = True
+
+    async def __call__(self, stdout: str, stderr: str) -> None:
+        if not self.live:
+            return
+        self.stdout.append(stdout)
+        self.stderr.append(stderr)
+        now = time.monotonic()
+        if now < self.last + self.interval:
+            return  # kept for the next boundary
+        event = ScriptOutputEvent(stdout="".join(self.stdout), stderr="".join(self.stderr))
+        self.stdout.clear()
+        self.stderr.clear()
+        self.last = now
+        try:
+            await self.ctx.emit(event)
+        except UserError:  # no run's event stream behind ctx (the toolset called directly)
+            self.live = False
 
 
 @dataclasses.dataclass
@@ -95,6 +154,10 @@ class CodeActToolset(WrapperToolset[Any]):
             settled once across all of them. Default None: pauses travel in the metadata and
             are settled once per process.
         pause_app_name: the app name of those sessions (default ``"codeact-pydantic-ai"``).
+        report_output: emit what the script prints while it runs as ``ScriptOutputEvent``s
+            (``RunContext.emit``); False emits nothing.
+        output_interval: seconds between two such events of one script (at most 10 per
+            second by default); the first is not held back.
 
     ``ApprovalRequired`` metadata (what ``DeferredToolRequests.metadata[id]`` shows a UI):
     ``tool`` and ``args`` (the paused inner call), ``stdout`` (printed before the pause),
@@ -122,6 +185,8 @@ class CodeActToolset(WrapperToolset[Any]):
     max_error_chars: int = 4_000
     session_service: BaseSessionService | None = None
     pause_app_name: str = "codeact-pydantic-ai"
+    report_output: bool = True
+    output_interval: float = OUTPUT_INTERVAL
     _pauses: Pauses | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -197,6 +262,7 @@ class CodeActToolset(WrapperToolset[Any]):
         ran: list[str] = []
         tools = {n: self._bind(n, t, ctx, approved_call, ran) for n, t in inner.items()}
         denied = tool_args.get(DENIAL_ARG) if pause is not None else None
+        on_output = _OutputReporter(ctx, self.output_interval) if self.report_output else None
         settled = False
         try:
             if pause is not None:
@@ -213,6 +279,7 @@ class CodeActToolset(WrapperToolset[Any]):
                     outcome=outcome,
                     max_tool_calls=self.max_tool_calls,
                     inline_steps=self.inline_steps,
+                    on_output=on_output,
                 )
                 try:
                     result = await resumed
@@ -225,6 +292,7 @@ class CodeActToolset(WrapperToolset[Any]):
                     tools=tools,
                     max_tool_calls=self.max_tool_calls,
                     inline_steps=self.inline_steps,
+                    on_output=on_output,
                 )
         except ScriptSuspended as paused:
             data = paused.to_dict()

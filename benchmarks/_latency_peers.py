@@ -1,0 +1,220 @@
+"""One peer's column of ``latency.py``, run in that peer's own venv (stdlib + the peer only).
+
+Usage: ``python _latency_peers.py {pydantic_ai,smolagents,adk} --first-token 0.4 --rates 30,60
+--repeat 5 --chars-per-token 4``; prints one JSON line: rate -> model_first_ms, visible_ms,
+gap_ms (medians), and ``"version"``: the peer's package version, after the marker
+``LATENCY_FIGURES`` (smolagents' live display writes to stdout too). One warm-up run (imports,
+first-use set-up) comes before the measured ones and is not counted.
+
+Each peer gets the same reply (a sentence, then a 38-line script), in its own native form,
+from a fake model that sends its first token ``--first-token`` seconds after the request and
+then ``rate`` tokens of ``--chars-per-token`` characters per second:
+
+* ``pydantic_ai``: pydantic-ai-harness ``CodeMode()`` (the script goes to its ``run_code``
+  tool, as the tool call's streamed JSON arguments) over a ``FunctionModel`` with a
+  ``stream_function``; the caller reads ``Agent.run_stream_events``; visible = the first
+  ``PartStartEvent`` / ``PartDeltaEvent`` carrying text or tool-call arguments.
+* ``smolagents``: ``CodeAgent(stream_outputs=True, code_block_tags="markdown")`` over a
+  ``Model`` whose ``generate_stream`` yields ``ChatMessageStreamDelta``; the caller iterates
+  ``agent.run(..., stream=True)``; visible = the first delta with content.
+* ``adk``: ``LlmAgent`` under ``RunConfig(streaming_mode=StreamingMode.SSE)`` over a
+  ``BaseLlm`` yielding ``partial=True`` ``LlmResponse`` chunks, then the whole reply; the
+  caller iterates ``Runner.run_async``; visible = the first partial event with text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from importlib import metadata
+from typing import Any
+
+PROSE = "I will compute the totals step by step.\n"
+SCRIPT = "".join(f"total_{i} = {i} * {i} + {i}\n" for i in range(38))
+REPLY = PROSE + "```python\n" + SCRIPT + "final_answer(total_37)\n```"
+DISTRIBUTIONS = {"pydantic_ai": "pydantic-ai-harness", "smolagents": "smolagents", "adk": "google-adk"}
+
+
+class Pace:
+    """The fake streaming model's clock: splits a text into tokens, sends them on time and
+    records when the first one went out."""
+
+    def __init__(self, first: float, rate: int, chars: int) -> None:
+        self.first, self.rate, self.chars = first, rate, chars
+        self.first_sent: float | None = None
+
+    def tokens(self, text: str = REPLY) -> list[str]:
+        return [text[i : i + self.chars] for i in range(0, len(text), self.chars)]
+
+    def _sent(self) -> None:
+        if self.first_sent is None:
+            self.first_sent = time.perf_counter()
+
+    async def astream(self, text: str = REPLY, start: float | None = None, skip: int = 0) -> Any:
+        """Yields ``text``'s tokens; the i-th is due at ``start + first + (skip + i) / rate``."""
+        start = time.perf_counter() if start is None else start
+        for i, token in enumerate(self.tokens(text)):
+            due = start + self.first + (skip + i) / self.rate
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            self._sent()
+            yield token
+
+    def stream(self, text: str = REPLY) -> Any:
+        start = time.perf_counter()
+        for i, token in enumerate(self.tokens(text)):
+            due = start + self.first + i / self.rate
+            time.sleep(max(0.0, due - time.perf_counter()))
+            self._sent()
+            yield token
+
+
+async def pydantic_ai_once(pace: Pace) -> tuple[float, float]:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest, PartDeltaEvent, PartStartEvent, ToolReturnPart
+    from pydantic_ai.models.function import DeltaToolCall, FunctionModel
+    from pydantic_ai_harness import CodeMode
+
+    code = SCRIPT + "total_37"
+
+    async def stream(messages: list[Any], info: Any) -> Any:
+        last = messages[-1]
+        if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
+            yield "The total is 1406."  # after run_code: the closing reply, not timed
+            return
+        start = time.perf_counter()
+        async for token in pace.astream(PROSE, start):
+            yield token
+        skip = len(pace.tokens(PROSE))
+        args = json.dumps({"code": code})
+        first = True
+        async for token in pace.astream(args, start, skip):
+            name = "run_code" if first else None
+            yield {0: DeltaToolCall(name=name, json_args=token, tool_call_id="call-1" if first else None)}
+            first = False
+
+    def whole(messages: Any, info: Any) -> Any:
+        raise AssertionError("streamed only")
+
+    agent = Agent(FunctionModel(whole, stream_function=stream), capabilities=[CodeMode()])
+
+    @agent.tool_plain
+    def square(x: int) -> int:
+        """x * x."""
+        return x * x
+
+    start = time.perf_counter()
+    seen = None
+    ran_code = False
+    async with agent.run_stream_events("go") as events:
+        async for event in events:
+            if seen is None and isinstance(event, (PartStartEvent, PartDeltaEvent)):
+                part = getattr(event, "part", None) or getattr(event, "delta", None)
+                if (
+                    getattr(part, "content", None)
+                    or getattr(part, "content_delta", None)
+                    or getattr(part, "args_delta", None)
+                ):
+                    seen = time.perf_counter()
+            if type(event).__name__ == "FunctionToolResultEvent":
+                ran_code = True
+    assert seen is not None and pace.first_sent is not None and ran_code
+    return (pace.first_sent - start) * 1000, (seen - start) * 1000
+
+
+def smolagents_once(pace: Pace) -> tuple[float, float]:
+    from smolagents import CodeAgent
+    from smolagents.models import ChatMessage, ChatMessageStreamDelta, Model
+
+    class Fake(Model):
+        def generate(self, messages: Any, **kwargs: Any) -> Any:
+            return ChatMessage(role="assistant", content=REPLY)
+
+        def generate_stream(self, messages: Any, **kwargs: Any) -> Any:
+            for token in pace.stream():
+                yield ChatMessageStreamDelta(content=token)
+
+    agent = CodeAgent(
+        tools=[], model=Fake(), stream_outputs=True, max_steps=1, code_block_tags="markdown", verbosity_level=0
+    )
+    start = time.perf_counter()
+    seen = None
+    answer = None
+    for event in agent.run("go", stream=True):
+        if seen is None and isinstance(event, ChatMessageStreamDelta) and event.content:
+            seen = time.perf_counter()
+        if type(event).__name__ == "FinalAnswerStep":
+            answer = event.output
+    assert seen is not None and pace.first_sent is not None and answer == 37 * 37 + 37, answer
+    return (pace.first_sent - start) * 1000, (seen - start) * 1000
+
+
+async def adk_once(pace: Pace) -> tuple[float, float]:
+    from google.adk.agents import LlmAgent
+    from google.adk.agents.run_config import RunConfig, StreamingMode
+    from google.adk.models import BaseLlm, LlmResponse
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    class Fake(BaseLlm):
+        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+            assert stream, "the runner asked for a whole reply under SSE"
+            text = ""
+            async for token in pace.astream():
+                text += token
+                yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=token)]), partial=True)
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]), partial=False)
+
+    runner = InMemoryRunner(agent=LlmAgent(name="peer", model=Fake(model="fake")), app_name="b")
+    await runner.session_service.create_session(app_name="b", user_id="u", session_id="s")
+    start = time.perf_counter()
+    seen = None
+    message = types.Content(role="user", parts=[types.Part(text="go")])
+    async for event in runner.run_async(
+        user_id="u", session_id="s", new_message=message, run_config=RunConfig(streaming_mode=StreamingMode.SSE)
+    ):
+        if seen is None and event.partial and event.content and event.content.parts and event.content.parts[0].text:
+            seen = time.perf_counter()
+    assert seen is not None and pace.first_sent is not None
+    return (pace.first_sent - start) * 1000, (seen - start) * 1000
+
+
+def once(peer: str, pace: Pace) -> tuple[float, float]:
+    if peer == "pydantic_ai":
+        return asyncio.run(pydantic_ai_once(pace))
+    if peer == "adk":
+        return asyncio.run(adk_once(pace))
+    return smolagents_once(pace)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("peer", choices=sorted(DISTRIBUTIONS))
+    parser.add_argument("--first-token", type=float, default=0.4)
+    parser.add_argument("--rates", default="30,60,120")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--chars-per-token", type=int, default=4)
+    args = parser.parse_args()
+    rates = [int(r) for r in args.rates.split(",")]
+    once(args.peer, Pace(args.first_token, rates[0], args.chars_per_token))  # warm-up, not counted
+    out: dict[str, Any] = {"version": metadata.version(DISTRIBUTIONS[args.peer])}
+    for rate in rates:
+        runs = [once(args.peer, Pace(args.first_token, rate, args.chars_per_token)) for _ in range(args.repeat)]
+        out[str(rate)] = {
+            "model_first_ms": statistics.median(r[0] for r in runs),
+            "visible_ms": statistics.median(r[1] for r in runs),
+            "gap_ms": statistics.median(r[1] - r[0] for r in runs),
+        }
+    print(f"\nLATENCY_FIGURES {json.dumps(out)}", flush=True)
+    sys.stderr.flush()
+    # pydantic-monty 1.7 (CodeMode's sandbox) aborts at interpreter shutdown about every other
+    # run (PyGILState_Release from its worker thread): the figures are out, skip the shutdown.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
