@@ -68,6 +68,9 @@ _INLINE_WAIT = 0.002
 
 _T = TypeVar("_T")
 
+_INLINE_SNAPSHOT = 64 * 1024
+"""The largest continuation ``save_turn`` writes on the calling thread (bytes)."""
+
 _FENCE = (
     "SELECT ?, ?, ?, ?, ?, ?, ? WHERE coalesce((SELECT CASE WHEN data IS NOT NULL THEN version ELSE 0 END "
     "FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?), 0) = ?"
@@ -538,6 +541,7 @@ class SqliteSessionService(BaseSessionService):
         """
         text = to_json(data, "the turn record") if data is not None else None
         key = (app_name, user_id, session_id)
+        done: list[int] = []
 
         def txn(conn: sqlite3.Connection) -> int:
             if (
@@ -545,11 +549,7 @@ class SqliteSessionService(BaseSessionService):
                 is None
             ):
                 raise SessionNotFoundError(f"session {session_id!r} not found for app {app_name!r}, user {user_id!r}")
-            row = conn.execute(
-                "SELECT version, data IS NOT NULL FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
-                key,
-            ).fetchone()
-            current = row[0] if row is not None and row[1] else 0
+            current, stored = _sql.slot_version(conn, _sql.SQLITE, key)
             if current != expected_version:
                 raise turn_conflict(session_id, expected_version, current)
             if text is None:
@@ -558,15 +558,16 @@ class SqliteSessionService(BaseSessionService):
                     "AND session_id = ?",
                     key,
                 )
+                done[:] = [0]
                 return 0
-            version = (row[0] if row is not None else 0) + 1
-            conn.execute(
-                "INSERT OR REPLACE INTO turns (app_name, user_id, session_id, version, data, snapshot) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (*key, version, text, snapshot),
-            )
-            return version
+            conn.execute(_sql.SQLITE.put_slot, (*key, stored + 1, text, snapshot))
+            done[:] = [stored + 1]
+            return stored + 1
 
+        # a small slot (no continuation, or a small one) on the calling thread when the database
+        # is free, as a journal write; a large continuation on the writer thread
+        if (snapshot is None or len(snapshot) <= _INLINE_SNAPSHOT) and self._try_inline(txn):
+            return done[0]
         return await self._call_quick(txn, write=True)
 
     async def append_journal(
