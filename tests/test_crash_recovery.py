@@ -191,3 +191,152 @@ def test_kill_at_every_journal_boundary(tmp_path, uninterrupted, boundary, call,
     for c in ledger_at_kill:
         if not (c == call and boundary == "after_effect"):
             assert runs[c] == 1
+
+
+# ------------------------------------------------------------------ read-only calls (issue 50)
+
+RO_CHILD = textwrap.dedent(
+    '''
+    import json, os, signal, sys
+    from pathlib import Path
+    from codeact import CodeActAgent, FunctionTool, MontyRuntime, Runner, ScriptedModel, SqliteSessionService
+
+    db, ledger, kill = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    boundary, _, target = kill.partition(":")
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def note(line):
+        with ledger.open("a") as f:
+            f.write(line + "\\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def read(k: int) -> int:
+        """Reads record k (read-only: no intent; its outcome held for the next commit)."""
+        note(f"read{k}")
+        return k * 10
+
+    def write(k: int) -> int:
+        """Writes (an effect)."""
+        note(f"write{k}")
+        if boundary == "after_effect" and target == str(k):
+            die()
+        return k + 1
+
+    SCRIPT = ('a = call_tool("read", {"k": 1})\\nb = call_tool("write", {"k": a})\\n'
+              'c = call_tool("read", {"k": 2})\\nd = call_tool("read", {"k": 3})\\n'
+              'e = call_tool("write", {"k": c + d})\\nf = call_tool("read", {"k": 4})\\n'
+              '{"type": "final_result", "value": [a, b, c, d, e, f]}')
+
+    commits = [0]  # journal commits holding a call's record (not only OS answers)
+
+    def counts(records):
+        return any(r.kind != "os" for r in records)
+
+    class KillingStore(SqliteSessionService):
+        async def append_journal(self, session, turn, records, **kwargs):
+            n = commits[0] + 1
+            if counts(records) and boundary == "before" and target == str(n):
+                die()
+            await super().append_journal(session, turn, records, **kwargs)
+            if counts(records):
+                commits[0] = n
+                if boundary == "after" and target == str(n):
+                    die()
+
+        def journal_appender(self):
+            own = getattr(SqliteSessionService, "_append_journal_now", None)
+            if own is None:
+                return None  # a store without one (the PostgreSQL run of this child)
+
+            def now(session, turn, records, expected_version):
+                n = commits[0] + 1
+                if counts(records) and boundary == "before" and target == str(n):
+                    die()
+                if not own(self, session, turn, records, expected_version):
+                    return False
+                if counts(records):
+                    commits[0] = n
+                    if boundary == "after" and target == str(n):
+                        die()
+                return True
+            return now
+
+    with KillingStore(db) as service:
+        import asyncio
+        async def main():
+            s = await service.get_session(app_name="app", user_id="u", session_id="s")
+            message = "go"
+            if s is None:
+                await service.create_session(app_name="app", user_id="u", session_id="s")
+            elif await service.load_turn(app_name="app", user_id="u", session_id="s") is not None:
+                message = None  # recover the turn in flight
+            agent = CodeActAgent(
+                name="coder",
+                model=ScriptedModel(lambda request: "```python\\n" + SCRIPT + "\\n```"),
+                runtime=MontyRuntime(),
+                tools=[FunctionTool(read, read_only=True), FunctionTool(write)],
+            )
+            runner = Runner(app_name="app", agent=agent, session_service=service)
+            async for e in runner.run_async(user_id="u", session_id="s", new_message=message):
+                pass
+            s = await service.get_session(app_name="app", user_id="u", session_id="s")
+            slot = await service.load_turn(app_name="app", user_id="u", session_id="s")
+            print(json.dumps({"final": s.events[-1].text if s.events else None, "pending": slot is not None}))
+        asyncio.run(main())
+    '''
+)
+
+RO_FINAL = [10, 11, 20, 30, 51, 40]
+RO_LEDGER = ["read1", "write10", "read2", "read3", "write50", "read4"]
+# The script's journal commits: 1 write10's intent (+ read1), 2 its outcome, 3 write50's intent
+# (+ read2, read3), 4 its outcome, 5 the end of the script (read4). At each kill, what runs twice:
+RO_KILLS: dict[str, list[str]] = {
+    "before:1": ["read1"],
+    "after:1": [],
+    "after_effect:10": ["write10"],
+    "before:2": ["write10"],
+    "after:2": [],
+    "before:3": ["read2", "read3"],
+    "after:3": [],
+    "after_effect:50": ["write50"],
+    "before:4": ["write50"],
+    "after:4": [],
+    "before:5": ["read4"],
+    "after:5": [],
+}
+
+
+def run_ro_child(child: str, target: str, ledger: Path, kill: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", child, target, str(ledger), kill], capture_output=True, text=True, timeout=120
+    )
+
+
+def check_ro_kill(child: str, target: str, ledger: Path, kill: str) -> None:
+    """Kills ``child`` at ``kill``, restarts it until it finishes, and checks the result and
+    who ran twice: a read-only call only when its outcome was not durable at the kill, a call
+    with effects only in its at-least-once window."""
+    first = run_ro_child(child, target, ledger, kill)
+    assert first.returncode == -signal.SIGKILL, f"the child was not killed at {kill}\n{first.stderr[-3000:]}"
+    for _ in range(3):
+        again = run_ro_child(child, target, ledger, "none:")
+        assert again.returncode == 0, again.stderr[-3000:]
+        state = json.loads(again.stdout.strip().splitlines()[-1])
+        if not state["pending"]:
+            break
+    assert not state["pending"] and json.loads(state["final"]) == RO_FINAL, f"final result differs after {kill}"
+    lines = ledger.read_text().split()
+    twice = sorted(c for c in RO_LEDGER if lines.count(c) == 2)
+    assert twice == sorted(RO_KILLS[kill]), (kill, lines)
+    assert all(lines.count(c) in (1, 2) for c in RO_LEDGER), lines
+    # each call's first run follows the script's order (nothing ran early)
+    firsts = sorted(RO_LEDGER, key=lines.index)
+    assert firsts == RO_LEDGER, lines
+
+
+@pytest.mark.parametrize("kill", list(RO_KILLS))
+def test_kill_at_each_barrier_of_reads_and_writes_interleaved(tmp_path: Path, kill: str) -> None:
+    check_ro_kill(RO_CHILD, str(tmp_path / "s.db"), tmp_path / "ledger", kill)

@@ -1,8 +1,12 @@
-"""Property test of SPEC §5 (v2): random scripts of inline, confirmation and long-running
-calls, driven through ``Runner`` on a SQLite file by random interleavings of approve, deny,
-complete, idle runs, new messages, crashes (at a random journal write) and a concurrent
-resumer. After every step: no recorded outcome was lost or changed; each tool ran at most
-once after its outcome was recorded; and the final result equals an uninterrupted run's.
+"""Property test of SPEC §5 (v2, v4): random scripts of inline, read-only, confirmation and
+long-running calls, driven through ``Runner`` on a SQLite file by random interleavings of
+approve, deny, complete, idle runs, new messages, crashes (before or after a random journal
+write: an intent, an outcome, a buffered flush of read-only outcomes, a suspension's commit)
+and a concurrent resumer. After every step: no recorded outcome was lost or changed; no tool
+ran after its outcome was recorded; no call with effects started before the outcome of every
+earlier call was durable; a call with effects ran at most once more than the crashes in its
+at-least-once window (a read-only call may run again after any crash); and the final result
+equals an uninterrupted run's.
 
 Bounded for CI: ``CODEACT_PROPERTY_EXAMPLES`` (default 20) examples.
 """
@@ -47,7 +51,7 @@ class Crash(BaseException):
 def script_for(kinds: list[str]) -> str:
     lines = ["out = []"]
     for i, kind in enumerate(kinds):
-        tool = {"n": "note", "c": "charge", "l": "render"}[kind]
+        tool = {"n": "note", "c": "charge", "l": "render", "r": "lookup"}[kind]
         call = f'out.append(call_tool("{tool}", {{"k": {i}}}))'
         lines.append(f'try:\n    {call}\nexcept PermissionError:\n    out.append("denied")')
     lines.append('{"type": "final_result", "value": out}')
@@ -66,6 +70,7 @@ class World:
         # each such crash allows one more run (the documented at-least-once window).
         self.allowed_reruns: collections.Counter[int] = collections.Counter()
         self.crash_at: tuple[int, bool] | None = None  # (n-th journal write, before it)
+        self.crashes = 0
         self.final: Any = None
         self.expected: dict[int, Any] = {}
 
@@ -76,6 +81,10 @@ class World:
                 recorded = self.journal_outcomes()
                 if k in recorded:  # a tool ran again after its outcome was recorded
                     raise AssertionError(f"call {k} ran after its outcome was recorded")
+                if kind != "lookup":  # a call with effects: what the script saw is durable first
+                    missing = [j for j in range(k) if j not in recorded]
+                    if missing:
+                        raise AssertionError(f"call {k} ({kind}) started before calls {missing} were durable")
                 return f"{kind} {k}"
 
             run.__name__ = kind
@@ -86,6 +95,7 @@ class World:
             tool_fn("note"),
             FunctionTool(tool_fn("charge"), requires_confirmation=True),
             LongRunningFunctionTool(tool_fn("render")),
+            FunctionTool(tool_fn("lookup"), read_only=True),
         ]
 
     def agent(self) -> CodeActAgent:
@@ -114,6 +124,20 @@ class World:
                 if hit:
                     world.crash_at = None
                     raise Crash
+
+            async def commit_turn(self, session: Any, turn: str, records: Any, **kwargs: Any) -> int:
+                # a suspension's or checkpoint's commit of the held read-only outcomes: a
+                # journal write too
+                self.writes += 1
+                hit = world.crash_at is not None and world.crash_at[0] == self.writes
+                if hit and world.crash_at[1]:
+                    world.crash_at = None
+                    raise Crash
+                version = await super().commit_turn(session, turn, records, **kwargs)
+                if hit:
+                    world.crash_at = None
+                    raise Crash
+                return version
 
             def journal_appender(self) -> Any:
                 # The store's synchronous write, which the driver tries first: the same
@@ -156,7 +180,10 @@ class World:
             assert now.get(k) == outcome, f"the recorded outcome of call {k} was lost or changed"
         self.recorded = now
         for k, n in self.runs.items():
-            assert n <= 1 + self.allowed_reruns[k], f"call {k} ran {n} times"
+            if self.kinds[k] == "r":  # read-only: may run again after any crash before its outcome was durable
+                assert n <= 1 + self.crashes, f"read-only call {k} ran {n} times"
+            else:
+                assert n <= 1 + self.allowed_reruns[k], f"call {k} ran {n} times"
 
 
 async def act(world: World, action: str, data: Any) -> None:
@@ -174,6 +201,7 @@ async def act(world: World, action: str, data: Any) -> None:
                     events = await decide(world, runner, action, data)
             except Crash:
                 STATS["crashes"] += 1
+                world.crashes += 1
                 return
             if events and events[-1].text.startswith("["):
                 world.final = json.loads(events[-1].text)
@@ -224,13 +252,15 @@ ACTIONS = st.sampled_from(["approve", "approve", "deny", "idle", "message", "cra
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(kinds=st.lists(st.sampled_from(["n", "c", "l"]), min_size=1, max_size=4), data=st.data())
+@given(kinds=st.lists(st.sampled_from(["n", "c", "l", "r", "r"]), min_size=1, max_size=5), data=st.data())
 def test_random_interleavings_keep_the_contract(kinds: list[str], data: Any) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         world = World(Path(tmp), kinds)
         for k, kind in enumerate(kinds):
             if kind == "n":
                 world.expected[k] = f"note {k}"
+            elif kind == "r":
+                world.expected[k] = f"lookup {k}"
 
         async def scenario() -> None:
             for _ in range(8 * len(kinds) + 4):

@@ -373,3 +373,14 @@ def test_kill_at_a_journal_boundary_then_recover(postgres_url: str, tmp_path: Pa
     if boundary == "after_effect":
         expected["b"] = 2
     assert {c: ledger.count(c) for c in CALLS} == expected, ledger
+
+
+@pytest.mark.parametrize("kill", ["before:1", "after_effect:10", "before:3", "after:3", "before:4", "before:5"])
+def test_kill_at_a_barrier_of_reads_and_writes_then_recover(postgres_url: str, tmp_path: Path, kill: str) -> None:  # noqa: F811
+    """tests/test_crash_recovery.py's child of read-only and effectful calls interleaved (issue
+    50) on PostgreSQL, killed with SIGKILL at its barriers: a read-only call runs again only when
+    its outcome was not durable, a call with effects only in its at-least-once window."""
+    from test_crash_recovery import RO_CHILD, check_ro_kill
+
+    child = RO_CHILD.replace("SqliteSessionService", "PostgresSessionService")
+    check_ro_kill(child, postgres_url, tmp_path / "ledger", kill)

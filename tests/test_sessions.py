@@ -283,7 +283,9 @@ async def test_failure_mid_append_is_atomic(
         def write_state(*args: Any) -> None:
             raise sqlite3.OperationalError("disk I/O error")
 
-        monkeypatch.setattr(sqlite_module, "_write_state", write_state)
+        from codeact.sessions import _sql
+
+        monkeypatch.setattr(_sql, "write_state", write_state)  # the flow SQLite shares with PostgreSQL
     else:
 
         def deepcopy(value: Any) -> Any:

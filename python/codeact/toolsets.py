@@ -35,6 +35,8 @@ class PrefixedTool(Tool):
             tool.parameters,
             is_long_running=tool.is_long_running,
             requires_confirmation=bool(getattr(tool, "requires_confirmation", False)),
+            on_in_doubt=getattr(tool, "on_in_doubt", "rerun"),
+            read_only=bool(getattr(tool, "read_only", False)),
         )
         self.original = tool
 

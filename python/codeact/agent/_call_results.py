@@ -60,11 +60,18 @@ class _Plan:
             ``FunctionTool`` whose ``run`` is its own and whose function takes no
             ``ToolContext``, with no retries, in a run that is not traced, has no plugins
             and whose agent has no tool callbacks; else None.
+        holds: its calls are read-only (SPEC §5 v4): no intent, and an outcome held until
+            the turn's next durable write (``_JournalWrites._held``; written before the
+            script goes on when the runtime can write files, as a file write is an effect
+            made during the script's advance). A long-running tool never holds.
+        call: ``tool``'s name as JSON text (what a held outcome's ``"c"`` names).
     """
 
     tool: Tool | None
     gated: bool
     in_place: FunctionTool | None = None
+    holds: bool = False
+    call: str = ""
 
 
 @final

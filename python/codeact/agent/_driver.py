@@ -28,6 +28,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,10 @@ class TurnDriver(_JournalWrites):
         self._key = (ctx.session.app_name, ctx.session.user_id, ctx.session.id)
         self._service = ctx.session_service
         self._os_unwritten: list[JournalRecord] = []
+        self._held: list[JournalRecord] = []  # read-only calls' outcomes, for the next durable write
+        # a runtime that can write files has effects during advances: a read-only call's
+        # outcome is written before the script goes on there (still without an intent)
+        self._may_hold = not _writes_files(agent.runtime)
         self._emit = ctx.run_config.emit_tool_events
         self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
         self._runtime = agent.runtime
@@ -116,7 +121,15 @@ class TurnDriver(_JournalWrites):
 
     async def drive(self, step: RunStep) -> AsyncGenerator[Event | TurnEnd, None]:
         """Advances the script from ``step`` until it ends, suspends or the run stops;
-        yields the events to store and, last, one ``TurnEnd``."""
+        yields the events to store and, last, one ``TurnEnd``, once the outcomes of the
+        read-only calls it held are durable (the end of the script is a durable write)."""
+        async with aclosing(self._drive(step)) as driven:
+            async for item in driven:
+                if type(item) is TurnEnd and self._held:
+                    await self._flush()
+                yield item
+
+    async def _drive(self, step: RunStep) -> AsyncGenerator[Event | TurnEnd, None]:
         run, st = self.run, self.state
         while True:
             printed = step_output(step)
@@ -130,7 +143,8 @@ class TurnDriver(_JournalWrites):
                     yield event
             os_log = step.os_log
             if os_log and st.advance not in st.journal.os:
-                self._os_unwritten = [JournalRecord("os", st.advance, _json(list(os_log)))]
+                # kept until the next write (several advances of read-only calls may pass first)
+                self._os_unwritten.append(JournalRecord("os", st.advance, _json(list(os_log))))
             if isinstance(step, (Complete, Raised)):
                 yield TurnEnd("finished", step)
                 return
@@ -161,9 +175,16 @@ class TurnDriver(_JournalWrites):
                     yield one.event
                     one = one.then
                 if type(one) is _Invoke:
+                    plan = self._plans[call.name]
+                    holds = plan.holds and not one.decided  # a decision is durable with its intent
                     if self._emit and not (one.tool.is_long_running and run.supports_suspension):
                         yield self._call_event(one)  # a long-running call's announcement shows it
-                    if not one.journaled:
+                    if holds:
+                        pass  # read-only: no intent; its outcome is held below
+                    elif one.journaled:  # re-run in recovery: what the script saw is durable first
+                        if self._held:
+                            await self._flush()
+                    else:
                         intent = [
                             JournalRecord(
                                 "intent",
@@ -187,20 +208,48 @@ class TurnDriver(_JournalWrites):
                     else:  # it ran in place: no coroutine for it
                         one = self._ran(one, started[0], started[1], NO_ACTIONS)
                     if type(one) is _Invoke:  # it ran: its outcome is recorded
-                        if run.pending.state_delta or run.pending.artifact_delta:
+                        stored = bool(run.pending.state_delta or run.pending.artifact_delta)
+                        if stored:
                             # The tool's state / artifact changes are stored before its outcome:
-                            # a recorded outcome never runs again, so its changes must not be lost.
+                            # a recorded outcome never runs again, so its changes must not be lost
+                            # (a read-only call's outcome is then written now, not held).
                             yield run.event()
                         ran = one.outcome
                         value = ran.value if type(ran) is ResumeValue else None
                         if type(value) is int and -_SHORT_INT < value < _SHORT_INT and not self._emit:
                             # a short int's record, as _record writes it (no blob, no event)
-                            outcome = [JournalRecord("outcome", one.pos, f'{{"v":{value}}}')]
-                            if not self._write_now(outcome):
-                                await self._write_awaited(outcome)
-                            one = ran  # type: ignore[assignment]
+                            if holds:
+                                if self._service is not None and not stored and self._may_hold:
+                                    self._held.append(
+                                        JournalRecord(
+                                            "outcome", one.pos, f'{{"v":{value},"c":[{plan.call},"{one.digest}"]}}'
+                                        )
+                                    )
+                                    st.calls_since_checkpoint += 1
+                                    one = ran  # type: ignore[assignment]
+                                else:
+                                    one = await self._record(
+                                        one.pos,
+                                        one.tool.name,
+                                        one.digest,
+                                        ran,  # type: ignore[arg-type]
+                                        read_only=True,
+                                        hold=not stored and self._may_hold,
+                                    )
+                            else:
+                                outcome = [JournalRecord("outcome", one.pos, f'{{"v":{value}}}')]
+                                if not self._write_now(outcome):
+                                    await self._write_awaited(outcome)
+                                one = ran  # type: ignore[assignment]
                         else:
-                            one = await self._record(one.pos, one.tool.name, one.digest, ran)  # type: ignore[arg-type]
+                            one = await self._record(
+                                one.pos,
+                                one.tool.name,
+                                one.digest,
+                                ran,  # type: ignore[arg-type]
+                                read_only=holds,
+                                hold=holds and not stored and not self._emit and self._may_hold,
+                            )
                 if type(one) is ResumeValue or type(one) is ResumeError:
                     if self._events:
                         for event in self._events:
@@ -243,10 +292,14 @@ class TurnDriver(_JournalWrites):
                     if len(runs) == 1:  # one tool to run now (the usual single call): no task group
                         inv = settled[runs[0]]
                         assert type(inv) is _Invoke
-                        if not inv.journaled:
+                        if self._holds(inv):
+                            pass  # read-only: no intent
+                        elif not inv.journaled:
                             intent = _intents(inv)
                             if not self._write_now(intent):
                                 await self._write_awaited(intent)
+                        elif self._held:
+                            await self._flush()
                         settled[runs[0]] = await self._invoke(inv)
                     else:
                         await self._invoke_all(settled, runs)
@@ -257,11 +310,20 @@ class TurnDriver(_JournalWrites):
                     if type(done) is _Invoke:
                         if done.outcome is None:  # not run: a later call ends the turn, or the handler failed
                             continue
-                        if run.pending.state_delta or run.pending.artifact_delta:
+                        stored = bool(run.pending.state_delta or run.pending.artifact_delta)
+                        if stored:
                             # The tool's state / artifact changes are stored before its outcome:
                             # a recorded outcome never runs again, so its changes must not be lost.
                             yield run.event()
-                        done = await self._record(done.pos, done.tool.name, done.digest, done.outcome)
+                        holds = self._holds(done)
+                        done = await self._record(
+                            done.pos,
+                            done.tool.name,
+                            done.digest,
+                            done.outcome,
+                            read_only=holds,
+                            hold=holds and not stored and not self._emit and self._may_hold,
+                        )
                     elif type(done) is _Final:
                         yield TurnEnd("finished", done.step)
                         return
@@ -398,6 +460,11 @@ class TurnDriver(_JournalWrites):
         st.journal.next_decision += 1
         return JournalRecord("decision", seq, record_text(record.model_copy(update={"tool": tool.name})))
 
+    def _holds(self, inv: _Invoke) -> bool:
+        """Whether ``inv`` is a read-only call (no intent, its outcome held): its tool's plan
+        holds, and no decision allowed it (a decision is durable with its intent)."""
+        return self._plans[inv.call.name].holds and not inv.decided
+
     def _plan(self, name: str) -> _Plan:
         """The plan of the tool the script calls ``name``, made at its first call of the turn."""
         run, agent = self.run, self.agent
@@ -416,7 +483,8 @@ class TurnDriver(_JournalWrites):
             and self._otel is None
             else None
         )
-        return _Plan(tool, run.needs_confirmation(tool), in_place)
+        holds = bool(getattr(tool, "read_only", False)) and not (tool.is_long_running and run.supports_suspension)
+        return _Plan(tool, run.needs_confirmation(tool), in_place, holds, _json(tool.name) if holds else "")
 
     async def _resolve(self, call: PendingCall, pos: int) -> _Resolved:
         """What becomes of one call (the policy every call goes through): an outcome the
@@ -471,7 +539,10 @@ class TurnDriver(_JournalWrites):
                 approved = st.journal.approvals.get(pos)
                 if approved is not None:  # a rerun reads the reviewer's answer as the first run did
                     self._confirm(call_key, approved)
-                return await self._in_doubt(tool, st.journal.edits.get(pos, args), pos, digest, call_key, call)
+                run_args = st.journal.edits.get(pos, args)
+                if plan.holds:  # a read-only call runs again: on_in_doubt never applies to it
+                    return _Invoke(tool, run_args, pos, digest, call_key, True, call)
+                return await self._in_doubt(tool, run_args, pos, digest, call_key, call)
         waiting = st.pending[pos]  # not live, not answered by the journal: the call is pending
         decision = st.decisions.get(call_key)
         if decision is not None and decision is not True:
@@ -624,9 +695,13 @@ class TurnDriver(_JournalWrites):
         durable here, with the resume that uses it), then the tools, concurrently (the calls
         of one gather; ``drive`` runs a single call itself, without a task group)."""
         invokes: list[_Invoke] = [settled[i] for i in runs]  # type: ignore[misc]
-        intents = [r for inv in invokes if not inv.journaled for r in _intents(inv)]
-        if intents and not self._write_now(intents):
-            await self._write_awaited(intents)
+        effects = [inv for inv in invokes if not self._holds(inv)]
+        intents = [r for inv in effects if not inv.journaled for r in _intents(inv)]
+        if intents:
+            if not self._write_now(intents):
+                await self._write_awaited(intents)
+        elif effects and self._held:  # calls with effects re-run in recovery: what the script saw first
+            await self._flush()
         writing = anyio.Lock()
 
         async def one(i: int, inv: _Invoke) -> None:
@@ -635,8 +710,17 @@ class TurnDriver(_JournalWrites):
                 # Stored as soon as this tool returns, not when its slowest sibling does: a
                 # crash meanwhile never runs it again. A tool that changed state waits for the
                 # gather's end, where its changes are stored (as an event) before its outcome.
+                # A read-only one's outcome is held (no event is stored for it).
+                holds = self._holds(result)
                 async with writing:
-                    settled[i] = await self._record(result.pos, result.tool.name, result.digest, result.outcome)
+                    settled[i] = await self._record(
+                        result.pos,
+                        result.tool.name,
+                        result.digest,
+                        result.outcome,
+                        read_only=holds,
+                        hold=holds and not self._emit and self._may_hold,
+                    )
                 return
             settled[i] = result
 
@@ -777,6 +861,15 @@ class TurnDriver(_JournalWrites):
                 f"after {pos} tool call(s)"
             )
         return None
+
+
+def _writes_files(runtime: Any) -> bool:
+    """Whether ``runtime`` lets scripts write host files (a read-write mount)."""
+    for mount in getattr(runtime, "mounts", ()) or ():
+        access = getattr(mount, "access", None)
+        if getattr(access, "value", access) == "read-write":
+            return True
+    return False
 
 
 def _args_digest_or_error(tool: Tool, args: dict[str, Any]) -> str | ResumeError:

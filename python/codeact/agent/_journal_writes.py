@@ -1,5 +1,13 @@
 """The journal writes of the turn driver: intents, outcomes (inline or as a blob) and the
-OS answers, fenced by the slot version the runner holds (SPEC §5)."""
+OS answers, fenced by the slot version the runner holds (SPEC §5).
+
+Read-only calls (SPEC §5 v4, ``Tool.read_only``) write no intent: their outcome records are
+*held* (``_held``), as the OS answers of the script's advances are (``_os_unwritten``), and
+go with the turn's next durable write, in the same commit: the intent of the next call with
+effects (so that call never starts before every outcome the script saw is durable), any other
+journal write, a checkpoint or a suspension (written with the slot: ``commit_turn``), the end of
+the script. A held outcome names its
+call (``"c": [tool, argument digest]``), so replay checks it as it checks an intent."""
 
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ class _JournalWrites(_SlotWrites):
     """The driver's journal writes (``TurnDriver`` inherits them)."""
 
     _os_unwritten: list[JournalRecord]
+    _held: list[JournalRecord]
     _appender: JournalAppender | None
     _scope: str
     _emit: bool
@@ -41,12 +50,17 @@ class _JournalWrites(_SlotWrites):
         *,
         intent: bool = False,
         note: JournalRecord | None = None,
+        read_only: bool = False,
+        hold: bool = False,
     ) -> Outcome:
         """Writes ``outcome`` (and the intent when none is stored, and ``note``, the record of
         the decision that produced it) durably; returns it, or the
         error the script gets when the value is too large for the boundary. A value that
         cannot be encoded as it is (a str with lone surrogates) is recorded, and given to the
-        script, escaped; one that cannot be encoded at all becomes the script's error."""
+        script, escaped; one that cannot be encoded at all becomes the script's error.
+
+        ``read_only``: a read-only call's outcome (no intent: the record names its call);
+        ``hold``: it is held for the turn's next durable write instead of written now."""
         value: Any = outcome.value if type(outcome) is ResumeValue else outcome
         kind = type(value)
         if kind is int and -_SHORT_INT < value < _SHORT_INT:
@@ -68,6 +82,14 @@ class _JournalWrites(_SlotWrites):
                 await self._service.put_blob(app_name=app, user_id=user, session_id=sid, digest=blob, data=data)
                 data = _json({"r": blob, "n": len(data)}).encode()
             text = data.decode()
+        if read_only:
+            text = f'{text[:-1]},"c":{_json([tool, digest])}}}'
+            if hold:
+                if self._service is None:  # nothing is durable: nothing to hold
+                    return outcome
+                self._held.append(JournalRecord("outcome", pos, text))
+                self.state.calls_since_checkpoint += 1
+                return outcome
         records = [JournalRecord("outcome", pos, text)]
         if intent:
             records.insert(0, JournalRecord("intent", pos, _json([tool, digest])))
@@ -99,7 +121,7 @@ class _JournalWrites(_SlotWrites):
         st = self.state
         if self._appender is None or not st.written:
             return False
-        full = self._os_unwritten + records if self._os_unwritten else records
+        full = self._os_unwritten + self._held + records if self._os_unwritten or self._held else records
         if self._sealed:
             full = [seal_journal(self._runtime, self._scope, r) for r in full]
         try:
@@ -107,10 +129,39 @@ class _JournalWrites(_SlotWrites):
                 return False
         except TurnConflictError as exc:
             raise self._taken_over(exc) from exc
-        self._os_unwritten = []
-        if records[-1].kind == "outcome":
+        if self._os_unwritten:
+            self._os_unwritten = []
+        if self._held:
+            self._held = []
+        if records and records[-1].kind == "outcome":
             st.calls_since_checkpoint += 1
         return True
+
+    async def _flush(self) -> None:
+        """Writes the held outcomes of read-only calls (with the OS answers not yet written)
+        now, in one commit: before a call with effects that writes no intent of its own (one
+        re-run in recovery), a checkpoint, a suspension, the end of the script. Nothing to
+        write without a store, or when nothing is held."""
+        if not self._held:
+            return
+        if self._service is None:
+            self._held = []
+            return
+        if not self._write_now([]):
+            await self._write_awaited([])
+
+    def _take_held(self) -> list[JournalRecord]:
+        """The held records (with the OS answers not yet written), sealed, for a slot write
+        that commits them (``save(journal=...)``); none are held after. Only the held
+        outcomes make a slot write carry records: OS answers alone wait as before."""
+        if not self._held or self._service is None:
+            return []
+        records = self._os_unwritten + self._held
+        self._os_unwritten = []
+        self._held = []
+        if self._sealed:
+            records = [seal_journal(self._runtime, self._scope, r) for r in records]
+        return records
 
     def _taken_over(self, exc: TurnConflictError) -> AlreadyResumingError:
         return AlreadyResumingError(
@@ -134,12 +185,22 @@ class _JournalWrites(_SlotWrites):
         if self._service is None:
             return
         if not self.state.written:
+            if not records and self._held:
+                # only held outcomes (a script of read-only calls ends): the slot and them in
+                # one commit
+                await self.save("running", journal=self._take_held())
+                return
             await self.save("running")
             if self._write_now(records):
                 return
-        if self._os_unwritten:
-            records = self._os_unwritten + records
+        last = records[-1].kind if records else ""
+        if self._os_unwritten or self._held:
+            # taken before the await: a sibling of a gather may hold more meanwhile
+            records = self._os_unwritten + self._held + records
             self._os_unwritten = []
+            self._held = []
+        if not records:
+            return
         if self._sealed:
             records = [seal_journal(self._runtime, self._scope, r) for r in records]
         try:
@@ -148,7 +209,7 @@ class _JournalWrites(_SlotWrites):
             )
         except TurnConflictError as exc:
             raise self._taken_over(exc) from exc
-        if records[-1].kind == "outcome":
+        if last == "outcome":
             self.state.calls_since_checkpoint += 1
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from ..events import Event
 from ..exceptions import AlreadyResumingError, TurnConflictError
 from ..runtime import Call, Gather, PendingCall
+from ..sessions._journal import JournalRecord
 from ..turns._codec import announcement_events
 from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry
 from ..turns._verify import record_data, seal_record, slot_data
@@ -40,8 +41,11 @@ class _SlotWrites(_TurnEvents):
         at: list[CallPosition] | None = None,
         pending: list[PendingEntry] | None = None,
         gather: bool = False,
+        journal: list[JournalRecord] | None = None,
     ) -> None:
-        """Writes the turn slot (compare-and-set on the version this runner holds).
+        """Writes the turn slot (compare-and-set on the version this runner holds); with
+        ``journal``, the journal records held for the turn's next durable write too, in the
+        same commit (``commit_turn``).
 
         Raises:
             AlreadyResumingError: another runner wrote the slot since (it owns the turn now).
@@ -74,20 +78,31 @@ class _SlotWrites(_TurnEvents):
                 st.record_data = record_data(st.record)
             data = slot_data(st.record_data, update)
         try:
-            st.version = await self._service.save_turn(
-                app_name=app,
-                user_id=user,
-                session_id=sid,
-                data=data,
-                snapshot=snapshot,
-                expected_version=st.version,
-            )
+            if journal:
+                st.version = await self._service.commit_turn(
+                    run.ctx.session, st.turn, journal, data=data, snapshot=snapshot, expected_version=st.version
+                )
+            else:
+                st.version = await self._service.save_turn(
+                    app_name=app,
+                    user_id=user,
+                    session_id=sid,
+                    data=data,
+                    snapshot=snapshot,
+                    expected_version=st.version,
+                )
         except TurnConflictError as exc:
             raise AlreadyResumingError(
                 f"another runner took over turn {st.turn} of session {sid!r} ({exc}); this runner stops"
             ) from exc
         run.slot_version = st.version
         st.written = True
+
+    def _take_held(self) -> list[JournalRecord]:
+        """The journal records held for the turn's next durable write (read-only calls'
+        outcomes, OS answers), sealed, now taken to be written with the slot;
+        ``_JournalWrites`` holds them."""
+        return []
 
     def _checkpoint_due(self) -> bool:
         agent, st = self.agent, self.state
@@ -104,7 +119,11 @@ class _SlotWrites(_TurnEvents):
         st = self.state
         snapshot = step.call.dump() if isinstance(step, Call) else step.dump()
         await self.save(
-            "running", snapshot=snapshot, at=[self._at(c) for c in calls], gather=not isinstance(step, Call)
+            "running",
+            snapshot=snapshot,
+            at=[self._at(c) for c in calls],
+            gather=not isinstance(step, Call),
+            journal=self._take_held(),  # the read-only calls before the checkpoint: in its commit
         )
         st.calls_since_checkpoint = 0
         st.last_checkpoint = time.monotonic()
@@ -123,6 +142,7 @@ class _SlotWrites(_TurnEvents):
             at=[self._at(c) for c in calls],
             pending=[s.entry for s in suspended],
             gather=not isinstance(step, Call),
+            journal=self._take_held(),  # the read-only calls before the pause: in its commit
         )
         run.end("suspended")
         events = announcement_events(agent.name, run.ctx.invocation_id, [s.info for s in suspended])

@@ -32,7 +32,8 @@ class TurnEnd:
 
 @dataclass(slots=True)
 class _Entry:
-    """A journaled call: the intent, and the outcome once recorded."""
+    """A journaled call: the intent (or, for a read-only call, the call its outcome names),
+    and the outcome once recorded."""
 
     tool: str
     digest: str
@@ -69,6 +70,9 @@ class Journal:
                         journal.edits[pos] = data["args"]
             elif r.seq in journal.calls:
                 journal.calls[r.seq].outcome = data
+            elif type(data) is dict and "c" in data:  # a read-only call's outcome names its call
+                tool, digest = data["c"]
+                journal.calls[r.seq] = _Entry(tool, digest, data)
         return journal
 
 

@@ -262,6 +262,34 @@ class InMemorySessionService(BaseSessionService):
         """
         self._append_journal_now(session, turn, records, expected_version)
 
+    async def commit_turn(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        *,
+        data: dict[str, Any],
+        snapshot: bytes | None,
+        expected_version: int,
+    ) -> int:
+        """``BaseSessionService.commit_turn``: the journal records and the slot in one step.
+
+        Raises:
+            TurnConflictError: the slot is not at ``expected_version``; nothing was written.
+            SessionNotFoundError: the session does not exist.
+            SessionStoreError: ``data`` is not JSON-serializable.
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        text = to_json(data, "the turn record")
+        stored = self._stored(session.app_name, session.user_id, session.id)
+        current = stored.turn[0] if stored.turn is not None else 0
+        if current != expected_version:
+            raise turn_conflict(session.id, expected_version, current)
+        self._append_journal_now(session, turn, records, expected_version)
+        stored.version += 1
+        stored.turn = (stored.version, text, bytes(snapshot) if snapshot is not None else None)
+        return stored.version
+
     def journal_appender(self) -> JournalAppender | None:
         """``BaseSessionService.journal_appender``: an in-memory append never waits (None
         when ``append_journal`` is overridden, or patched on the class or the instance)."""

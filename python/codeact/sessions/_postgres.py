@@ -40,30 +40,23 @@ from anyio.lowlevel import RunVar
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..exceptions import SessionStoreConnectionError
+from . import _sql
 from ._journal import JournalRecord, StoredDecision, TurnSlot
 from ._live import LiveRow, live_from_json, live_to_json
 from ._postgres_sql import _JOURNAL_ONE_SQL, _JOURNAL_SQL, _LIVE_SAVE_SQL, _MIGRATIONS, _PK, _SCHEMA
 from ._service import (
     BaseSessionService,
     Durability,
-    PreparedAppend,
-    ScopedState,
     SessionExistsError,
     SessionNotFoundError,
     SessionStoreError,
     apply_append,
     check_durability,
-    check_not_stale,
     json_roundtrip_state,
-    merge_state,
-    next_update_time,
     parse_turn,
     prepare_append,
     resolve_session_id,
-    sort_journal,
     split_state,
-    state_from_json,
-    state_to_json,
     to_json,
     turn_conflict,
 )
@@ -101,46 +94,8 @@ def _describe(conninfo: str) -> str:
     return f"PostgreSQL database {params.get('dbname') or params.get('user') or '?'!r} at {host}:{port}"
 
 
-def _write_state(conn: Connection[Any], key: tuple[str, str, str], scoped: ScopedState, what: str) -> None:
-    """Upsert the persisted scopes of a state delta (keys sorted: concurrent writers lock
-    rows in one order)."""
-    app_name, user_id, _ = key
-    session = [(*key, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.session.items())]
-    user = [(app_name, user_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.user.items())]
-    app = [(app_name, k, state_to_json(v, f"{what} key {k!r}")) for k, v in sorted(scoped.app.items())]
-    with conn.cursor() as cur:
-        if session:
-            cur.executemany(
-                "INSERT INTO codeact_session_state (app_name, user_id, session_id, key, value) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (app_name, user_id, session_id, key) "
-                "DO UPDATE SET value = EXCLUDED.value",
-                session,
-            )
-        if user:
-            cur.executemany(
-                "INSERT INTO codeact_user_state (app_name, user_id, key, value) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (app_name, user_id, key) DO UPDATE SET value = EXCLUDED.value",
-                user,
-            )
-        if app:
-            cur.executemany(
-                "INSERT INTO codeact_app_state (app_name, key, value) VALUES (%s, %s, %s) "
-                "ON CONFLICT (app_name, key) DO UPDATE SET value = EXCLUDED.value",
-                app,
-            )
-
-
 def _merged_state(conn: Connection[Any], app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
-    rows = conn.execute(
-        "SELECT 0, key, value FROM codeact_app_state WHERE app_name = %s "
-        "UNION ALL SELECT 1, key, value FROM codeact_user_state WHERE app_name = %s AND user_id = %s "
-        "UNION ALL SELECT 2, key, value FROM codeact_session_state WHERE " + _PK,
-        (app_name, app_name, user_id, app_name, user_id, session_id),
-    ).fetchall()
-    scopes: list[dict[str, Any]] = [{}, {}, {}]
-    for scope, key, value in rows:
-        scopes[scope][key] = state_from_json(value)
-    return merge_state(scopes[0], scopes[1], scopes[2])
+    return _sql.merged_state(conn, _sql.POSTGRES, app_name, user_id, session_id)
 
 
 class PostgresSessionService(BaseSessionService):
@@ -496,7 +451,7 @@ class PostgresSessionService(BaseSessionService):
                 if not mine:
                     raise SessionExistsError(f"session {sid!r} already exists for app {app_name!r}, user {user_id!r}")
             else:
-                _write_state(conn, key, scoped, "initial state")
+                _sql.write_state(conn, _sql.POSTGRES, key, scoped, "initial state")
             return Session(
                 id=sid,
                 app_name=app_name,
@@ -525,19 +480,7 @@ class PostgresSessionService(BaseSessionService):
             ).fetchone()
             if row is None:
                 return None
-            where = _PK
-            params: list[Any] = list(key)
-            if after_timestamp is not None:
-                where += " AND timestamp >= %s"
-                params.append(after_timestamp)
-            if num_recent_events is None:
-                sql = f"SELECT data FROM codeact_events WHERE {where} ORDER BY seq"
-            else:
-                sql = (
-                    f"SELECT data FROM (SELECT seq, data FROM codeact_events WHERE {where} "
-                    "ORDER BY seq DESC LIMIT %s) AS recent ORDER BY seq"
-                )
-                params.append(max(num_recent_events, 0))
+            sql, params = _sql.events_query(_sql.POSTGRES, key, after_timestamp, num_recent_events)
             events = [Event.model_validate_json(data) for (data,) in conn.execute(sql, params)]
             return Session(
                 id=session_id,
@@ -574,16 +517,8 @@ class PostgresSessionService(BaseSessionService):
 
     async def list_turns(self, *, app_name: str, user_id: str | None = None) -> list[tuple[str, str]]:
         def txn(conn: Connection[Any], retrying: bool) -> list[tuple[str, str]]:
-            sql = (
-                "SELECT t.user_id, t.session_id FROM codeact_turns t JOIN codeact_sessions s "
-                "ON s.app_name = t.app_name AND s.user_id = t.user_id AND s.id = t.session_id "
-                "WHERE t.app_name = %s AND t.data IS NOT NULL"
-            )
-            params: list[Any] = [app_name]
-            if user_id is not None:
-                sql += " AND t.user_id = %s"
-                params.append(user_id)
-            return [(u, s) for u, s in conn.execute(sql + " ORDER BY s.ord", params)]
+            sql, params = _sql.turns_query(_sql.POSTGRES, app_name, user_id)
+            return [(u, s) for u, s in conn.execute(sql, params)]
 
         return await self._call(txn, write=False, single=True)
 
@@ -604,52 +539,22 @@ class PostgresSessionService(BaseSessionService):
             self._append_lock.set(lock)
         async with lock:
             update_time = await self._call(
-                lambda conn, retrying: self._append_txn(conn, session, prepared, retrying), write=True
+                lambda conn, retrying: _sql.append_event(conn, _sql.POSTGRES, session, prepared, retrying=retrying),
+                write=True,
             )
             # no checkpoint between the commit and here: the live session reflects the store
             apply_append(session, prepared, update_time)
         return prepared.stored
 
-    @staticmethod
-    def _append_txn(conn: Connection[Any], session: Session, prepared: PreparedAppend, retrying: bool) -> float:
-        key = (session.app_name, session.user_id, session.id)
-        row = conn.execute(
-            "SELECT last_update_time FROM codeact_sessions WHERE app_name = %s AND user_id = %s AND id = %s FOR UPDATE",
-            key,
-        ).fetchone()
-        if row is None:
-            raise SessionNotFoundError(
-                f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
-            )
-        if retrying and row[0] > session.last_update_time:
-            # the first attempt's commit may have landed before its connection dropped
-            mine = conn.execute(f"SELECT 1 FROM codeact_events WHERE {_PK} AND id = %s", (*key, prepared.stored.id))
-            if mine.fetchone() is not None:
-                return float(row[0])
-        check_not_stale(session, row[0])
-        update_time = next_update_time(row[0])
-        conn.execute(
-            "INSERT INTO codeact_events (app_name, user_id, session_id, id, timestamp, data) "
-            "VALUES (%s, %s, %s, %s, %s, %s)",
-            (*key, prepared.stored.id, prepared.stored.timestamp, prepared.json),
-        )
-        _write_state(conn, key, prepared.delta, f"state delta of event {prepared.stored.id}")
-        conn.execute(
-            "UPDATE codeact_sessions SET last_update_time = %s WHERE app_name = %s AND user_id = %s AND id = %s",
-            (update_time, *key),
-        )
-        return update_time
-
     # --- durability --------------------------------------------------------------------
 
     async def load_turn(self, *, app_name: str, user_id: str, session_id: str) -> TurnSlot | None:
         def txn(conn: Connection[Any], retrying: bool) -> TurnSlot | None:
-            row = conn.execute(
-                f"SELECT version, data, snapshot FROM codeact_turns WHERE {_PK}", (app_name, user_id, session_id)
-            ).fetchone()
-            if row is None or row[1] is None:
-                return None
-            return TurnSlot(int(row[0]), parse_turn(row[1]), bytes(row[2]) if row[2] is not None else None)
+            return _sql.slot_of(
+                conn.execute(
+                    f"SELECT version, data, snapshot FROM codeact_turns WHERE {_PK}", (app_name, user_id, session_id)
+                ).fetchone()
+            )
 
         return await self._call_quick(txn, write=False)
 
@@ -749,6 +654,31 @@ class PostgresSessionService(BaseSessionService):
 
         await self._call_quick(txn, write=True)
 
+    async def commit_turn(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        *,
+        data: dict[str, Any],
+        snapshot: bytes | None,
+        expected_version: int,
+    ) -> int:
+        """``BaseSessionService.commit_turn`` in one transaction (the slot's row locked; the
+        flow shared with SQLite: ``codeact.sessions._sql``)."""
+        text = to_json(data, "the turn record")
+        key = (session.app_name, session.user_id, session.id)
+        blob = bytes(snapshot) if snapshot is not None else None
+
+        def txn(conn: Connection[Any], retrying: bool) -> int:
+            # one statement (the dialect's ``commit``): atomic on a worker's own autocommit
+            # connection; the rare conflict's explanation reads the rows after it
+            return _sql.commit_turn(
+                conn, _sql.POSTGRES, key, turn, records, text, blob, expected_version, retrying=retrying
+            )
+
+        return await self._call_quick(txn, write=True)
+
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
     ) -> None:
@@ -767,11 +697,12 @@ class PostgresSessionService(BaseSessionService):
 
     async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
         def txn(conn: Connection[Any], retrying: bool) -> list[JournalRecord]:
-            rows = conn.execute(
-                f"SELECT kind, seq, data FROM codeact_journal WHERE {_PK} AND turn = %s",
-                (app_name, user_id, session_id, turn),
-            ).fetchall()
-            return sort_journal([JournalRecord(k, int(q), d) for k, q, d in rows])
+            return _sql.journal_of(
+                conn.execute(
+                    f"SELECT kind, seq, data FROM codeact_journal WHERE {_PK} AND turn = %s",
+                    (app_name, user_id, session_id, turn),
+                ).fetchall()
+            )
 
         return await self._call_quick(txn, write=False)
 

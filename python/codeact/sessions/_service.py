@@ -221,6 +221,45 @@ class BaseSessionService(ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement the durability store API")
 
+    async def commit_turn(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        *,
+        data: dict[str, Any],
+        snapshot: bytes | None,
+        expected_version: int,
+    ) -> int:
+        """The buffered commit (SPEC §5 v4): appends ``records`` to the journal of ``turn`` and
+        replaces the session's turn slot with ``data`` and ``snapshot``, both only if the slot
+        is at ``expected_version`` (0: no slot). The turn driver writes the records it held
+        (read-only calls' outcomes, OS answers) with a checkpoint or a suspension this way.
+
+        The base implementation calls ``append_journal`` then ``save_turn`` (two commits, the
+        journal first: the slot never names a state whose journal is not durable); the stores
+        here do both in one transaction. Outcomes are first-writer-wins as in
+        ``append_journal``.
+
+        Returns:
+            The slot's new version.
+
+        Raises:
+            TurnConflictError: the slot is not at ``expected_version``; nothing was written.
+            SessionNotFoundError: the session does not exist.
+            SessionStoreError: the store failed or ``data`` is not JSON-serializable.
+        """
+        if records:
+            await self.append_journal(session, turn, records, expected_version=expected_version)
+        return await self.save_turn(
+            app_name=session.app_name,
+            user_id=session.user_id,
+            session_id=session.id,
+            data=data,
+            snapshot=snapshot,
+            expected_version=expected_version,
+        )
+
     def journal_appender(self) -> JournalAppender | None:
         """An optional synchronous form of ``append_journal`` for the turn driver's hot path
         (issue 21: two awaited coroutines per record cost more than an in-memory append).

@@ -27,7 +27,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -35,30 +35,22 @@ import anyio.to_thread
 import pydantic
 from anyio.lowlevel import RunVar
 
+from . import _sql
 from ._journal import JournalRecord, StoredDecision, TurnSlot
 from ._live import LiveRow, live_from_json, live_to_json
 from ._service import (
     BaseSessionService,
     Durability,
     JournalAppender,
-    PreparedAppend,
-    ScopedState,
     SessionExistsError,
     SessionNotFoundError,
     SessionStoreError,
     apply_append,
     check_durability,
-    check_not_stale,
     json_roundtrip_state,
-    merge_state,
-    next_update_time,
-    parse_turn,
     prepare_append,
     resolve_session_id,
-    sort_journal,
     split_state,
-    state_from_json,
-    state_to_json,
     to_json,
     turn_conflict,
 )
@@ -75,6 +67,9 @@ _INLINE_WAIT = 0.002
 """Seconds a caller blocks waiting for a journal write before yielding to the event loop."""
 
 _T = TypeVar("_T")
+
+_INLINE_SNAPSHOT = 64 * 1024
+"""The largest continuation ``save_turn`` writes on the calling thread (bytes)."""
 
 _FENCE = (
     "SELECT ?, ?, ?, ?, ?, ?, ? WHERE coalesce((SELECT CASE WHEN data IS NOT NULL THEN version ELSE 0 END "
@@ -188,28 +183,6 @@ def _run_in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connecti
             pass  # the transaction may already be gone (e.g. SQLITE_FULL rolls back itself)
         raise
     return result
-
-
-def _read_state(conn: sqlite3.Connection, sql: str, params: Iterable[Any]) -> dict[str, Any]:
-    return {key: state_from_json(value) for key, value in conn.execute(sql, tuple(params))}
-
-
-def _write_state(
-    conn: sqlite3.Connection, app_name: str, user_id: str, session_id: str, scoped: ScopedState, what: str
-) -> None:
-    """Upsert the persisted scopes of a state delta (``temp:`` is never written)."""
-    conn.executemany(
-        "INSERT OR REPLACE INTO session_state (app_name, user_id, session_id, key, value) VALUES (?, ?, ?, ?, ?)",
-        [(app_name, user_id, session_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in scoped.session.items()],
-    )
-    conn.executemany(
-        "INSERT OR REPLACE INTO user_state (app_name, user_id, key, value) VALUES (?, ?, ?, ?)",
-        [(app_name, user_id, k, state_to_json(v, f"{what} key {k!r}")) for k, v in scoped.user.items()],
-    )
-    conn.executemany(
-        "INSERT OR REPLACE INTO app_state (app_name, key, value) VALUES (?, ?, ?)",
-        [(app_name, k, state_to_json(v, f"{what} key {k!r}")) for k, v in scoped.app.items()],
-    )
 
 
 class SqliteSessionService(BaseSessionService):
@@ -380,16 +353,7 @@ class SqliteSessionService(BaseSessionService):
 
     @staticmethod
     def _merged_state(conn: sqlite3.Connection, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
-        app = _read_state(conn, "SELECT key, value FROM app_state WHERE app_name = ?", (app_name,))
-        user = _read_state(
-            conn, "SELECT key, value FROM user_state WHERE app_name = ? AND user_id = ?", (app_name, user_id)
-        )
-        session = _read_state(
-            conn,
-            "SELECT key, value FROM session_state WHERE app_name = ? AND user_id = ? AND session_id = ?",
-            (app_name, user_id, session_id),
-        )
-        return merge_state(app, user, session)
+        return _sql.merged_state(conn, _sql.SQLITE, app_name, user_id, session_id)
 
     # --- the service -----------------------------------------------------------------
 
@@ -422,7 +386,7 @@ class SqliteSessionService(BaseSessionService):
                 raise SessionExistsError(
                     f"session {sid!r} already exists for app {app_name!r}, user {user_id!r}"
                 ) from e
-            _write_state(conn, app_name, user_id, sid, scoped, "initial state")
+            _sql.write_state(conn, _sql.SQLITE, (app_name, user_id, sid), scoped, "initial state")
             return Session(
                 id=sid,
                 app_name=app_name,
@@ -455,19 +419,9 @@ class SqliteSessionService(BaseSessionService):
             ).fetchone()
             if row is None:
                 return None
-            where = "app_name = ? AND user_id = ? AND session_id = ?"
-            params: list[Any] = [app_name, user_id, session_id]
-            if after_timestamp is not None:
-                where += " AND timestamp >= ?"
-                params.append(after_timestamp)
-            if num_recent_events is None:
-                sql = f"SELECT data FROM events WHERE {where} ORDER BY seq"
-            else:
-                sql = (
-                    f"SELECT data FROM (SELECT seq, data FROM events WHERE {where} ORDER BY seq DESC LIMIT ?) "
-                    "ORDER BY seq"
-                )
-                params.append(max(num_recent_events, 0))
+            sql, params = _sql.events_query(
+                _sql.SQLITE, (app_name, user_id, session_id), after_timestamp, num_recent_events
+            )
             events = [Event.model_validate_json(data) for (data,) in conn.execute(sql, params)]
             return Session(
                 id=session_id,
@@ -539,34 +493,12 @@ class SqliteSessionService(BaseSessionService):
             lock = anyio.Lock()
             self._append_lock.set(lock)
         async with lock:
-            update_time = await self._call(lambda conn: self._append_txn(conn, session, prepared), write=True)
+            update_time = await self._call(
+                lambda conn: _sql.append_event(conn, _sql.SQLITE, session, prepared), write=True
+            )
             # no checkpoint between the commit and here: the live session reflects the store
             apply_append(session, prepared, update_time)
         return prepared.stored
-
-    def _append_txn(self, conn: sqlite3.Connection, session: Session, prepared: PreparedAppend) -> float:
-        """Inside ``BEGIN IMMEDIATE``: check, insert the event, write the delta, bump the
-        update time. Returns the new update time."""
-        key = (session.app_name, session.user_id, session.id)
-        row = conn.execute(
-            "SELECT last_update_time FROM sessions WHERE app_name = ? AND user_id = ? AND id = ?", key
-        ).fetchone()
-        if row is None:
-            raise SessionNotFoundError(
-                f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
-            )
-        check_not_stale(session, row[0])
-        update_time = next_update_time(row[0])
-        conn.execute(
-            "INSERT INTO events (app_name, user_id, session_id, id, timestamp, data) VALUES (?, ?, ?, ?, ?, ?)",
-            (*key, prepared.stored.id, prepared.stored.timestamp, prepared.json),
-        )
-        _write_state(conn, *key, prepared.delta, f"state delta of event {prepared.stored.id}")
-        conn.execute(
-            "UPDATE sessions SET last_update_time = ? WHERE app_name = ? AND user_id = ? AND id = ?",
-            (update_time, *key),
-        )
-        return update_time
 
     # --- durability --------------------------------------------------------------------
 
@@ -578,13 +510,12 @@ class SqliteSessionService(BaseSessionService):
         """
 
         def txn(conn: sqlite3.Connection) -> TurnSlot | None:
-            row = conn.execute(
-                "SELECT version, data, snapshot FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
-                (app_name, user_id, session_id),
-            ).fetchone()
-            if row is None or row[1] is None:
-                return None
-            return TurnSlot(row[0], parse_turn(row[1]), bytes(row[2]) if row[2] is not None else None)
+            return _sql.slot_of(
+                conn.execute(
+                    "SELECT version, data, snapshot FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
+                    (app_name, user_id, session_id),
+                ).fetchone()
+            )
 
         return await self._call_quick(txn, write=False)
 
@@ -610,6 +541,7 @@ class SqliteSessionService(BaseSessionService):
         """
         text = to_json(data, "the turn record") if data is not None else None
         key = (app_name, user_id, session_id)
+        done: list[int] = []
 
         def txn(conn: sqlite3.Connection) -> int:
             if (
@@ -617,11 +549,7 @@ class SqliteSessionService(BaseSessionService):
                 is None
             ):
                 raise SessionNotFoundError(f"session {session_id!r} not found for app {app_name!r}, user {user_id!r}")
-            row = conn.execute(
-                "SELECT version, data IS NOT NULL FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
-                key,
-            ).fetchone()
-            current = row[0] if row is not None and row[1] else 0
+            current, stored = _sql.slot_version(conn, _sql.SQLITE, key)
             if current != expected_version:
                 raise turn_conflict(session_id, expected_version, current)
             if text is None:
@@ -630,15 +558,16 @@ class SqliteSessionService(BaseSessionService):
                     "AND session_id = ?",
                     key,
                 )
+                done[:] = [0]
                 return 0
-            version = (row[0] if row is not None else 0) + 1
-            conn.execute(
-                "INSERT OR REPLACE INTO turns (app_name, user_id, session_id, version, data, snapshot) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (*key, version, text, snapshot),
-            )
-            return version
+            conn.execute(_sql.SQLITE.put_slot, (*key, stored + 1, text, snapshot))
+            done[:] = [stored + 1]
+            return stored + 1
 
+        # a small slot (no continuation, or a small one) on the calling thread when the database
+        # is free, as a journal write; a large continuation on the writer thread
+        if (snapshot is None or len(snapshot) <= _INLINE_SNAPSHOT) and self._try_inline(txn):
+            return done[0]
         return await self._call_quick(txn, write=True)
 
     async def append_journal(
@@ -653,33 +582,47 @@ class SqliteSessionService(BaseSessionService):
         if self._append_journal_now(session, turn, records, expected_version):
             return
         key = (session.app_name, session.user_id, session.id)
-        outcomes = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind == "outcome"]
-        others = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind != "outcome"]
 
         def txn(conn: sqlite3.Connection) -> None:
             if expected_version is not None:
-                row = conn.execute(
-                    "SELECT version, data IS NOT NULL FROM turns WHERE app_name = ? AND user_id = ? AND session_id = ?",
-                    key,
-                ).fetchone()
-                current = row[0] if row is not None and row[1] else 0
+                current, _ = _sql.slot_version(conn, _sql.SQLITE, key)
                 if current != expected_version:
                     raise turn_conflict(session.id, expected_version, current)
-            if others:
-                conn.executemany(
-                    "INSERT OR REPLACE INTO journal (app_name, user_id, session_id, turn, kind, seq, data) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    others,
-                )
-            if outcomes:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO journal (app_name, user_id, session_id, turn, kind, seq, data) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    outcomes,
-                )
+            _sql.write_journal(conn, _sql.SQLITE, key, turn, records)
 
         if not self._try_inline(txn):
             await self._call_quick(txn, write=True)
+
+    async def commit_turn(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        *,
+        data: dict[str, Any],
+        snapshot: bytes | None,
+        expected_version: int,
+    ) -> int:
+        """``BaseSessionService.commit_turn`` in one ``BEGIN IMMEDIATE`` transaction (the flow
+        shared with PostgreSQL: ``codeact.sessions._sql``).
+
+        Raises:
+            TurnConflictError: the slot is not at ``expected_version``; nothing was written.
+            SessionNotFoundError: the session does not exist.
+            SessionStoreError: SQLite failed or ``data`` is not JSON-serializable.
+        """
+        text = to_json(data, "the turn record")
+        key = (session.app_name, session.user_id, session.id)
+
+        done: list[int] = []
+
+        def txn(conn: sqlite3.Connection) -> int:
+            done[:] = [_sql.commit_turn(conn, _sql.SQLITE, key, turn, records, text, snapshot, expected_version)]
+            return done[0]
+
+        if self._try_inline(txn):  # on the calling thread when the database is free, as a journal write
+            return done[0]
+        return await self._call_quick(txn, write=True)
 
     def journal_appender(self) -> JournalAppender | None:
         """``BaseSessionService.journal_appender``: one record (an intent, an outcome) as one
@@ -774,12 +717,13 @@ class SqliteSessionService(BaseSessionService):
         """
 
         def txn(conn: sqlite3.Connection) -> list[JournalRecord]:
-            rows = conn.execute(
-                "SELECT kind, seq, data FROM journal WHERE app_name = ? AND user_id = ? AND session_id = ? "
-                "AND turn = ?",
-                (app_name, user_id, session_id, turn),
-            ).fetchall()
-            return sort_journal([JournalRecord(k, q, d) for k, q, d in rows])
+            return _sql.journal_of(
+                conn.execute(
+                    "SELECT kind, seq, data FROM journal WHERE app_name = ? AND user_id = ? AND session_id = ? "
+                    "AND turn = ?",
+                    (app_name, user_id, session_id, turn),
+                ).fetchall()
+            )
 
         return await self._call_quick(txn, write=False)
 
@@ -816,15 +760,8 @@ class SqliteSessionService(BaseSessionService):
         """
 
         def txn(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-            sql = (
-                "SELECT t.user_id, t.session_id FROM turns t JOIN sessions s ON s.app_name = t.app_name "
-                "AND s.user_id = t.user_id AND s.id = t.session_id WHERE t.app_name = ? AND t.data IS NOT NULL"
-            )
-            params: list[Any] = [app_name]
-            if user_id is not None:
-                sql += " AND t.user_id = ?"
-                params.append(user_id)
-            return [(u, sid) for u, sid in conn.execute(sql + " ORDER BY s.rowid", params)]
+            sql, params = _sql.turns_query(_sql.SQLITE, app_name, user_id)
+            return [(u, sid) for u, sid in conn.execute(sql, params)]
 
         return await self._call(txn, write=False)
 

@@ -512,6 +512,55 @@ class StoreContract:
         await first.append_journal(s, "t", [JournalRecord("outcome", 0, '"later"')])
         assert await first.read_journal(app_name=APP, user_id="u", session_id="s", turn="t") == [record]
 
+    async def test_commit_turn_writes_the_held_records_and_the_slot_in_one_commit(
+        self, make_store: StoreFactory
+    ) -> None:
+        """The buffered commit (SPEC §5 v4): ``commit_turn`` writes a turn's held journal records
+        (read-only calls' outcomes naming their call, OS answers) and its slot together, fenced
+        by the slot's version; a stale one writes neither."""
+        store = make_store()
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        v1 = await store.save_turn(**key, data=_record(claim=_claim()), snapshot=None, expected_version=0)
+        await store.append_journal(s, "t", [JournalRecord("outcome", 0, '{"v":"first"}')], expected_version=v1)
+        held = [
+            JournalRecord("os", 1, '[["clock", 1.5]]'),
+            JournalRecord("outcome", 0, '{"v":"late","c":["read","0000000000000000"]}'),
+            JournalRecord("outcome", 1, '{"v":10,"c":["read","0123456789abcdef"]}'),
+        ]
+        v2 = await store.commit_turn(
+            s, "t", held, data=_record(status="suspended"), snapshot=b"\x00snap", expected_version=v1
+        )
+        assert v2 == v1 + 1
+        slot = await make_store().load_turn(**key)
+        assert slot is not None and slot.version == v2 and slot.data["status"] == "suspended"
+        assert slot.snapshot == b"\x00snap"
+        assert await make_store().read_journal(**key, turn="t") == [
+            JournalRecord("os", 1, '[["clock", 1.5]]'),
+            JournalRecord("outcome", 0, '{"v":"first"}'),  # outcomes stay first-writer-wins
+            JournalRecord("outcome", 1, '{"v":10,"c":["read","0123456789abcdef"]}'),
+        ]
+        with pytest.raises(TurnConflictError):  # a taken-over writer: neither part is written
+            await store.commit_turn(
+                s, "t", [JournalRecord("outcome", 2, '{"v":0}')], data=_record(), snapshot=None, expected_version=v1
+            )
+        assert len(await store.read_journal(**key, turn="t")) == 3
+        assert (await store.load_turn(**key)).version == v2  # type: ignore[union-attr]
+        await store.save_turn(**key, data=None, snapshot=None, expected_version=v2)
+        v3 = await store.commit_turn(  # a slot deleted, then committed again: a new version from 0
+            s,
+            "t2",
+            [JournalRecord("outcome", 0, '{"v":1,"c":["r","d"]}')],
+            data=_record(),
+            snapshot=None,
+            expected_version=0,
+        )
+        assert v3 > 0 and (await store.load_turn(**key)).version == v3  # type: ignore[union-attr]
+        assert [r.seq for r in await store.read_journal(**key, turn="t2")] == [0]
+        missing = Session(id="nope", app_name=APP, user_id="u")
+        with pytest.raises(SessionNotFoundError):
+            await store.commit_turn(missing, "t", [], data=_record(), snapshot=None, expected_version=0)
+
     # --- blobs, deletion, listing ----------------------------------------------------------
 
     async def test_blobs(self, store: BaseSessionService) -> None:

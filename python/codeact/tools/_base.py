@@ -44,9 +44,17 @@ class Tool:
         editable: a reviewer may approve a call of this tool with edited arguments
             (``Runner.approve(args=...)``); ``False`` refuses such an approval
             (``EditNotSupportedError``): the call runs as the script made it, or not at all.
+        read_only: the tool changes nothing outside the script (a lookup, a search, a read):
+            running it again after a crash is harmless. Its calls write no journal intent and
+            their outcomes become durable with the turn's next durable write (the next call
+            with effects, a pause, the end of the script) instead of one commit each; a call
+            whose outcome was not yet durable runs again after a crash, and ``on_in_doubt``
+            never applies to it (SPEC §5, docs/durability.md). Default False: every call is
+            an effect (an intent before it starts, its outcome before the script goes on).
     """
 
     on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun"
+    read_only: bool = False
 
     def __init__(
         self,
@@ -61,12 +69,14 @@ class Tool:
         editable: bool = True,
         result_type: Any = None,
         payload_type: Any = None,
+        read_only: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("a tool needs a non-empty string name")
         if on_in_doubt not in ("rerun", "ask", "fail"):
             raise ValueError(f"on_in_doubt must be 'rerun', 'ask' or 'fail', not {on_in_doubt!r}")
         self.on_in_doubt = on_in_doubt
+        self.read_only = bool(read_only)
         self.name = name
         self.description = description
         self.parameters = parameters

@@ -299,6 +299,8 @@ class FunctionTool(Tool):
             this signature first), as ``Tool``.
         result_type / payload_type: the type of a completion's value (a long-running tool)
             and of an approval's payload, as ``Tool``.
+        read_only: the function changes nothing outside the script, as ``Tool``: its calls
+            write no journal intent and become durable with the turn's next durable write.
         run_in_thread: run a sync ``func`` in a worker thread (default), so a blocking
             function never stalls the event loop: the caller waits up to 2 ms for a quick
             function, then awaits the thread without blocking. The agent's ``tool_timeout``
@@ -339,6 +341,7 @@ class FunctionTool(Tool):
         editable: bool = True,
         result_type: Any = None,
         payload_type: Any = None,
+        read_only: bool = False,
     ) -> None:
         hint = foreign_tool_hint(func)
         if hint is not None:
@@ -415,6 +418,7 @@ class FunctionTool(Tool):
             editable=editable,
             result_type=result_type,
             payload_type=payload_type,
+            read_only=read_only,
         )
         self.func = func
         self.run_in_thread = run_in_thread
@@ -601,6 +605,9 @@ def tool(
     description: str | None = None,
     requires_confirmation: bool = False,
     run_in_thread: bool = True,
+    on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
+    editable: bool = True,
+    read_only: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -614,6 +621,7 @@ def tool(
     run_in_thread: bool = True,
     on_in_doubt: Literal["rerun", "ask", "fail"] = "rerun",
     editable: bool = True,
+    read_only: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Makes a ``FunctionTool``, as ``@tool``, ``@tool(name="x")`` or ``tool(func)``.
 
@@ -636,6 +644,7 @@ def tool(
             run_in_thread=run_in_thread,
             on_in_doubt=on_in_doubt,
             editable=editable,
+            read_only=read_only,
         )
 
     return make(func) if func is not None else make

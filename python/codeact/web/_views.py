@@ -420,7 +420,11 @@ async def turn_detail(runner: Runner, session: Session, info: Any) -> dict[str, 
         elif r.kind == "outcome":
             data = _decode(r.data)
             value, error = (data.get("v"), data.get("e")) if isinstance(data, dict) else (data, None)
-            ran.append({"pos": r.seq, "tool": tools.get(r.seq, "?"), "value": value, "error": error})
+            tool = tools.get(r.seq, "?")
+            call = data.get("c") if isinstance(data, dict) else None
+            if tool == "?" and isinstance(call, list) and call:  # a read-only call's outcome names it
+                tool = str(call[0])
+            ran.append({"pos": r.seq, "tool": tool, "value": value, "error": error})
     return {"ran": ran, "stdout": stdout}
 
 

@@ -40,27 +40,41 @@ class _PredicateTool(FunctionTool):
         return bool(verdict)
 
 
-def _one(tool: Any) -> Tool:
+def _one(tool: Any, reads: bool | frozenset[str]) -> Tool:
     if isinstance(tool, Tool):
         return tool
     if not isinstance(tool, AdkFunctionTool):
         if callable(tool):
-            return FunctionTool(tool)
+            made = FunctionTool(tool)
+            made.read_only = reads if isinstance(reads, bool) else made.name in reads
+            return made
         raise TypeError(f"expected an ADK FunctionTool, a codeact Tool or a function, got {type(tool).__name__}")
     func: Callable[..., Any] = tool.func
     confirm = tool._require_confirmation  # ADK keeps the flag (or predicate) here
+    read_only = reads if isinstance(reads, bool) else tool.name in reads
     if isinstance(tool, AdkLongRunningFunctionTool):
         return LongRunningFunctionTool(func, name=tool.name, description=tool.description or None)
     if callable(confirm):
-        return _PredicateTool(func, confirm, name=tool.name, description=tool.description or None)
-    return FunctionTool(func, name=tool.name, description=tool.description or None, requires_confirmation=bool(confirm))
+        return _PredicateTool(func, confirm, name=tool.name, description=tool.description or None, read_only=read_only)
+    return FunctionTool(
+        func,
+        name=tool.name,
+        description=tool.description or None,
+        requires_confirmation=bool(confirm),
+        read_only=read_only,
+    )
 
 
-def from_adk(tools: Iterable[Any]) -> list[Tool]:
+def from_adk(tools: Iterable[Any], *, read_only: bool | Iterable[str] = False) -> list[Tool]:
     """Each ADK ``FunctionTool`` (or ``LongRunningFunctionTool``) as a codeact tool with the same
     name, description and parameters. ``require_confirmation=True`` maps to
     ``requires_confirmation``; a predicate is called per call with the call's arguments (as
     keywords, sync or async, as ADK does) and the call waits for a human only when it returns
-    true. codeact tools and plain functions pass through (functions wrapped in
-    ``FunctionTool``)."""
-    return [_one(t) for t in tools]
+    true. codeact tools pass through as they are; plain functions are wrapped in
+    ``FunctionTool``.
+
+    ``read_only`` declares the tools that change nothing outside the script (``True``: every
+    function tool converted here, or their names), as ``Tool(read_only=True)``: ADK has no
+    standard flag for it. A long-running tool is never read-only (its result arrives later)."""
+    reads = read_only if isinstance(read_only, bool) else frozenset(read_only)
+    return [_one(t, reads) for t in tools]

@@ -54,6 +54,9 @@ class LangChainTool(Tool):
         requires_confirmation: a human must approve each call (codeact's human in the loop).
         is_long_running: as for every codeact ``Tool``.
         inject: the injection hook (``InjectHook``).
+        read_only: the tool changes nothing outside the script (``Tool``'s ``read_only``:
+            no journal intent, its outcome durable with the turn's next durable write);
+            langchain has no standard flag for it, so it is declared here.
 
     Raises:
         TypeError: (at a call, into the script) the tool has injected parameters no hook filled.
@@ -66,6 +69,7 @@ class LangChainTool(Tool):
         requires_confirmation: bool = False,
         is_long_running: bool = False,
         inject: InjectHook | None = None,
+        read_only: bool = False,
     ) -> None:
         spec = convert_to_openai_tool(tool)["function"]
         super().__init__(
@@ -74,6 +78,7 @@ class LangChainTool(Tool):
             spec.get("parameters") or {"type": "object", "properties": {}},
             requires_confirmation=requires_confirmation,
             is_long_running=is_long_running,
+            read_only=read_only,
         )
         self.tool = tool
         self.inject = inject
@@ -148,22 +153,30 @@ def _overrides_arun(tool: BaseTool) -> bool:
 
 
 def from_langchain(
-    tools: Iterable[BaseTool], *, require_confirmation: Iterable[str] = (), inject: InjectHook | None = None
+    tools: Iterable[BaseTool],
+    *,
+    require_confirmation: Iterable[str] = (),
+    inject: InjectHook | None = None,
+    read_only: bool | Iterable[str] = False,
 ) -> list[Tool]:
     """Each langchain tool as a codeact tool, for ``CodeActAgent(tools=...)`` or a
     ``FunctionToolset``; the tools named in ``require_confirmation`` need approval; ``inject``
-    fills ``InjectedToolArg`` parameters (``InjectHook``).
+    fills ``InjectedToolArg`` parameters (``InjectHook``); ``read_only`` declares the tools
+    that change nothing outside the script (``True``: all of them, or their names), as
+    ``Tool(read_only=True)``: langchain has no standard flag for it.
 
     Raises:
         TypeError: an item is not a langchain ``BaseTool`` (the message names it).
     """
     out: list[Tool] = []
     gated = set(require_confirmation)
+    reads = read_only if isinstance(read_only, bool) else frozenset(read_only)
     for t in tools:
         if not isinstance(t, BaseTool):
             raise TypeError(
                 f"from_langchain expects langchain tools (@tool functions, StructuredTool, BaseTool), got "
                 f"{type(t).__name__}: pass plain functions and codeact tools to CodeActAgent(tools=...) directly"
             )
-        out.append(LangChainTool(t, requires_confirmation=t.name in gated, inject=inject))
+        marked = reads if isinstance(reads, bool) else t.name in reads
+        out.append(LangChainTool(t, requires_confirmation=t.name in gated, inject=inject, read_only=marked))
     return out

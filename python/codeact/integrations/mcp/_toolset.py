@@ -60,6 +60,16 @@ def _result_value(result: CallToolResult, output_schema: Mapping[str, Any] | Non
     return [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content]
 
 
+def _read_only_hint(tool: Any) -> bool:
+    """Whether a listed MCP tool's annotations say ``readOnlyHint: true``."""
+    annotations = getattr(tool, "annotations", None)
+    if annotations is None:
+        return False
+    if isinstance(annotations, Mapping):
+        return annotations.get("readOnlyHint") is True or annotations.get("read_only_hint") is True
+    return getattr(annotations, "read_only_hint", None) is True or getattr(annotations, "readOnlyHint", None) is True
+
+
 class McpTool(Tool):
     """One tool of an MCP server; ``run`` sends ``tools/call`` through the toolset's connection.
 
@@ -106,6 +116,10 @@ class McpToolset(Toolset):
             human's approval before each call (codeact's human-in-the-loop flow): the server's
             name of a tool, or its name with the toolset's ``prefix``.
         read_timeout: seconds to wait for each answer, or None for the SDK's default.
+        trust_read_only_hints: take a tool's ``readOnlyHint`` annotation as codeact's
+            ``read_only`` (its calls write no journal intent; their outcomes become durable
+            with the turn's next durable write). Default False: MCP says hints are hints,
+            untrusted unless the server is, so every call is an effect.
         name / tool_filter / prefix: as for every ``Toolset``.
 
     Connection: use ``async with toolset:``. Inside it one connection (one server process for
@@ -122,6 +136,7 @@ class McpToolset(Toolset):
         *,
         require_confirmation: bool | Sequence[str] = False,
         read_timeout: float | None = None,
+        trust_read_only_hints: bool = False,
         name: str | None = None,
         tool_filter: ToolFilter | None = None,
         prefix: str | None = None,
@@ -129,6 +144,7 @@ class McpToolset(Toolset):
         super().__init__(name=name or "mcp", tool_filter=tool_filter, prefix=prefix)
         self.server = server
         self.require_confirmation = require_confirmation
+        self.trust_read_only_hints = trust_read_only_hints
         self.read_timeout = read_timeout
         self._open: Client | None = None
         self._tools: list[Tool] | None = None
@@ -290,6 +306,7 @@ class McpToolset(Toolset):
                     dict(t.input_schema),
                     dict(t.output_schema) if t.output_schema else None,
                     requires_confirmation=self._confirm(t.name),
+                    read_only=self.trust_read_only_hints and _read_only_hint(t),
                 )
                 for t in listed
             ]

@@ -213,7 +213,15 @@ class CodeActToolset(WrapperToolset[Any]):
         """
         inner = await self.wrapped.get_tools(ctx)
         listing = self.runtime.render_tools(
-            [Tool(name, t.tool_def.description or "", t.tool_def.parameters_json_schema) for name, t in inner.items()]
+            [
+                Tool(
+                    name,
+                    t.tool_def.description or "",
+                    t.tool_def.parameters_json_schema,
+                    read_only=read_only_tool(t.tool_def),
+                )
+                for name, t in inner.items()
+            ]
         )
         description = (
             "Run a Python script. Write the whole task as one script: call the tools below from it, combine their "
@@ -497,3 +505,10 @@ def _checked_edit(name: str, edited: Any, tool: ToolsetTool[Any] | None, call_id
         )
     assert isinstance(edited, dict)
     return edited
+
+
+def read_only_tool(tool_def: ToolDefinition) -> bool:
+    """Whether a pydantic-ai tool is declared read-only: ``metadata={"read_only": True}`` on
+    its definition (the key pydantic-ai-harness reads), as codeact's ``Tool(read_only=True)``."""
+    metadata = tool_def.metadata
+    return isinstance(metadata, dict) and metadata.get("read_only") is True
