@@ -4,6 +4,8 @@ resume from the checkpoint, inline decisions by call key, and runtimes that cann
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agent_helpers import (
@@ -101,7 +103,9 @@ async def test_confirmation_suspend_marks_the_turn_interrupted() -> None:
     key = pending["call_key"]
     assert pending["kind"] == "confirmation"
     assert last.interrupted and last.turn_complete
-    assert last.actions.requested_tool_confirmations == {
+    asked = last.actions.requested_tool_confirmations
+    assert re.fullmatch("[0-9a-f]{16}", asked[key].digest)  # names the call (PendingCallInfo.digest)
+    assert {k: c.model_copy(update={"digest": ""}) for k, c in asked.items()} == {
         key: ToolConfirmation(tool_name="delete_file", function_call_id=key, args={"path": "/tmp/x"})
     }
     assert "Tool confirmation required for 'delete_file'" in last.text

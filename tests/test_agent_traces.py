@@ -3,6 +3,7 @@ replies, a SqliteSessionService file under tmp_path (reopened between invocation
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,9 @@ async def test_trace_22_2_confirmation_across_two_invocations(tmp_path: Path, de
     (suspend,) = events_a
     key = f"{suspend.invocation_id}:1:0"
     assert suspend.text.startswith("Tool confirmation required for 'delete_file'")
-    assert suspend.actions.requested_tool_confirmations == {
+    asked = suspend.actions.requested_tool_confirmations
+    assert re.fullmatch("[0-9a-f]{16}", asked[key].digest)  # names the call (PendingCallInfo.digest)
+    assert {k: c.model_copy(update={"digest": ""}) for k, c in asked.items()} == {
         key: ToolConfirmation(tool_name="delete_file", function_call_id=key, args={"path": "/tmp/x"})
     }
     assert suspend.interrupted and suspend.turn_complete
