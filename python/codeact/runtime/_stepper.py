@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from ._seam import ThreadTicket
+
 __all__ = ("INLINE_WAIT", "await_ticket", "run_step", "start_step")
 
 T = TypeVar("T")
@@ -59,26 +61,6 @@ async def run_step(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
 
 
-class _FutureTicket:
-    """A ticket over a thread-pool future (a runtime without a native ``_async`` variant)."""
-
-    __slots__ = ("_future",)
-
-    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
-        self._future = future
-
-    @property
-    def done(self) -> bool:
-        return self._future.done()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        concurrent.futures.wait([self._future], timeout=timeout)
-        return self._future.done()
-
-    def result(self) -> Any:
-        return self._future.result()
-
-
 def start_step(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Starts ``fn(*args, **kwargs)`` off the event loop as ``run_step`` does and returns its
     ticket at once (``done``, ``wait(timeout)``, ``result()``): for a caller that has work to
@@ -87,4 +69,4 @@ def start_step(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     native = getattr(owner, f"{getattr(fn, '__name__', '')}_async", None) if owner is not None else None
     if native is not None:
         return native(*args, **kwargs)
-    return _FutureTicket(_EXECUTOR.submit(fn, *args, **kwargs))
+    return ThreadTicket(_EXECUTOR.submit(fn, *args, **kwargs))
