@@ -30,7 +30,9 @@ from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyCon
 from ._dispatch import CircuitBreaker, RetryBudget, call_callback
 from ._driver import TurnDriver, TurnEnd, TurnState
 from ._extract import explain_no_code, extract_code
+from ._final import as_content as _as_content
 from ._final import check_input, final_result
+from ._final import otel_usage as _otel_usage
 from ._hints import explain_raised, script_hint
 from ._instructions import seed_transcript, system_prompt
 from ._model_call import call_model, stream_model, usage_breach
@@ -894,19 +896,3 @@ class CodeActAgent(BaseAgent):
             persist_namespace=self.persist_namespace or not strict,
             uses_session=self._uses_session() or not strict,
         )
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-def _otel_usage(run: Run) -> Any:
-    """The run's token totals in the shape ``AgentRun.end`` reads (``prompt_tokens`` / ``completion_tokens``)."""
-    from ..models import Usage
-
-    return Usage(prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens)
-
-
-def _as_content(value: Any) -> Content:
-    if isinstance(value, Content):
-        return value
-    return Content.from_text(str(value), role="model")

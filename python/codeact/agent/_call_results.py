@@ -119,3 +119,23 @@ class _HandlerFailed(Exception):
         super().__init__(str(cause))
         self.cause = cause
         self.suspend = suspend
+
+
+def handler_verdict(verdict: Any) -> tuple[bool | None, str]:
+    """A confirmation handler's answer as ``(approve or None for ask, reason)``.
+
+    Raises:
+        ValueError: an answer that is none of the documented forms.
+    """
+    if verdict is None or verdict == "ask":
+        return None, ""
+    if verdict is True or verdict in ("approve", "approved", "yes"):
+        return True, ""
+    if verdict is False or verdict in ("deny", "denied", "no"):
+        return False, ""
+    if isinstance(verdict, tuple) and len(verdict) == 2 and verdict[0] == "deny" and isinstance(verdict[1], str):
+        return False, verdict[1]
+    raise ValueError(
+        f"a confirmation handler must return 'approve', 'deny', ('deny', reason), 'ask', True, False or None; got "
+        f"{verdict!r}"
+    )

@@ -67,6 +67,7 @@ from ._call_results import (
     _Settled,
     _Stop,
     _Suspend,
+    handler_verdict,
 )
 from ._dispatch import ToolFailure, failure_of, run_bare_tool, terminal_signal
 from ._journal_writes import _intents, _JournalWrites, _json
@@ -628,7 +629,7 @@ class TurnDriver(_JournalWrites):
                 verdict = await anyio.to_thread.run_sync(handler, suspend.info)
                 if inspect.isawaitable(verdict):
                     verdict = await verdict
-            approve, reason = _verdict(verdict)
+            approve, reason = handler_verdict(verdict)
         except Exception as exc:
             raise _HandlerFailed(exc, suspend) from exc
         if approve is None:
@@ -884,26 +885,6 @@ def _args_digest_or_error(tool: Tool, args: dict[str, Any]) -> str | ResumeError
         return ResumeError(
             f"the arguments of {tool.name!r} cannot cross the boundary ({exc}); the tool did not run", "ValueError"
         )
-
-
-def _verdict(verdict: Any) -> tuple[bool | None, str]:
-    """A confirmation handler's answer as ``(approve or None for ask, reason)``.
-
-    Raises:
-        ValueError: an answer that is none of the documented forms.
-    """
-    if verdict is None or verdict == "ask":
-        return None, ""
-    if verdict is True or verdict in ("approve", "approved", "yes"):
-        return True, ""
-    if verdict is False or verdict in ("deny", "denied", "no"):
-        return False, ""
-    if isinstance(verdict, tuple) and len(verdict) == 2 and verdict[0] == "deny" and isinstance(verdict[1], str):
-        return False, verdict[1]
-    raise ValueError(
-        f"a confirmation handler must return 'approve', 'deny', ('deny', reason), 'ask', True, False or None; got "
-        f"{verdict!r}"
-    )
 
 
 def position_of(call_key: str) -> int:

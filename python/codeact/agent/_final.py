@@ -21,7 +21,7 @@ from ._run import Run
 if TYPE_CHECKING:
     from ._agent import CodeActAgent
 
-__all__ = ("check_input", "final_result", "schema_error_room", "validate_output")
+__all__ = ("as_content", "check_input", "final_result", "otel_usage", "schema_error_room", "validate_output")
 
 
 def check_input(agent: CodeActAgent, content: Content | None) -> str | None:
@@ -137,3 +137,17 @@ def schema_error_room(agent: CodeActAgent) -> int:
     """Characters the schema errors may take in the feedback (``max_error_chars`` less the
     words around them)."""
     return max(agent.max_error_chars - 120, 200)
+
+
+def otel_usage(run: Run) -> Any:
+    """The run's token totals in the shape ``AgentRun.end`` reads (``prompt_tokens`` / ``completion_tokens``)."""
+    from ..models import Usage
+
+    return Usage(prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens)
+
+
+def as_content(value: Any) -> Content:
+    """A callback's answer as a model-role ``Content`` (a text becomes one text part)."""
+    if isinstance(value, Content):
+        return value
+    return Content.from_text(str(value), role="model")
