@@ -210,6 +210,8 @@ SERIAL_MODULES: frozenset[str] = frozenset(
 
 SERIAL_TESTS: dict[str, tuple[str, ...]] = {
     "test_oneshot": ("test_arun_leaves_the_event_loop_free",),
+    # a paced model streaming in another process, watched growing in Chromium: timing under load
+    "test_web_live": ("test_the_timeline_shows_the_reply_and_output_of_a_run_in_another_process_growing",),
     "test_faults": (
         "test_sync_tool_timeout_holds",
         "test_sync_tool_does_not_block_other_sessions",
