@@ -329,6 +329,7 @@ async def stream_reply(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | 
         return
     eager = EagerRun(agent, run)
     reply: str | None = None
+    failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(eager.work)
         try:
@@ -338,10 +339,13 @@ async def stream_reply(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | 
                         reply = piece
                     else:
                         yield piece
-        except BaseException:
-            tg.cancel_scope.cancel()  # the stream broke off: the early calls stop, nothing is kept
-            raise
-        eager.close()
+        except BaseException as exc:  # the stream broke off (or the caller left): the early calls stop
+            failure = exc
+            tg.cancel_scope.cancel()
+        else:
+            eager.close()  # the call under way ends, no new one starts
+    if failure is not None:
+        raise failure  # as itself, not in the task group's exception group
     assert reply is not None
     if eager.finish(reply):
         run.eager = eager
