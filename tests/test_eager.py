@@ -10,6 +10,11 @@ Real parts: the Monty interpreter, the runner, SQLite stores; the models stream 
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -303,3 +308,92 @@ async def test_early_calls_pass_before_tool_like_any_call() -> None:
     assert final_text(events) == "AB:written"
     assert [name for name, _ in seen] == ["lookup", "lookup", "write"]  # once per call
     assert model.ended is not None and seen[0][1] < model.ended
+
+
+# ---------------------------------------------------------------------- kill -9 during an eager run
+
+KILL_CHILD = textwrap.dedent(
+    '''
+    import json, os, signal, sys
+    from pathlib import Path
+    from codeact import CodeActAgent, FunctionTool, MontyRuntime, RunConfig, Runner, ScriptedModel
+    from codeact import SqliteSessionService
+
+    db, ledger, kill = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+
+    def note(line):
+        with ledger.open("a") as f:
+            f.write(line + "\\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if line == kill:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def lookup(key: str) -> str:
+        """Looks key up."""
+        note("lookup:" + key)
+        return key.upper()
+
+    def charge(item: str) -> str:
+        """Charges item (an effect)."""
+        note("charge:" + item)
+        return "charged " + item
+
+    SCRIPT = ('a = call_tool("lookup", {"key": "a"})\\nb = call_tool("lookup", {"key": "b"})\\n'
+              + "pad = 1\\n" * 12 + 'c = call_tool("charge", {"item": a + b})\\n'
+              '{"type": "final_result", "value": c}\\n')
+    REPLY = "Two lookups, then a charge.\\n```python\\n" + SCRIPT + "```\\nDone."
+
+    with SqliteSessionService(db) as service:
+        import asyncio
+        async def main():
+            s = await service.get_session(app_name="app", user_id="u", session_id="s")
+            message = "go"
+            if s is None:
+                await service.create_session(app_name="app", user_id="u", session_id="s")
+            elif await service.load_turn(app_name="app", user_id="u", session_id="s") is not None:
+                message = None  # recover the turn in flight
+            model = ScriptedModel([REPLY] * 3, time_to_first_token=0.0, tokens_per_second=150, chars_per_token=4)
+            tools = [FunctionTool(lookup, read_only=True), FunctionTool(charge)]
+            agent = CodeActAgent(name="coder", model=model, runtime=MontyRuntime(), tools=tools)
+            runner = Runner(app_name="app", agent=agent, session_service=service)
+            config = RunConfig(eager=True)
+            async for e in runner.run_async(user_id="u", session_id="s", new_message=message, run_config=config):
+                pass
+            s = await service.get_session(app_name="app", user_id="u", session_id="s")
+            slot = await service.load_turn(app_name="app", user_id="u", session_id="s")
+            print(json.dumps({"final": s.events[-1].text, "pending": slot is not None}))
+        asyncio.run(main())
+    '''
+)
+
+
+def kill_child(tmp: Path, kill: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", KILL_CHILD, str(tmp / "s.db"), str(tmp / "ledger"), kill],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kill", "expected"),
+    [
+        # killed in an early lookup, while the reply streams: nothing stored but the message;
+        # the restart runs the message again, and the charge runs once
+        ("lookup:b", ["lookup:a", "lookup:b", "lookup:a", "lookup:b", "charge:AB"]),
+        # killed after the charge's effect, before its outcome: the turn is recovered like any
+        # run (the charge is in its at-least-once window); the early lookups' outcomes were
+        # made durable with the charge's intent, so they do not run again
+        ("charge:AB", ["lookup:a", "lookup:b", "charge:AB", "charge:AB"]),
+    ],
+)
+def test_kill_9_during_an_eager_run_recovers_like_any_run(tmp_path: Path, kill: str, expected: list[str]) -> None:
+    first = kill_child(tmp_path, kill)
+    assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
+    again = kill_child(tmp_path, "none")
+    assert again.returncode == 0, again.stderr[-3000:]
+    state = json.loads(again.stdout.strip().splitlines()[-1])
+    assert state == {"final": "charged AB", "pending": False}
+    assert (tmp_path / "ledger").read_text().split() == expected
