@@ -151,17 +151,23 @@ def final_text(events: list[Any]) -> str:
 # ---------------------------------------------------------------------- statements of a stream
 
 
-def test_a_statement_is_complete_once_the_next_begins_or_the_fence_closes() -> None:
+def test_a_statement_is_complete_once_no_line_can_continue_it() -> None:
     head = "Prose first.\n```python\n"
     assert complete_statements("Prose, no fence yet") is None
-    assert complete_statements(head + "a = f(1)\n") == ("", False)
-    assert complete_statements(head + "a = f(1)\nb = g(") == ("", False)  # b's line is not whole yet
-    assert complete_statements(head + "a = f(1)\nb = g(2)\n") == ("a = f(1)\n", False)
-    assert complete_statements(head + "for x in y:\n    f(x)\n") == ("", False)  # the loop may go on
-    assert complete_statements(head + "for x in y:\n    f(x)\nz = 1\n") == ("for x in y:\n    f(x)\n", False)
-    assert complete_statements(head + "if a:\n    f()\nelse:\n    g()\n") == ("", False)  # else continues
-    assert complete_statements(head + "x = (1,\n2)\ny = 3\n") == ("x = (1,\n2)\n", False)
+    assert complete_statements(head + "a = f(1)") == ("", False)  # its line has not ended
+    assert complete_statements(head + "a = f(1)\n") == ("a = f(1)\n", False)  # a simple statement
+    assert complete_statements(head + "a = f(1)\nb = g(") == ("a = f(1)\n", False)
+    assert complete_statements(head + "x = (1,\n2)\ny = 3\n") == ("x = (1,\n2)\ny = 3\n", False)
+    assert complete_statements(head + "x = (1,\n") == ("", False)
     assert complete_statements(head + 's = """\nz = 1\n') == ("", False)  # inside a string
+    assert complete_statements(head + "@dec\n") == ("", False)
+    # a compound statement is complete once the next top-level statement begins
+    assert complete_statements(head + "for x in y:\n    f(x)\n") == ("", False)  # the loop may go on
+    assert complete_statements(head + "a = 1\nfor x in y:\n    f(x)\n") == ("a = 1\n", False)
+    assert complete_statements(head + "for x in y:\n    f(x)\nz = 1\n") == ("for x in y:\n    f(x)\nz = 1\n", False)
+    assert complete_statements(head + "if a:\n    f()\nelse:\n    g()\n") == ("", False)  # else continues
+    loop = "for x in y:\n    f(x)\n"
+    assert complete_statements(head + loop + "while t:\n    g()\n") == (loop, False)
     assert complete_statements(head + "a = f(1)\n{'type': 'final_result', 'value': a}\n```") == (
         "a = f(1)\n{'type': 'final_result', 'value': a}\n",
         True,
@@ -170,7 +176,7 @@ def test_a_statement_is_complete_once_the_next_begins_or_the_fence_closes() -> N
 
 def test_thinking_and_other_languages_never_run() -> None:
     assert complete_statements("<think>```python\na = f(1)\nb = 2\n") is None  # an open think block
-    assert complete_statements("<think>hm</think>\n```python\na = f(1)\nb = 2\n") == ("a = f(1)\n", False)
+    assert complete_statements("<think>hm</think>\n```python\na = f(1)\nb = 2") == ("a = f(1)\n", False)
     assert complete_statements("```bash\nls\nrm -rf x\n") is None
 
 

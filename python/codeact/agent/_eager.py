@@ -4,7 +4,8 @@ docs/events.md "Eager start").
 
 The design is *speculate, then replay*. As the reply streams, ``complete_statements`` finds
 the complete top-level statements of the first Python fence outside any ``<think>`` block (a
-statement is complete once the next top-level statement begins or the fence closes). Each
+simple statement once its line has ended, a compound one once the next top-level statement
+begins, every one once the fence closes). Each
 time that prefix grows, ``EagerRun`` runs it as a speculative script on the agent's runtime,
 after the same checks a script gets (the subset check and its CPython-order rewrite in
 ``script_hint`` / ``start``, the tool type check): each call of the prefix to a read-only tool
@@ -69,12 +70,33 @@ _CONTINUES = re.compile(r"(?:else|elif|except|finally|case)\b|[)\]}]")
 _FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
-def _parses(source: str) -> bool:
+_COMPOUND = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.TryStar,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Match,
+)
+"""Statements whose body (or an ``else``/``except`` clause) may go on below their last line."""
+
+
+def _tree(source: str) -> ast.Module | None:
     try:
-        compile(source, "<eager>", "exec", _FLAGS)
+        tree: ast.Module = compile(source, "<eager>", "exec", _FLAGS)
     except (SyntaxError, ValueError):
-        return False
-    return True
+        return None
+    return tree
+
+
+def _parses(source: str) -> bool:
+    return _tree(source) is not None
 
 
 def complete_statements(text: str) -> tuple[str, bool] | None:
@@ -83,10 +105,13 @@ def complete_statements(text: str) -> tuple[str, bool] | None:
     when there is no such fence yet (or a ``<think>`` block is still open, or the first fence
     is in another language).
 
-    A statement is complete once the next top-level statement has begun (a line at column 0
-    that does not continue the one before: not ``else``, ``except``, a closing bracket, ...)
-    and everything before that line parses, or once the fence has closed. The text returned
-    holds whole lines (each ending in a newline), "" when no statement is complete yet."""
+    A simple statement (an assignment, a call, ...) is complete once its last line has ended
+    and everything up to it parses: no line can continue it then. A compound one (``for``,
+    ``if``, ``try``, ``def``, ...) is complete once the next top-level statement has begun (a
+    line at column 0 that does not continue it: not ``else``, ``except``, a closing bracket,
+    ...) and everything before that line parses. Everything is complete once the fence has
+    closed. The text returned holds whole lines (each ending in a newline), "" when no
+    statement is complete yet."""
     thinking = _split_thinking(_normalise(text))
     if thinking.unclosed:
         return None
@@ -100,7 +125,11 @@ def complete_statements(text: str) -> tuple[str, bool] | None:
         code = body[: closer.start()]
         return (code, True) if _parses(code) else ("", True)
     cut = body.rfind("\n")
-    lines = body[: cut + 1].splitlines(keepends=True)
+    whole = body[: cut + 1]
+    tree = _tree(whole)
+    if tree is not None and tree.body and not isinstance(tree.body[-1], _COMPOUND):
+        return whole, False  # its last statement is a simple one whose line has ended
+    lines = whole.splitlines(keepends=True)
     for i in range(len(lines) - 1, 0, -1):
         line = lines[i]
         if not line.strip() or line[0] in " \t#" or _CONTINUES.match(line):
