@@ -78,7 +78,7 @@ _COMPOUND = (
     ast.With,
     ast.AsyncWith,
     ast.Try,
-    ast.TryStar,
+    getattr(ast, "TryStar", ast.Try),  # Python 3.11+
     ast.FunctionDef,
     ast.AsyncFunctionDef,
     ast.ClassDef,
