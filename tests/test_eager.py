@@ -403,3 +403,22 @@ def test_kill_9_during_an_eager_run_recovers_like_any_run(tmp_path: Path, kill: 
     state = json.loads(again.stdout.strip().splitlines()[-1])
     assert state == {"final": "charged AB", "pending": False}
     assert (tmp_path / "ledger").read_text().split() == expected
+
+
+async def test_what_the_early_run_prints_is_never_shown_or_stored() -> None:
+    ledger = Ledger()
+    script = 'print("hello")\na = call_tool("lookup", {"key": "a"})\n' + "x = 1\n" * 8
+    reply = f"```python\n{script}" + '{"type": "final_result", "value": a}\n```'
+    model = ScriptedModel([reply], time_to_first_token=0.0, tokens_per_second=100, chars_per_token=4)
+    agent = CodeActAgent(name="eager", model=model, runtime=MontyRuntime(), tools=ledger.tools())
+    service = InMemorySessionService()
+    runner = Runner(app_name=APP, agent=agent, session_service=service)
+    await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    config = RunConfig(eager=True, streaming=True)
+    events = [e async for e in runner.run_async(user_id=USER, session_id=SESSION, new_message="go", run_config=config)]
+    shown = "".join(e.text for e in events if e.partial and e.kind == "script_output")
+    assert shown.count("hello") <= 1  # the stored script's print only (it may be in script_result alone)
+    assert any(e.partial and e.kind == "model_reply" for e in events)
+    results = [e for e in await stored(service) if e.kind == "script_result"]
+    assert sum(e.text.count("hello") for e in results) <= 1
+    assert final_text(events) == "A" and ledger.names("lookup") == ["a"]
