@@ -22,6 +22,13 @@ visible token, and the gap between them (goal for codeact: within 5 ms), medians
 after the other. ``--smoke`` (``--quick``): one rate, one repetition, and peers only when
 their venv already exists (never installs: bounded, for CI); ``--no-peers`` skips them.
 
+The second table (issue 52, ``--task answer``; ``--task all``, the default, prints both):
+time to the final answer of one fixed task, a reply of ``ANSWER_CHARS`` characters (the
+median length of the shared corpus's replies) whose script makes three read-only lookups of
+150 ms early and one write of 100 ms late, for codeact with streaming off, streaming and
+eager start, and pydantic-ai-harness ``CodeMode`` with eager start off and on
+(``speculate="declared"``; it also runs the write early, codeact never does).
+
 Run: ``python benchmarks/latency.py`` (``--json PATH`` also writes the figures).
 """
 
