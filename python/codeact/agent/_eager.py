@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import ast
 import re
-import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -193,7 +192,6 @@ class EagerRun:
         self.text = ""  # the streamed reply so far
         self.kept: list[_Kept] = []
         self.ran = ""  # the longest prefix that ran to its end or to a call it may not make
-        self.early: list[tuple[str, float]] = []  # (tool, monotonic start) of each early call, for tests
         self._prefix = ""
         self._wake = anyio.Event()
         self._closed = False
@@ -306,7 +304,6 @@ class EagerRun:
                     return None
             except Exception:
                 return None
-        self.early.append((tool.name, time.monotonic()))
         value, failure, actions = await run.execute(tool, args, f"{self.turn}:{pos}")
         servable = actions is NO_ACTIONS or not (
             terminal_signal(actions) or actions.state_delta or actions.artifact_delta
