@@ -142,7 +142,7 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/stores.py
 	$(BIN)/python benchmarks/scale_out.py
 
-benchmark-latency: install-wheel  ## time to the first visible token, codeact beside its peers (each peer's venv created from PyPI on first use)
+benchmark-latency: install-wheel  ## time to the first visible token and to the answer (eager start), codeact beside its peers (each peer's venv created from PyPI on first use)
 	$(BIN)/python benchmarks/latency.py
 
 instructions: install-wheel  ## instruction counts (callgrind) of start and the tool round trip beside the bare crate

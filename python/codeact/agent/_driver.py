@@ -751,6 +751,9 @@ class TurnDriver(_JournalWrites):
         ran). The plan (``_plan``) read the run's tracing, plugins and tool callbacks at the
         tool's first call of the turn, as the short path before it did."""
         run, s = self.run, self.agent
+        if run.eager is not None and not inv.journaled and self._holds(inv):  # eager start (_eager)
+            if (served := run.eager.serve(self.state.turn, inv)) is not None:
+                return served
         bare = self._plans[inv.call.name].in_place
         if bare is None or (s.tool_timeout is not None and not bare.runs_inline) or run.breaker.is_open(bare.name):
             return None
