@@ -198,8 +198,10 @@ ANSWER_PROSE = _FILLER[: ANSWER_CHARS - len(json.dumps({"code": ANSWER_CODE})) -
 
 async def pydantic_ai_answer_once(pace: Pace, eager: bool) -> float:
     """ms from the request to the final answer, CodeMode with ``eager`` and
-    ``speculate="declared"`` on or both off. The closing reply after ``run_code`` is sent at
-    once (no first-token wait: in the peer's favour)."""
+    ``speculate="declared"`` on or both off. The closing reply after ``run_code`` is paced
+    like every reply of the fake model (first token after ``pace.first``, then ``pace.rate``):
+    a real model answers the tool's return with a second request; codeact's script returns
+    the answer itself."""
     from pydantic_ai import Agent, Tool
     from pydantic_ai.messages import ModelRequest, ToolReturnPart
     from pydantic_ai.models.function import DeltaToolCall, FunctionModel
@@ -208,7 +210,8 @@ async def pydantic_ai_answer_once(pace: Pace, eager: bool) -> float:
     async def stream(messages: list[Any], info: Any) -> Any:
         last = messages[-1]
         if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
-            yield ANSWER_CLOSING
+            async for token in pace.astream(ANSWER_CLOSING):
+                yield token
             return
         start = time.perf_counter()
         async for token in pace.astream(ANSWER_PROSE, start):

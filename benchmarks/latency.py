@@ -211,7 +211,8 @@ def answer_table(args: argparse.Namespace, rates: list[int], repeat: int, given:
         print(f"{label:<{width}}  {note}")
     print("* CodeMode's eager start also runs statements with effects (the write) before the reply is complete;")
     print("  codeact's eager start runs only the read-only lookups early (the write waits for the stored reply).")
-    print("  CodeMode's closing reply after run_code is sent at once (no first-token wait): in its favour.")
+    print("  CodeMode's closing reply after run_code is paced like every reply (a second model request);")
+    print("  codeact's script returns the answer itself.")
     peers = [row for label, row in figures.items() if label.startswith("CodeMode")]
     saved = min(figures["codeact (streaming)"][str(r)] - ours[str(r)] for r in rates)
     goal = 3 * LOOKUP_S * 1000
