@@ -236,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         for column in COLUMNS:  # warm-up, not counted
             codeact_column(column, 1, calls, 1, Path(tmp) / "warm-up")
         for n in levels:
-            if isinstance(python, Path):
-                got = peer_level(python, [n], calls, repeats)
+            if isinstance(python, Path) and (not args.quick or n == levels[0]):
+                # one child per level (alternating with codeact's columns), or one for all (--quick)
+                got = peer_level(python, levels if args.quick else [n], calls, repeats)
                 if "error" in got:
                     figures["smolagents"] = got
                     python = "failed"
