@@ -242,6 +242,11 @@ def inc(x: int) -> int:
     return x + 1
 
 
+class LoopStalled(AssertionError):
+    """The event loop stalled longer than ``STALL_LIMIT`` (the only failure the xfail allows:
+    a wrong result still fails the test)."""
+
+
 class Ticker:
     """A task that sleeps ``TICK`` again and again: its longest gap beyond ``TICK`` is the
     event loop's longest stall while it ran."""
@@ -263,7 +268,11 @@ class Ticker:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("store", ["memory", "sqlite-read-only", "sqlite"])
-@pytest.mark.xfail(reason="issue 54: the loop stalls behind 128 sessions' 2 ms paces and inline waits", strict=False)
+@pytest.mark.xfail(
+    reason="issue 54: the loop stalls behind 128 sessions' 2 ms paces and inline waits",
+    raises=LoopStalled,
+    strict=False,
+)
 async def test_128_sessions_at_once_never_stall_the_event_loop(tmp_path: Path, store: str) -> None:
     tool = FunctionTool(inc, name="inc", read_only=store == "sqlite-read-only")
     agent = CodeActAgent(
@@ -300,4 +309,5 @@ async def test_128_sessions_at_once_never_stall_the_event_loop(tmp_path: Path, s
         f"\n{store}: {AT_ONCE} sessions x {CALLS_EACH} calls in {wall:.2f} s; worst stall {ticker.worst * 1e3:.1f} ms"
     )
     assert ticker.ticks > 10, ticker.ticks  # the ticker ran throughout
-    assert ticker.worst <= STALL_LIMIT, f"the event loop stalled {ticker.worst * 1e3:.1f} ms"
+    if ticker.worst > STALL_LIMIT:
+        raise LoopStalled(f"the event loop stalled {ticker.worst * 1e3:.1f} ms (limit {STALL_LIMIT * 1e3:g} ms)")
