@@ -158,6 +158,19 @@ def peer_level(python: Path, levels: list[int], calls: int, repeats: int) -> dic
     return result
 
 
+def others_busy() -> tuple[float, float] | None:
+    """(CPU seconds the machine has spent busy, CPU seconds of this process and its children)
+    from /proc/stat (as ``runtime.py``); None where unavailable."""
+    try:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        hz = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    busy = sum(ticks[:8]) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)  # minus idle, iowait
+    t = os.times()
+    return busy / hz, t.user + t.system + t.children_user + t.children_system
+
+
 def per_second(row: dict[str, float]) -> float:
     return row["calls"] / row["wall_s"]
 
@@ -226,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         f"python {sys.version.split()[0]}, {cores} cores usable, load {os.getloadavg()[0]:.2f}"
     )
     figures: dict[str, Any] = {column: {} for column in COLUMNS}
+    busy0, t0 = others_busy(), time.perf_counter()
     python: Path | str = "--no-peer"
     if not args.no_peer:
         given = {"smolagents": args.smolagents_python} if args.smolagents_python else None
@@ -248,7 +262,13 @@ def main(argv: list[str] | None = None) -> int:
             for column in COLUMNS:
                 figures[column][str(n)] = codeact_column(column, n, calls, repeats, Path(tmp))
     render(figures, levels)
-    print(f"\nload at the end {os.getloadavg()[0]:.2f}")
+    busy1, wall = others_busy(), time.perf_counter() - t0
+    if busy0 is not None and busy1 is not None:
+        others = max(0.0, ((busy1[0] - busy0[0]) - (busy1[1] - busy0[1])) / wall)
+        figures["other_processes_cpus_busy"] = others
+        print(f"\nother processes kept {others:.2f} of {cores} CPUs busy on average during the run", end="")
+        print(": a loaded machine (the issue's contention case)" if others > 0.25 else "")
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     return 0
