@@ -18,7 +18,10 @@ Columns, each level measured for every column before the next level starts:
 Each session's model replies once with a loop of ``--calls`` calls to ``inc``; the session is
 created (codeact) or the agent built (smolagents) before the clock starts; the clock stops when
 the last run of the level has returned. CPU seconds are the process's own (all its threads:
-``resource.getrusage``) over the same span. Figures are medians of ``--repeats`` rounds.
+``resource.getrusage``) over the same span. Each figure is the best of ``--repeats`` rounds
+(the shortest wall time, the least CPU time), on both sides: on a machine other processes load,
+a scheduler hiccup lasts as long as a whole round, so the best round is the one that measures
+the work (as ``stores.py``); ``--median`` takes medians instead.
 
 Goals (printed beside each figure): codeact in memory >= 2x smolagents' calls per second at
 every level; codeact on SQLite with read-only tools >= smolagents at every level; CPU seconds
@@ -128,8 +131,11 @@ async def codeact_level(
     return wall, cpu
 
 
-def codeact_column(column: str, sessions: int, calls: int, repeats: int, folder: Path) -> dict[str, float]:
-    """Medians of ``repeats`` rounds of one column at one level (a fresh store each round)."""
+def codeact_column(
+    column: str, sessions: int, calls: int, repeats: int, folder: Path, pick: Any = min
+) -> dict[str, float]:
+    """``pick`` (``min``: the best; or ``statistics.median``) of ``repeats`` rounds of one column
+    at one level (a fresh store each round)."""
     store, read_only = COLUMNS[column]
     rounds = []
     for r in range(repeats):
@@ -140,17 +146,17 @@ def codeact_column(column: str, sessions: int, calls: int, repeats: int, folder:
         with service:
             rounds.append(anyio.run(codeact_level, service, sessions, calls, read_only, tag))
     return {
-        "wall_s": statistics.median(r[0] for r in rounds),
-        "cpu_s": statistics.median(r[1] for r in rounds),
+        "wall_s": pick(r[0] for r in rounds),
+        "cpu_s": pick(r[1] for r in rounds),
         "calls": sessions * calls,
     }
 
 
-def peer_level(python: Path, levels: list[int], calls: int, repeats: int) -> dict[str, Any]:
+def peer_level(python: Path, levels: list[int], calls: int, repeats: int, median: bool) -> dict[str, Any]:
     """The smolagents column's figures for ``levels`` (``_load_peer.py`` in its venv), or
     ``{"error": ...}``."""
     args = [str(python), str(HERE / "_load_peer.py"), "--levels", ",".join(map(str, levels))]
-    args += ["--calls", str(calls), "--repeats", str(repeats)]
+    args += ["--calls", str(calls), "--repeats", str(repeats), *(["--median"] if median else [])]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=HERE)
     if proc.returncode != 0:
         return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-600:]}"}
@@ -220,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="20 calls per script, one round, existing peer venv only")
     parser.add_argument("--calls", type=int, help="calls per script (default 100; --quick 20)")
-    parser.add_argument("--repeats", type=int, help="rounds per level and column, medians (default 3; --quick 1)")
+    parser.add_argument("--repeats", type=int, help="rounds per level and column (default 3; --quick 1)")
+    parser.add_argument("--median", action="store_true", help="medians of the rounds instead of the best")
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="sessions at once, comma-separated")
     parser.add_argument("--no-peer", action="store_true", help="codeact only")
     parser.add_argument("--venvs", type=Path, default=DEFAULT_ROOT, help="where the peer venvs live")
@@ -234,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
+    pick_name = "median" if args.median else "best"
     print(
-        f"load: {','.join(map(str, levels))} sessions at once, {calls} calls each, median of {repeats}; "
+        f"load: {','.join(map(str, levels))} sessions at once, {calls} calls each, {pick_name} of {repeats}; "
         f"python {sys.version.split()[0]}, {cores} cores usable, load {os.getloadavg()[0]:.2f}"
     )
     figures: dict[str, Any] = {column: {} for column in COLUMNS}
@@ -252,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in levels:
             if isinstance(python, Path) and (not args.quick or n == levels[0]):
                 # one child per level (alternating with codeact's columns), or one for all (--quick)
-                got = peer_level(python, levels if args.quick else [n], calls, repeats)
+                got = peer_level(python, levels if args.quick else [n], calls, repeats, args.median)
                 if "error" in got:
                     figures["smolagents"] = got
                     python = "failed"
@@ -260,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
                     figures["smolagents"]["version"] = got["version"]
                     figures["smolagents"]["levels"].update(got["levels"])
             for column in COLUMNS:
-                figures[column][str(n)] = codeact_column(column, n, calls, repeats, Path(tmp))
+                pick = statistics.median if args.median else min
+                figures[column][str(n)] = codeact_column(column, n, calls, repeats, Path(tmp), pick)
     render(figures, levels)
     busy1, wall = others_busy(), time.perf_counter() - t0
     if busy0 is not None and busy1 is not None:
