@@ -5,7 +5,7 @@ of a fixed 40-line reply).
 
 codeact runs in this process (``RunConfig(streaming=True)``, ``ScriptedModel`` paced); each
 peer runs in its own virtual environment, created by this benchmark from PyPI on first use
-under ``~/.cache/codeact/bench-venvs/`` (``--venvs DIR``; pinned versions in ``PEERS``), with
+under ``~/.cache/codeact/bench-venvs/`` (``--venvs DIR``; pinned versions in ``_peers.VENVS``), with
 ``_latency_peers.py`` (which gives each peer the same reply in its native form):
 
 * pydantic-ai-harness ``CodeMode()`` (the script streams as its ``run_code`` tool call's
@@ -41,11 +41,11 @@ import statistics
 import subprocess
 import sys
 import time
-import venv
 from pathlib import Path
 from typing import Any
 
 import anyio
+from _peers import DEFAULT_ROOT, peer_python
 
 from codeact import CodeActAgent, FunctionTool, MontyRuntime, RunConfig, Runner, ScriptedModel
 from codeact.models import LlmRequest, LlmResponse
@@ -62,13 +62,8 @@ REPLY = (
     + '{"type": "final_result", "value": total_37}\n```'
 )
 
-PEERS: dict[str, list[str]] = {
-    # peer -> what its venv installs from PyPI
-    "pydantic-ai-harness CodeMode": ["pydantic-ai-harness[codemode]==0.75.0"],
-    "smolagents CodeAgent(stream_outputs=True)": ["smolagents==1.26.0"],
-    "ADK LlmAgent (SSE)": ["google-adk==2.15.0"],
-}
-PEER_KEYS = {
+PEERS: dict[str, str] = {
+    # column -> its venv's key in _peers.VENVS (pinned versions there)
     "pydantic-ai-harness CodeMode": "pydantic_ai",
     "smolagents CodeAgent(stream_outputs=True)": "smolagents",
     "ADK LlmAgent (SSE)": "adk",
@@ -184,13 +179,10 @@ def answer_table(args: argparse.Namespace, rates: list[int], repeat: int, given:
     peer = "pydantic-ai-harness CodeMode"
     notes: dict[str, str] = {}
     if not args.no_peers:
-        python = Path(given["pydantic_ai"]) if "pydantic_ai" in given else None
-        try:
-            python = python or venv_python(args.venvs, peer, PEERS[peer], create=not args.smoke)
-        except subprocess.CalledProcessError as exc:
-            notes[peer] = f"venv: {exc}"
-            python = None
-        if python is not None:
+        python = peer_python(PEERS[peer], args.venvs, create=not args.smoke, given=given)
+        if isinstance(python, str):
+            notes[peer] = python
+        else:
             got = run_peer(python, peer, rates, repeat, task="answer")
             if "error" in got:
                 notes[peer] = got["error"]
@@ -198,8 +190,6 @@ def answer_table(args: argparse.Namespace, rates: list[int], repeat: int, given:
                 version = got.get("version", "")
                 figures[f"CodeMode {version} (eager off)"] = got["off"]
                 figures[f"CodeMode {version} (eager, speculate='declared')*"] = got["eager"]
-        elif peer not in notes:
-            notes[peer] = "no venv (run without --smoke once to create it)"
     width = 52
     print("ms to the final answer (median) / x codeact eager: that time / codeact (eager)'s")
     print(f"{'':<{width}}" + "".join(f"{f'{r} tok/s':>22}" for r in rates))
@@ -224,26 +214,8 @@ def answer_table(args: argparse.Namespace, rates: list[int], repeat: int, given:
     return figures
 
 
-def venv_python(root: Path, name: str, packages: list[str], create: bool) -> Path | None:
-    """The interpreter of the peer's own venv (``root/<slug>``), created with ``packages``
-    from PyPI when missing and ``create``; None when it is missing and not created."""
-    slug = PEER_KEYS[name]
-    folder = root / slug
-    python = folder / ("Scripts" if os.name == "nt" else "bin") / "python"
-    ready = folder / ".installed"
-    if ready.exists() and ready.read_text() == " ".join(packages):
-        return python
-    if not create:
-        return None
-    print(f"creating {folder} ({' '.join(packages)}) from PyPI ...", flush=True)
-    venv.EnvBuilder(with_pip=True, clear=True).create(folder)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
-    ready.write_text(" ".join(packages))
-    return python
-
-
 def run_peer(python: Path, name: str, rates: list[int], repeat: int, task: str = "first-token") -> dict[str, Any]:
-    args = [str(python), str(HERE / "_latency_peers.py"), PEER_KEYS[name], "--first-token", str(FIRST_TOKEN)]
+    args = [str(python), str(HERE / "_latency_peers.py"), PEERS[name], "--first-token", str(FIRST_TOKEN)]
     args += ["--task", task]
     args += ["--rates", ",".join(map(str, rates)), "--repeat", str(repeat), "--chars-per-token", str(CHARS_PER_TOKEN)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=HERE)
@@ -262,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=5, help="measured runs per rate and column (median)")
     parser.add_argument("--no-peers", action="store_true", help="codeact only")
-    parser.add_argument("--venvs", type=Path, default=Path.home() / ".cache" / "codeact" / "bench-venvs")
+    parser.add_argument("--venvs", type=Path, default=DEFAULT_ROOT)
     parser.add_argument(
         "--peer-python",
         action="append",
@@ -301,16 +273,10 @@ def main(argv: list[str] | None = None) -> int:
                 "gap_ms": statistics.median(r[1] - r[0] for r in runs),
             }
     if not args.no_peers:
-        for name, packages in PEERS.items():
-            key = PEER_KEYS[name]
-            python: Path | None = Path(given[key]) if key in given else None
-            try:
-                python = python or venv_python(args.venvs, name, packages, create=not args.smoke)
-            except subprocess.CalledProcessError as exc:
-                figures[name] = {"error": f"venv: {exc}"}
-                continue
-            if python is None:
-                figures[name] = {"skipped": "no venv (run without --smoke once to create it)"}
+        for name, key in PEERS.items():
+            python = peer_python(key, args.venvs, create=not args.smoke, given=given)
+            if isinstance(python, str):
+                figures[name] = {"skipped": python}
                 continue
             figures[name] = run_peer(python, name, rates, repeat)
     width = 52
