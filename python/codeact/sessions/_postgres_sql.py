@@ -124,7 +124,7 @@ WITH fence AS (
     FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)
     WHERE %(ev)s::bigint IS NULL OR COALESCE((SELECT v FROM fence), 0) = %(ev)s::bigint
     ON CONFLICT (app_name, user_id, session_id, turn, kind, seq)
-    DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind <> 'outcome'
+    DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind NOT IN ('outcome', 'batch')
     RETURNING 1
 )
 SELECT COALESCE((SELECT v FROM fence), 0), (SELECT count(*) FROM ins)

@@ -51,6 +51,8 @@ __all__ = (
 )
 
 _COLUMNS = "(app_name, user_id, session_id, turn, kind, seq, data)"
+_KEPT = ("outcome", "batch")
+"""The journal kinds a store never replaces once stored (first writer wins)."""
 _SLOT_COLUMNS = "(app_name, user_id, session_id, version, data, snapshot)"
 
 
@@ -141,7 +143,7 @@ POSTGRES = dataclasses.replace(
         f"INSERT INTO codeact_journal {_COLUMNS} SELECT %s, %s, %s, %s, r.kind, r.seq, r.data "
         "FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS r(kind, seq, data) "
         "ON CONFLICT (app_name, user_id, session_id, turn, kind, seq) DO UPDATE SET data = EXCLUDED.data "
-        "WHERE codeact_journal.kind <> 'outcome'"
+        "WHERE codeact_journal.kind NOT IN ('outcome', 'batch')"
     ),
     commit="""
 WITH fence AS (
@@ -163,7 +165,7 @@ WITH fence AS (
     FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)
     WHERE EXISTS (SELECT 1 FROM slot)
     ON CONFLICT (app_name, user_id, session_id, turn, kind, seq)
-    DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind <> 'outcome'
+    DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind NOT IN ('outcome', 'batch')
     RETURNING 1
 )
 SELECT (SELECT version FROM slot), (SELECT v FROM cur), (SELECT count(*) FROM ins)
@@ -324,16 +326,17 @@ def slot_version(conn: Any, d: SqlDialect, key: tuple[str, str, str], *, lock: b
 def write_journal(
     conn: Any, d: SqlDialect, key: tuple[str, str, str], turn: str, records: Sequence[JournalRecord]
 ) -> None:
-    """Writes ``records`` to the journal of ``turn``: an outcome already stored for its seq is
-    kept (first writer wins), intents and OS answers replace the stored ones."""
+    """Writes ``records`` to the journal of ``turn``: an outcome or a batch already stored for
+    its seq is kept (first writer wins), intents, OS answers and decisions replace the stored
+    ones."""
     if d.bulk:
         if records:
             conn.execute(
                 d.bulk, (*key, turn, [r.kind for r in records], [r.seq for r in records], [r.data for r in records])
             )
         return
-    outcomes = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind == "outcome"]
-    others = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind != "outcome"]
+    outcomes = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind in _KEPT]
+    others = [(*key, turn, r.kind, r.seq, r.data) for r in records if r.kind not in _KEPT]
     cur = conn.cursor()
     try:
         if others:
