@@ -121,7 +121,7 @@ WITH fence AS (
 ), ins AS (
     INSERT INTO codeact_journal (app_name, user_id, session_id, turn, kind, seq, data)
     SELECT %(a)s, %(u)s, %(s)s, %(t)s, r.kind, r.seq, r.data
-    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)
+    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)b::text[]) AS r(kind, seq, data)
     WHERE %(ev)s::bigint IS NULL OR COALESCE((SELECT v FROM fence), 0) = %(ev)s::bigint
     ON CONFLICT (app_name, user_id, session_id, turn, kind, seq)
     DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind NOT IN ('outcome', 'batch')
@@ -132,7 +132,7 @@ SELECT COALESCE((SELECT v FROM fence), 0), (SELECT count(*) FROM ins)
 
 _JOURNAL_ONE_SQL = _JOURNAL_SQL.replace(
     "SELECT %(a)s, %(u)s, %(s)s, %(t)s, r.kind, r.seq, r.data\n"
-    "    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)\n",
+    "    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)b::text[]) AS r(kind, seq, data)\n",
     "SELECT %(a)s, %(u)s, %(s)s, %(t)s, %(kind)s::text, %(seq)s::bigint, %(data)s::text\n",
 )
 """``_JOURNAL_SQL`` for one record (the usual write: an intent or an outcome), with scalar

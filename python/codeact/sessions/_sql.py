@@ -73,7 +73,9 @@ class SqlDialect:
         order: the column giving sessions their creation order.
         bulk: one statement writing a whole batch of journal records (PostgreSQL: arrays
             unnested, one round trip; outcomes kept, others replaced), or "" (SQLite: an
-            ``executemany`` in process costs nothing more).
+            ``executemany`` in process costs nothing more). The records' data goes as a binary
+            array (``%b``): as a text array literal every quote of the JSON is escaped, and a
+            batch record of 100 outcomes cost about a millisecond more to send and parse.
         commit: ``commit_turn`` as one statement, or "" (the flow of statements below). On
             PostgreSQL one statement is one round trip on an autocommit connection where the
             flow is six; the slot is written only at the expected version and the journal
@@ -141,7 +143,7 @@ POSTGRES = dataclasses.replace(
     POSTGRES,
     bulk=(
         f"INSERT INTO codeact_journal {_COLUMNS} SELECT %s, %s, %s, %s, r.kind, r.seq, r.data "
-        "FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS r(kind, seq, data) "
+        "FROM unnest(%s::text[], %s::bigint[], %b::text[]) AS r(kind, seq, data) "
         "ON CONFLICT (app_name, user_id, session_id, turn, kind, seq) DO UPDATE SET data = EXCLUDED.data "
         "WHERE codeact_journal.kind NOT IN ('outcome', 'batch')"
     ),
@@ -162,7 +164,7 @@ WITH fence AS (
 ), ins AS (
     INSERT INTO codeact_journal (app_name, user_id, session_id, turn, kind, seq, data)
     SELECT %(a)s, %(u)s, %(s)s, %(t)s, r.kind, r.seq, r.data
-    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)
+    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)b::text[]) AS r(kind, seq, data)
     WHERE EXISTS (SELECT 1 FROM slot)
     ON CONFLICT (app_name, user_id, session_id, turn, kind, seq)
     DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind NOT IN ('outcome', 'batch')
