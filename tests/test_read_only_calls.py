@@ -780,3 +780,47 @@ async def test_held_outcomes_are_sealed_like_every_journal_record(tmp_path: Path
     assert events is not None and final_value(events) == INTERLEAVED_RESULT
     assert world.runs[("read", 1)] == 1 and world.runs[("write", 10)] == 1
     assert world.runs[("read", 2)] == 2 and world.runs[("write", 50)] == 1
+
+
+async def test_a_batch_record_as_a_store_returns_it_unexpanded_is_opened_and_checked(tmp_path: Path) -> None:
+    """A third-party store's ``read_journal`` may return a ``batch`` record as written:
+    ``open_journal`` expands it and checks the seal of each record it holds (a batch is not
+    sealed as a whole: each of its records keeps its own seal); an altered or malformed batch
+    makes the turn stale (``SnapshotError``), as an altered row does."""
+    import sqlite3
+
+    from codeact.exceptions import SnapshotError
+    from codeact.turns._verify import open_journal
+
+    key = b"k" * 32
+    world, commits = World(), Commits()
+    store = counting(SqliteSessionService, commits)(tmp_path / "s.db")
+    world.store = store
+    commits.crash_at = (1, False)  # write10's intent with read1's outcome held: committed
+    with store:
+        runtime = MontyRuntime(snapshot_key=key)
+        assert await run_once(world, lambda c: store, commits, INTERLEAVED, new=True, runtime=runtime) is None
+    con = sqlite3.connect(tmp_path / "s.db")
+    rows = con.execute("SELECT turn, kind, seq, data FROM journal").fetchall()
+    con.close()
+    turn = rows[0][0]
+    raw = [JournalRecord(k, q, d) for _, k, q, d in rows]
+    assert sorted(r.kind for r in raw if r.kind != "os") == ["batch", "intent"]
+    opened = open_journal(runtime, (APP, USER, SESSION), turn, raw)
+    assert [(r.kind, r.seq) for r in opened if r.kind != "os"] == [("outcome", 0), ("intent", 1)]
+    assert json.loads([r for r in opened if r.kind == "outcome"][0].data)["c"][0] == "read"
+    batch = next(r for r in raw if r.kind == "batch")
+    items = json.loads(batch.data)
+
+    def alter(kind: str, data: str) -> str:  # the outcome's value changed, its seal kept
+        if kind != "outcome":
+            return data
+        sealed = json.loads(data)
+        return json.dumps({**sealed, "p": sealed["p"].replace('"v":10', '"v":11')})
+
+    altered = [[k, q, alter(k, d)] for k, q, d in items]
+    assert altered != items
+    altered_items = [JournalRecord("batch", batch.seq, json.dumps(altered))]
+    for bad in (altered_items, [JournalRecord("batch", batch.seq, '{"not": "a list"}')]):
+        with pytest.raises(SnapshotError):
+            open_journal(runtime, (APP, USER, SESSION), turn, [r for r in raw if r.kind != "batch"] + bad)
