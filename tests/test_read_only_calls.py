@@ -808,7 +808,7 @@ async def test_a_batch_record_as_a_store_returns_it_unexpanded_is_opened_and_che
     assert sorted(r.kind for r in raw if r.kind != "os") == ["batch", "intent"]
     opened = open_journal(runtime, (APP, USER, SESSION), turn, raw)
     assert [(r.kind, r.seq) for r in opened if r.kind != "os"] == [("outcome", 0), ("intent", 1)]
-    assert json.loads([r for r in opened if r.kind == "outcome"][0].data)["c"][0] == "read"
+    assert json.loads(next(r for r in opened if r.kind == "outcome").data)["c"][0] == "read"
     batch = next(r for r in raw if r.kind == "batch")
     items = json.loads(batch.data)
 
