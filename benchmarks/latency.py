@@ -26,8 +26,11 @@ The second table (issue 52, ``--task answer``; ``--task all``, the default, prin
 time to the final answer of one fixed task, a reply of ``ANSWER_CHARS`` characters (the
 median length of the shared corpus's replies) whose script makes three read-only lookups of
 150 ms early and one write of 100 ms late, for codeact with streaming off, streaming and
-eager start, and pydantic-ai-harness ``CodeMode`` with eager start off and on
-(``speculate="declared"``; it also runs the write early, codeact never does).
+eager start, pydantic-ai-harness ``CodeMode`` with eager start off and on
+(``speculate="declared"``; it also runs the write early, codeact never does), smolagents
+``CodeAgent(stream_outputs=True)`` (its code block runs once the reply is complete) and ADK
+``LlmAgent`` with SSE (no code execution: three paced requests, the lookups as parallel
+function calls, then save, then the closing text).
 
 Run: ``python benchmarks/latency.py`` (``--json PATH`` also writes the figures).
 """
@@ -163,8 +166,9 @@ async def codeact_answer_once(rate: int, options: dict[str, bool]) -> float:
 
 
 def answer_table(args: argparse.Namespace, rates: list[int], repeat: int, given: dict[str, str]) -> dict[str, Any]:
-    """The time-to-answer table (issue 52): codeact plain, streaming and eager, and
-    pydantic-ai-harness CodeMode with eager start off and on (``speculate="declared"``)."""
+    """The time-to-answer table (issue 52): codeact plain, streaming and eager, pydantic-ai-harness
+    CodeMode with eager start off and on (``speculate="declared"``), smolagents
+    ``CodeAgent(stream_outputs=True)`` and ADK ``LlmAgent`` (SSE, function calls)."""
     print(
         f"\ntime to the final answer: one reply of {len(ANSWER_REPLY)} characters (first token after "
         f"{FIRST_TOKEN * 1000:.0f} ms), three read-only lookups of {LOOKUP_S * 1000:.0f} ms early, one write of "
@@ -176,20 +180,21 @@ def answer_table(args: argparse.Namespace, rates: list[int], repeat: int, given:
         for label, options in ANSWER_MODES.items():
             runs = [anyio.run(codeact_answer_once, rate, options) for _ in range(repeat)]
             figures[label][str(rate)] = statistics.median(runs)
-    peer = "pydantic-ai-harness CodeMode"
     notes: dict[str, str] = {}
-    if not args.no_peers:
+    for peer in () if args.no_peers else PEERS:
         python = peer_python(PEERS[peer], args.venvs, create=not args.smoke, given=given)
-        if isinstance(python, str):
-            notes[peer] = python
+        got = python if isinstance(python, str) else run_peer(python, peer, rates, repeat, task="answer")
+        if isinstance(got, str) or "error" in got:
+            notes[peer] = got if isinstance(got, str) else got["error"]
+            continue
+        version = got.get("version", "")
+        if "off" in got:
+            figures[f"CodeMode {version} (eager off)"] = got["off"]
+            figures[f"CodeMode {version} (eager, speculate='declared')*"] = got["eager"]
+        elif PEERS[peer] == "smolagents":
+            figures[f"smolagents {version} CodeAgent(stream_outputs=True)"] = got["answer"]
         else:
-            got = run_peer(python, peer, rates, repeat, task="answer")
-            if "error" in got:
-                notes[peer] = got["error"]
-            else:
-                version = got.get("version", "")
-                figures[f"CodeMode {version} (eager off)"] = got["off"]
-                figures[f"CodeMode {version} (eager, speculate='declared')*"] = got["eager"]
+            figures[f"ADK {version} LlmAgent (SSE, function calls)+"] = got["answer"]
     width = 52
     print("ms to the final answer (median) / x codeact eager: that time / codeact (eager)'s")
     print(f"{'':<{width}}" + "".join(f"{f'{r} tok/s':>22}" for r in rates))
@@ -202,8 +207,11 @@ def answer_table(args: argparse.Namespace, rates: list[int], repeat: int, given:
     print("* CodeMode's eager start also runs statements with effects (the write) before the reply is complete;")
     print("  codeact's eager start runs only the read-only lookups early (the write waits for the stored reply).")
     print("  CodeMode's closing reply after run_code is paced like every reply (a second model request);")
-    print("  codeact's script returns the answer itself.")
-    peers = [row for label, row in figures.items() if label.startswith("CodeMode")]
+    print("  codeact's script returns the answer itself. smolagents runs its code block once the reply is")
+    print("  complete (one request; final_answer ends the run).")
+    print("+ ADK runs no code by default: the same task as function calls, three requests, each paced: prose and")
+    print("  three parallel lookup calls in one response, then save, then the closing text.")
+    peers = [row for label, row in figures.items() if not label.startswith("codeact")]
     saved = min(figures["codeact (streaming)"][str(r)] - ours[str(r)] for r in rates)
     goal = 3 * LOOKUP_S * 1000
     verdict = "PASS" if saved >= goal * 0.9 else "MISS"
