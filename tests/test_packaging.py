@@ -126,7 +126,7 @@ needs_cargo = pytest.mark.skipif(
 def test_prepare_applies_the_patch_to_the_published_crate(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     crates = monty_patch.prepare(root)
-    types, monty = crates
+    types, monty, fs = crates
     for crate, name in zip(crates, monty_patch.CRATES, strict=True):
         assert crate.parent == root / "rust" / "patched"
         assert re.fullmatch(rf"{re.escape(name)}-1\.4\.0-[0-9a-f]{{12}}", crate.name), crate.name
@@ -136,6 +136,7 @@ def test_prepare_applies_the_patch_to_the_published_crate(tmp_path: Path) -> Non
     assert "pub static MEMORY_PROBE" in resource and "pub fn check_time_for" in resource
     assert "check_product_time" in (monty / "src" / "resource_checks.rs").read_text()
     assert "pub static SYNCHRONOUS_CALL_MESSAGE" in (monty / "src" / "exception_private.rs").read_text()
+    assert "pub fn from_layer" in (fs / "src" / "overlay_state.rs").read_text()
     for name, marker, path in (
         ("monty-types", "MEMORY_PROBE", "resource.rs"),
         ("monty", "check_product_time", "resource_checks.rs"),

@@ -12,8 +12,10 @@ call (``"c": [tool, argument digest]``), so replay checks it as it checks an int
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pydantic_core
 
 from ..events import Event
@@ -23,6 +25,7 @@ from ..sessions._journal import JournalRecord
 from ..turns._codec import INLINE_VALUE_LIMIT, MAX_VALUE_BYTES, decode_outcome, encode_outcome
 from ..turns._verify import seal_journal
 from ._call_results import _SHORT_INT, _SHORT_SCALARS, Outcome, _Invoke
+from ._files import apply_layer, preimages, to_text
 from ._slot_writes import _SlotWrites
 
 if TYPE_CHECKING:
@@ -38,6 +41,7 @@ class _JournalWrites(_SlotWrites):
     _scope: str
     _emit: bool
     _events: list[Event]
+    _mounts: dict[str, Path]
 
     # ------------------------------------------------------------------ journal
 
@@ -149,6 +153,27 @@ class _JournalWrites(_SlotWrites):
             return
         if not self._write_now([]):
             await self._write_awaited([])
+
+    async def _end_files(self) -> None:
+        """The script's end commit when it wrote through a read-write mount (SPEC §5 "Files"):
+        the pre-images of the paths its layer touches go to the turn slot with the records
+        held for the next durable write, in one commit; then the layer is applied to the
+        host. A crash from here on replays the script against those pre-images (the same
+        layer again) and applies it again: the host gets the writes once."""
+        st = self.state
+        layer = st.files
+        assert layer is not None
+        pre = st.files_pre
+        if pre is None:
+            pre = await anyio.to_thread.run_sync(preimages, layer, self._mounts)
+        if self._service is not None:
+            records = self._os_unwritten + self._held
+            self._os_unwritten, self._held = [], []
+            if self._sealed:
+                records = [seal_journal(self._runtime, self._scope, r) for r in records]
+            await self.save("running", journal=records, files={"pre": to_text(pre)})
+        st.files_pre = pre
+        await anyio.to_thread.run_sync(apply_layer, layer, self._mounts)
 
     def _take_held(self) -> list[JournalRecord]:
         """The held records (with the OS answers not yet written), sealed, for a slot write
