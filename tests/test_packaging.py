@@ -169,10 +169,10 @@ def test_two_checkouts_get_identical_copies(tmp_path: Path) -> None:
 @needs_cargo
 def test_a_changed_patch_gets_a_new_folder(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    crate, monty = monty_patch.prepare(root)
+    crate, monty, _fs = monty_patch.prepare(root)
     patch = next((root / "rust" / "patches").glob("monty-types-*.patch"))
     patch.write_text(patch.read_text() + "\n")  # same hunks, different text: a new digest
-    changed, monty_again = monty_patch.prepare(root)
+    changed, monty_again, _fs = monty_patch.prepare(root)
     assert changed != crate and not crate.exists(), "the copy for the old patch was left behind"
     assert monty_again == monty and monty.exists(), "the unchanged crate's copy was re-made"
     assert "pub static MEMORY_PROBE" in (changed / "src" / "resource.rs").read_text()
@@ -182,10 +182,10 @@ def test_a_changed_patch_gets_a_new_folder(tmp_path: Path) -> None:
 @needs_cargo
 def test_a_hand_edited_copy_is_recreated_by_force(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    types, monty = monty_patch.prepare(root)
+    types, monty, fs = monty_patch.prepare(root)
     (types / "src" / "resource.rs").write_text("// edited by hand\n")
     (monty / "src" / "resource_checks.rs").write_text("// edited by hand\n")
-    assert monty_patch.prepare(root, force=True) == [types, monty]
+    assert monty_patch.prepare(root, force=True) == [types, monty, fs]
     assert "pub static MEMORY_PROBE" in (types / "src" / "resource.rs").read_text()
     assert "check_product_time" in (monty / "src" / "resource_checks.rs").read_text()
 

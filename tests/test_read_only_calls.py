@@ -435,7 +435,7 @@ async def test_a_read_only_call_that_changes_state_or_emits_events_is_written_at
         await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
         events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
         assert final_value(events) == [1, 2]
-        assert shapes(commits) == [[("outcome", 0), ("outcome", 1)]]
+        assert shapes(commits) == [[("outcome", 0)], [("outcome", 1)]]
         session = await store.get_session(app_name=APP, user_id=USER, session_id=SESSION)
         assert session is not None and session.state["seen"] == 1
 
@@ -449,7 +449,7 @@ async def test_a_read_only_call_that_changes_state_or_emits_events_is_written_at
         )
         assert final_value(events) == [1, 2]
         # with tool events every read-only outcome is written at once (its events are stored)
-        assert shapes(commits) == [[("outcome", 0), ("outcome", 1)]]
+        assert shapes(commits) == [[("outcome", 0)], [("outcome", 1)]]
 
 
 async def test_a_gather_of_reads_and_a_write_writes_the_write_intent_only(tmp_path: Path) -> None:
