@@ -107,7 +107,7 @@ class TurnDriver(_JournalWrites):
         # Read-write mounts served through the session's file layer (SPEC §5 "Files") reach the
         # host after the script's end commit only: an advance then has no effect, outcomes are held
         # as without mounts (a runtime writing host files itself has: they are written at once).
-        writes = layered_mounts(agent.runtime)
+        writes = layered_mounts(agent.runtime) if getattr(agent.runtime, "mounts", None) else {}
         self._mounts = writes if state.files is not None else {}
         self._may_hold = not writes or state.files is not None
         self._emit = ctx.run_config.emit_tool_events

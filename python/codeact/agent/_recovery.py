@@ -116,7 +116,7 @@ async def restore(
         in_doubt=dict(rc.in_doubt_decisions),
         records=dict(rc.decision_records),
     )
-    if start_layer(runtime) is not None:  # the session's file layer where the turn resumes
+    if getattr(runtime, "mounts", None) and start_layer(runtime) is not None:  # the file layer where it resumes
         try:
             stored = record.files or {}
             if snapshot is not None:
