@@ -124,10 +124,17 @@ def final(events: list[Any]) -> Any:
     return json.loads(events[-1].text)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "memory":
         yield InMemorySessionService()
+        return
+    if request.param == "postgres":
+        from _postgres import fresh_database
+        from codeact.sessions import PostgresSessionService
+
+        with PostgresSessionService(fresh_database(), max_size=2) as pg:
+            yield pg
         return
     with SqliteSessionService(tmp_path / "s.db") as service:
         yield service
@@ -244,6 +251,54 @@ async def test_a_crash_around_the_host_apply_applies_it_once(
     same = [[(e.path, e.kind, e.content) for e in decode_layer(c)] for c in calls]
     assert same[0] == same[1]  # the same layer (but for the times the overlay noted), applied again
     assert host.contents() == EXPECTED
+
+
+PAUSING_SCRIPT = """
+from pathlib import Path
+p = Path("/data/log.txt")
+p.write_text("start\\n")
+paid = call_tool("pay", {"amount": len(p.read_text())})
+p.write_text(p.read_text() + "paid\\n")
+{"type": "final_result", "value": [paid, p.read_text()]}
+"""
+
+
+async def test_a_suspended_script_keeps_its_layer_beside_its_continuation(store: Any, tmp_path: Path) -> None:
+    """The script pauses for a confirmation after a write: the host does not have it, the
+    turn slot keeps the layer with the continuation, and the approval (a new runner: another
+    process) resumes reading what the script wrote; the host gets it once, at the end."""
+    host = Host(tmp_path)
+    paid: list[int] = []
+
+    def pay(amount: int) -> str:
+        """Pays.
+
+        Args:
+            amount: how much.
+        """
+        paid.append(amount)
+        return f"paid {amount}"
+
+    def runner() -> Runner:
+        agent = CodeActAgent(
+            name="coder",
+            model=ScriptedModel(lambda request: fence(PAUSING_SCRIPT)),
+            runtime=host.runtime(),
+            tools=[FunctionTool(pay, requires_confirmation=True)],
+        )
+        return Runner(app_name=APP, agent=agent, session_service=store)
+
+    await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    [e async for e in runner().run_async(user_id=USER, session_id=SESSION, new_message="go")]
+    slot = await store.load_turn(app_name=APP, user_id=USER, session_id=SESSION)
+    assert slot is not None and slot.snapshot is not None and "base" in slot.data["files"]
+    layer = decode_layer(_files.from_text(slot.data["files"]["base"]))
+    assert [(e.path, e.content) for e in layer] == [("/data/log.txt", b"start\n")]
+    assert not (host.data / "log.txt").exists()
+    events = [e async for e in runner().approve(user_id=USER, session_id=SESSION)]
+    assert final(events) == ["paid 6", "start\npaid\n"]
+    assert paid == [6]
+    assert (host.data / "log.txt").read_text() == "start\npaid\n"
 
 
 # ---------------------------------------------------------------------------------- SIGKILL
