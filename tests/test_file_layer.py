@@ -253,6 +253,49 @@ async def test_a_crash_around_the_host_apply_applies_it_once(
     assert host.contents() == EXPECTED
 
 
+FIRST = """
+from pathlib import Path
+Path("/data/log.txt").write_text("one\\n")
+{"type": "observation", "value": "FIRST-DONE"}
+"""
+SECOND = """
+from pathlib import Path
+p = Path("/data/log.txt")
+p.write_text(p.read_text() + "two\\n")
+{"type": "final_result", "value": p.read_text()}
+"""
+
+
+async def test_a_later_script_reads_what_an_earlier_one_applied_and_a_crash_in_its_apply_does_not_double(
+    store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = Host(tmp_path)
+    real = _files.apply_layer
+    applied: list[bytes] = []
+
+    def crashing(data: bytes, mounts: dict[str, Path]) -> int:
+        applied.append(data)
+        n = real(data, mounts)
+        if len(applied) == 2:  # the second script's apply is done, then the process dies
+            raise Crash
+        return n
+
+    monkeypatch.setattr(_journal_writes, "apply_layer", crashing)
+
+    def runner() -> Runner:
+        model = ScriptedModel(lambda request: fence(SECOND if "FIRST-DONE" in repr(request) else FIRST))
+        agent = CodeActAgent(name="coder", model=model, runtime=host.runtime(), tools=[host.tool()])
+        return Runner(app_name=APP, agent=agent, session_service=store)
+
+    await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    with pytest.raises(Crash):
+        [e async for e in runner().run_async(user_id=USER, session_id=SESSION, new_message="go")]
+    assert (host.data / "log.txt").read_text() == "one\ntwo\n"
+    events = [e async for e in runner().run_async(user_id=USER, session_id=SESSION)]
+    assert events[-1].error_code is None and events[-1].text == "one\ntwo\n"
+    assert (host.data / "log.txt").read_text() == "one\ntwo\n"
+
+
 PAUSING_SCRIPT = """
 from pathlib import Path
 p = Path("/data/log.txt")

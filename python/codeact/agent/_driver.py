@@ -104,9 +104,8 @@ class TurnDriver(_JournalWrites):
         self._service = ctx.session_service
         self._os_unwritten: list[JournalRecord] = []
         self._held: list[JournalRecord] = []  # read-only calls' outcomes, for the next durable write
-        # Read-write mounts served through the session's file layer (SPEC §5 "Files") reach the
-        # host after the script's end commit only: an advance then has no effect, outcomes are held
-        # as without mounts (a runtime writing host files itself has: they are written at once).
+        # Read-write mounts served through the file layer (SPEC §5 "Files") reach the host after the
+        # script's end commit: advances have no effects (a runtime writing host files itself has).
         writes = layered_mounts(agent.runtime) if getattr(agent.runtime, "mounts", None) else {}
         self._mounts = writes if state.files is not None else {}
         self._may_hold = not writes or state.files is not None
@@ -131,7 +130,8 @@ class TurnDriver(_JournalWrites):
         async with aclosing(self._drive(step)) as driven:
             async for item in driven:
                 if type(item) is TurnEnd:
-                    if self._mounts and item.how in ("finished", "budget") and self.state.files != EMPTY:
+                    ended = item.how in ("finished", "budget") or self.run.outcome == "handed_off"
+                    if self._mounts and ended and self.state.files != EMPTY:  # a divergence's layer is not applied
                         await self._end_files()
                     elif self._held:
                         await self._flush()
