@@ -344,6 +344,49 @@ async def test_a_suspended_script_keeps_its_layer_beside_its_continuation(store:
     assert (host.data / "log.txt").read_text() == "start\npaid\n"
 
 
+HOSTILE = """
+from pathlib import Path
+tried = []
+for path in ["/data/link/escape.txt", "/data/../escape.txt", "/data/link", "/elsewhere/x.txt"]:
+    try:
+        Path(path).write_text("pwned")
+        tried.append([path, "written"])
+    except Exception as exc:
+        tried.append([path, type(exc).__name__])
+try:
+    Path("/data/link").rename("/data/moved")
+    tried.append(["rename", "done"])
+except Exception as exc:
+    tried.append(["rename", type(exc).__name__])
+{"type": "final_result", "value": tried}
+"""
+
+
+async def test_the_layer_keeps_the_mount_boundary(tmp_path: Path) -> None:
+    """A hostile script under the layer: a symlink out of the mount, ``..``, a path outside every
+    mount; nothing lands outside the mount, in the layer or on the host after the apply."""
+    host = Host(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (host.data / "link").symlink_to(outside)
+    agent = CodeActAgent(
+        name="coder", model=ScriptedModel(lambda request: fence(HOSTILE)), runtime=host.runtime(), tools=[]
+    )
+    store = InMemorySessionService()
+    await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    events = [
+        e
+        async for e in Runner(app_name=APP, agent=agent, session_service=store).run_async(
+            user_id=USER, session_id=SESSION, new_message="go"
+        )
+    ]
+    tried = dict(map(tuple, final(events)))
+    assert set(tried.values()) == {"PermissionError"}, tried
+    assert list(outside.iterdir()) == [] and not (tmp_path / "escape.txt").exists()
+    assert (host.data / "link").is_symlink()  # a write or a rename through the link never replaced it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "outside"]
+
+
 # ---------------------------------------------------------------------------------- SIGKILL
 
 CHILD = textwrap.dedent(
