@@ -183,6 +183,89 @@ async def adk_once(pace: Pace) -> tuple[float, float]:
     return (pace.first_sent - start) * 1000, (seen - start) * 1000
 
 
+# ---- time to the answer (issue 52): three read-only lookups early, one write late
+
+LOOKUP_S, WRITE_S = 0.15, 0.1
+ANSWER_CHARS = 290  # the reply's length: the median of the shared corpus's 32 real replies
+ANSWER_CODE = (
+    'a = await lookup(key="alpha")\nb = await lookup(key="beta")\nc = await lookup(key="gamma")\n'
+    "s = await save(text=a + b + c)\ns\n"
+)
+ANSWER_CLOSING = "Saved: the summary holds all three records."
+_FILLER = "I will look up the three records first, then save their summary of all of them together. " * 4
+ANSWER_PROSE = _FILLER[: ANSWER_CHARS - len(json.dumps({"code": ANSWER_CODE})) - 1].rstrip() + "\n"
+
+
+async def pydantic_ai_answer_once(pace: Pace, eager: bool) -> float:
+    """ms from the request to the final answer, CodeMode with ``eager`` and
+    ``speculate="declared"`` on or both off. The closing reply after ``run_code`` is paced
+    like every reply of the fake model (first token after ``pace.first``, then ``pace.rate``):
+    a real model answers the tool's return with a second request; codeact's script returns
+    the answer itself."""
+    from pydantic_ai import Agent, Tool
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart
+    from pydantic_ai.models.function import DeltaToolCall, FunctionModel
+    from pydantic_ai_harness import CodeMode
+
+    async def stream(messages: list[Any], info: Any) -> Any:
+        last = messages[-1]
+        if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
+            async for token in pace.astream(ANSWER_CLOSING):
+                yield token
+            return
+        start = time.perf_counter()
+        async for token in pace.astream(ANSWER_PROSE, start):
+            yield token
+        skip = len(pace.tokens(ANSWER_PROSE))
+        first = True
+        async for token in pace.astream(json.dumps({"code": ANSWER_CODE}), start, skip):
+            name = "run_code" if first else None
+            yield {0: DeltaToolCall(name=name, json_args=token, tool_call_id="call-1" if first else None)}
+            first = False
+
+    def whole(messages: Any, info: Any) -> Any:
+        raise AssertionError("streamed only")
+
+    async def lookup(key: str) -> str:
+        """Looks a record up (read-only)."""
+        await asyncio.sleep(LOOKUP_S)
+        return key[:1].upper()
+
+    async def save(text: str) -> str:
+        """Saves the summary (an effect)."""
+        await asyncio.sleep(WRITE_S)
+        return "saved " + text
+
+    tools = [Tool(lookup, metadata={"read_only": True}), Tool(save)]
+    mode = CodeMode(eager=True, speculate="declared") if eager else CodeMode()
+    agent = Agent(FunctionModel(whole, stream_function=stream), tools=tools, capabilities=[mode])
+    start = time.perf_counter()
+    output = None
+    async with agent.run_stream_events("go") as events:
+        async for event in events:
+            if type(event).__name__ == "AgentRunResultEvent":
+                output = event.result.output
+                break
+    assert output == ANSWER_CLOSING, output
+    return (time.perf_counter() - start) * 1000
+
+
+def answer_main(args: Any, rates: list[int]) -> None:
+    out: dict[str, Any] = {"version": metadata.version(DISTRIBUTIONS[args.peer])}
+    for eager in (False, True):
+        asyncio.run(pydantic_ai_answer_once(Pace(args.first_token, rates[0], args.chars_per_token), eager))  # warm-up
+        label = "eager" if eager else "off"
+        out[label] = {}
+        for rate in rates:
+            runs = [
+                asyncio.run(pydantic_ai_answer_once(Pace(args.first_token, rate, args.chars_per_token), eager))
+                for _ in range(args.repeat)
+            ]
+            out[label][str(rate)] = statistics.median(runs)
+    print(f"\nLATENCY_FIGURES {json.dumps(out)}", flush=True)
+    os._exit(0)
+
+
 def once(peer: str, pace: Pace) -> tuple[float, float]:
     if peer == "pydantic_ai":
         return asyncio.run(pydantic_ai_once(pace))
@@ -198,8 +281,11 @@ def main() -> None:
     parser.add_argument("--rates", default="30,60,120")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--chars-per-token", type=int, default=4)
+    parser.add_argument("--task", choices=["first-token", "answer"], default="first-token")
     args = parser.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
+    if args.task == "answer":
+        answer_main(args, rates)
     once(args.peer, Pace(args.first_token, rates[0], args.chars_per_token))  # warm-up, not counted
     out: dict[str, Any] = {"version": metadata.version(DISTRIBUTIONS[args.peer])}
     for rate in rates:

@@ -70,7 +70,7 @@ from ._call_results import (
     handler_verdict,
 )
 from ._dispatch import ToolFailure, failure_of, run_bare_tool, terminal_signal
-from ._files import EMPTY, FILES, layered_mounts, split_log
+from ._files import FILES, layered_mounts, split_log
 from ._journal_writes import _intents, _JournalWrites, _json
 from ._journal_writes import escape_surrogates as escape_surrogates  # re-exported: _model_call imports it here
 from ._output import step_output
@@ -104,8 +104,7 @@ class TurnDriver(_JournalWrites):
         self._service = ctx.session_service
         self._os_unwritten: list[JournalRecord] = []
         self._held: list[JournalRecord] = []  # read-only calls' outcomes, for the next durable write
-        # Read-write mounts served through the file layer (SPEC §5 "Files") reach the host after the
-        # script's end commit: advances have no effects (a runtime writing host files itself has).
+        # Read-write mounts through the file layer (SPEC §5 "Files"): advances have no host effects
         writes = layered_mounts(agent.runtime) if getattr(agent.runtime, "mounts", None) else {}
         self._mounts = writes if state.files is not None else {}
         self._may_hold = not writes or state.files is not None
@@ -129,12 +128,8 @@ class TurnDriver(_JournalWrites):
         read-only calls it held are durable (the end of the script is a durable write)."""
         async with aclosing(self._drive(step)) as driven:
             async for item in driven:
-                if type(item) is TurnEnd:
-                    ended = item.how in ("finished", "budget") or self.run.outcome == "handed_off"
-                    if self._mounts and ended and self.state.files != EMPTY:  # a divergence's layer is not applied
-                        await self._end_files()
-                    elif self._held:
-                        await self._flush()
+                if type(item) is TurnEnd and not await self._end_files(item.how) and self._held:
+                    await self._flush()
                 yield item
 
     async def _drive(self, step: RunStep) -> AsyncGenerator[Event | TurnEnd, None]:
@@ -764,6 +759,9 @@ class TurnDriver(_JournalWrites):
         ran). The plan (``_plan``) read the run's tracing, plugins and tool callbacks at the
         tool's first call of the turn, as the short path before it did."""
         run, s = self.run, self.agent
+        if run.eager is not None and not inv.journaled and self._holds(inv):  # eager start (_eager)
+            if (served := run.eager.serve(self.state.turn, inv)) is not None:
+                return served
         bare = self._plans[inv.call.name].in_place
         if bare is None or (s.tool_timeout is not None and not bare.runs_inline) or run.breaker.is_open(bare.name):
             return None
