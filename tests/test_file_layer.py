@@ -296,6 +296,30 @@ async def test_a_later_script_reads_what_an_earlier_one_applied_and_a_crash_in_i
     assert (host.data / "log.txt").read_text() == "one\ntwo\n"
 
 
+FAILING = """
+from pathlib import Path
+Path("/data/log.txt").write_text("before the error\\n")
+raise ValueError("boom")
+"""
+AFTER_FAILING = """
+from pathlib import Path
+{"type": "final_result", "value": Path("/data/log.txt").read_text()}
+"""
+
+
+async def test_the_writes_of_a_script_that_raised_reach_the_host_as_on_cpython(tmp_path: Path) -> None:
+    """A script that raises after a write: the write happened (as on CPython), so its layer is
+    applied at its end, and the model's next script reads it."""
+    host = Host(tmp_path)
+    model = ScriptedModel(lambda request: fence(AFTER_FAILING if "boom" in repr(request) else FAILING))
+    agent = CodeActAgent(name="coder", model=model, runtime=host.runtime(), tools=[])
+    store = InMemorySessionService()
+    await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    runner = Runner(app_name=APP, agent=agent, session_service=store)
+    events = [e async for e in runner.run_async(user_id=USER, session_id=SESSION, new_message="go")]
+    assert events[-1].error_code is None and events[-1].text == "before the error\n"
+
+
 PAUSING_SCRIPT = """
 from pathlib import Path
 p = Path("/data/log.txt")
