@@ -65,7 +65,10 @@ pub fn decode(bytes: &[u8]) -> Result<Layer, HostError> {
     let bad = |why: &str| HostError::Config(format!("the file layer given is malformed: {why}"));
     let mut at = 0usize;
     let mut take = |n: usize| -> Result<&[u8], HostError> {
-        let end = at.checked_add(n).filter(|&e| e <= bytes.len()).ok_or_else(|| bad("truncated"))?;
+        let end = at
+            .checked_add(n)
+            .filter(|&e| e <= bytes.len())
+            .ok_or_else(|| bad("truncated"))?;
         let part = &bytes[at..end];
         at = end;
         Ok(part)

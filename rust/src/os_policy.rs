@@ -193,7 +193,10 @@ impl OsPolicy {
     /// Builds the mount table for one advance (only when a filesystem call arrives). With
     /// the session's file `layer` (`crate::files`), a read-write mount is an overlay rebuilt
     /// from the layer's entries under it: its writes stay off the host.
-    pub fn mount_table(&self, layer: Option<&crate::files::Layer>) -> Result<MountTable, HostError> {
+    pub fn mount_table(
+        &self,
+        layer: Option<&crate::files::Layer>,
+    ) -> Result<MountTable, HostError> {
         let mut table = MountTable::new();
         for m in &self.mounts {
             let mode = match (m.read_write, layer) {

@@ -22,8 +22,8 @@ use super::{EngineConfig, NO_ASYNC, PendingTool, ToolRequest, classify_parts, na
 use crate::convert::check_plain;
 use crate::errors::HostError;
 use crate::journal::Journal;
-use monty_fs::MountTable;
 use crate::output::CappedOutput;
+use monty_fs::MountTable;
 
 /// One kind of interpreter: its progress and pause types.
 pub(crate) trait Interp: Sized {
