@@ -126,7 +126,7 @@ needs_cargo = pytest.mark.skipif(
 def test_prepare_applies_the_patch_to_the_published_crate(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     crates = monty_patch.prepare(root)
-    types, monty = crates
+    types, monty, fs = crates
     for crate, name in zip(crates, monty_patch.CRATES, strict=True):
         assert crate.parent == root / "rust" / "patched"
         assert re.fullmatch(rf"{re.escape(name)}-1\.4\.0-[0-9a-f]{{12}}", crate.name), crate.name
@@ -136,6 +136,7 @@ def test_prepare_applies_the_patch_to_the_published_crate(tmp_path: Path) -> Non
     assert "pub static MEMORY_PROBE" in resource and "pub fn check_time_for" in resource
     assert "check_product_time" in (monty / "src" / "resource_checks.rs").read_text()
     assert "pub static SYNCHRONOUS_CALL_MESSAGE" in (monty / "src" / "exception_private.rs").read_text()
+    assert "pub fn from_layer" in (fs / "src" / "overlay_state.rs").read_text()
     for name, marker, path in (
         ("monty-types", "MEMORY_PROBE", "resource.rs"),
         ("monty", "check_product_time", "resource_checks.rs"),
@@ -168,10 +169,10 @@ def test_two_checkouts_get_identical_copies(tmp_path: Path) -> None:
 @needs_cargo
 def test_a_changed_patch_gets_a_new_folder(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    crate, monty = monty_patch.prepare(root)
+    crate, monty, _fs = monty_patch.prepare(root)
     patch = next((root / "rust" / "patches").glob("monty-types-*.patch"))
     patch.write_text(patch.read_text() + "\n")  # same hunks, different text: a new digest
-    changed, monty_again = monty_patch.prepare(root)
+    changed, monty_again, _fs = monty_patch.prepare(root)
     assert changed != crate and not crate.exists(), "the copy for the old patch was left behind"
     assert monty_again == monty and monty.exists(), "the unchanged crate's copy was re-made"
     assert "pub static MEMORY_PROBE" in (changed / "src" / "resource.rs").read_text()
@@ -181,10 +182,10 @@ def test_a_changed_patch_gets_a_new_folder(tmp_path: Path) -> None:
 @needs_cargo
 def test_a_hand_edited_copy_is_recreated_by_force(tmp_path: Path) -> None:
     root = _tree(tmp_path)
-    types, monty = monty_patch.prepare(root)
+    types, monty, fs = monty_patch.prepare(root)
     (types / "src" / "resource.rs").write_text("// edited by hand\n")
     (monty / "src" / "resource_checks.rs").write_text("// edited by hand\n")
-    assert monty_patch.prepare(root, force=True) == [types, monty]
+    assert monty_patch.prepare(root, force=True) == [types, monty, fs]
     assert "pub static MEMORY_PROBE" in (types / "src" / "resource.rs").read_text()
     assert "check_product_time" in (monty / "src" / "resource_checks.rs").read_text()
 

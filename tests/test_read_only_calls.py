@@ -495,9 +495,10 @@ async def test_a_gather_of_reads_and_a_write_writes_the_write_intent_only(tmp_pa
     assert sorted(r.seq for r in journal if r.kind == "outcome") == [0, 1, 2]
 
 
-async def test_a_runtime_that_writes_files_holds_nothing(tmp_path: Path) -> None:
-    """With a read-write mount the script's advances may write host files (effects): a
-    read-only call's outcome is written before the script goes on (still no intent)."""
+async def test_a_runtime_with_a_read_write_mount_holds_as_any_other(tmp_path: Path) -> None:
+    """With a read-write mount the script's writes go to the session's file layer and reach
+    the host only after the script's end commit (SPEC §5 "Files"): its advances have no
+    effects, so read-only outcomes are held as without mounts."""
     from codeact import Mount
 
     (tmp_path / "data").mkdir()
@@ -512,7 +513,7 @@ async def test_a_runtime_that_writes_files_holds_nothing(tmp_path: Path) -> None
     with store:
         events = await run_once(world, lambda c: store, commits, script, new=True, runtime=runtime)
     assert events is not None and final_value(events) == [10, 20]
-    assert shapes(commits) == [[("outcome", 0)], [("outcome", 1)]]
+    assert shapes(commits) == [[("outcome", 0), ("outcome", 1)]]
 
 
 async def test_clock_reads_between_reads_are_kept_until_the_next_write(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ counted separately when several advance on different threads) and a time forecas
 and large repeats (so one operation cannot overrun the time limit by its whole length), a
 host-installable message for a host call made inside a synchronous callback, and the year of
 ``time.timezone``/``altzone``/``tzname``/``daylight`` under a named zone when the host answers
-the clock (the process clock's year: module creation cannot suspend). The crate sources
+the clock (the process clock's year: module creation cannot suspend); in ``monty-fs`` an
+overlay's state rebuilt from and read back into the session's file layer (ADR 0004). The crate sources
 are never kept in the repository nor in the sdist: this module takes the published crates that
 cargo downloads (checksum-verified) into its registry, copies each under ``rust/patched/``
 (ignored by git), applies its patches, and writes ``.cargo/config.toml`` (ignored by git too)
@@ -38,7 +39,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-CRATES = ("monty-types", "monty")
+CRATES = ("monty-types", "monty", "monty-fs")
 """The crates patched, each at ``VERSION`` (each has at least one patch file)."""
 VERSION = "1.4.0"
 ROOT = Path(__file__).resolve().parents[2]

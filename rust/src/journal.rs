@@ -17,6 +17,8 @@ pub enum JVal {
     Int(i64),
     Float(f64),
     Str(String),
+    /// Only the file layer's entry ([`crate::files::FILES`]) carries bytes.
+    Bytes(Vec<u8>),
 }
 
 /// `(kind, value)` entries, in the order the script asked for them.
@@ -36,6 +38,11 @@ pub struct Journal {
     replay: VecDeque<(String, JVal)>,
     log: OsLog,
     pub clock: AdvanceClock,
+    /// The session's file layer when the host gave one (`crate::files`): read-write mounts
+    /// are then overlays rebuilt from it, and the advance hands it back updated.
+    pub files: Option<crate::files::Layer>,
+    /// Whether a mount was used in this advance (its layer goes back in the log).
+    pub files_touched: bool,
 }
 
 impl Journal {
@@ -44,6 +51,8 @@ impl Journal {
             replay: replay.into(),
             log: Vec::new(),
             clock: AdvanceClock::default(),
+            files: None,
+            files_touched: false,
         }
     }
 
@@ -78,7 +87,15 @@ impl Journal {
         }
     }
 
-    pub fn into_log(self) -> OsLog {
+    /// The advance's log; the file layer last, when the advance used a mount.
+    pub fn into_log(mut self) -> OsLog {
+        if self.files_touched
+            && let Some(layer) = &self.files
+        {
+            let bytes = crate::files::encode(layer);
+            self.log
+                .push((crate::files::FILES.to_owned(), JVal::Bytes(bytes)));
+        }
         self.log
     }
 }

@@ -3,6 +3,7 @@
 mod convert;
 mod engine;
 mod errors;
+mod files;
 mod journal;
 mod live;
 mod memory;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Datelike, Local, NaiveDateTime, Offset, Timelike, Utc};
-use monty_fs::{MountCallOutcome, MountError, MountMode, MountTable};
+use monty_fs::{MountCallOutcome, MountError, MountMode, MountTable, OverlayState};
 use monty_types::{
     DateTimeSource, ExcType, ExtFunctionResult, MontyDate, MontyDateTime, MontyException,
     MontyObject, MontyTimeZone, OsFunctionCall, ProcessTime, RandomSeed, RandomStart,
@@ -190,14 +190,21 @@ impl OsPolicy {
         })
     }
 
-    /// Builds the mount table for one advance (only when a filesystem call arrives).
-    pub fn mount_table(&self) -> Result<MountTable, HostError> {
+    /// Builds the mount table for one advance (only when a filesystem call arrives). With
+    /// the session's file `layer` (`crate::files`), a read-write mount is an overlay rebuilt
+    /// from the layer's entries under it: its writes stay off the host.
+    pub fn mount_table(
+        &self,
+        layer: Option<&crate::files::Layer>,
+    ) -> Result<MountTable, HostError> {
         let mut table = MountTable::new();
         for m in &self.mounts {
-            let mode = if m.read_write {
-                MountMode::ReadWrite
-            } else {
-                MountMode::ReadOnly
+            let mode = match (m.read_write, layer) {
+                (true, Some(layer)) => MountMode::OverlayMemory(OverlayState::from_layer(
+                    crate::files::for_mount(layer, &m.virtual_path),
+                )),
+                (true, None) => MountMode::ReadWrite,
+                (false, _) => MountMode::ReadOnly,
             };
             table
                 .mount(&m.virtual_path, &m.host_path, mode, None)
@@ -322,9 +329,9 @@ impl OsPolicy {
             })? {
                 JVal::Float(f) => f,
                 JVal::Int(i) => i as f64,
-                JVal::Str(s) => {
+                other @ (JVal::Str(_) | JVal::Bytes(_)) => {
                     return Err(HostError::ReplayDivergence(format!(
-                        "the journal's clock entry is not a number: {s:?}"
+                        "the journal's clock entry is not a number: {other:?}"
                     )));
                 }
             };

@@ -131,6 +131,7 @@ pub(crate) fn os_log_to_py<'py>(py: Python<'py>, log: &OsLog) -> PyResult<Bound<
             JVal::Int(i) => i.into_pyobject(py)?.into_any(),
             JVal::Float(f) => f.into_pyobject(py)?.into_any(),
             JVal::Str(s) => s.into_pyobject(py)?.into_any(),
+            JVal::Bytes(b) => pyo3::types::PyBytes::new(py, b).into_any(),
         };
         items.push(PyTuple::new(py, [kind.into_pyobject(py)?.into_any(), v])?);
     }
@@ -143,10 +144,19 @@ pub(crate) fn journal_from_py(replay: Option<&Bound<'_, PyAny>>) -> PyResult<Jou
         return Ok(Journal::default());
     };
     let mut entries = Vec::new();
+    let mut files = None;
     for item in replay.try_iter()? {
         let (kind, value): (String, Bound<'_, PyAny>) = item?
             .extract()
             .map_err(|_| PyTypeError::new_err("os_replay entries must be (kind, value) pairs"))?;
+        if kind == crate::files::FILES {
+            // the session's file layer (crate::files), not a journaled answer
+            let bytes = value.cast::<pyo3::types::PyBytes>().map_err(|_| {
+                PyTypeError::new_err("os_replay's 'files' entry must be the layer's bytes")
+            })?;
+            files = Some(crate::files::decode(bytes.as_bytes()).map_err(PyErr::from)?);
+            continue;
+        }
         let value = if value.is_instance_of::<pyo3::types::PyBool>() {
             return Err(PyTypeError::new_err(format!(
                 "os_replay value for {kind:?} must be an int, float or str"
@@ -164,7 +174,9 @@ pub(crate) fn journal_from_py(replay: Option<&Bound<'_, PyAny>>) -> PyResult<Jou
         };
         entries.push((kind, value));
     }
-    Ok(Journal::new(entries))
+    let mut journal = Journal::new(entries);
+    journal.files = files;
+    Ok(journal)
 }
 
 /// Most names [`name_to_py`] keeps per thread, and the longest it keeps (bytes).

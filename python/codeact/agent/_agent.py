@@ -31,6 +31,7 @@ from ._dispatch import CircuitBreaker, RetryBudget, call_callback
 from ._driver import TurnDriver, TurnEnd, TurnState
 from ._eager import stream_reply
 from ._extract import explain_no_code, extract_code
+from ._files import replay_with, start_layer
 from ._final import as_content as _as_content
 from ._final import check_input, final_result
 from ._final import otel_usage as _otel_usage
@@ -635,6 +636,7 @@ class CodeActAgent(BaseAgent):
                     record=self._turn_record(run, script),
                     version=run.slot_version,
                     decisions=claim_decisions(rc.tool_confirmation_decisions, rc.tool_denial_reasons),
+                    files=start_layer(self.runtime),
                 )
                 if ctx.run_key is not None and run.slot_version == 0:
                     # A keyed run that holds no turn slot yet claims one before its model reply
@@ -646,12 +648,14 @@ class CodeActAgent(BaseAgent):
                     getattr(self.runtime.capabilities(), "live_output", False)
                 )
                 if run.live_native:  # what the script prints reaches the caller while it runs
-                    ticket = start_step(start, script, SCRIPT_NAME, on_output=run.live_output.listen)
+                    ticket = start_step(
+                        start, script, SCRIPT_NAME, on_output=run.live_output.listen, **replay_with(state.files)
+                    )
                     async for live_event in wait_live(run, ticket):
                         yield live_event
                     step = ticket.result()
                 else:
-                    step = await run_step(start, script, SCRIPT_NAME)
+                    step = await run_step(start, script, SCRIPT_NAME, **replay_with(state.files))
 
             # One turn: the driver advances the script until it ends, suspends or stops the run.
             end: TurnEnd | None = None

@@ -70,6 +70,7 @@ from ._call_results import (
     handler_verdict,
 )
 from ._dispatch import ToolFailure, failure_of, run_bare_tool, terminal_signal
+from ._files import FILES, layered_mounts, split_log
 from ._journal_writes import _intents, _JournalWrites, _json
 from ._journal_writes import escape_surrogates as escape_surrogates  # re-exported: _model_call imports it here
 from ._output import step_output
@@ -103,9 +104,10 @@ class TurnDriver(_JournalWrites):
         self._service = ctx.session_service
         self._os_unwritten: list[JournalRecord] = []
         self._held: list[JournalRecord] = []  # read-only calls' outcomes, for the next durable write
-        # a runtime that can write files has effects during advances: a read-only call's
-        # outcome is written before the script goes on there (still without an intent)
-        self._may_hold = not _writes_files(agent.runtime)
+        # Read-write mounts through the file layer (SPEC §5 "Files"): advances have no host effects
+        writes = layered_mounts(agent.runtime) if getattr(agent.runtime, "mounts", None) else {}
+        self._mounts = writes if state.files is not None else {}
+        self._may_hold = not writes or state.files is not None
         self._emit = ctx.run_config.emit_tool_events
         self._events: list[Event] = []  # tool_response events to yield after the call's outcome is stored
         self._runtime = agent.runtime
@@ -126,7 +128,7 @@ class TurnDriver(_JournalWrites):
         read-only calls it held are durable (the end of the script is a durable write)."""
         async with aclosing(self._drive(step)) as driven:
             async for item in driven:
-                if type(item) is TurnEnd and self._held:
+                if type(item) is TurnEnd and not await self._end_files(item.how) and self._held:
                     await self._flush()
                 yield item
 
@@ -143,6 +145,10 @@ class TurnDriver(_JournalWrites):
                 if shown and (event := partial_event(run, "script_output", shown)) is not None:
                     yield event
             os_log = step.os_log
+            if os_log and self._mounts:  # the session's file layer rides at its end
+                os_log, layer = split_log(os_log)
+                if layer is not None:
+                    st.files = layer
             if os_log and st.advance not in st.journal.os:
                 # kept until the next write (several advances of read-only calls may pass first)
                 self._os_unwritten.append(JournalRecord("os", st.advance, _json(list(os_log))))
@@ -409,6 +415,8 @@ class TurnDriver(_JournalWrites):
             await self._pacer.pace()
         st.advance += 1
         replay = st.journal.os.get(st.advance)
+        if self._mounts:  # the session's file layer, as the last advance left it
+            replay = [(FILES, st.files), *(replay or ())]
         if gather:
             return step.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
         return step.call.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
@@ -865,15 +873,6 @@ class TurnDriver(_JournalWrites):
                 f"after {pos} tool call(s)"
             )
         return None
-
-
-def _writes_files(runtime: Any) -> bool:
-    """Whether ``runtime`` lets scripts write host files (a read-write mount)."""
-    for mount in getattr(runtime, "mounts", ()) or ():
-        access = getattr(mount, "access", None)
-        if getattr(access, "value", access) == "read-write":
-            return True
-    return False
 
 
 def _args_digest_or_error(tool: Tool, args: dict[str, Any]) -> str | ResumeError:

@@ -27,7 +27,7 @@ streamed text (an ``after_model`` callback rewrote it) or its script does not be
 exactly the statements that ran (a second fence, a ``<think>`` block, an edited line).
 
 Eager start is off (the reply streams, the script runs after it) for a runtime with a
-read-write mount (a script's file write is an effect the interpreter makes itself) and with
+read-write mount (the speculative run has no file layer: its writes would reach the host) and with
 ``persist_namespace`` (the speculative script would not see the namespace).
 """
 
@@ -49,8 +49,9 @@ from ..runtime._precheck import script_hint
 from ..runtime._stepper import run_step
 from ..turns._codec import plain_args_digest, value_problem
 from ._dispatch import ToolFailure, terminal_signal
-from ._driver import _args_digest_or_error, _writes_files, escape_surrogates
+from ._driver import _args_digest_or_error, escape_surrogates
 from ._extract import _normalise, _split_thinking, extract_code
+from ._files import layered_mounts
 from ._model_call import stream_model
 from ._run import NO_ACTIONS, SCRIPT_NAME
 from ._toolcheck import tool_call_problem
@@ -338,7 +339,7 @@ def _outcome(value: Any, failure: ToolFailure | None) -> ResumeValue | ResumeErr
 
 def eager_possible(agent: CodeActAgent) -> bool:
     """Whether eager start can run for ``agent`` (see the module docstring)."""
-    return not agent.persist_namespace and not _writes_files(agent.runtime)
+    return not agent.persist_namespace and not layered_mounts(agent.runtime)
 
 
 async def stream_reply(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | str, None]:

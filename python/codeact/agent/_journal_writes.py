@@ -14,8 +14,10 @@ row for the store to write, expanded when the journal is read."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pydantic_core
 
 from ..events import Event
@@ -25,6 +27,7 @@ from ..sessions._journal import JournalRecord, batch_record
 from ..turns._codec import INLINE_VALUE_LIMIT, MAX_VALUE_BYTES, decode_outcome, encode_outcome
 from ..turns._verify import seal_journal
 from ._call_results import _SHORT_INT, _SHORT_SCALARS, Outcome, _Invoke
+from ._files import EMPTY, apply_layer, preimages, to_text
 from ._slot_writes import _SlotWrites
 
 if TYPE_CHECKING:
@@ -40,6 +43,7 @@ class _JournalWrites(_SlotWrites):
     _scope: str
     _emit: bool
     _events: list[Event]
+    _mounts: dict[str, Path]
 
     # ------------------------------------------------------------------ journal
 
@@ -151,6 +155,30 @@ class _JournalWrites(_SlotWrites):
             return
         if not self._write_now([]):
             await self._write_awaited([])
+
+    async def _end_files(self, how: str) -> bool:
+        """The script's end commit when it wrote through a read-write mount (SPEC §5 "Files"):
+        the pre-images of the paths its layer touches go to the turn slot with the records
+        held for the next durable write, in one commit; then the layer is applied to the
+        host. A crash from here on replays the script against those pre-images (the same
+        layer again) and applies it again: the host gets the writes once. ``how``: how the
+        drive ended (``TurnEnd.how``); the layer of a script that did not end (a divergence,
+        a suspension) is not applied. False when there was nothing to commit or apply."""
+        st = self.state
+        layer = st.files
+        ended = how in ("finished", "budget") or self.run.outcome == "handed_off"
+        if not self._mounts or not ended or layer is None or layer == EMPTY:
+            return False
+        pre = st.files_pre
+        if pre is None:
+            pre = await anyio.to_thread.run_sync(preimages, layer, self._mounts)
+        if self._service is not None:
+            records = self._waiting()
+            self._os_unwritten, self._held = [], []
+            await self.save("running", journal=records, files={"pre": to_text(pre)})
+        st.files_pre = pre
+        await anyio.to_thread.run_sync(apply_layer, layer, self._mounts)
+        return True
 
     def _waiting(self) -> list[JournalRecord]:
         """The records waiting for the next write (left waiting: the caller clears them once

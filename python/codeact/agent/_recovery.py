@@ -22,6 +22,7 @@ from ..sessions._journal import TurnSlot
 from ..turns._codec import claim_decisions
 from ..turns._verify import open_journal, verify_turn
 from ._driver import Journal, TurnState
+from ._files import EMPTY, from_text, replay_with, start_layer
 from ._namespace import Namespace, Prepared
 from ._run import SCRIPT_NAME, Run
 
@@ -115,6 +116,18 @@ async def restore(
         in_doubt=dict(rc.in_doubt_decisions),
         records=dict(rc.decision_records),
     )
+    if getattr(runtime, "mounts", None) and start_layer(runtime) is not None:  # the file layer where it resumes
+        try:
+            stored = record.files or {}
+            if snapshot is not None:
+                state.files = from_text(stored["base"]) if "base" in stored else EMPTY
+            else:  # from the script's start: the host as it was, where the script's end applied
+                state.files_pre = from_text(stored["pre"]) if "pre" in stored else None
+                state.files = state.files_pre if state.files_pre is not None else EMPTY
+        except (TypeError, ValueError, binascii.Error) as exc:
+            run.end("error", keep_slot=True)
+            yield run.stale_event(f"the stored turn's file layer is malformed ({first_line(exc)})")
+            return
     if snapshot is not None:
         state.next_pos = record.next_pos
         state.advance = record.advance
@@ -136,9 +149,11 @@ async def restore(
             return
         start = run.session.feed
     replay = journal.os.get(0)
-    if replay:
+    if replay or state.files is not None:
         try:
-            step = await run_step(functools.partial(start, record.script, SCRIPT_NAME, os_replay=replay))
+            step = await run_step(
+                functools.partial(start, record.script, SCRIPT_NAME, **replay_with(state.files, replay))
+            )
         except ReplayDivergenceError as exc:
             run.end("error", keep_slot=True)
             yield run.error_event(

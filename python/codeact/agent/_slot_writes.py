@@ -16,6 +16,7 @@ from ..turns._codec import announcement_events
 from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry
 from ..turns._verify import record_data, seal_record, slot_data
 from ._call_results import _Suspend
+from ._files import to_text
 from ._turn_events import _fields, _TurnEvents
 
 if TYPE_CHECKING:
@@ -42,10 +43,12 @@ class _SlotWrites(_TurnEvents):
         pending: list[PendingEntry] | None = None,
         gather: bool = False,
         journal: list[JournalRecord] | None = None,
+        files: dict[str, str] | None = None,
     ) -> None:
         """Writes the turn slot (compare-and-set on the version this runner holds); with
         ``journal``, the journal records held for the turn's next durable write too, in the
-        same commit (``commit_turn``).
+        same commit (``commit_turn``). The session's file layer goes with a continuation
+        (``{"base": ...}``); ``files`` replaces it (the end commit's pre-images).
 
         Raises:
             AlreadyResumingError: another runner wrote the slot since (it owns the turn now).
@@ -68,6 +71,11 @@ class _SlotWrites(_TurnEvents):
             # A suspended turn at rest has no owner; a running one is this run's.
             "claim": run.ctx.claim if status == "running" else None,
             "run_key": run.ctx.run_key,
+            "files": files
+            if files is not None
+            else {"base": to_text(st.files)}
+            if st.files is not None and snapshot is not None
+            else None,
         }
         if self._sealed:
             record = st.record.model_copy(update=update)

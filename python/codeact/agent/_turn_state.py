@@ -97,6 +97,10 @@ class TurnState:
         positions: the interpreter's call id -> position, for the calls of this turn.
         record_data: ``record``'s JSON form (``record_data``), made at the first save of a
             turn without a snapshot key and reused by each later save (``slot_data``).
+        files: the session's file layer as the last advance left it (``_files``), or None
+            when the runtime has no read-write mount (no layer).
+        files_pre: the pre-images stored by the script's end commit (a recovered turn whose
+            script had ended): the base its replay reads, kept for its end commit again.
     """
 
     turn: str
@@ -116,3 +120,5 @@ class TurnState:
     record_data: dict[str, Any] | None = None
     last_checkpoint: float = field(default_factory=time.monotonic)
     calls_since_checkpoint: int = 0
+    files: bytes | None = None
+    files_pre: bytes | None = None

@@ -77,7 +77,10 @@ class Mount(BaseModel):
         virtual_path: absolute path scripts use (``/data``): no ``..``, no trailing ``/``,
             not ``/``; validated when the runtime is built.
         host_path: an existing folder on the host.
-        access: ``PathAccess.READ_ONLY`` (default) or ``PathAccess.READ_WRITE``.
+        access: ``PathAccess.READ_ONLY`` (default) or ``PathAccess.READ_WRITE``. Under
+            ``CodeActAgent`` a read-write mount's writes go to the turn's file layer and reach
+            the host folder once, after the commit that records the script's end (SPEC §5
+            "Files", docs/durability.md); a direct ``MontyRuntime.start`` writes as it goes.
     """
 
     model_config = ConfigDict(frozen=True)

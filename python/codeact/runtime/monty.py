@@ -194,6 +194,13 @@ class MontyRuntime:
             or option (a ``timezone`` the tz database does not know).
     """
 
+    file_layer = True
+    """Read-write mounts can be served through a session's file layer (SPEC §5 "Files"): given
+    an ``os_replay`` entry ``("files", <layer bytes>)``, an advance keeps the script's writes in
+    the layer (reads see the host plus the layer) and hands it back as the last ``os_log`` entry
+    of that kind; the agent applies it to the host after the commit that records it. Without
+    that entry, writes go to the host as the script makes them."""
+
     def __init__(
         self,
         limits: ResourceLimits | None = None,

@@ -161,6 +161,10 @@ class TurnRecord(BaseModel):
         snapshot_sha256: SHA-256 (hex) of the continuation bytes, or None.
         claim: who drives the turn (None: nobody; a suspended turn at rest).
         run_key: the run key of the run that wrote the turn, if it had one.
+        files: the session's file layer at the continuation (``{"base": <base64>}``: what the
+            script's read-write mounts held then), or, once the script has ended, the host's
+            contents before the apply of its writes (``{"pre": <base64>}``); None without a
+            read-write mount (SPEC §5 "Files", ``codeact.agent._files``).
         mac: HMAC-SHA256 (hex) of the fields that decide what runs and of the session the
             record is stored in, under the runtime's ``snapshot_key`` (None without a key).
         seal: the scheme of ``mac``: ``SEAL_VERSION`` (binds the session), or None (no key, or
@@ -191,6 +195,7 @@ class TurnRecord(BaseModel):
     snapshot_sha256: str | None = None
     claim: Claim | None = None
     run_key: str | None = None
+    files: dict[str, str] | None = None
     mac: str | None = None
     seal: int | None = None
 
@@ -200,6 +205,8 @@ class TurnRecord(BaseModel):
         scheme and the session, so the record verifies only in the session it was sealed
         for. Without ``session_key``: the part 0.2.0 sealed (no session)."""
         part = self.model_dump(mode="json", include=_SIGNED)
+        if part.get("files") is None:  # as records written before the field were sealed
+            part.pop("files", None)
         for entry in part["pending"]:
             if entry.get("position") is None:  # as records written before the field were sealed
                 entry.pop("position", None)
@@ -223,6 +230,7 @@ _SIGNED: set[str] = {
     "snapshot_sha256",
     "next_pos",
     "advance",
+    "files",
 }
 
 

@@ -23,6 +23,7 @@ use crate::convert::check_plain;
 use crate::errors::HostError;
 use crate::journal::Journal;
 use crate::output::CappedOutput;
+use monty_fs::MountTable;
 
 /// One kind of interpreter: its progress and pause types.
 pub(crate) trait Interp: Sized {
@@ -387,13 +388,35 @@ pub(crate) fn os_calls_over(made: u64, limit: Option<u64>) -> Option<MontyExcept
 /// A tool call it stops at is boxed in `spare` when there is one (see [`Interp::Spare`]).
 pub(crate) fn drive<I: Interp>(
     cfg: &EngineConfig,
+    progress: Progress<I>,
+    out: &mut CappedOutput,
+    journal: &mut Journal,
+    state: &mut impl Driver,
+    spare: I::Spare,
+) -> Result<Driven<I>, HostError> {
+    let mut table = None;
+    let driven = drive_with(cfg, progress, out, journal, state, spare, &mut table);
+    // The session's file layer, as the overlays left it (crate::files): handed back to the
+    // host in the advance's log.
+    if let Some(table) = &table
+        && journal.files.is_some()
+    {
+        journal.files = Some(crate::files::export(table));
+        journal.files_touched = true;
+    }
+    driven
+}
+
+/// [`drive`], with the advance's mount table (built at its first filesystem call) in `table`.
+fn drive_with<I: Interp>(
+    cfg: &EngineConfig,
     mut progress: Progress<I>,
     out: &mut CappedOutput,
     journal: &mut Journal,
     state: &mut impl Driver,
     mut spare: I::Spare,
+    table: &mut Option<MountTable>,
 ) -> Result<Driven<I>, HostError> {
-    let mut table = None;
     loop {
         // The host has the turn (a pause to answer, or the advance's stop): what the script
         // printed so far goes to the live listener, before a sleep or the step.
@@ -459,7 +482,7 @@ pub(crate) fn drive<I: Interp>(
                     && table.is_none()
                     && !cfg.os.mounts.is_empty()
                 {
-                    table = Some(cfg.os.mount_table()?);
+                    *table = Some(cfg.os.mount_table(journal.files.as_ref())?);
                 }
                 let answered = state.clock_reads(|reads| {
                     cfg.os
