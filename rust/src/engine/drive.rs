@@ -7,13 +7,13 @@
 //! serves itself until the script stops at a tool call, a gather, completion or an
 //! uncaught exception.
 
-use monty::{
-    FunctionCall, MontyRepl, NameLookup, OsCall, ReplFunctionCall, ReplNameLookup, ReplOsCall,
-    ReplProgress, ReplResolveFutures, ReplStartError, ResolveFutures, RunProgress,
-};
-use monty_types::{
+use crate::engine::interp::{
     CallArgs, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult,
     OsFunctionCall, PrintWriter, ResourceTracker, SourceRange,
+};
+use crate::engine::interp::{
+    FunctionCall, MontyRepl, NameLookup, OsCall, ReplFunctionCall, ReplNameLookup, ReplOsCall,
+    ReplProgress, ReplResolveFutures, ReplStartError, ResolveFutures, RunProgress,
 };
 
 use std::mem::MaybeUninit;
