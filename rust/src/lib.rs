@@ -17,6 +17,7 @@ mod screen;
 mod seam;
 mod slot;
 mod snapshot;
+mod spin;
 mod stack;
 mod traceback;
 #[cfg(feature = "type-check")]

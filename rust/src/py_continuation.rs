@@ -706,7 +706,7 @@ impl StepTicket {
         }
         let slot = Arc::clone(&self.slot);
         // Not an entry into Monty: only waits for the worker's result.
-        py.detach(move || slot.wait(timeout))
+        py.detach(move || crate::spin::wait(&slot, timeout))
     }
 }
 
