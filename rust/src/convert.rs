@@ -9,8 +9,8 @@
 //! sub-objects stored once); conversions walk it by node id and convert each shared
 //! node once, so a small heap graph never expands into an exponentially larger value.
 
-use monty_types::unstable::{self, MontyGraph, MontyNode, NodeId};
-use monty_types::{MontyObject, ObjectRef};
+use crate::engine::interp::unstable::{self, MontyGraph, MontyNode, NodeId};
+use crate::engine::interp::{MontyObject, ObjectRef};
 use num_bigint::BigInt;
 use pyo3::prelude::*;
 use pyo3::types::{

@@ -12,7 +12,7 @@
 //! its full virtual path (`/data/log.txt`), an `f64` modification time, and for a file the `u64`
 //! length and bytes of its whole contents. `codeact.runtime._files` reads and writes the same.
 
-use monty_fs::{LayerEntry, MountTable};
+use crate::engine::interp::{LayerEntry, MountTable};
 
 use crate::errors::HostError;
 

@@ -18,6 +18,7 @@ mod screen;
 mod seam;
 mod slot;
 mod snapshot;
+mod spin;
 mod stack;
 mod traceback;
 #[cfg(feature = "type-check")]

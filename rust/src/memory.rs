@@ -25,6 +25,7 @@
 //! owner's counter directly. The probe adds the cell, so Monty's checks see the exact
 //! figure; the counter is freed when its last handle, block and scope are gone.
 
+use crate::engine::interp;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
@@ -210,7 +211,7 @@ fn probe() -> usize {
 
 /// Points Monty's memory checks at the per-run counters (idempotent).
 pub fn install_probe() {
-    let _ = monty_types::MEMORY_PROBE.set(probe);
+    let _ = interp::MEMORY_PROBE.set(probe);
 }
 
 /// Bytes in front of every block: the owning run's counter (or null) in the last 8 of them,

@@ -8,13 +8,14 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Datelike, Local, NaiveDateTime, Offset, Timelike, Utc};
-use monty_fs::{MountCallOutcome, MountError, MountMode, MountTable, OverlayState};
-use monty_types::{
+use crate::engine::interp;
+use crate::engine::interp::{
     DateTimeSource, ExcType, ExtFunctionResult, MontyDate, MontyDateTime, MontyException,
     MontyObject, MontyTimeZone, OsFunctionCall, ProcessTime, RandomSeed, RandomStart,
     ResourceTracker, SandboxTimeZone, SleepMode,
 };
+use crate::engine::interp::{MountCallOutcome, MountError, MountMode, MountTable, OverlayState};
+use chrono::{DateTime, Datelike, Local, NaiveDateTime, Offset, Timelike, Utc};
 use num_bigint::BigInt;
 
 use crate::errors::HostError;
@@ -280,7 +281,7 @@ impl OsPolicy {
 
     /// Monty's OS policy for one run: every clock read and the random seed come from the
     /// host (so they are journaled), in the host's local zone; sleeps really wait.
-    pub fn monty_policy(&self, random_seed: i64) -> monty_types::OsPolicy {
+    pub fn monty_policy(&self, random_seed: i64) -> interp::OsPolicy {
         let timezone = self
             .timezone
             .clone()
@@ -288,7 +289,7 @@ impl OsPolicy {
                 offset_seconds: Local::now().offset().fix().local_minus_utc(),
                 name: None,
             });
-        monty_types::OsPolicy {
+        interp::OsPolicy {
             datetime: DateTimeSource::CallHost,
             timezone,
             sleep: SleepMode::System(SLEEP_CAP),
@@ -561,9 +562,9 @@ mod tests {
 
     #[test]
     fn sleeps_add_up_against_the_limit_and_one_that_does_not_fit_is_refused() {
-        let limits = monty_types::ResourceLimits {
+        let limits = interp::ResourceLimits {
             max_turn_duration: Some(Duration::from_millis(500)),
-            ..monty_types::ResourceLimits::default()
+            ..interp::ResourceLimits::default()
         };
         let tracker = ResourceTracker::new(limits);
         let mut clock = AdvanceClock::default();

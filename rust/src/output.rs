@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use monty_types::{MontyException, PrintWriterCallback};
+use crate::engine::interp::{MontyException, PrintWriterCallback};
 
 use crate::live::{LiveOutput, Stream};
 

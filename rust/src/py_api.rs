@@ -16,6 +16,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
 use crate::convert::{V, py_to_monty, ref_to_py};
+use crate::engine::interp;
 use crate::engine::{
     self, Advance, DEFAULT_MAX_OS_CALLS, EngineConfig, Held, Limits, Outcome, Stop, ToolStyle,
 };
@@ -212,7 +213,7 @@ pub(crate) fn name_to_py<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyStrin
 /// A tool call's arguments as Python values: `(positional, keyword)`.
 pub(crate) fn call_args_to_py<'py>(
     py: Python<'py>,
-    arena: &monty_types::unstable::MontyGraph,
+    arena: &interp::unstable::MontyGraph,
     req: &crate::engine::ToolRequest,
 ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
     let mut items = Vec::with_capacity(req.positional.len());

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use monty_types::unstable;
+use crate::engine::interp::unstable;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -706,7 +706,7 @@ impl StepTicket {
         }
         let slot = Arc::clone(&self.slot);
         // Not an entry into Monty: only waits for the worker's result.
-        py.detach(move || slot.wait(timeout))
+        py.detach(move || crate::spin::wait(&slot, timeout))
     }
 }
 

@@ -19,7 +19,7 @@
 //!   keeps the offsets of every feed that completed, by Monty's input name, so a coroutine an
 //!   earlier feed defined defers its calls too. Such calls start as futures; when every task
 //!   waits on them the feed stops at a `Gather` (a `MontyContinuation`), whose dump carries
-//!   the started calls' arguments like a run's (`engine::tasks_to_bytes`).
+//!   the started calls' arguments like a run's (`engine::seal`).
 //!
 //! The session engine (feeds, dumps, loads, the envelope section) is `crate::engine::session`;
 //! this file is its Python face.

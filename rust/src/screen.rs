@@ -26,6 +26,7 @@ use ruff_text_size::TextRange;
 
 use rustc_hash::FxHashSet as HashSet;
 
+use crate::engine::interp;
 use crate::stack::with_stack;
 
 /// Stack, in bytes, reserved per byte of source when the source is not scanned first: the
@@ -126,7 +127,7 @@ fn with_source_stack<R>(script: &str, too_deep: R, f: impl FnOnce() -> R) -> R {
     if stacker::remaining_stack().is_some_and(|left| left >= unscanned) {
         return f();
     }
-    if !monty::source_within_nesting_bound(script, 0) {
+    if !interp::source_within_nesting_bound(script, 0) {
         return too_deep;
     }
     with_stack(STACK_BASE, f)

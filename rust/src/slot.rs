@@ -27,7 +27,8 @@ use std::time::Duration;
 
 use sync::{AtomicBool, Condvar, Instant, Mutex, Ordering};
 
-/// How long a waiter spins before sleeping on the condition variable.
+/// How long [`Slot::wait`] spins before sleeping on the condition variable.
+#[cfg_attr(not(loom), allow(dead_code))] // the product waits through `crate::spin::wait`
 const SPIN: Duration = Duration::from_micros(50);
 
 /// The result of one submitted job, filled in once.
@@ -78,10 +79,27 @@ impl<T> Slot<T> {
         self.done.load(Ordering::Acquire)
     }
 
-    /// Waits up to `timeout` (forever when None); returns whether the job finished.
+    /// Waits up to `timeout` (forever when None); returns whether the job finished. The
+    /// loom model's wait; the product waits through `crate::spin::wait`, which decides the
+    /// spin phase of [`wait_spinning`](Self::wait_spinning).
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub fn wait(&self, timeout: Option<Duration>) -> bool {
         let start = Instant::now();
-        while start.elapsed() < SPIN {
+        self.wait_spinning(timeout, &start, || start.elapsed() < SPIN)
+    }
+
+    /// [`wait`](Self::wait) with the spin phase decided by the caller: spins while `spin`
+    /// says so and the job is not done, then sleeps; `timeout` counts from `start`. The
+    /// product's waiter (`crate::spin::wait`) spins only while spinning can pay: bounded
+    /// by the cores the process may use, and not at all while other threads or processes
+    /// keep them busy.
+    pub fn wait_spinning(
+        &self,
+        timeout: Option<Duration>,
+        start: &Instant,
+        mut spin: impl FnMut() -> bool,
+    ) -> bool {
+        while spin() {
             if self.is_done() {
                 return true;
             }

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use monty_types::{CodeLoc, ExcType, MontyException, StackFrame};
+use crate::engine::interp::{CodeLoc, ExcType, MontyException, StackFrame};
 
 /// The file name Monty gives a position it does not have.
 pub const UNKNOWN_FILE: &str = "\0";

@@ -17,8 +17,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 
-use monty_type_checking::{SourceFile, TypeCheckContext, TypeChecker};
-use monty_types::{ModuleStub, TypeCheckingConfig, TypeCheckingFormat};
+use crate::engine::interp;
+use crate::engine::interp::{ModuleStub, TypeCheckingConfig, TypeCheckingFormat};
+use crate::engine::interp::{SourceFile, TypeCheckContext, TypeChecker};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -119,8 +120,8 @@ pub fn type_check(
         })
         .collect::<PyResult<Vec<_>>>()?;
     let outcome = py.detach(|| {
-        if !monty::source_within_nesting_bound(script, 0)
-            || !monty::source_within_nesting_bound(stubs, 0)
+        if !interp::source_within_nesting_bound(script, 0)
+            || !interp::source_within_nesting_bound(stubs, 0)
         {
             return Ok(None);
         }

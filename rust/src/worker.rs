@@ -1,7 +1,8 @@
 //! Native step workers: interpreter advances run on threads that never take the GIL.
 //!
 //! The Python side submits an advance and gets a [`Slot`] back; it waits on it with the GIL
-//! released (spinning briefly first, since most advances take microseconds) and builds the
+//! released (spinning briefly first when spinning can pay, since most advances take
+//! microseconds: `crate::spin`) and builds the
 //! step object itself. Compared with a Python thread pool this removes every GIL hand-off
 //! from the round trip. Workers have large stacks, so the stack policy's fast path always
 //! holds on them. After a `fork`, the child starts its own workers on first use.
@@ -15,6 +16,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, unbounded};
 
 use crate::errors::HostError;
 pub use crate::slot::Slot;
+use crate::spin::{self, Role};
 
 /// Stack of each worker thread, in bytes (virtual; pages are touched only when used). It
 /// covers `stack_needed(RECURSION_CEILING)` with room to spare.
@@ -64,7 +66,8 @@ fn hand_to_lingering(lingering: &Lingering, job: Job) -> Result<(), Job> {
 /// A worker's linger after a job: takes jobs from its mailbox (listed in its pool's `Lingering`) or
 /// the channel, busy-polling for `WORKER_SPIN` and yielding its CPU between polls until
 /// `WORKER_LINGER` passes with no job; then it leaves the list and returns, to park on the
-/// channel.
+/// channel. It lingers only with a spin permit (`crate::spin`: at most one worker per core
+/// but one, none while the cores are contended) and stops at the first sign of contention.
 fn linger(rx: &Receiver<Job>, mailbox: &Arc<Mailbox>, lingering: &Lingering) {
     let list = || lingering.lock().unwrap_or_else(|e| e.into_inner());
     // Takes the mailbox off the list; false when a submitter took it off first (then its
@@ -81,12 +84,17 @@ fn linger(rx: &Receiver<Job>, mailbox: &Arc<Mailbox>, lingering: &Lingering) {
             job();
         }
     };
+    // Lingering is spinning: only with a permit (bounded by the cores, off while they are
+    // contended; crate::spin). Without one the worker parks at once.
+    let Some(mut permit) = spin::permit(Role::Worker) else {
+        return;
+    };
     list().push(Arc::clone(mailbox));
     let mut idle = Instant::now();
     loop {
         if mailbox.full.load(Ordering::Acquire) {
             run_mailbox();
-            idle = Instant::now();
+            idle = permit.restart();
             list().push(Arc::clone(mailbox)); // the submitter took it off the list
             continue;
         }
@@ -98,28 +106,36 @@ fn linger(rx: &Receiver<Job>, mailbox: &Arc<Mailbox>, lingering: &Lingering) {
                     run_mailbox(); // handed over just now: it runs first
                 }
                 next();
-                idle = Instant::now();
+                idle = permit.restart();
                 list().push(Arc::clone(mailbox));
                 continue;
             }
             Err(TryRecvError::Disconnected) => {}
-            Err(TryRecvError::Empty) if idle.elapsed() < WORKER_SPIN => {
-                // No `pause` here, as in the slot's spin (slot.rs): on a virtual machine a
-                // loop of them exits to the hypervisor, and the next job waits microseconds.
-                continue;
+            Err(TryRecvError::Empty) => {
+                // A turn that finds the worker was kept off its core (by a yield too: then
+                // another thread wanted this core) ends every spin of the process a while.
+                let now = Instant::now();
+                if permit.turn(now) {
+                    let waited = now.saturating_duration_since(idle);
+                    if waited < WORKER_SPIN {
+                        // No `pause` here, as in the slot's spin (slot.rs): on a virtual
+                        // machine a loop of them exits to the hypervisor, and the next job
+                        // waits microseconds.
+                        continue;
+                    }
+                    if waited < WORKER_LINGER {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                }
             }
-            Err(TryRecvError::Empty) if idle.elapsed() < WORKER_LINGER => {
-                std::thread::yield_now();
-                continue;
-            }
-            Err(TryRecvError::Empty) => {}
         }
         // Leave the list and park; a job handed over meanwhile runs first.
         if unlist() {
             return;
         }
         run_mailbox();
-        idle = Instant::now();
+        idle = permit.restart();
         list().push(Arc::clone(mailbox));
     }
 }
@@ -138,10 +154,9 @@ fn pool() -> (Sender<Job>, Lingering) {
     }
     let (tx, rx) = unbounded::<Job>();
     let lingering: Lingering = Arc::default();
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(2, 16)
-        * 4;
+    // Bounded by the cores the process may use (affinity mask, cgroup quota): a worker per
+    // step in flight, four per core, since a step may sleep (a script's `time.sleep`).
+    let threads = spin::cores().clamp(2, 16) * 4;
     for i in 0..threads {
         let rx = rx.clone();
         let list = Arc::clone(&lingering);
@@ -167,13 +182,15 @@ fn pool() -> (Sender<Job>, Lingering) {
 /// takes, so it is still lingering (`WORKER_LINGER`) when the step itself is handed over.
 /// A parked worker's wake-up costs the step that finds it asleep a thread wake-up (measured
 /// here: about 0.2 ms on a virtual machine, against tens of microseconds for the step).
-/// Nothing is sent when a worker lingers already: the step will be handed to it.
+/// Nothing is sent when a worker lingers already: the step will be handed to it; nor while
+/// the cores are contended (`crate::spin`), when a woken worker would park again at once.
 pub fn wake() {
     let (tx, lingering) = pool();
-    if !lingering
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .is_empty()
+    if spin::contended()
+        || !lingering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
     {
         return;
     }

@@ -53,6 +53,7 @@ from ._seam import (
     resume_in_thread,
     step_within,
 )
+from ._stepper import usable_cores
 
 __all__ = ("HANG_GRACE", "ProcessContinuation", "ProcessEngine", "pool_size", "shutdown_pool")
 
@@ -93,12 +94,12 @@ _CONFIG_FIELDS = (
 
 
 def pool_size() -> int:
-    """Worker processes the pool grows to: ``CODEACT_PROCESS_WORKERS`` or the CPU count (at
-    least 2)."""
+    """Worker processes the pool grows to: ``CODEACT_PROCESS_WORKERS`` or the CPUs this
+    process may run on (its affinity mask; at least 2)."""
     env = os.environ.get("CODEACT_PROCESS_WORKERS")
     if env:
         return max(1, int(env))
-    return max(2, os.cpu_count() or 2)
+    return max(2, usable_cores())
 
 
 # ------------------------------------------------------------------ framing

@@ -17,15 +17,24 @@ import anyio.to_thread
 
 from ._seam import ThreadTicket
 
-__all__ = ("INLINE_WAIT", "await_ticket", "run_step", "start_step")
+__all__ = ("INLINE_WAIT", "await_ticket", "run_step", "start_step", "usable_cores")
 
 T = TypeVar("T")
 
 INLINE_WAIT = 0.002
 """Seconds the caller blocks waiting for a step before yielding to the event loop."""
 
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one, else
+    the machine's count), at least 1: what worker counts are bounded by (issue 54)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
-    max_workers=max(4, min(64, (os.cpu_count() or 2) * 4)), thread_name_prefix="codeact-step"
+    max_workers=max(4, min(64, usable_cores() * 4)), thread_name_prefix="codeact-step"
 )
 
 

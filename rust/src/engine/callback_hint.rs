@@ -5,11 +5,12 @@
 //! can act on; with this hook (a patch of `monty`, ADR 0003) the exception's message is
 //! codeact's hint ([`CALLBACK_HINT`]), whether the script catches it or not (issue 23).
 
+use crate::engine::interp;
 use crate::traceback::CALLBACK_HINT;
 
 /// Installs [`message`] as Monty's wording for such calls (idempotent).
 pub fn install() {
-    let _ = monty::SYNCHRONOUS_CALL_MESSAGE.set(message);
+    let _ = interp::SYNCHRONOUS_CALL_MESSAGE.set(message);
 }
 
 /// The hint for a tool (an external function: `call_tool`, or in the functions style the

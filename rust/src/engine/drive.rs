@@ -7,23 +7,23 @@
 //! serves itself until the script stops at a tool call, a gather, completion or an
 //! uncaught exception.
 
-use monty::{
-    FunctionCall, MontyRepl, NameLookup, OsCall, ReplFunctionCall, ReplNameLookup, ReplOsCall,
-    ReplProgress, ReplResolveFutures, ReplStartError, ResolveFutures, RunProgress,
-};
-use monty_types::{
+use crate::engine::interp::{
     CallArgs, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult,
     OsFunctionCall, PrintWriter, ResourceTracker, SourceRange,
+};
+use crate::engine::interp::{
+    FunctionCall, MontyRepl, NameLookup, OsCall, ReplFunctionCall, ReplNameLookup, ReplOsCall,
+    ReplProgress, ReplResolveFutures, ReplStartError, ResolveFutures, RunProgress,
 };
 
 use std::mem::MaybeUninit;
 
 use super::{EngineConfig, NO_ASYNC, PendingTool, ToolRequest, classify_parts, name_answer};
 use crate::convert::check_plain;
+use crate::engine::interp::MountTable;
 use crate::errors::HostError;
 use crate::journal::Journal;
 use crate::output::CappedOutput;
-use monty_fs::MountTable;
 
 /// One kind of interpreter: its progress and pause types.
 pub(crate) trait Interp: Sized {

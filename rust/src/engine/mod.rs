@@ -1,8 +1,15 @@
-//! The engine (this folder) is the one place that talks to the `monty` crate: compile, step, drive, dump, load.
+//! The engine (this folder) is the one place that talks to the Monty crates: compile, step,
+//! drive, dump, load. The crates are named in one file, [`interp`]; everything else in the
+//! extension reaches Monty through it, so a Monty bump touches this folder only.
 //!
 //! Everything a script does besides calling a tool (OS calls, name lookups, futures,
 //! refused call forms) is answered here, in place, so an advance only stops at a tool
 //! call, at completion, or at an uncaught exception.
+//!
+//! The folder by concern: this file holds a run's configuration, state and advances
+//! (`start`, `resume`, `resume_gather`); [`request`] the checked tool call and the names a
+//! script may call; [`seal`] a run's snapshot bytes and the way back; [`drive`] the one loop
+//! that answers pauses; [`session`] the namespace-session engine.
 
 use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
@@ -12,27 +19,30 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use monty::{FunctionCall, MontyRun, ResolveFutures, RunProgress};
-use monty_types::unstable::{self, NodeId};
-use monty_types::{
-    CallArgs, CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject,
-    NameLookupResult, PrintWriter, ResourceLimits, ResourceTracker,
-};
-
-use crate::convert::{V, check_ref};
 use crate::errors::HostError;
 use crate::journal::Journal;
 use crate::live::LiveOutput;
 use crate::memory::{RunMemory, charge_to};
 use crate::os_policy::OsPolicy;
 use crate::output::{Printed, RunOutput};
-use crate::snapshot;
+use interp::unstable;
+use interp::{
+    CallArgs, CompileOptions, ExcType, ExtFunctionResult, FunctionCall, MontyException,
+    MontyObject, MontyRun, PrintWriter, ResolveFutures, ResourceLimits, ResourceTracker,
+};
 
 pub(crate) mod callback_hint;
 mod drive;
-
-pub use monty::{DUMP_VERSION, MIN_SUPPORTED_DUMP_VERSION};
+pub(crate) mod interp;
+mod request;
+mod seal;
 pub(crate) mod session;
+
+pub(crate) use interp::{DUMP_VERSION, MIN_SUPPORTED_DUMP_VERSION};
+pub use request::ToolRequest;
+pub(crate) use request::{classify_parts, name_answer};
+pub use seal::{Loaded, dump, dump_gather, load, load_any, snapshot_depth};
+pub(crate) use seal::{PendingRecord, PendingRecordRef, pending_table};
 
 use drive::Run;
 pub(crate) use drive::{Driven, Driver, Repl, drive};
@@ -211,7 +221,7 @@ impl RunCtx {
     }
 
     /// Whether the call expression at `at` is one the script awaits.
-    fn defers(&self, at: &monty_types::SourceRange) -> bool {
+    fn defers(&self, at: &interp::SourceRange) -> bool {
         let d = &self.tasks.deferred;
         !d.offsets.is_empty()
             && (at.filename == d.script || d.script.ends_with(&format!("/{}", at.filename)))
@@ -226,78 +236,6 @@ impl RunCtx {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut table)
-    }
-}
-
-/// The tool call a paused script is waiting on, already checked. Arguments stay in the
-/// paused call's arena ([`Paused::args`]); they are converted when Python reads them.
-/// A `call_tool` request points into the arena for its name and its arguments too, so
-/// classifying it allocates nothing (issue 21: the name and key strings and the list of
-/// pairs were three allocations and three frees per round trip).
-pub struct ToolRequest {
-    pub name: ToolName,
-    /// Arena ids of the positional arguments (`Functions` style only).
-    pub positional: Vec<NodeId>,
-    /// The keyword arguments (or the `call_tool` dict's items).
-    pub keyword: Keywords,
-    pub call_id: u32,
-}
-
-/// A requested tool's name.
-pub enum ToolName {
-    /// A string node of the call's arena (`call_tool`'s first argument).
-    At(NodeId),
-    /// The called name (`Functions` style), or a name read back from snapshot bytes.
-    Named(String),
-}
-
-/// A request's keyword arguments.
-pub enum Keywords {
-    /// The items of a dict node of the call's arena (`call_tool`'s second argument), whose
-    /// keys were checked to be strings.
-    Dict(NodeId),
-    /// Names and arena ids (`Functions` style keyword arguments, snapshot bytes; empty for a
-    /// `call_tool` call without a dict).
-    Listed(Vec<(String, NodeId)>),
-}
-
-impl ToolRequest {
-    /// The tool's name; `graph` is the arena of the call's arguments.
-    pub fn name<'a>(&'a self, graph: &'a unstable::MontyGraph) -> &'a str {
-        match &self.name {
-            ToolName::At(id) => graph.value(*id).as_str().unwrap_or_default(),
-            ToolName::Named(name) => name,
-        }
-    }
-
-    /// Calls `f` with each keyword argument's name and arena id, in the script's order,
-    /// until it fails.
-    pub fn try_keywords<'a, E>(
-        &'a self,
-        graph: &'a unstable::MontyGraph,
-        mut f: impl FnMut(&'a str, NodeId) -> Result<(), E>,
-    ) -> Result<(), E> {
-        match &self.keyword {
-            Keywords::Dict(id) => {
-                if let unstable::MontyNode::Dict(pairs) = graph.node(*id) {
-                    for (k, v) in pairs {
-                        f(graph.value(*k).as_str().unwrap_or_default(), *v)?;
-                    }
-                }
-                Ok(())
-            }
-            Keywords::Listed(items) => items.iter().try_for_each(|(k, v)| f(k, *v)),
-        }
-    }
-
-    /// The keyword arguments as names and arena ids (snapshot bytes keep them so).
-    pub fn keyword_list(&self, graph: &unstable::MontyGraph) -> Vec<(String, NodeId)> {
-        let mut items = Vec::new();
-        let _ = self.try_keywords(graph, |k, v| {
-            items.push((k.to_owned(), v));
-            Ok::<(), ()>(())
-        });
-        items
     }
 }
 
@@ -334,9 +272,9 @@ pub enum Held {
     /// A run whose tasks all wait on started tool calls.
     RunGather(Box<PausedGather>),
     /// A namespace session's feed paused at one tool call.
-    SessionCall(Box<monty::ReplFunctionCall>, session::Feed),
+    SessionCall(Box<interp::ReplFunctionCall>, session::Feed),
     /// A namespace session's feed whose tasks all wait on started tool calls.
-    SessionGather(Box<monty::ReplResolveFutures>, session::Feed),
+    SessionGather(Box<interp::ReplResolveFutures>, session::Feed),
 }
 
 impl Held {
@@ -554,18 +492,6 @@ pub fn resume(
     })
 }
 
-/// Serializes a paused call into sealed snapshot bytes; hands the call back.
-pub fn dump(cfg: &EngineConfig, paused: Paused) -> (Result<Vec<u8>, HostError>, Paused) {
-    let Paused(call, ctx) = paused;
-    let (call, room) = unbox(call);
-    let progress = RunProgress::FunctionCall(call);
-    let bytes = seal_progress(cfg, &progress, &ctx);
-    let call = progress
-        .into_function_call()
-        .expect("just wrapped a function call");
-    (bytes, Paused(Box::write(room, call), ctx))
-}
-
 /// Moves a value out of its box and hands back the box's allocation, emptied, for the
 /// next value of the type (`Box::write`): the paused call a resume takes and the one it
 /// stops at next share one allocation (see [`drive::Interp::Spare`]). Dropping the
@@ -577,424 +503,6 @@ fn unbox<T>(boxed: Box<T>) -> (T, Box<MaybeUninit<T>>) {
     // drops its contents, so the value is dropped only by its new owner. `MaybeUninit<T>`
     // has the layout of `T`, so the box frees the allocation with the layout it was made with.
     unsafe { (raw.read(), Box::from_raw(raw.cast::<MaybeUninit<T>>())) }
-}
-
-/// The recursion limit a snapshot runs under, read from its envelope header so the caller
-/// can size the stack before loading it. The integrity tag is checked once, by `load`,
-/// before a single payload byte is decoded; a header that does not parse is refused here.
-pub fn snapshot_depth(bytes: &[u8]) -> Result<usize, HostError> {
-    Ok(snapshot::peek_depth(bytes)?.min(RECURSION_CEILING))
-}
-
-/// Restores a paused call from sealed snapshot bytes.
-pub fn load(cfg: &EngineConfig, bytes: &[u8]) -> Result<(Paused, ToolRequest), HostError> {
-    match load_any(cfg, bytes)? {
-        Loaded::Call(paused, req) => Ok((paused, req)),
-        Loaded::Gather(..) => Err(HostError::Snapshot(
-            "snapshot is a script awaiting several tool calls (a gather): resume it with \
-             resume_gather"
-                .into(),
-        )),
-    }
-}
-
-/// A continuation restored from bytes.
-pub enum Loaded {
-    Call(Paused, ToolRequest),
-    /// Paused where its tasks await started calls (sorted call ids).
-    Gather(Box<PausedGather>, Vec<u32>),
-}
-
-/// Restores a paused call or a paused gather from sealed snapshot bytes.
-pub fn load_any(cfg: &EngineConfig, bytes: &[u8]) -> Result<Loaded, HostError> {
-    let (payload, extra) = snapshot::open_run(bytes, cfg.snapshot_key.as_deref())?;
-    // The restored heap is the run's memory: charge its allocation to a fresh counter.
-    let memory = RunMemory::new();
-    let _charging = charge_to(&memory);
-    guarded("load", || {
-        let (tasks, counts) = match extra {
-            Some(extra) => tasks_from_bytes(cfg.tool_style, extra)?,
-            None => (Tasks::default(), RunCounts::default()),
-        };
-        let ctx = Arc::new(RunCtx::new(memory.clone(), None, tasks, counts));
-        let dump = monty::Dump::load(payload)
-            .map_err(|e| HostError::Snapshot(format!("cannot decode the paused script: {e}")))?;
-        let monty::Session::Running(progress) = dump.state else {
-            return Err(HostError::Snapshot(
-                "snapshot is not a script paused at a tool call".into(),
-            ));
-        };
-        let progress = match *progress {
-            RunProgress::ResolveFutures(futures) => {
-                let mut ids = futures.pending_call_ids().to_vec();
-                ids.sort_unstable();
-                if ids.is_empty() || !ctx.with_pending(|t| ids.iter().all(|id| t.contains_key(id)))
-                {
-                    return Err(HostError::Snapshot(
-                        "snapshot awaits tool calls it does not describe".into(),
-                    ));
-                }
-                return Ok(Loaded::Gather(Box::new(PausedGather(futures, ctx)), ids));
-            }
-            other => other,
-        };
-        let mut call = progress.into_function_call().ok_or_else(|| {
-            HostError::Snapshot("snapshot is not a script paused at a tool call".into())
-        })?;
-        // This runtime's limits apply to a restored script (the stricter of them and the
-        // limits stored with it).
-        call.tracker_mut()
-            .tighten_limits(&cfg.limits.resource_limits());
-        let request = match classify(cfg.tool_style, &call) {
-            Ok(r) => r,
-            Err(_) => {
-                return Err(HostError::Snapshot(
-                    "snapshot is not paused at a valid tool call".into(),
-                ));
-            }
-        };
-        Ok(Loaded::Call(
-            Paused(Box::new(call), Arc::clone(&ctx)),
-            request,
-        ))
-    })
-}
-
-fn type_error(msg: String) -> MontyException {
-    MontyException::new(ExcType::TypeError, Some(msg))
-}
-
-/// Unwraps and checks a call; an `Err` is the exception to raise into the script.
-fn classify(style: ToolStyle, call: &FunctionCall) -> Result<ToolRequest, MontyException> {
-    classify_parts(
-        style,
-        &call.function_name,
-        &call.args,
-        call.call_id,
-        call.object_id.is_none(),
-    )
-}
-
-/// [`classify`] on a call's parts (a script's or a session feed's call).
-pub(crate) fn classify_parts(
-    style: ToolStyle,
-    function_name: &str,
-    args: &CallArgs,
-    call_id: u32,
-    plain_function: bool,
-) -> Result<ToolRequest, MontyException> {
-    let (graph, arg_ids, kwarg_ids) = unstable::call_args_parts(args);
-    if function_name != "call_tool" {
-        if style == ToolStyle::Functions && plain_function {
-            let mut keyword = Vec::with_capacity(kwarg_ids.len());
-            for (k, v) in kwarg_ids {
-                let Some(k) = graph.value(*k).as_str() else {
-                    return Err(type_error("keyword argument names must be strings".into()));
-                };
-                keyword.push((k.to_owned(), *v));
-            }
-            let req = ToolRequest {
-                name: ToolName::Named(function_name.to_owned()),
-                positional: arg_ids.to_vec(),
-                keyword: Keywords::Listed(keyword),
-                call_id,
-            };
-            check_request(graph, &req)?;
-            return Ok(req);
-        }
-        return Err(undefined_name(function_name));
-    }
-    let (name_id, name) = match arg_ids.first().map(|id| (*id, graph.value(*id).as_str())) {
-        Some((id, Some(s))) => (id, s),
-        _ => {
-            return Err(type_error(
-                "call_tool needs the tool name as its first argument, a string: \
-                 call_tool(\"search\", {\"query\": \"...\"})"
-                    .into(),
-            ));
-        }
-    };
-    if !kwarg_ids.is_empty() {
-        return Err(type_error(format!(
-            "call_tool takes the tool's arguments in one dict, not as keyword arguments: \
-             call_tool(\"{name}\", {{\"arg\": value}})"
-        )));
-    }
-    if arg_ids.len() > 2 {
-        return Err(type_error(format!(
-            "call_tool takes exactly two arguments, the tool name and one dict of arguments: \
-             call_tool(\"{name}\", {{\"arg\": value}})"
-        )));
-    }
-    let mut keyword = Keywords::Listed(Vec::new());
-    if let Some(id) = arg_ids.get(1) {
-        let arg = graph.value(*id);
-        match graph.node(*id) {
-            unstable::MontyNode::Dict(pairs) => {
-                for (k, _) in pairs {
-                    let key = graph.value(*k);
-                    if key.as_str().is_none() {
-                        return Err(type_error(format!(
-                            "call_tool argument names must be strings, got the {} key {}: \
-                             call_tool(\"{name}\", {{\"arg\": value}})",
-                            key.type_name(),
-                            key.py_repr()
-                        )));
-                    }
-                }
-                keyword = Keywords::Dict(*id);
-            }
-            _ => {
-                return Err(type_error(format!(
-                    "call_tool's second argument must be a dict of the tool's arguments, got {}: \
-                     call_tool(\"{name}\", {{\"arg\": value}})",
-                    arg.type_name()
-                )));
-            }
-        }
-    }
-    let req = ToolRequest {
-        name: ToolName::At(name_id),
-        positional: Vec::new(),
-        keyword,
-        call_id,
-    };
-    check_request(graph, &req)?;
-    Ok(req)
-}
-
-fn check_request(graph: &unstable::MontyGraph, req: &ToolRequest) -> Result<(), MontyException> {
-    for (i, v) in req.positional.iter().enumerate() {
-        if is_scalar(graph, *v) {
-            continue;
-        }
-        check_ref(V::at(graph, *v), &format!("argument {i}")).map_err(|e| {
-            type_error(format!(
-                "tool '{}' got a value it cannot take: {}",
-                req.name(graph),
-                e.describe()
-            ))
-        })?;
-    }
-    req.try_keywords(graph, |k, v| {
-        if is_scalar(graph, v) {
-            return Ok(());
-        }
-        check_ref(V::at(graph, v), &format!("argument '{k}'")).map_err(|e| {
-            type_error(format!(
-                "tool '{}' got a value it cannot take: {}",
-                req.name(graph),
-                e.describe()
-            ))
-        })
-    })
-}
-
-/// Whether a node is a plain scalar (always crosses the boundary; nothing to check).
-fn is_scalar(graph: &unstable::MontyGraph, id: NodeId) -> bool {
-    matches!(
-        graph.node(id),
-        unstable::MontyNode::None
-            | unstable::MontyNode::Bool(_)
-            | unstable::MontyNode::Int(_)
-            | unstable::MontyNode::BigInt(_)
-            | unstable::MontyNode::Float(_)
-            | unstable::MontyNode::String(_)
-            | unstable::MontyNode::Bytes(_)
-    )
-}
-
-/// CPython's builtin names (3.13): a lookup of one of these that Monty does not define is a
-/// missing builtin, never a tool call.
-const PYTHON_BUILTINS: &[&str] = &[
-    "ArithmeticError",
-    "AssertionError",
-    "AttributeError",
-    "BaseException",
-    "BaseExceptionGroup",
-    "BlockingIOError",
-    "BrokenPipeError",
-    "BufferError",
-    "BytesWarning",
-    "ChildProcessError",
-    "ConnectionAbortedError",
-    "ConnectionError",
-    "ConnectionRefusedError",
-    "ConnectionResetError",
-    "DeprecationWarning",
-    "EOFError",
-    "Ellipsis",
-    "EncodingWarning",
-    "EnvironmentError",
-    "Exception",
-    "ExceptionGroup",
-    "False",
-    "FileExistsError",
-    "FileNotFoundError",
-    "FloatingPointError",
-    "FutureWarning",
-    "GeneratorExit",
-    "IOError",
-    "ImportError",
-    "ImportWarning",
-    "IndentationError",
-    "IndexError",
-    "InterruptedError",
-    "IsADirectoryError",
-    "KeyError",
-    "KeyboardInterrupt",
-    "LookupError",
-    "MemoryError",
-    "ModuleNotFoundError",
-    "NameError",
-    "None",
-    "NotADirectoryError",
-    "NotImplemented",
-    "NotImplementedError",
-    "OSError",
-    "OverflowError",
-    "PendingDeprecationWarning",
-    "PermissionError",
-    "ProcessLookupError",
-    "RecursionError",
-    "ReferenceError",
-    "ResourceWarning",
-    "RuntimeError",
-    "RuntimeWarning",
-    "StopAsyncIteration",
-    "StopIteration",
-    "SyntaxError",
-    "SyntaxWarning",
-    "SystemError",
-    "SystemExit",
-    "TabError",
-    "TimeoutError",
-    "True",
-    "TypeError",
-    "UnboundLocalError",
-    "UnicodeDecodeError",
-    "UnicodeEncodeError",
-    "UnicodeError",
-    "UnicodeTranslateError",
-    "UnicodeWarning",
-    "UserWarning",
-    "ValueError",
-    "Warning",
-    "ZeroDivisionError",
-    "__build_class__",
-    "__debug__",
-    "__doc__",
-    "__file__",
-    "__import__",
-    "__name__",
-    "abs",
-    "aiter",
-    "all",
-    "anext",
-    "any",
-    "ascii",
-    "bin",
-    "bool",
-    "breakpoint",
-    "bytearray",
-    "bytes",
-    "callable",
-    "chr",
-    "classmethod",
-    "compile",
-    "complex",
-    "copyright",
-    "credits",
-    "delattr",
-    "dict",
-    "dir",
-    "divmod",
-    "enumerate",
-    "eval",
-    "exec",
-    "exit",
-    "filter",
-    "float",
-    "format",
-    "frozenset",
-    "getattr",
-    "globals",
-    "hasattr",
-    "hash",
-    "help",
-    "hex",
-    "id",
-    "input",
-    "int",
-    "isinstance",
-    "issubclass",
-    "iter",
-    "len",
-    "license",
-    "list",
-    "locals",
-    "map",
-    "max",
-    "memoryview",
-    "min",
-    "next",
-    "object",
-    "oct",
-    "open",
-    "ord",
-    "pow",
-    "print",
-    "property",
-    "quit",
-    "range",
-    "repr",
-    "reversed",
-    "round",
-    "set",
-    "setattr",
-    "slice",
-    "sorted",
-    "staticmethod",
-    "str",
-    "sum",
-    "super",
-    "tuple",
-    "type",
-    "vars",
-    "zip",
-];
-
-/// How the script's undefined names resolve: `call_tool` (and, in the functions style,
-/// any other name that is not a Python builtin) is a host function whose calls pause the
-/// script; other names raise `NameError`, with the tool hint only for names that look
-/// like tool calls (not a builtin, not `final_answer`).
-pub(crate) fn name_answer(style: ToolStyle, name: &str, called: bool) -> NameLookupResult {
-    let builtin = PYTHON_BUILTINS.binary_search(&name).is_ok();
-    if called && (name == "call_tool" || (style == ToolStyle::Functions && !builtin)) {
-        return NameLookupResult::Value(MontyObject::function(name, None));
-    }
-    if builtin || name == "final_answer" || !called {
-        return NameLookupResult::Undefined;
-    }
-    NameLookupResult::Error(undefined_name(name))
-}
-
-/// The `NameError` for a called name the host does not serve: with the tool hint unless
-/// the name is a Python builtin or `final_answer`.
-fn undefined_name(name: &str) -> MontyException {
-    if PYTHON_BUILTINS.binary_search(&name).is_ok() || name == "final_answer" {
-        return MontyException::new(
-            ExcType::NameError,
-            Some(format!("name '{name}' is not defined")),
-        );
-    }
-    MontyException::new(
-        ExcType::NameError,
-        Some(format!(
-            "name '{name}' is not defined. Tools are not Python functions here: call them only as \
-             call_tool(\"<tool-name>\", {{\"arg\": value}})"
-        )),
-    )
 }
 
 /// Where an advance of a run stopped, from where its drive ended.
@@ -1015,7 +523,7 @@ impl Driver for &RunCtx {
         self.source.as_ref().map(|(s, n)| (s.as_str(), n.as_str()))
     }
 
-    fn defers(&self, at: &monty_types::SourceRange) -> bool {
+    fn defers(&self, at: &interp::SourceRange) -> bool {
         RunCtx::defers(self, at)
     }
 
@@ -1135,175 +643,6 @@ pub fn resume_gather(
     })
 }
 
-/// Serializes a paused gather into sealed snapshot bytes; hands it back.
-pub fn dump_gather(
-    cfg: &EngineConfig,
-    paused: PausedGather,
-) -> (Result<Vec<u8>, HostError>, PausedGather) {
-    let PausedGather(futures, ctx) = paused;
-    let progress = RunProgress::ResolveFutures(futures);
-    let bytes = seal_progress(cfg, &progress, &ctx);
-    let futures = progress
-        .into_resolve_futures()
-        .expect("just wrapped a paused gather");
-    (bytes, PausedGather(futures, ctx))
-}
-
-/// Monty's dump of `progress` in the envelope, with the run's awaited-call state when it
-/// has any (a run that awaits nothing seals exactly as before).
-fn seal_progress(
-    cfg: &EngineConfig,
-    progress: &RunProgress,
-    ctx: &RunCtx,
-) -> Result<Vec<u8>, HostError> {
-    let extra = tasks_to_bytes(ctx)?;
-    monty::dump("main.py", None, &[], monty::SessionRef::Running(progress))
-        .map(|payload| {
-            snapshot::seal_with_extra(
-                &payload,
-                cfg.snapshot_key.as_deref(),
-                cfg.limits.recursion_depth() as u32,
-                extra.as_deref(),
-            )
-        })
-        .map_err(|e| HostError::Snapshot(format!("cannot serialize the paused script: {e}")))
-}
-
-/// Version of the awaited-call section of the envelope written when the run has
-/// counters to carry (formats 1, without them, and 2, without the clock reads, are still
-/// read).
-const TASKS_FORMAT: u8 = 3;
-const TASKS_FORMAT_1: u8 = 1;
-const TASKS_FORMAT_2: u8 = 2;
-
-/// A started call in bytes: call id, tool name, positional and keyword argument ids, their
-/// arena.
-pub(crate) type PendingRecord = (u32, String, Vec<NodeId>, Vec<(String, NodeId)>, CallArgs);
-/// A [`PendingRecord`] to serialize (the same bytes), borrowing what it can from the call.
-pub(crate) type PendingRecordRef<'a> = (
-    u32,
-    &'a str,
-    &'a [NodeId],
-    Vec<(String, NodeId)>,
-    &'a CallArgs,
-);
-type TasksRecord = (u8, String, Vec<u32>, Vec<PendingRecord>);
-/// Format 2: format 1 plus the run's counters (bytes printed, cut or not, OS calls).
-type TasksRecord2 = (u8, String, Vec<u32>, Vec<PendingRecord>, (u64, bool, u64));
-/// Format 3: format 2's counters plus the run's clock reads.
-type TasksRecord3 = (
-    u8,
-    String,
-    Vec<u32>,
-    Vec<PendingRecord>,
-    (u64, bool, u64, u64),
-);
-
-fn tasks_to_bytes(ctx: &RunCtx) -> Result<Option<Vec<u8>>, HostError> {
-    let d = &ctx.tasks.deferred;
-    let counts = ctx.counts();
-    ctx.with_pending(|t| {
-        if d.offsets.is_empty() && t.is_empty() && counts.is_zero() {
-            return Ok(None);
-        }
-        let pending: Vec<_> = t.iter().map(|(id, p)| p.record(*id)).collect();
-        let c = (
-            counts.printed.used as u64,
-            counts.printed.truncated,
-            counts.os_calls,
-            counts.clock_reads,
-        );
-        postcard::to_allocvec(&(TASKS_FORMAT, &d.script, &d.offsets, pending, c))
-            .map(Some)
-            .map_err(|e| HostError::Snapshot(format!("cannot serialize the awaited calls: {e}")))
-    })
-}
-
-/// Started calls read back from bytes (a paused script's, or a paused session feed's), each
-/// checked as a live call is: ids within its arena, the style's shape, plain values only.
-/// `what` names them in the error (`"snapshot's awaited calls"`).
-pub(crate) fn pending_table(
-    style: ToolStyle,
-    records: Vec<PendingRecord>,
-    what: &str,
-) -> Result<BTreeMap<u32, PendingTool>, HostError> {
-    let bad = |why: &str| HostError::Snapshot(format!("{what} {why}"));
-    let mut table = BTreeMap::new();
-    for (call_id, name, positional, keyword, args) in records {
-        let graph = unstable::call_args_parts(&args).0;
-        let in_range = |id: &NodeId| (id.0 as usize) < graph.len();
-        if !positional.iter().all(in_range)
-            || !keyword.iter().all(|(_, v)| in_range(v))
-            || (style == ToolStyle::CallTool && !positional.is_empty())
-        {
-            return Err(bad("are malformed"));
-        }
-        let req = ToolRequest {
-            name: ToolName::Named(name),
-            positional,
-            keyword: Keywords::Listed(keyword),
-            call_id,
-        };
-        check_request(graph, &req).map_err(|_| bad("hold a value that cannot cross"))?;
-        table.insert(call_id, PendingTool { args, req });
-    }
-    Ok(table)
-}
-
-fn tasks_from_bytes(style: ToolStyle, bytes: &[u8]) -> Result<(Tasks, RunCounts), HostError> {
-    let bad = |why: String| HostError::Snapshot(format!("snapshot's awaited calls {why}"));
-    let decode_error = |e: postcard::Error| bad(format!("cannot be decoded: {e}"));
-    let format = bytes.first().copied().unwrap_or(0);
-    let (script, offsets, pending, counts) = match format {
-        TASKS_FORMAT_1 => {
-            let (_, script, offsets, pending): TasksRecord =
-                postcard::from_bytes(bytes).map_err(decode_error)?;
-            (script, offsets, pending, RunCounts::default())
-        }
-        TASKS_FORMAT_2 => {
-            let (_, script, offsets, pending, (used, truncated, os_calls)): TasksRecord2 =
-                postcard::from_bytes(bytes).map_err(decode_error)?;
-            let printed = Printed {
-                used: usize::try_from(used).map_err(|_| bad("are malformed".into()))?,
-                truncated,
-            };
-            let counts = RunCounts {
-                printed,
-                os_calls,
-                clock_reads: 0,
-            };
-            (script, offsets, pending, counts)
-        }
-        TASKS_FORMAT => {
-            let (_, script, offsets, pending, (used, truncated, os_calls, clock_reads)): TasksRecord3 =
-                postcard::from_bytes(bytes).map_err(decode_error)?;
-            let printed = Printed {
-                used: usize::try_from(used).map_err(|_| bad("are malformed".into()))?,
-                truncated,
-            };
-            let counts = RunCounts {
-                printed,
-                os_calls,
-                clock_reads,
-            };
-            (script, offsets, pending, counts)
-        }
-        other => {
-            return Err(bad(format!(
-                "have format {other}, this build reads {TASKS_FORMAT_1} to {TASKS_FORMAT}"
-            )));
-        }
-    };
-    let table = pending_table(style, pending, "snapshot's awaited calls")?;
-    Ok((
-        Tasks {
-            deferred: Deferred { script, offsets },
-            pending: Mutex::new(table),
-        },
-        counts,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1331,81 +670,5 @@ mod tests {
         assert_eq!(Rc::strong_count(&counted), 2);
         drop(value);
         assert_eq!(Rc::strong_count(&counted), 1);
-    }
-
-    #[test]
-    fn the_run_counters_read_back_from_formats_2_and_3() {
-        let none: Vec<PendingRecord> = Vec::new();
-        let v2 = postcard::to_allocvec(&(
-            TASKS_FORMAT_2,
-            "main.py",
-            vec![1u32],
-            &none,
-            (5u64, true, 7u64),
-        ))
-        .unwrap();
-        let (_, counts) = tasks_from_bytes(ToolStyle::CallTool, &v2).unwrap();
-        let printed = Printed {
-            used: 5,
-            truncated: true,
-        };
-        let want = RunCounts {
-            printed,
-            os_calls: 7,
-            clock_reads: 0,
-        };
-        assert_eq!(counts, want);
-        let v3 = postcard::to_allocvec(&(
-            TASKS_FORMAT,
-            "main.py",
-            vec![1u32],
-            &none,
-            (5u64, true, 7u64, 9u64),
-        ))
-        .unwrap();
-        let (_, counts) = tasks_from_bytes(ToolStyle::CallTool, &v3).unwrap();
-        assert_eq!(
-            counts,
-            RunCounts {
-                clock_reads: 9,
-                ..want
-            }
-        );
-        assert!(tasks_from_bytes(ToolStyle::CallTool, &[4]).is_err());
-    }
-
-    #[test]
-    fn the_builtin_table_is_sorted_for_binary_search() {
-        assert!(PYTHON_BUILTINS.windows(2).all(|w| w[0] < w[1]));
-    }
-
-    #[test]
-    fn only_tool_like_names_get_the_tool_hint() {
-        for name in ["object", "dir", "final_answer", "print"] {
-            assert!(matches!(
-                name_answer(ToolStyle::CallTool, name, true),
-                NameLookupResult::Undefined
-            ));
-        }
-        assert!(matches!(
-            name_answer(ToolStyle::CallTool, "search_web", true),
-            NameLookupResult::Error(_)
-        ));
-        assert!(matches!(
-            name_answer(ToolStyle::CallTool, "call_tool", true),
-            NameLookupResult::Value(_)
-        ));
-        assert!(matches!(
-            name_answer(ToolStyle::Functions, "search_web", true),
-            NameLookupResult::Value(_)
-        ));
-        assert!(matches!(
-            name_answer(ToolStyle::CallTool, "call_tool", false),
-            NameLookupResult::Undefined
-        ));
-        assert!(matches!(
-            name_answer(ToolStyle::Functions, "dir", true),
-            NameLookupResult::Undefined
-        ));
     }
 }

@@ -10,9 +10,12 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use monty::{MontyRepl, ReplFunctionCall, ReplProgress, ReplResolveFutures, ReplStartError};
-use monty_types::{
+use crate::engine::interp;
+use crate::engine::interp::{
     CompileOptions, ExtFunctionResult, MontyException, MontyObject, PrintWriter, SourceRange,
+};
+use crate::engine::interp::{
+    MontyRepl, ReplFunctionCall, ReplProgress, ReplResolveFutures, ReplStartError,
 };
 
 use super::{
@@ -181,16 +184,16 @@ fn snapshot_error(what: &str) -> impl Fn(String) -> HostError + '_ {
 
 /// Monty's dump of an idle session.
 pub(crate) fn dump_idle(repl: &MontyRepl) -> Result<Vec<u8>, HostError> {
-    monty::dump("main.py", None, &[], monty::SessionRef::Idle(repl))
+    interp::dump("main.py", None, &[], interp::SessionRef::Idle(repl))
         .map_err(|e| snapshot_error("serialize the session")(e.to_string()))
 }
 
 /// An idle session from Monty's dump.
 pub(crate) fn load_idle(payload: &[u8]) -> Result<MontyRepl, HostError> {
-    let dump = monty::Dump::load(payload)
+    let dump = interp::Dump::load(payload)
         .map_err(|e| snapshot_error("decode the session")(e.to_string()))?;
     match dump.state {
-        monty::Session::Idle(repl) => Ok(*repl),
+        interp::Session::Idle(repl) => Ok(*repl),
         _ => Err(HostError::Snapshot(
             "these bytes are not an idle namespace session".into(),
         )),
@@ -563,11 +566,11 @@ fn dump_paused(
     progress: &ReplProgress,
     feed: &Feed,
 ) -> Result<Vec<u8>, HostError> {
-    monty::dump(
+    interp::dump(
         &feed.script_name,
         None,
         &[],
-        monty::SessionRef::Suspended(progress),
+        interp::SessionRef::Suspended(progress),
     )
     .map_err(|e| snapshot_error("serialize the paused script")(e.to_string()))
     .and_then(|payload| seal(cfg, &payload, KIND_SUSPENDED, Some(feed), &feed.before))
@@ -633,9 +636,9 @@ pub(crate) fn load_session(
                 LoadedSession::Idle(Box::new(repl))
             }
             (KIND_SUSPENDED, Some((script, script_name, input_name, start))) => {
-                let dump = monty::Dump::load(payload)
+                let dump = interp::Dump::load(payload)
                     .map_err(|e| snapshot_error("decode the paused script")(e.to_string()))?;
-                let monty::Session::Suspended(mut progress) = dump.state else {
+                let interp::Session::Suspended(mut progress) = dump.state else {
                     return Err(HostError::Snapshot(
                         "the session is not paused at a tool call".into(),
                     ));
