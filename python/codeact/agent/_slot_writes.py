@@ -77,7 +77,7 @@ class _SlotWrites(_TurnEvents):
             if st.record_data is None:  # the fixed part's JSON form, made once a turn
                 st.record_data = record_data(st.record)
             data = slot_data(st.record_data, update)
-        if st.written:  # a read-only call's held events: stored first, with the held outcomes
+        if st.written or status == "suspended":  # held events: stored first, with the held outcomes
             await self._write_held_events()
         try:
             if journal:
