@@ -572,7 +572,7 @@ class StoreContract:
         s = await store.create_session(app_name=APP, user_id="u", session_id="s")
         key = {"app_name": APP, "user_id": "u", "session_id": "s"}
         v1 = await store.save_turn(**key, data=_record(claim=_claim()), snapshot=None, expected_version=0)
-        stale = await store.get_session(**key)
+        stale = await store.get_session(app_name=APP, user_id="u", session_id="s")
         delta = EventActions(state_delta={"seen": 1, "user:u": 2, "temp:t": 3})
         events = [Event(author="a", actions=delta), Event(author="a", content=Content(role="model"))]
         for event in events:
@@ -582,7 +582,7 @@ class StoreContract:
             await store.commit_events(s, "t", [], events, expected_version=v1 + 7)
         held = [batch_record([JournalRecord("outcome", 0, '{"v":1,"c":["r","d"]}')])]
         await store.commit_events(s, "t", held, events, expected_version=v1)
-        fresh = await make_store().get_session(**key)
+        fresh = await make_store().get_session(app_name=APP, user_id="u", session_id="s")
         assert fresh is not None and [e.id for e in fresh.events] == [e.id for e in events]
         assert fresh.events[0].custom_metadata == {"k": "v"}
         assert fresh.state == {"seen": 1, "user:u": 2} and s.last_update_time == fresh.last_update_time
@@ -592,7 +592,7 @@ class StoreContract:
             await store.commit_events(
                 stale, "t", [JournalRecord("outcome", 1, "1")], [Event(author="a")], expected_version=v1
             )
-        assert len((await store.get_session(**key)).events) == 2  # type: ignore[union-attr]
+        assert len((await store.get_session(app_name=APP, user_id="u", session_id="s")).events) == 2  # type: ignore[union-attr]
         assert [r.seq for r in await store.read_journal(**key, turn="t")] == [0]
 
     async def test_a_batch_record_is_one_write_read_back_expanded(self, make_store: StoreFactory) -> None:
