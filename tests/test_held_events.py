@@ -21,6 +21,7 @@ from codeact import (
     Tool,
     ToolContext,
 )
+from codeact.events import Event, EventActions
 from test_read_only_calls import (  # noqa: F401  (make_store: the fixture)
     Commits,
     Crash,
@@ -183,3 +184,33 @@ async def test_held_events_are_stored_before_a_suspension(tmp_path: Path) -> Non
         assert final_value(done) == [1, 2] and world.runs == {("remember", 1): 1}
         session = await store.get_session(app_name=APP, user_id=USER, session_id=SESSION)
         assert session is not None and len([e for e in session.events if e.actions.state_delta]) == 1
+
+
+async def test_held_events_retry_once_on_a_session_stored_to_meanwhile(tmp_path: Path) -> None:
+    """Another writer stored an event after this run loaded the session (the runner it took
+    the turn from, say): the held commit brings the live session up to date, applies the held
+    events again and retries once; the fence still decides whose turn it is."""
+    with SqliteSessionService(tmp_path / "s.db") as store:
+
+        async def remember(k: int, tool_context: ToolContext) -> int:
+            """Reads record k and notes it; meanwhile another writer stores an event."""
+            tool_context.state["seen"] = k
+            other = await store.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+            assert other is not None
+            await store.append_event(other, Event(author="other", actions=EventActions(state_delta={"o": 1})))
+            return k
+
+        script = 'a = call_tool("remember", {"k": 1})\n{"type": "final_result", "value": a}'
+        agent = CodeActAgent(
+            name="coder",
+            model=ScriptedModel([fence(script)]),
+            runtime=MontyRuntime(),
+            tools=[FunctionTool(remember, read_only=True)],
+        )
+        await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+        runner = Runner(app_name=APP, agent=agent, session_service=store)
+        events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
+        assert final_value(events) == 1
+        session = await store.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+        assert session is not None and session.state["seen"] == 1 and session.state["o"] == 1
+        assert [e.author for e in session.events if e.actions.state_delta] == ["other", "coder"]

@@ -22,6 +22,8 @@ from ..events import Event
 from ..exceptions import AlreadyResumingError, TurnConflictError
 from ..runtime import ResumeError, ResumeValue
 from ..sessions._journal import JournalRecord, batch_record
+from ..sessions._service import SessionNotFoundError, StaleSessionError, apply_held
+from ..sessions._types import Session
 from ..turns._codec import INLINE_VALUE_LIMIT, MAX_VALUE_BYTES, decode_outcome, encode_outcome
 from ..turns._verify import seal_journal
 from ._call_results import _SHORT_INT, _SHORT_SCALARS, Outcome, _Invoke
@@ -267,16 +269,40 @@ class _JournalWrites(_SlotWrites):
         records = self._waiting() + records
         events = self._held_events
         self._os_unwritten, self._held, self._held_events = [], [], []
+        session = self.run.ctx.session
         try:
-            await self._service.commit_events(
-                self.run.ctx.session, st.turn, records, events, expected_version=st.version
-            )
+            try:
+                await self._service.commit_events(session, st.turn, records, events, expected_version=st.version)
+            except StaleSessionError:
+                # the runner this run took the turn from stored an event after this run loaded
+                # the session (as ``Runner._append``): brought up to date, the held events
+                # applied again, retried once (the fence still says whose turn it is)
+                await self._refresh(session, events)
+                await self._service.commit_events(session, st.turn, records, events, expected_version=st.version)
         except TurnConflictError as exc:
             raise self._taken_over(exc) from exc
         finally:
             self.run.ctx.held_events.difference_update(e.id for e in events)
         if last == "outcome":
             st.calls_since_checkpoint += 1
+
+    async def _refresh(self, session: Session, held: list[Event]) -> None:
+        """``session`` brought up to date in place from the store (its ``temp:`` state kept),
+        then the ``held`` events applied to it again."""
+        assert self._service is not None
+        fresh = await self._service.get_session(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id
+        )
+        if fresh is None:
+            raise SessionNotFoundError(f"session {session.id!r} not found")
+        temp = {k: v for k, v in session.state.items() if k.startswith("temp:")}
+        session.state.clear()
+        session.state.update(fresh.state)
+        session.state.update(temp)
+        session.events[:] = fresh.events
+        session.last_update_time = fresh.last_update_time
+        for event in held:
+            apply_held(session, event, {})
 
 
 def _intents(inv: _Invoke) -> list[JournalRecord]:
