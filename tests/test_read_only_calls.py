@@ -25,12 +25,10 @@ from codeact import (
     FunctionTool,
     InMemorySessionService,
     MontyRuntime,
-    RunConfig,
     Runner,
     ScriptedModel,
     SqliteSessionService,
     Tool,
-    ToolContext,
 )
 from codeact.agent._turn_state import Journal
 from codeact.sessions import JournalRecord, expand_batches
@@ -55,6 +53,7 @@ class Commits:
         self.rows: list[list[JournalRecord]] = []  # as written (a batch record is one row)
         self.crash_at: tuple[int, bool] | None = None  # (n-th commit, before it)
         self.unbatched = False  # write each held outcome as its own row, as 0.3.0 and before did
+        self.events: dict[int, list[Any]] = {}  # commit index -> the held events it stored (commit_events)
 
     def took(self, records: list[JournalRecord]) -> None:
         self.rows.append(records)
@@ -90,6 +89,15 @@ def counting(base: type[BaseSessionService], commits: Commits) -> type[BaseSessi
             if commits.hit(False):
                 raise Crash
             return version
+
+        async def commit_events(self, session: Any, turn: str, records: Any, events: Any, **kwargs: Any) -> None:
+            if commits.hit(True):
+                raise Crash
+            await super().commit_events(session, turn, records, events, **kwargs)
+            commits.events[len(commits.writes)] = list(events)
+            commits.took(list(records))
+            if commits.hit(False):
+                raise Crash
 
         def journal_appender(self) -> Any:
             own = getattr(base, "_append_journal_now", None)
@@ -415,61 +423,6 @@ async def test_a_pause_makes_the_held_outcomes_durable_and_approval_reruns_nothi
     done = await collect(runner.approve(user_id=USER, session_id=SESSION, call_key=call.call_key))
     assert final_value(done) == [10, 20, -30]
     assert world.runs == {("read", 1): 1, ("read", 2): 1, ("pay", 30): 1}
-
-
-async def test_a_read_only_call_that_changes_state_or_emits_events_is_written_at_once(tmp_path: Path) -> None:
-    """Its events are stored when they happen, so its outcome is written right after them (one
-    commit, still no intent): a stored event never shows a call whose outcome could be lost."""
-    commits = Commits()
-    store = counting(SqliteSessionService, commits)(tmp_path / "s.db")
-
-    def remember(k: int, tool_context: ToolContext) -> int:
-        """Reads and notes.
-
-        Args:
-            k: the record.
-        """
-        tool_context.state["seen"] = k
-        return k
-
-    def plain(k: int) -> int:
-        """Reads.
-
-        Args:
-            k: the record.
-        """
-        return k
-
-    script = (
-        'a = call_tool("remember", {"k": 1})\nb = call_tool("plain", {"k": 2})\n'
-        '{"type": "final_result", "value": [a, b]}'
-    )
-    agent = CodeActAgent(
-        name="coder",
-        model=ScriptedModel([fence(script)]),
-        runtime=MontyRuntime(),
-        tools=[FunctionTool(remember, read_only=True), FunctionTool(plain, read_only=True)],
-    )
-    with store:
-        runner = Runner(app_name=APP, agent=agent, session_service=store)
-        await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
-        events = await collect(runner.run_async(user_id=USER, session_id=SESSION, new_message="go"))
-        assert final_value(events) == [1, 2]
-        assert shapes(commits) == [[("outcome", 0)], [("outcome", 1)]]
-        session = await store.get_session(app_name=APP, user_id=USER, session_id=SESSION)
-        assert session is not None and session.state["seen"] == 1
-
-        commits.writes.clear()
-        await store.create_session(app_name=APP, user_id=USER, session_id="s2")
-        agent.model = ScriptedModel([fence(script)])
-        events = await collect(
-            runner.run_async(
-                user_id=USER, session_id="s2", new_message="go", run_config=RunConfig(emit_tool_events=True)
-            )
-        )
-        assert final_value(events) == [1, 2]
-        # with tool events every read-only outcome is written at once (its events are stored)
-        assert shapes(commits) == [[("outcome", 0)], [("outcome", 1)]]
 
 
 async def test_a_gather_of_reads_and_a_write_writes_the_write_intent_only(tmp_path: Path) -> None:

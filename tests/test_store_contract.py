@@ -73,3 +73,28 @@ def test_durability_is_checked_by_every_store(tmp_path: Path) -> None:
         SqliteSessionService(tmp_path / "x.db", durability="power", synchronous="NORMAL")
     assert SqliteSessionService(tmp_path / "y.db", synchronous="FULL").durability == "power"
     assert SqliteSessionService(tmp_path / "z.db").durability == "process"
+
+
+@pytest.mark.anyio
+async def test_the_base_commit_events_appends_each_event_then_the_records(tmp_path: Path) -> None:
+    """A third-party store without its own ``commit_events`` gets the base one: each event
+    appended (on a copy of the live session, which already holds them), then the records;
+    the same stored result in several commits."""
+    from codeact.events import Event, EventActions
+    from codeact.sessions import JournalRecord
+    from codeact.sessions._service import apply_held
+
+    with SqliteSessionService(tmp_path / "s.db") as store:
+        key = {"app_name": "app", "user_id": "u", "session_id": "s"}
+        s = await store.create_session(**key)
+        v1 = await store.save_turn(**key, data={"turn": "t"}, snapshot=None, expected_version=0)
+        events = [Event(author="a", actions=EventActions(state_delta={"seen": 1})), Event(author="a")]
+        for event in events:
+            apply_held(s, event, {})
+        await BaseSessionService.commit_events(
+            store, s, "t", [JournalRecord("outcome", 0, "1")], events, expected_version=v1
+        )
+        fresh = await store.get_session(**key)
+        assert fresh is not None and [e.id for e in fresh.events] == [e.id for e in s.events]
+        assert fresh.state == {"seen": 1} and fresh.last_update_time == s.last_update_time
+        assert [r.seq for r in await store.read_journal(**key, turn="t")] == [0]

@@ -40,6 +40,7 @@ from .exceptions import (
 from .services import BaseArtifactService, BaseMemoryService, SecretsProvider
 from .sessions import BaseSessionService, InMemorySessionService, SessionNotFoundError
 from .sessions._journal import TurnSlot
+from .sessions._service import apply_held
 from .sessions._types import Session
 from .turns._codec import PendingCallInfo, announcement_events
 from .turns._decision import Decision, DecisionRecord
@@ -402,7 +403,10 @@ class Runner:
                     if shown:
                         event.custom_metadata = {**(event.custom_metadata or {}), DECISIONS: shown}
                         shown = []
-                    await self._append(session, event, claimed, claim.run_key)
+                    if event.id in ctx.held_events:  # the turn driver stores it with its next durable write
+                        apply_held(session, event, {RUN_KEY: claim.run_key} if claim.run_key is not None else {})
+                    else:
+                        await self._append(session, event, claimed, claim.run_key)
                     yield event
                     if event.actions.transfer_to_agent:
                         transfer_to = event.actions.transfer_to_agent

@@ -249,6 +249,9 @@ class InvocationContext:
         turn_responses: call key -> completion value of long-running calls this run
             completes (checked by the runner).
         run_key: the caller's idempotency key of this run, or None.
+        held_events: ids of the events the turn driver holds (SPEC §5 v4: a read-only call's
+            events and state deltas): the runner applies them to the live session and yields
+            them without storing them; the driver stores them with its next durable write.
     """
 
     invocation_id: str
@@ -266,6 +269,7 @@ class InvocationContext:
     clock: Clock = time.time
     turn_responses: dict[str, Any] = field(default_factory=dict)
     run_key: str | None = None
+    held_events: set[str] = field(default_factory=set)
 
     @property
     def app_name(self) -> str:

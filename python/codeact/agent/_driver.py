@@ -104,6 +104,7 @@ class TurnDriver(_JournalWrites):
         self._service = ctx.session_service
         self._os_unwritten: list[JournalRecord] = []
         self._held: list[JournalRecord] = []  # read-only calls' outcomes, for the next durable write
+        self._held_events: list[Event] = []  # their events (and those after them), for the same write
         # Read-write mounts through the file layer (SPEC §5 "Files"): advances have no host effects
         writes = layered_mounts(agent.runtime) if getattr(agent.runtime, "mounts", None) else {}
         self._mounts = writes if state.files is not None else {}
@@ -128,8 +129,10 @@ class TurnDriver(_JournalWrites):
         read-only calls it held are durable (the end of the script is a durable write)."""
         async with aclosing(self._drive(step)) as driven:
             async for item in driven:
-                if type(item) is TurnEnd and not await self._end_files(item.how) and self._held:
+                if type(item) is TurnEnd and not await self._end_files(item.how) and (self._held or self._held_events):
                     await self._flush()
+                elif self._held_events and isinstance(item, Event):
+                    self._hold_after(item)  # stored after the held ones, in the same commit
                 yield item
 
     async def _drive(self, step: RunStep) -> AsyncGenerator[Event | TurnEnd, None]:
@@ -189,7 +192,7 @@ class TurnDriver(_JournalWrites):
                     if holds:
                         pass  # read-only: no intent; its outcome is held below
                     elif one.journaled:  # re-run in recovery: what the script saw is durable first
-                        if self._held:
+                        if self._held or self._held_events:
                             await self._flush()
                     else:
                         intent = [
@@ -216,17 +219,17 @@ class TurnDriver(_JournalWrites):
                         one = self._ran(one, started[0], started[1], NO_ACTIONS)
                     if type(one) is _Invoke:  # it ran: its outcome is recorded
                         stored = bool(run.pending.state_delta or run.pending.artifact_delta)
+                        held = holds and self._may_hold and self._service is not None
                         if stored:
-                            # The tool's state / artifact changes are stored before its outcome:
-                            # a recorded outcome never runs again, so its changes must not be lost
-                            # (a read-only call's outcome is then written now, not held).
-                            yield run.event()
+                            # The tool's state / artifact changes are stored before its outcome or
+                            # with it (a read-only call's are held with it): they are never lost.
+                            yield self._hold_event(run.event()) if held else run.event()
                         ran = one.outcome
                         value = ran.value if type(ran) is ResumeValue else None
                         if type(value) is int and -_SHORT_INT < value < _SHORT_INT and not self._emit:
                             # a short int's record, as _record writes it (no blob, no event)
                             if holds:
-                                if self._service is not None and not stored and self._may_hold:
+                                if held:
                                     self._held.append(
                                         JournalRecord(
                                             "outcome", one.pos, f'{{"v":{value},"c":[{plan.call},"{one.digest}"]}}'
@@ -234,15 +237,8 @@ class TurnDriver(_JournalWrites):
                                     )
                                     st.calls_since_checkpoint += 1
                                     one = ran  # type: ignore[assignment]
-                                else:
-                                    one = await self._record(
-                                        one.pos,
-                                        one.tool.name,
-                                        one.digest,
-                                        ran,  # type: ignore[arg-type]
-                                        read_only=True,
-                                        hold=not stored and self._may_hold,
-                                    )
+                                else:  # written now (no store, or a runtime that writes files)
+                                    one = await self._record(one.pos, one.tool.name, one.digest, ran, read_only=True)  # type: ignore[arg-type]
                             else:
                                 outcome = [JournalRecord("outcome", one.pos, f'{{"v":{value}}}')]
                                 if not self._write_now(outcome):
@@ -255,7 +251,7 @@ class TurnDriver(_JournalWrites):
                                 one.digest,
                                 ran,  # type: ignore[arg-type]
                                 read_only=holds,
-                                hold=holds and not stored and not self._emit and self._may_hold,
+                                hold=held,
                             )
                 if type(one) is ResumeValue or type(one) is ResumeError:
                     if self._events:
@@ -305,7 +301,7 @@ class TurnDriver(_JournalWrites):
                             intent = _intents(inv)
                             if not self._write_now(intent):
                                 await self._write_awaited(intent)
-                        elif self._held:
+                        elif self._held or self._held_events:
                             await self._flush()
                         settled[runs[0]] = await self._invoke(inv)
                     else:
@@ -318,18 +314,19 @@ class TurnDriver(_JournalWrites):
                         if done.outcome is None:  # not run: a later call ends the turn, or the handler failed
                             continue
                         stored = bool(run.pending.state_delta or run.pending.artifact_delta)
-                        if stored:
-                            # The tool's state / artifact changes are stored before its outcome:
-                            # a recorded outcome never runs again, so its changes must not be lost.
-                            yield run.event()
                         holds = self._holds(done)
+                        held = holds and self._may_hold and self._service is not None
+                        if stored:
+                            # The tool's state / artifact changes are stored before its outcome or
+                            # with it (a read-only call's are held with it): they are never lost.
+                            yield self._hold_event(run.event()) if held else run.event()
                         done = await self._record(
                             done.pos,
                             done.tool.name,
                             done.digest,
                             done.outcome,
                             read_only=holds,
-                            hold=holds and not stored and not self._emit and self._may_hold,
+                            hold=held,
                         )
                     elif type(done) is _Final:
                         yield TurnEnd("finished", done.step)
@@ -709,7 +706,7 @@ class TurnDriver(_JournalWrites):
         if intents:
             if not self._write_now(intents):
                 await self._write_awaited(intents)
-        elif effects and self._held:  # calls with effects re-run in recovery: what the script saw first
+        elif effects and (self._held or self._held_events):  # re-run in recovery: what the script saw first
             await self._flush()
         writing = anyio.Lock()
 
@@ -728,7 +725,7 @@ class TurnDriver(_JournalWrites):
                         result.digest,
                         result.outcome,
                         read_only=holds,
-                        hold=holds and not self._emit and self._may_hold,
+                        hold=holds and self._may_hold,
                     )
                 return
             settled[i] = result

@@ -24,6 +24,8 @@ from ..events import Event
 from ..exceptions import AlreadyResumingError, TurnConflictError
 from ..runtime import ResumeError, ResumeValue
 from ..sessions._journal import JournalRecord, batch_record
+from ..sessions._service import SessionNotFoundError, StaleSessionError, apply_held
+from ..sessions._types import Session
 from ..turns._codec import INLINE_VALUE_LIMIT, MAX_VALUE_BYTES, decode_outcome, encode_outcome
 from ..turns._verify import seal_journal
 from ._call_results import _SHORT_INT, _SHORT_SCALARS, Outcome, _Invoke
@@ -39,6 +41,7 @@ class _JournalWrites(_SlotWrites):
 
     _os_unwritten: list[JournalRecord]
     _held: list[JournalRecord]
+    _held_events: list[Event]
     _appender: JournalAppender | None
     _scope: str
     _emit: bool
@@ -95,6 +98,10 @@ class _JournalWrites(_SlotWrites):
                     return outcome
                 self._held.append(JournalRecord("outcome", pos, text))
                 self.state.calls_since_checkpoint += 1
+                if self._emit:  # its event is held with it
+                    self._events.append(
+                        self._hold_event(self._response_event(f"{self.state.turn}:{pos}", tool, outcome))
+                    )
                 return outcome
         records = [JournalRecord("outcome", pos, text)]
         if intent:
@@ -125,7 +132,7 @@ class _JournalWrites(_SlotWrites):
             AlreadyResumingError: another runner took the turn over; nothing was written.
         """
         st = self.state
-        if self._appender is None or not st.written:
+        if self._appender is None or not st.written or self._held_events:
             return False
         full = [seal_journal(self._runtime, self._scope, r) for r in records] if self._sealed else records
         if self._os_unwritten or self._held:
@@ -148,10 +155,11 @@ class _JournalWrites(_SlotWrites):
         now, in one commit: before a call with effects that writes no intent of its own (one
         re-run in recovery), a checkpoint, a suspension, the end of the script. Nothing to
         write without a store, or when nothing is held."""
-        if not self._held:
+        if not self._held and not self._held_events:
             return
         if self._service is None:
             self._held = []
+            self._held_events = []
             return
         if not self._write_now([]):
             await self._write_awaited([])
@@ -173,6 +181,7 @@ class _JournalWrites(_SlotWrites):
         if pre is None:
             pre = await anyio.to_thread.run_sync(preimages, layer, self._mounts)
         if self._service is not None:
+            await self._write_held_events()  # held events first, with the records held with them
             records = self._waiting()
             self._os_unwritten, self._held = [], []
             await self.save("running", journal=records, files={"pre": to_text(pre)})
@@ -194,8 +203,8 @@ class _JournalWrites(_SlotWrites):
         """The held records (``_waiting``) for a slot write that commits them
         (``save(journal=...)``); none are held after. Only the held outcomes make a slot
         write carry records: OS answers alone wait as before."""
-        if not self._held or self._service is None:
-            return []
+        if not self._held or self._service is None or self._held_events:
+            return []  # held events: ``save`` writes them first (``_write_held_events``)
         records = self._waiting()
         self._os_unwritten = []
         self._held = []
@@ -221,6 +230,9 @@ class _JournalWrites(_SlotWrites):
         """``_write`` once ``_write_now`` declined: the turn's first write saves the slot
         first (then tries the appender again), any other awaits ``append_journal``."""
         if self._service is None:
+            return
+        if self._held_events:
+            await self._write_events(records)
             return
         if not self.state.written:
             if not records and self._held:
@@ -249,6 +261,77 @@ class _JournalWrites(_SlotWrites):
             raise self._taken_over(exc) from exc
         if last == "outcome":
             self.state.calls_since_checkpoint += 1
+
+    def _hold_event(self, event: Event) -> Event:
+        """Holds ``event`` (a read-only call's, or one after it) for the turn's next durable
+        write: the runner applies it to the live session and yields it without storing it
+        (``InvocationContext.held_events``); ``_write_events`` stores it."""
+        self.run.ctx.held_events.add(event.id)
+        self._held_events.append(event)
+        return event
+
+    def _hold_after(self, event: Event) -> None:
+        """Holds ``event`` too when it comes after a held event (a live preview is never
+        stored; an event held already stays as it is)."""
+        if not event.partial and event.id not in self.run.ctx.held_events:
+            self._hold_event(event)
+
+    async def _write_held_events(self) -> None:
+        if self._held_events:
+            await self._write_events([])
+
+    async def _write_events(self, records: list[JournalRecord]) -> None:
+        """``_write_awaited`` while events are held: the held events (with their state
+        deltas), the held outcomes and OS answers and ``records`` in one commit
+        (``commit_events``), the slot saved first when the turn's first write.
+
+        Raises:
+            AlreadyResumingError: another runner took the turn over; nothing was written.
+        """
+        assert self._service is not None
+        st = self.state
+        if not st.written:
+            await self.save("running")
+        last = records[-1].kind if records else ""
+        if self._sealed:
+            records = [seal_journal(self._runtime, self._scope, r) for r in records]
+        records = self._waiting() + records
+        events = self._held_events
+        self._os_unwritten, self._held, self._held_events = [], [], []
+        session = self.run.ctx.session
+        try:
+            try:
+                await self._service.commit_events(session, st.turn, records, events, expected_version=st.version)
+            except StaleSessionError:
+                # the runner this run took the turn from stored an event after this run loaded
+                # the session (as ``Runner._append``): brought up to date, the held events
+                # applied again, retried once (the fence still says whose turn it is)
+                await self._refresh(session, events)
+                await self._service.commit_events(session, st.turn, records, events, expected_version=st.version)
+        except TurnConflictError as exc:
+            raise self._taken_over(exc) from exc
+        finally:
+            self.run.ctx.held_events.difference_update(e.id for e in events)
+        if last == "outcome":
+            st.calls_since_checkpoint += 1
+
+    async def _refresh(self, session: Session, held: list[Event]) -> None:
+        """``session`` brought up to date in place from the store (its ``temp:`` state kept),
+        then the ``held`` events applied to it again."""
+        assert self._service is not None
+        fresh = await self._service.get_session(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id
+        )
+        if fresh is None:
+            raise SessionNotFoundError(f"session {session.id!r} not found")
+        temp = {k: v for k, v in session.state.items() if k.startswith("temp:")}
+        session.state.clear()
+        session.state.update(fresh.state)
+        session.state.update(temp)
+        session.events[:] = fresh.events
+        session.last_update_time = fresh.last_update_time
+        for event in held:
+            apply_held(session, event, {})
 
 
 def _intents(inv: _Invoke) -> list[JournalRecord]:

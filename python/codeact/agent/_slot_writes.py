@@ -85,6 +85,8 @@ class _SlotWrites(_TurnEvents):
             if st.record_data is None:  # the fixed part's JSON form, made once a turn
                 st.record_data = record_data(st.record)
             data = slot_data(st.record_data, update)
+        if st.written or status == "suspended":  # held events: stored first, with the held outcomes
+            await self._write_held_events()
         try:
             if journal:
                 st.version = await self._service.commit_turn(
@@ -105,6 +107,10 @@ class _SlotWrites(_TurnEvents):
             ) from exc
         run.slot_version = st.version
         st.written = True
+
+    async def _write_held_events(self) -> None:
+        """Stores the events held for the turn's next durable write, if any
+        (``_JournalWrites`` holds them)."""
 
     def _take_held(self) -> list[JournalRecord]:
         """The journal records held for the turn's next durable write (read-only calls'

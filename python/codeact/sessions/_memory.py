@@ -290,6 +290,37 @@ class InMemorySessionService(BaseSessionService):
         stored.turn = (stored.version, text, bytes(snapshot) if snapshot is not None else None)
         return stored.version
 
+    async def commit_events(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        events: list[Event],
+        *,
+        expected_version: int,
+    ) -> None:
+        """``BaseSessionService.commit_events``: the events, their state deltas and the
+        journal records in one step (no await between the checks and the writes).
+
+        Raises:
+            TurnConflictError: the slot is not at ``expected_version``; nothing was written.
+            StaleSessionError: the stored session was updated after ``session`` was loaded.
+            SessionNotFoundError: the session does not exist.
+            SessionStoreError: an event is not JSON-serializable; nothing was written.
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        prepared = [prepare_append(event) for event in events]
+        stored = self._stored(session.app_name, session.user_id, session.id)
+        current = stored.turn[0] if stored.turn is not None else 0
+        if current != expected_version:
+            raise turn_conflict(session.id, expected_version, current)
+        check_not_stale(session, stored.last_update_time)
+        update_time = next_update_time(stored.last_update_time)
+        for one in prepared:
+            self._commit(session, stored, one, update_time)
+        self._append_journal_now(session, turn, records, expected_version)
+        session.last_update_time = update_time
+
     def journal_appender(self) -> JournalAppender | None:
         """``BaseSessionService.journal_appender``: an in-memory append never waits (None
         when ``append_journal`` is overridden, or patched on the class or the instance)."""

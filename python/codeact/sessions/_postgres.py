@@ -711,6 +711,26 @@ class PostgresSessionService(BaseSessionService):
 
         return await self._call_quick(txn, write=True)
 
+    async def commit_events(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        events: list[Event],
+        *,
+        expected_version: int,
+    ) -> None:
+        """``BaseSessionService.commit_events`` in one transaction (the session's and the
+        slot's rows locked; the flow shared with SQLite: ``codeact.sessions._sql``)."""
+        prepared = [prepare_append(event) for event in events]
+
+        def txn(conn: Connection[Any], retrying: bool) -> float:
+            return _sql.commit_events(
+                conn, _sql.POSTGRES, session, prepared, turn, records, expected_version, retrying=retrying
+            )
+
+        session.last_update_time = await self._call(txn, write=True)
+
     async def renew_claim(
         self, *, app_name: str, user_id: str, session_id: str, version: int, renewed_at: float
     ) -> None:

@@ -261,6 +261,42 @@ class BaseSessionService(ABC):
             expected_version=expected_version,
         )
 
+    async def commit_events(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        events: list[Event],
+        *,
+        expected_version: int,
+    ) -> None:
+        """The buffered commit of held events (SPEC §5 v4): stores ``events`` (each with its
+        state delta, as ``append_event`` does) and appends ``records`` to the journal of
+        ``turn``, all only if the slot is at ``expected_version`` and ``session`` is not stale.
+        The turn driver writes a read-only call's events (``RunConfig.emit_tool_events``, a
+        ``ToolContext`` state or artifact change) with its held outcome and the turn's next
+        durable write this way. The caller already applied ``events`` to the live session
+        (``apply_held``): on success only ``session.last_update_time`` is set.
+
+        The base implementation appends each event (to a copy of ``session``) then the
+        records (several commits, the events first, as before v4: a crash between them runs
+        the read-only call again and may store its events twice); the stores here do it all
+        in one transaction.
+
+        Raises:
+            TurnConflictError: the slot is not at ``expected_version``.
+            StaleSessionError: the stored session was updated after ``session`` was loaded.
+            SessionNotFoundError: the session does not exist (anymore).
+            SessionStoreError: the store failed or an event is not JSON-serializable.
+        """
+        if events:
+            shadow = session.model_copy(update={"events": list(session.events), "state": dict(session.state)})
+            for event in events:
+                await self.append_event(shadow, event)
+            session.last_update_time = shadow.last_update_time
+        if records:
+            await self.append_journal(session, turn, records, expected_version=expected_version)
+
     def journal_appender(self) -> JournalAppender | None:
         """An optional synchronous form of ``append_journal`` for the turn driver's hot path
         (issue 21: two awaited coroutines per record cost more than an in-memory append).
@@ -614,6 +650,20 @@ def apply_append(session: Session, prepared: PreparedAppend, update_time: float)
     session.state.update(d.temp)
     session.events.append(prepared.stored)
     session.last_update_time = update_time
+
+
+def apply_held(session: Session, event: Event, metadata: dict[str, Any]) -> None:
+    """A held event (SPEC §5 v4: a read-only call's event, stored later with the turn's next
+    durable write, ``commit_events``): ``metadata`` added to its ``custom_metadata`` and the
+    event applied to the live ``session`` (its state delta visible to the next tools) without
+    storing it, so ``session.last_update_time`` stays the stored one.
+
+    Raises:
+        SessionStoreError: the event is not JSON-serializable (nothing applied).
+    """
+    if metadata:
+        event.custom_metadata = {**(event.custom_metadata or {}), **metadata}
+    apply_append(session, prepare_append(event), session.last_update_time)
 
 
 def filter_events(events: list[Event], after_timestamp: float | None, num_recent_events: int | None) -> list[Event]:

@@ -39,6 +39,7 @@ __all__ = (
     "SQLITE",
     "SqlDialect",
     "append_event",
+    "commit_events",
     "commit_turn",
     "events_query",
     "journal_of",
@@ -310,6 +311,67 @@ def append_event(
         f"UPDATE {d.sessions} SET last_update_time = {p} WHERE app_name = {p} AND user_id = {p} AND id = {p}",
         (update_time, *key),
     )
+    return update_time
+
+
+def commit_events(
+    conn: Any,
+    d: SqlDialect,
+    session: Session,
+    prepared: Sequence[PreparedAppend],
+    turn: str,
+    records: Sequence[JournalRecord],
+    expected_version: int,
+    *,
+    retrying: bool = False,
+) -> float:
+    """``BaseSessionService.commit_events`` inside the store's transaction: the stale check,
+    the fence (the slot at ``expected_version``), the events with their state deltas, the
+    session's new update time and the journal records. ``retrying``: a first attempt's commit
+    may have landed before its connection dropped (PostgreSQL); it is recognized by the first
+    event's id.
+
+    Returns:
+        The new update time.
+
+    Raises:
+        SessionNotFoundError: the session does not exist (anymore).
+        StaleSessionError: the stored session was updated after ``session`` was loaded.
+        TurnConflictError: the slot is not at ``expected_version``.
+        SessionStoreError: a state value is not plain data.
+    """
+    key = (session.app_name, session.user_id, session.id)
+    p = d.p
+    row = conn.execute(
+        f"SELECT last_update_time FROM {d.sessions} WHERE app_name = {p} AND user_id = {p} AND id = {p}{d.lock}", key
+    ).fetchone()
+    if row is None:
+        raise SessionNotFoundError(
+            f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
+        )
+    if retrying and prepared and row[0] > session.last_update_time:
+        mine = conn.execute(
+            f"SELECT 1 FROM {d.prefix}events WHERE {d.where()} AND id = {p}", (*key, prepared[0].stored.id)
+        )
+        if mine.fetchone() is not None:
+            return float(row[0])
+    check_not_stale(session, row[0])
+    current, _ = slot_version(conn, d, key, lock=True)
+    if current != expected_version:
+        raise turn_conflict(session.id, expected_version, current)
+    update_time = next_update_time(row[0])
+    for one in prepared:
+        conn.execute(
+            f"INSERT INTO {d.prefix}events (app_name, user_id, session_id, id, timestamp, data) "
+            f"VALUES ({p}, {p}, {p}, {p}, {p}, {p})",
+            (*key, one.stored.id, one.stored.timestamp, one.json),
+        )
+        write_state(conn, d, key, one.delta, f"state delta of event {one.stored.id}")
+    conn.execute(
+        f"UPDATE {d.sessions} SET last_update_time = {p} WHERE app_name = {p} AND user_id = {p} AND id = {p}",
+        (update_time, *key),
+    )
+    write_journal(conn, d, key, turn, records)
     return update_time
 
 

@@ -624,6 +624,30 @@ class SqliteSessionService(BaseSessionService):
             return done[0]
         return await self._call_quick(txn, write=True)
 
+    async def commit_events(
+        self,
+        session: Session,
+        turn: str,
+        records: list[JournalRecord],
+        events: list[Event],
+        *,
+        expected_version: int,
+    ) -> None:
+        """``BaseSessionService.commit_events`` in one transaction (the flow shared with
+        PostgreSQL: ``codeact.sessions._sql``).
+
+        Raises:
+            TurnConflictError: the slot is not at ``expected_version``; nothing was written.
+            StaleSessionError: the stored session was updated after ``session`` was loaded.
+            SessionNotFoundError: the session does not exist.
+            SessionStoreError: SQLite failed or an event is not JSON-serializable; nothing was written.
+        """
+        prepared = [prepare_append(event) for event in events]
+        session.last_update_time = await self._call(
+            lambda conn: _sql.commit_events(conn, _sql.SQLITE, session, prepared, turn, records, expected_version),
+            write=True,
+        )
+
     def journal_appender(self) -> JournalAppender | None:
         """``BaseSessionService.journal_appender``: one record (an intent, an outcome) as one
         fenced statement on the calling thread when the database is free (None when

@@ -47,6 +47,7 @@ from ._service import (
     SessionStoreError,
     StaleSessionError,
     TurnConflictError,
+    apply_held,
 )
 from ._types import Content, Event, EventActions, Session
 
@@ -560,6 +561,39 @@ class StoreContract:
         missing = Session(id="nope", app_name=APP, user_id="u")
         with pytest.raises(SessionNotFoundError):
             await store.commit_turn(missing, "t", [], data=_record(), snapshot=None, expected_version=0)
+
+    async def test_commit_events_stores_held_events_and_records_in_one_commit(self, make_store: StoreFactory) -> None:
+        """The buffered commit of held events (SPEC §5 v4): ``commit_events`` stores a read-only
+        call's events (their state deltas applied, ``temp:`` keys left out) and the journal
+        records, fenced by the slot's version and refused on a stale session (nothing
+        written either way); the live session, which already holds the events
+        (``apply_held``), gets the stored update time only."""
+        store = make_store()
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        v1 = await store.save_turn(**key, data=_record(claim=_claim()), snapshot=None, expected_version=0)
+        stale = await store.get_session(app_name=APP, user_id="u", session_id="s")
+        delta = EventActions(state_delta={"seen": 1, "user:u": 2, "temp:t": 3})
+        events = [Event(author="a", actions=delta), Event(author="a", content=Content(role="model"))]
+        for event in events:
+            apply_held(s, event, {"k": "v"})
+        assert s.state["seen"] == 1 and len(s.events) == 2
+        with pytest.raises(TurnConflictError):  # a taken-over writer: nothing is written
+            await store.commit_events(s, "t", [], events, expected_version=v1 + 7)
+        held = [batch_record([JournalRecord("outcome", 0, '{"v":1,"c":["r","d"]}')])]
+        await store.commit_events(s, "t", held, events, expected_version=v1)
+        fresh = await make_store().get_session(app_name=APP, user_id="u", session_id="s")
+        assert fresh is not None and [e.id for e in fresh.events] == [e.id for e in events]
+        assert fresh.events[0].custom_metadata == {"k": "v"}
+        assert fresh.state == {"seen": 1, "user:u": 2} and s.last_update_time == fresh.last_update_time
+        assert [r.seq for r in await make_store().read_journal(**key, turn="t")] == [0]
+        assert stale is not None
+        with pytest.raises(StaleSessionError):  # a copy loaded before: nothing is written
+            await store.commit_events(
+                stale, "t", [JournalRecord("outcome", 1, "1")], [Event(author="a")], expected_version=v1
+            )
+        assert len((await store.get_session(app_name=APP, user_id="u", session_id="s")).events) == 2  # type: ignore[union-attr]
+        assert [r.seq for r in await store.read_journal(**key, turn="t")] == [0]
 
     async def test_a_batch_record_is_one_write_read_back_expanded(self, make_store: StoreFactory) -> None:
         """A ``batch`` record (the held outcomes of one commit, issue 50) is written as it is, by
