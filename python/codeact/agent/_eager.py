@@ -304,9 +304,11 @@ class EagerRun:
                     return None
             except Exception:
                 return None
-        value, failure, actions = await run.execute(tool, args, f"{self.turn}:{pos}")
+        # not merged into the run's pending actions: a call whose actions change anything
+        # is not served, and the stored script's run makes it again (the reply first)
+        value, failure, actions = await run.execute(tool, args, f"{self.turn}:{pos}", merge=False)
         servable = actions is NO_ACTIONS or not (
-            terminal_signal(actions) or actions.state_delta or actions.artifact_delta
+            terminal_signal(actions) or actions.state_delta or actions.artifact_delta or actions.route is not None
         )
         self.kept.append(_Kept(tool.name, digest, value, failure, servable))
         return _outcome(value, failure) if servable else None

@@ -1,0 +1,277 @@
+"""Eager start at its edges (issue 52): what a read-only tool's early run leaves behind, tools
+that fail or are slow when the stream ends, outcomes that would differ on a second run, limits
+and options that switch parts of it off. Every test holds the invariant: nothing with effects
+runs before the reply is stored, nothing runs twice except read-only tools, and what the
+early run printed never appears.
+
+Real parts: the Monty interpreter, the runner, in-memory and SQLite stores; the models stream
+on a clock.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agent_helpers import APP, SESSION, USER
+from codeact import (
+    CodeActAgent,
+    FunctionTool,
+    InMemorySessionService,
+    MontyRuntime,
+    RunConfig,
+    Runner,
+    ScriptedModel,
+    SqliteSessionService,
+    ToolContext,
+)
+from codeact.events import Content
+from codeact.models import LlmResponse
+
+pytestmark = pytest.mark.anyio
+
+PAD = "".join(f"pad_{i} = {i} * {i}\n" for i in range(12))
+
+
+def fenced(script: str, after: str = "That is all.") -> str:
+    return f"Looking it up.\n```python\n{script}```\n{after}"
+
+
+def model_for(reply: str) -> ScriptedModel:
+    return ScriptedModel([reply], time_to_first_token=0.0, tokens_per_second=100, chars_per_token=4)
+
+
+async def run_eager(model: Any, tools: list[Any], *, service: Any = None, **options: Any) -> tuple[list[Any], Any]:
+    agent = CodeActAgent(name="eager", model=model, runtime=MontyRuntime(), tools=tools, **options)
+    service = service or InMemorySessionService()
+    runner = Runner(app_name=APP, agent=agent, session_service=service)
+    await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    events = [
+        e
+        async for e in runner.run_async(
+            user_id=USER, session_id=SESSION, new_message="go", run_config=RunConfig(eager=True)
+        )
+    ]
+    return events, service
+
+
+async def session_of(service: Any) -> Any:
+    return await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
+
+
+def final_text(events: list[Any]) -> str:
+    return [e for e in events if e.is_final_response()][-1].text
+
+
+async def test_a_discarded_early_call_leaves_no_state_delta_behind() -> None:
+    """A read-only tool that sets session state through its context ran early; the stored
+    reply (rewritten by ``after_model``) no longer calls it: its state change must not be
+    stored, neither on the model's reply event nor later."""
+    calls: list[str] = []
+
+    def note(key: str, tool_context: ToolContext) -> str:
+        """Reads ``key`` and remembers it in the session state."""
+        calls.append(key)
+        tool_context.state["noted"] = key
+        return key.upper()
+
+    script = 'a = call_tool("note", {"key": "early"})\n' + PAD + '{"type": "final_result", "value": a}\n'
+    plain = '```python\n{"type": "final_result", "value": "plain"}\n```'
+
+    def rewrite(ctx: Any, response: LlmResponse) -> LlmResponse:
+        return LlmResponse(content=Content.from_text(plain, role="model"))
+
+    events, service = await run_eager(
+        model_for(fenced(script)), [FunctionTool(note, read_only=True)], after_model=rewrite
+    )
+    assert final_text(events) == "plain"
+    assert calls == ["early"]  # it did run early (read-only: allowed)
+    session = await session_of(service)
+    assert "noted" not in session.state
+    assert all("noted" not in e.actions.state_delta for e in session.events)
+
+
+async def test_a_kept_state_change_is_stored_once_after_the_reply() -> None:
+    """The same tool kept (the reply unchanged): the change is stored, never on the model's
+    reply event (that event is the reply, written before the script's outcomes)."""
+    calls: list[str] = []
+
+    def note(key: str, tool_context: ToolContext) -> str:
+        """Reads ``key`` and remembers it in the session state."""
+        calls.append(key)
+        tool_context.state["noted"] = key
+        return key.upper()
+
+    script = 'a = call_tool("note", {"key": "k"})\n' + PAD + '{"type": "final_result", "value": a}\n'
+    events, service = await run_eager(model_for(fenced(script)), [FunctionTool(note, read_only=True)])
+    assert final_text(events) == "K"
+    session = await session_of(service)
+    assert session.state.get("noted") == "k"
+    replies = [e for e in session.events if e.kind == "model_reply"]
+    assert replies and all("noted" not in e.actions.state_delta for e in replies)
+
+
+async def test_a_discarded_early_escalation_does_not_end_the_run() -> None:
+    """A read-only tool that escalates ran early in a script the stored reply no longer has."""
+
+    def stop(tool_context: ToolContext) -> str:
+        """Asks to stop."""
+        tool_context.actions.escalate = True
+        return "stopped"
+
+    script = 'a = call_tool("stop", {})\n' + PAD + '{"type": "final_result", "value": a}\n'
+    plain = '```python\n{"type": "final_result", "value": "plain"}\n```'
+
+    def rewrite(ctx: Any, response: LlmResponse) -> LlmResponse:
+        return LlmResponse(content=Content.from_text(plain, role="model"))
+
+    events, service = await run_eager(
+        model_for(fenced(script)), [FunctionTool(stop, read_only=True)], after_model=rewrite
+    )
+    assert final_text(events) == "plain"
+    session = await session_of(service)
+    assert not any(e.actions.escalate for e in session.events)
+
+
+async def test_an_early_failure_is_served_once_and_not_run_again() -> None:
+    calls: list[str] = []
+
+    def flaky(key: str) -> str:
+        """Fails the first time."""
+        calls.append(key)
+        if len(calls) == 1:
+            raise LookupError(f"no {key}")
+        return key
+
+    script = (
+        "try:\n"
+        '    a = call_tool("flaky", {"key": "x"})\n'
+        "except Exception as e:\n"
+        '    a = "failed: " + str(e)\n' + PAD + '{"type": "final_result", "value": a}\n'
+    )
+    events, _ = await run_eager(model_for(fenced(script)), [FunctionTool(flaky, read_only=True)])
+    assert calls == ["x"]
+    assert final_text(events).startswith("failed:") and "no x" in final_text(events)
+
+
+async def test_the_final_run_uses_each_early_outcome_once_in_order() -> None:
+    """A counter (read-only, but it answers differently each time): the same call twice gets
+    the two early answers, in order, and the tool ran twice in all."""
+    count = [0]
+
+    def tick(name: str) -> int:
+        """Counts."""
+        count[0] += 1
+        return count[0]
+
+    script = (
+        'a = call_tool("tick", {"name": "n"})\n'
+        'b = call_tool("tick", {"name": "n"})\n' + PAD + '{"type": "final_result", "value": [a, b]}\n'
+    )
+    events, _ = await run_eager(model_for(fenced(script)), [FunctionTool(tick, read_only=True)])
+    assert json.loads(final_text(events)) == [1, 2]
+    assert count == [2]
+
+
+async def test_a_slow_read_only_call_when_the_stream_ends_runs_once() -> None:
+    calls: list[float] = []
+    effects: list[float] = []
+
+    async def slow(key: str) -> str:
+        """Takes a while."""
+        calls.append(time.monotonic())
+        await anyio.sleep(0.4)
+        return key
+
+    def write(value: str) -> str:
+        """An effect."""
+        effects.append(time.monotonic())
+        return "w"
+
+    script = (
+        'a = call_tool("slow", {"key": "s"})\n'
+        'w = call_tool("write", {"value": a})\n{"type": "final_result", "value": a + w}\n'
+    )
+    model = ScriptedModel([fenced(script)], time_to_first_token=0.0, tokens_per_second=400, chars_per_token=4)
+    events, _ = await run_eager(model, [FunctionTool(slow, read_only=True), FunctionTool(write)])
+    assert final_text(events) == "sw"
+    assert len(calls) == 1 and len(effects) == 1
+
+
+async def test_max_tool_calls_counts_the_served_calls_as_any_call() -> None:
+    seen: list[str] = []
+
+    def look(key: str) -> str:
+        """Looks up."""
+        seen.append(key)
+        return key
+
+    script = "".join(f'v{i} = call_tool("look", {{"key": "{i}"}})\n' for i in range(3)) + PAD
+    script += '{"type": "final_result", "value": v0 + v1 + v2}\n'
+    follow = '```python\n{"type": "final_result", "value": "gave up"}\n```'
+    model = ScriptedModel([fenced(script), follow], time_to_first_token=0.0, tokens_per_second=100, chars_per_token=4)
+    events, _ = await run_eager(model, [FunctionTool(look, read_only=True)], max_tool_calls=2)
+    assert seen == ["0", "1"]  # the third call is past the limit, early or not
+    assert final_text(events) == "gave up"
+
+
+async def test_persist_namespace_runs_after_the_reply_like_any_run() -> None:
+    seen: list[str] = []
+
+    def look(key: str) -> str:
+        """Looks up."""
+        seen.append(key)
+        return key
+
+    script = 'a = call_tool("look", {"key": "p"})\n' + PAD + '{"type": "final_result", "value": a}\n'
+    events, _ = await run_eager(model_for(fenced(script)), [FunctionTool(look, read_only=True)], persist_namespace=True)
+    assert final_text(events) == "p" and seen == ["p"]
+
+
+async def test_what_ran_early_before_a_gather_is_served_and_the_gather_runs_once() -> None:
+    seen: list[str] = []
+    effects: list[int] = []
+
+    async def read(k: int) -> int:
+        """Reads."""
+        seen.append(f"read {k}")
+        return k * 10
+
+    def write(k: int) -> int:
+        """Writes."""
+        effects.append(k)
+        return k + 1
+
+    script = (
+        "import asyncio\n"
+        'first = call_tool("read", {"k": 0})\n'
+        "async def main():\n"
+        '    return await asyncio.gather(call_tool("read", {"k": 1}), call_tool("write", {"k": 5}))\n'
+        "r = await main()\n" + PAD + '{"type": "final_result", "value": [first] + list(r)}\n'
+    )
+    events, _ = await run_eager(model_for(fenced(script)), [FunctionTool(read, read_only=True), FunctionTool(write)])
+    assert json.loads(final_text(events)) == [0, 10, 6]
+    assert seen == ["read 0", "read 1"] and effects == [5]
+
+
+async def test_a_non_python_first_fence_runs_nothing_early_and_the_python_one_runs_once(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def look(key: str) -> str:
+        """Looks up."""
+        seen.append(key)
+        return key
+
+    reply = (
+        "Shell first:\n```bash\nlook x\n```\nthen:\n```python\n"
+        'a = call_tool("look", {"key": "p"})\n' + PAD + '{"type": "final_result", "value": a}\n```\n'
+    )
+    events, _ = await run_eager(
+        model_for(reply), [FunctionTool(look, read_only=True)], service=SqliteSessionService(str(tmp_path / "s.db"))
+    )
+    assert final_text(events) == "p" and seen == ["p"]
