@@ -31,7 +31,7 @@ from codeact import (
     ToolContext,
 )
 from codeact.events import Content
-from codeact.models import LlmResponse
+from codeact.models import LlmResponse, ModelError
 
 pytestmark = pytest.mark.anyio
 
@@ -275,3 +275,43 @@ async def test_a_non_python_first_fence_runs_nothing_early_and_the_python_one_ru
         model_for(reply), [FunctionTool(look, read_only=True)], service=SqliteSessionService(str(tmp_path / "s.db"))
     )
     assert final_text(events) == "p" and seen == ["p"]
+
+
+class BreaksOff(ScriptedModel):
+    """Streams ``text`` and raises a model error while an early call is still running."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(["unused"])
+        self.text = text
+
+    async def generate_content_stream(self, request: Any) -> Any:
+        for i in range(0, len(self.text), 8):
+            await anyio.sleep(0.002)
+            yield LlmResponse(content=Content.from_text(self.text[i : i + 8], role="model"), partial=True)
+        await anyio.sleep(0.1)
+        raise ModelError("the model failed mid-reply", model="cut")
+
+
+async def test_a_stream_that_breaks_off_cancels_the_early_call_under_way() -> None:
+    started: list[float] = []
+    finished: list[float] = []
+    effects: list[str] = []
+
+    async def slow(key: str) -> str:
+        """Takes long."""
+        started.append(time.monotonic())
+        await anyio.sleep(3)
+        finished.append(time.monotonic())
+        return key
+
+    def write(value: str) -> str:
+        """An effect."""
+        effects.append(value)
+        return "w"
+
+    text = fenced('a = call_tool("slow", {"key": "s"})\nw = call_tool("write", {"value": a})\n' + PAD)[:-20]
+    begun = time.monotonic()
+    with pytest.raises(ModelError, match="mid-reply"):
+        await run_eager(BreaksOff(text), [FunctionTool(slow, read_only=True), FunctionTool(write)])
+    assert time.monotonic() - begun < 1.5  # the early call did not hold the error back
+    assert len(started) == 1 and finished == [] and effects == []
