@@ -10,6 +10,7 @@ on a clock.
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from pathlib import Path
@@ -315,3 +316,50 @@ async def test_a_stream_that_breaks_off_cancels_the_early_call_under_way() -> No
         await run_eager(BreaksOff(text), [FunctionTool(slow, read_only=True), FunctionTool(write)])
     assert time.monotonic() - begun < 1.5  # the early call did not hold the error back
     assert len(started) == 1 and finished == [] and effects == []
+
+
+# trio warns of an async generator collected before its end (the caller's pattern, not ours)
+@pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_a_caller_that_stops_reading_mid_stream_leaves_no_task_behind() -> None:
+    """``async for ... break`` on ``run_async`` with streaming and eager start: the generator
+    is finalized later, in another task (the event loop's async-generator hook); the early call
+    under way is cancelled, nothing with effects ran, and the caller's task goes on unharmed
+    (it was cancelled under asyncio, and trio stopped with TrioInternalError)."""
+    seen: list[str] = []
+
+    async def slow(key: str) -> str:
+        """Takes a while."""
+        seen.append("start")
+        await anyio.sleep(0.5)
+        seen.append("end")
+        return key
+
+    def write(value: str) -> str:
+        """An effect."""
+        seen.append("write")
+        return "w"
+
+    script = 'a = call_tool("slow", {"key": "s"})\n' + PAD * 3
+    script += 'w = call_tool("write", {"value": a})\n{"type": "final_result", "value": a}\n'
+    model = ScriptedModel([fenced(script)], time_to_first_token=0.0, tokens_per_second=100, chars_per_token=4)
+    agent = CodeActAgent(
+        name="eager",
+        model=model,
+        runtime=MontyRuntime(),
+        tools=[FunctionTool(slow, read_only=True), FunctionTool(write)],
+    )
+    service = InMemorySessionService()
+    runner = Runner(app_name=APP, agent=agent, session_service=service)
+    await service.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    events = runner.run_async(
+        user_id=USER, session_id=SESSION, new_message="go", run_config=RunConfig(eager=True, streaming=True)
+    )
+    n = 0
+    async for _ in events:
+        n += 1
+        if "start" in seen and n > 5:
+            break
+    del events
+    gc.collect()
+    await anyio.sleep(1.0)  # the caller goes on: no cancellation reaches it
+    assert seen == ["start"]  # the early call was cancelled with the stream; the write never ran

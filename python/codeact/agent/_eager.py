@@ -34,13 +34,16 @@ read-write mount (a script's file write is an effect the interpreter makes itsel
 from __future__ import annotations
 
 import ast
+import asyncio
+import contextvars
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import sniffio
 
 from ..events import Event
 from ..logs import agent_logger
@@ -331,6 +334,32 @@ class EagerRun:
         return kept.value, kept.failure
 
 
+class _Beside:
+    """``fn()`` run as a task beside the caller, outside the caller's cancel scopes (an
+    asyncio task, or a trio system task with the caller's context variables): ``cancel``
+    stops it, ``done`` is set once it has ended. ``fn`` must not raise (``EagerRun.work``)."""
+
+    def __init__(self, fn: Callable[[], Awaitable[None]]) -> None:
+        self.scope = anyio.CancelScope()
+        self.done = anyio.Event()
+        if sniffio.current_async_library() == "trio":
+            import trio
+
+            trio.lowlevel.spawn_system_task(self._main, fn, context=contextvars.copy_context())
+        else:
+            self._task = asyncio.get_running_loop().create_task(self._main(fn))  # a reference kept
+
+    async def _main(self, fn: Callable[[], Awaitable[None]]) -> None:
+        try:
+            with self.scope:
+                await fn()
+        finally:
+            self.done.set()
+
+    def cancel(self) -> None:
+        self.scope.cancel()
+
+
 def _outcome(value: Any, failure: ToolFailure | None) -> ResumeValue | ResumeError:
     if failure is not None:
         return ResumeError(failure.message, failure.exc_type)
@@ -357,23 +386,25 @@ async def stream_reply(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | 
         return
     eager = EagerRun(agent, run)
     reply: str | None = None
-    failure: BaseException | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(eager.work)
-        try:
-            async with aclosing(stream_model(agent, run, show=rc.streaming, on_text=eager.feed)) as streamed:
-                async for piece in streamed:
-                    if isinstance(piece, str):
-                        reply = piece
-                    else:
-                        yield piece
-        except BaseException as exc:  # the stream broke off (or the caller left): the early calls stop
-            failure = exc
-            tg.cancel_scope.cancel()
-        else:
-            eager.close()  # the call under way ends, no new one starts
-    if failure is not None:
-        raise failure  # as itself, not in the task group's exception group
+    # The speculative run is a task of its own, not a task group's: a task group would span
+    # the yields below, and a caller that stops reading (``break``) leaves this generator to
+    # be closed in another task, where leaving the group's cancel scope fails (asyncio
+    # cancelled the caller's task; trio stopped with TrioInternalError).
+    beside = _Beside(eager.work)
+    try:
+        async with aclosing(stream_model(agent, run, show=rc.streaming, on_text=eager.feed)) as streamed:
+            async for piece in streamed:
+                if isinstance(piece, str):
+                    reply = piece
+                else:
+                    yield piece
+        eager.close()  # the call under way ends, no new one starts
+        await beside.done.wait()
+    except BaseException:  # the stream broke off (or the caller left): the early calls stop
+        beside.cancel()
+        with anyio.CancelScope(shield=True):
+            await beside.done.wait()
+        raise
     assert reply is not None
     if eager.finish(reply):
         run.eager = eager
