@@ -363,3 +363,24 @@ async def test_a_caller_that_stops_reading_mid_stream_leaves_no_task_behind() ->
     gc.collect()
     await anyio.sleep(1.0)  # the caller goes on: no cancellation reaches it
     assert seen == ["start"]  # the early call was cancelled with the stream; the write never ran
+
+
+async def test_non_ascii_text_and_a_per_call_confirmation_check_keep_the_early_outcomes() -> None:
+    """Non-ASCII keys and prose (escaped alike in the stored reply) and a tool gated per call
+    whose check lets this call through: the early outcome answers the stored script's call."""
+    seen: list[str] = []
+
+    def look(key: str) -> str:
+        """Looks up."""
+        seen.append(key)
+        return key * 2
+
+    class Gated(FunctionTool):
+        async def confirmation_required(self, args: dict[str, Any]) -> bool:
+            return args.get("key") == "never"
+
+    script = 'a = call_tool("look", {"key": "é😀"})\n' + PAD + '{"type": "final_result", "value": a}\n'
+    tool = Gated(look, read_only=True, requires_confirmation=True)
+    events, _ = await run_eager(model_for(fenced(script, after="Voilà — fini.")), [tool])
+    assert final_text(events) == "é😀é😀"
+    assert seen == ["é😀"]
