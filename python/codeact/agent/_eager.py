@@ -128,11 +128,21 @@ def complete_statements(text: str) -> tuple[str, bool] | None:
         return (code, True) if _parses(code) else ("", True)
     cut = body.rfind("\n")
     whole = body[: cut + 1]
-    tree = _tree(whole)
-    if tree is not None and tree.body and not isinstance(tree.body[-1], _COMPOUND):
-        return whole, False  # its last statement is a simple one whose line has ended
     lines = whole.splitlines(keepends=True)
-    for i in range(len(lines) - 1, 0, -1):
+    last = len(lines) - 1  # the last line a prefix may end before
+    try:
+        tree = compile(whole, "<eager>", "exec", _FLAGS)
+        if tree.body and not isinstance(tree.body[-1], _COMPOUND):
+            return whole, False  # its last statement is a simple one whose line has ended
+    except SyntaxError as exc:
+        # a bracket never closed or a string never ended on line n: every prefix holding line
+        # n fails too (the text before it tokenizes alike), so none is compiled (a long string
+        # at column 0, a SQL query, would make each chunk compile every line's prefix)
+        if exc.lineno and ("never closed" in exc.msg or "unterminated triple-quoted" in exc.msg):
+            last = min(last, exc.lineno - 1)
+    except ValueError:
+        pass
+    for i in range(last, 0, -1):
         line = lines[i]
         if not line.strip() or line[0] in " \t#" or _CONTINUES.match(line):
             continue
