@@ -34,13 +34,16 @@ read-write mount (the speculative run has no file layer: its writes would reach 
 from __future__ import annotations
 
 import ast
+import asyncio
+import contextvars
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import sniffio
 
 from ..events import Event
 from ..logs import agent_logger
@@ -126,11 +129,21 @@ def complete_statements(text: str) -> tuple[str, bool] | None:
         return (code, True) if _parses(code) else ("", True)
     cut = body.rfind("\n")
     whole = body[: cut + 1]
-    tree = _tree(whole)
-    if tree is not None and tree.body and not isinstance(tree.body[-1], _COMPOUND):
-        return whole, False  # its last statement is a simple one whose line has ended
     lines = whole.splitlines(keepends=True)
-    for i in range(len(lines) - 1, 0, -1):
+    last = len(lines) - 1  # the last line a prefix may end before
+    try:
+        tree = compile(whole, "<eager>", "exec", _FLAGS)
+        if tree.body and not isinstance(tree.body[-1], _COMPOUND):
+            return whole, False  # its last statement is a simple one whose line has ended
+    except SyntaxError as exc:
+        # a bracket never closed or a string never ended on line n: every prefix holding line
+        # n fails too (the text before it tokenizes alike), so none is compiled (a long string
+        # at column 0, a SQL query, would make each chunk compile every line's prefix)
+        if exc.lineno and ("never closed" in exc.msg or "unterminated triple-quoted" in exc.msg):
+            last = min(last, exc.lineno - 1)
+    except ValueError:
+        pass
+    for i in range(last, 0, -1):
         line = lines[i]
         if not line.strip() or line[0] in " \t#" or _CONTINUES.match(line):
             continue
@@ -305,9 +318,11 @@ class EagerRun:
                     return None
             except Exception:
                 return None
-        value, failure, actions = await run.execute(tool, args, f"{self.turn}:{pos}")
+        # not merged into the run's pending actions: a call whose actions change anything
+        # is not served, and the stored script's run makes it again (the reply first)
+        value, failure, actions = await run.execute(tool, args, f"{self.turn}:{pos}", merge=False)
         servable = actions is NO_ACTIONS or not (
-            terminal_signal(actions) or actions.state_delta or actions.artifact_delta
+            terminal_signal(actions) or actions.state_delta or actions.artifact_delta or actions.route is not None
         )
         self.kept.append(_Kept(tool.name, digest, value, failure, servable))
         return _outcome(value, failure) if servable else None
@@ -328,6 +343,32 @@ class EagerRun:
         self._served += 1
         self.run.tools_ran.append(kept.tool)
         return kept.value, kept.failure
+
+
+class _Beside:
+    """``fn()`` run as a task beside the caller, outside the caller's cancel scopes (an
+    asyncio task, or a trio system task with the caller's context variables): ``cancel``
+    stops it, ``done`` is set once it has ended. ``fn`` must not raise (``EagerRun.work``)."""
+
+    def __init__(self, fn: Callable[[], Awaitable[None]]) -> None:
+        self.scope = anyio.CancelScope()
+        self.done = anyio.Event()
+        if sniffio.current_async_library() == "trio":
+            import trio
+
+            trio.lowlevel.spawn_system_task(self._main, fn, context=contextvars.copy_context())
+        else:
+            self._task = asyncio.get_running_loop().create_task(self._main(fn))  # a reference kept
+
+    async def _main(self, fn: Callable[[], Awaitable[None]]) -> None:
+        try:
+            with self.scope:
+                await fn()
+        finally:
+            self.done.set()
+
+    def cancel(self) -> None:
+        self.scope.cancel()
 
 
 def _outcome(value: Any, failure: ToolFailure | None) -> ResumeValue | ResumeError:
@@ -356,23 +397,25 @@ async def stream_reply(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | 
         return
     eager = EagerRun(agent, run)
     reply: str | None = None
-    failure: BaseException | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(eager.work)
-        try:
-            async with aclosing(stream_model(agent, run, show=rc.streaming, on_text=eager.feed)) as streamed:
-                async for piece in streamed:
-                    if isinstance(piece, str):
-                        reply = piece
-                    else:
-                        yield piece
-        except BaseException as exc:  # the stream broke off (or the caller left): the early calls stop
-            failure = exc
-            tg.cancel_scope.cancel()
-        else:
-            eager.close()  # the call under way ends, no new one starts
-    if failure is not None:
-        raise failure  # as itself, not in the task group's exception group
+    # The speculative run is a task of its own, not a task group's: a task group would span
+    # the yields below, and a caller that stops reading (``break``) leaves this generator to
+    # be closed in another task, where leaving the group's cancel scope fails (asyncio
+    # cancelled the caller's task; trio stopped with TrioInternalError).
+    beside = _Beside(eager.work)
+    try:
+        async with aclosing(stream_model(agent, run, show=rc.streaming, on_text=eager.feed)) as streamed:
+            async for piece in streamed:
+                if isinstance(piece, str):
+                    reply = piece
+                else:
+                    yield piece
+        eager.close()  # the call under way ends, no new one starts
+        await beside.done.wait()
+    except BaseException:  # the stream broke off (or the caller left): the early calls stop
+        beside.cancel()
+        with anyio.CancelScope(shield=True):
+            await beside.done.wait()
+        raise
     assert reply is not None
     if eager.finish(reply):
         run.eager = eager

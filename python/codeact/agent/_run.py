@@ -274,7 +274,7 @@ class Run:
         return tc
 
     async def execute(
-        self, tool: Tool, args: dict[str, Any], call_key: str
+        self, tool: Tool, args: dict[str, Any], call_key: str, *, merge: bool = True
     ) -> tuple[Any, ToolFailure | None, EventActions]:
         """Runs one tool call with the agent's timeout, retries, circuit breaker, callbacks and
         plugins; merges its actions into the pending ones. Returns ``(value, failure,
@@ -284,7 +284,9 @@ class Run:
         ``ToolContext``, while the agent has no tool callbacks and the run no plugins, runs
         without one (nothing could read it or set actions on it): its actions are
         ``NO_ACTIONS``, shared and never to be changed. The callbacks are read at every
-        call, so one set during the run applies from the next call on."""
+        call, so one set during the run applies from the next call on. ``merge=False`` (an
+        eager start's early call, whose outcome may be thrown away) leaves the pending actions
+        as they were."""
         s = self.settings
         self.tools_ran.append(tool.name)
         retry = s.tool_retry_budgets.get(tool.name, s.default_retry_budget)
@@ -312,5 +314,6 @@ class Run:
             on_error=as_callbacks(s.on_tool_error),
             plugins=self.plugins,
         )
-        merge_actions(self.pending, tc.actions)
+        if merge:
+            merge_actions(self.pending, tc.actions)
         return value, failure, tc.actions

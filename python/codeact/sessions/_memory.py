@@ -371,7 +371,7 @@ class InMemorySessionService(BaseSessionService):
         if stored is None:
             return []
         rows = stored.journal.get(turn, {})
-        return sort_journal([JournalRecord(kind, seq, data) for (kind, seq), data in rows.items()])  # type: ignore[arg-type]
+        return sort_journal([JournalRecord(kind, seq, data) for (kind, seq), data in rows.items()], strict=False)  # type: ignore[arg-type]
 
     async def list_decisions(
         self, *, app_name: str, user_id: str | None = None, session_id: str | None = None

@@ -335,7 +335,9 @@ class BaseSessionService(ABC):
     async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
         """The journal of ``turn``: ``os`` records by seq, then per call its ``intent`` and
         (when recorded) its ``outcome``, by seq, then the ``decision`` records; ``batch``
-        records expanded into the records they hold (``sort_journal`` does both).
+        records expanded into the records they hold (``sort_journal`` does both). A batch
+        record that cannot be read (truncated, edited) is returned as stored, after the others
+        (``sort_journal(..., strict=False)``): opening the journal then finds the turn stale.
 
         Raises:
             SessionStoreError: the store failed.
@@ -610,18 +612,25 @@ def turn_conflict(session_id: str, expected: int, stored: int) -> TurnConflictEr
     )
 
 
-def sort_journal(records: list[JournalRecord]) -> list[JournalRecord]:
+def sort_journal(records: list[JournalRecord], *, strict: bool = True) -> list[JournalRecord]:
     """``records`` with their batches expanded (``expand_batches``), in replay order: ``os``
     records by seq, then each call's intent and outcome by seq, then the decision records by
     seq.
 
+    ``strict=False`` (the stores' ``read_journal``): a malformed batch record does not raise;
+    the batch records are then returned as stored, after the others, and the reader that
+    opens the journal (``open_journal``) finds the turn stale, as it does an altered row.
+
     Raises:
-        SessionStoreError: a batch record is malformed.
+        SessionStoreError: a batch record is malformed (``strict`` only).
     """
     try:
         records = expand_batches(records)
     except ValueError as exc:
-        raise SessionStoreError(f"unreadable journal: {exc}") from exc
+        if strict:
+            raise SessionStoreError(f"unreadable journal: {exc}") from exc
+        kept = sort_journal([r for r in records if r.kind != "batch"])
+        return kept + sorted((r for r in records if r.kind == "batch"), key=lambda r: r.seq)
     order = {"os": 0, "intent": 1, "outcome": 2, "decision": 3}
     return sorted(records, key=lambda r: (order[r.kind] // 3 + (r.kind != "os"), r.seq, order[r.kind]))
 

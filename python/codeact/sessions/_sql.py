@@ -412,8 +412,9 @@ def write_journal(
 
 
 def journal_of(rows: Sequence[tuple[str, Any, str]]) -> list[JournalRecord]:
-    """The journal records of ``(kind, seq, data)`` rows, in replay order."""
-    return sort_journal([JournalRecord(k, int(q), d) for k, q, d in rows])  # type: ignore[arg-type]
+    """The journal records of ``(kind, seq, data)`` rows, in replay order (a batch row that
+    cannot be read as stored: ``sort_journal(..., strict=False)``)."""
+    return sort_journal([JournalRecord(k, int(q), d) for k, q, d in rows], strict=False)  # type: ignore[arg-type]
 
 
 def slot_of(row: tuple[Any, Any, Any] | None) -> TurnSlot | None:

@@ -626,6 +626,21 @@ class StoreContract:
         await store.append_journal(s, "t", [batch_record([JournalRecord("outcome", 6, '"batched"')])])
         assert (await store.read_journal(**key, turn="t"))[-1] == JournalRecord("outcome", 6, '"row"')
 
+    async def test_a_large_or_unreadable_batch(self, make_store: StoreFactory) -> None:
+        """A batch of a hundred outcomes near the inline limit (about 6.5 MB in one row) reads
+        back whole; a batch row that cannot be read comes back as stored, after the others
+        (``open_journal`` then finds the turn stale): ``read_journal`` does not raise."""
+        store = make_store()
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        v1 = await store.save_turn(**key, data=_record(claim=_claim()), snapshot=None, expected_version=0)
+        big = [JournalRecord("outcome", k, '{"v":"' + chr(97 + k % 26) * 60_000 + '"}') for k in range(100)]
+        await store.commit_turn(s, "t", [batch_record(big)], data=_record(), snapshot=None, expected_version=v1)
+        assert await make_store().read_journal(**key, turn="t") == big
+        bad = JournalRecord("batch", 7, '[["outcome", 7, "{\\"v\\":')
+        await store.append_journal(s, "u", [JournalRecord("intent", 8, '["w","d"]'), bad])
+        assert await make_store().read_journal(**key, turn="u") == [JournalRecord("intent", 8, '["w","d"]'), bad]
+
     # --- blobs, deletion, listing ----------------------------------------------------------
 
     async def test_blobs(self, store: BaseSessionService) -> None:
