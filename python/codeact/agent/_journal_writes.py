@@ -11,6 +11,7 @@ call (``"c": [tool, argument digest]``), so replay checks it as it checks an int
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import TYPE_CHECKING, Any
 
@@ -263,6 +264,11 @@ def escape_surrogates(value: Any) -> Any:
     if kind is dict:
         return {escape_surrogates(k): escape_surrogates(v) for k, v in value.items()}
     return value
+
+
+_new_record: Any = functools.partial(tuple.__new__, JournalRecord)
+"""``_new_record((kind, seq, data))`` is ``JournalRecord(kind, seq, data)`` without the named
+tuple's Python-level ``__new__`` (the driver makes two records per call)."""
 
 
 def _json(value: Any) -> str:
