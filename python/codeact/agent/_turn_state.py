@@ -97,6 +97,9 @@ class TurnState:
         positions: the interpreter's call id -> position, for the calls of this turn.
         record_data: ``record``'s JSON form (``record_data``), made at the first save of a
             turn without a snapshot key and reused by each later save (``slot_data``).
+        context: the record fields that stand for its system prompt and transcript
+            (``_slot_context.shared_context``, made at the turn's first save), or None
+            (not made yet, or kept inline: ``{}``).
     """
 
     turn: str
@@ -114,5 +117,6 @@ class TurnState:
     positions: dict[int, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     record_data: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
     last_checkpoint: float = field(default_factory=time.monotonic)
     calls_since_checkpoint: int = 0
