@@ -192,7 +192,7 @@ class TurnRecord(BaseModel):
     system_prompt: str = ""
     transcript: list[dict[str, Any]] = Field(default_factory=list)
     system_prompt_ref: str | None = None
-    transcript_refs: list[str] = Field(default_factory=list)
+    transcript_refs: list[str] = []  # a plain default: model_construct copies it cheaply (a factory is inspected)
     roster: list[str] = Field(default_factory=list)
     namespace: dict[str, Any] | None = None
     schema_retries: int = 0
