@@ -83,7 +83,7 @@ from ._pacing import PACE_SECONDS, StopPacer
 from ._position import paused_position
 from ._run import NO_ACTIONS
 from ._streaming import partial_event, wait_live
-from ._turn_plan import _NEVER, _TurnPlan
+from ._turn_plan import _TurnPlan
 from ._turn_state import Journal, TurnEnd, TurnState
 
 if TYPE_CHECKING:
@@ -125,15 +125,7 @@ class TurnDriver(_TurnPlan, _JournalWrites):
         self._functions_style = agent.runtime.tool_style == "functions"
         self._otel = run.otel if run.otel is not None and run.otel.active else None  # spans recorded this run
         self._appender = self._service.journal_appender() if self._service is not None else None
-        # The turn's plan (issue 54): what every call would otherwise read again, and cannot
-        # change within the turn, read once here.
-        self._checkpoints = run.supports_suspension and (
-            agent.checkpoint_every is not None or agent.checkpoint_every_seconds is not None
-        )  # False: no checkpoint is ever due this turn (``_checkpoint_due`` is not asked)
-        self._max_calls = agent.max_tool_calls if agent.max_tool_calls is not None else _NEVER
-        self._max_seconds = agent.max_script_seconds
-        self._breaker_on = run.breaker.threshold is not None
-        self._timeout_on = agent.tool_timeout is not None
+        self._breaker_on = run.breaker.threshold is not None  # (the run's breaker: fixed for the run)
 
     # ------------------------------------------------------------------ the loop
 
@@ -148,7 +140,7 @@ class TurnDriver(_TurnPlan, _JournalWrites):
                 yield item
 
     async def _drive(self, step: RunStep) -> AsyncGenerator[Event | TurnEnd, None]:
-        run, st = self.run, self.state
+        run, st, agent = self.run, self.state, self.agent
         pacer = self._pacer
         while True:
             printed = step.stdout if type(step) in _STEPS and not step.stderr else step_output(step)
@@ -177,7 +169,11 @@ class TurnDriver(_TurnPlan, _JournalWrites):
                 if call.call_id not in st.positions:
                     st.positions[call.call_id] = st.next_pos
                     st.next_pos += 1
-            if self._checkpoints and self._checkpoint_due() and self._service is not None:
+            if (
+                (agent.checkpoint_every is not None or agent.checkpoint_every_seconds is not None)
+                and self._checkpoint_due()
+                and self._service is not None
+            ):
                 await self._checkpoint(step, calls)  # type: ignore[arg-type]
             # Each call goes through the same policy (_resolve), in call order; the calls to run
             # now run together (the calls of a gather concurrently), after their intents are

@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from ._run import Run
     from ._turn_state import TurnState
 
-_NEVER = float("inf")
-
 
 class _TurnPlan:
     """The driver's per-turn plan (``TurnDriver`` inherits it; its ``__init__`` sets the
@@ -33,10 +31,7 @@ class _TurnPlan:
     state: TurnState
     _plans: dict[str, _Plan]
     _otel: Any
-    _max_calls: float
-    _max_seconds: float | None
     _breaker_on: bool
-    _timeout_on: bool
 
     def _holds(self, inv: _Invoke) -> bool:
         """Whether ``inv`` is a read-only call (no intent, its outcome held): its tool's plan
@@ -86,7 +81,7 @@ class _TurnPlan:
         within the budgets, whose arguments are plain JSON (one native walk for their digest):
         the tool to run (``_Invoke``). None: ``_resolve`` decides (it gives the same answer for
         such a call, and every other answer)."""
-        st = self.state
+        st, agent = self.state, self.agent
         try:
             plan = self._plans[call.name]
         except KeyError:
@@ -97,8 +92,8 @@ class _TurnPlan:
             or call.positional_args
             or pos in st.journal.calls
             or pos in st.pending
-            or pos >= self._max_calls
-            or (self._max_seconds is not None and time.monotonic() - st.started > self._max_seconds)
+            or (agent.max_tool_calls is not None and pos >= agent.max_tool_calls)
+            or (agent.max_script_seconds is not None and time.monotonic() - st.started > agent.max_script_seconds)
         ):
             return None
         args = dict(call.keyword_args)
@@ -121,7 +116,7 @@ class _TurnPlan:
         bare = self._plans[inv.call.name].in_place
         if (
             bare is None
-            or (self._timeout_on and not bare.runs_inline)
+            or (self.agent.tool_timeout is not None and not bare.runs_inline)
             or (self._breaker_on and run.breaker.is_open(bare.name))
         ):
             return None

@@ -516,9 +516,9 @@ class FunctionTool(Tool):
         """
         if self.context_parameter is not None:
             raise RuntimeError(f"tool {self.name!r} takes a context; use run")
-        threaded = self.run_in_thread
-        if self._is_async or (threaded and self._quick_calls < _QUICK_STREAK):  # not runs_inline
+        if not self.runs_inline:
             return NotImplemented
+        threaded = self.run_in_thread
         try:
             try:  # _bind, for a function without a context parameter
                 values = self._validate(args if args is not None else {})
