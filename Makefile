@@ -22,7 +22,7 @@ DEMO_DIR ?= $(HOME)/.cache/codeact/demo
 # Extras installed for development and tests: every integration is tested against the real library.
 EXTRAS ?= test,openai,pydantic-ai,mcp,langchain,adk,otel,cli,postgres,dbos,web,test-web
 
-.PHONY: test-quick forged-snapshots instructions scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick benchmark-latency demo example sdist-check fuzz load property stress loom docs docs-check all clean
+.PHONY: test-quick forged-snapshots instructions scale-out-scenario toolchain patch install build wheel sdist install-wheel format lint test test-rust benchmark benchmark-quick benchmark-latency benchmark-load demo example sdist-check fuzz load property stress loom docs docs-check all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -142,8 +142,11 @@ benchmark: install-wheel  ## the benchmarks, full length
 	$(BIN)/python benchmarks/stores.py
 	$(BIN)/python benchmarks/scale_out.py
 
-benchmark-latency: install-wheel  ## time to the first visible token, codeact beside its peers (each peer's venv created from PyPI on first use)
+benchmark-latency: install-wheel  ## time to the first visible token and to the answer (eager start), codeact beside its peers (each peer's venv created from PyPI on first use)
 	$(BIN)/python benchmarks/latency.py
+
+benchmark-load: install-wheel  ## 1, 16 and 128 sessions at once: calls/s and CPU per call, codeact beside smolagents CodeAgent (its venv created from PyPI on first use)
+	$(BIN)/python benchmarks/load.py
 
 instructions: install-wheel  ## instruction counts (callgrind) of start and the tool round trip beside the bare crate
 	PATH=$(RUST_PATH) $(BIN)/python benchmarks/instructions.py
@@ -158,6 +161,7 @@ benchmark-quick: install-wheel  ## the benchmarks in smoke mode (CI)
 	$(BIN)/python benchmarks/stores.py --quick
 	$(BIN)/python benchmarks/scale_out.py --quick
 	$(BIN)/python benchmarks/latency.py --smoke   # peers only where their venv exists: never installs
+	$(BIN)/python benchmarks/load.py --quick      # ~15 s; the peer only where its venv exists
 
 FUZZ_SECONDS ?= 600
 FUZZ_EXAMPLES ?= 20000

@@ -19,6 +19,15 @@ Durability (issue 9, SPEC §5 v2; the "before" column holds 0.1.0's figures from
 * 10,000 calls take <= 11x the time of 1,000, and memory stays flat;
 * recovery replaying 1,000 journaled calls: <= 50 ms.
 
+Beside the peers (issues 21 and 54), one command and one run: each peer runs in its own venv,
+created by this benchmark from PyPI on first use (``_peers.py``; ``--quick`` only uses venvs
+that exist; ``--no-peers`` skips them), as a child process printing JSON: smolagents
+``CodeAgent`` (per unrecorded tool call; goal: codeact's call, memory, below it) and
+``ToolCallingAgent`` (marginal turn; goal: codeact's at most it) in ``_smolagents_bench.py``;
+pydantic-ai ``Agent`` (marginal tool-calling turn), pydantic-ai-harness ``CodeMode`` (per tool
+call from code) and google-adk ``LlmAgent`` (marginal tool-calling turn) in
+``_agent_peers.py``. ``--busy 2`` measures the comparison again with two busy-loop processes.
+
 Run: ``python benchmarks/agent.py`` (``--quick`` for the CI smoke run, ``--json PATH``;
 ``--before-tree PATH``: also measure another codeact tree, for example 0.1.0's ``python/``
 folder with a built ``_monty``, in a child process of the same run, for a before column
@@ -38,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _peers import DEFAULT_ROOT, peer_python
 
 from codeact import (
     Call,
@@ -361,7 +371,7 @@ async def peer_rows(repeats: int, folder: Path) -> dict[str, float]:
 
 def smolagents_column(quick: bool, python: Path | None, site: Path | None) -> dict[str, Any] | str:
     """The smolagents figures from ``_smolagents_bench.py`` in a child process (``python``,
-    else this interpreter, with ``site`` first on its path), or why the column is skipped."""
+    with ``site`` first on its path when given), or why the column is skipped."""
     import subprocess
 
     exe = str(python or sys.executable)
@@ -384,32 +394,156 @@ def smolagents_column(quick: bool, python: Path | None, site: Path | None) -> di
     return figures
 
 
-def render_peers(ours: dict[str, float], peer: dict[str, Any] | str) -> None:
+def other_peer_column(key: str, quick: bool, python: Path) -> dict[str, Any] | str:
+    """One of the other peers' figures (``_agent_peers.py key`` run by its venv's ``python``),
+    or why it failed."""
+    import subprocess
+
+    helper = Path(__file__).with_name("_agent_peers.py")
+    args = [str(python), str(helper), key, *(["--quick"] if quick else [])]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return f"{key} column failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}"
+    figures: dict[str, Any] = json.loads(lines[-1])
+    return figures
+
+
+def peer_columns(args: argparse.Namespace) -> dict[str, dict[str, Any] | str]:
+    """Every peer's column, each in its own venv (``_peers.py``: created from PyPI on first
+    use, or only used when it exists with ``--quick``); smolagents through
+    ``--smolagents-python`` / ``--smolagents-site`` when given."""
+    if args.no_peers:
+        return {}
+    create = not args.quick
+    columns: dict[str, dict[str, Any] | str] = {}
+    smol: Path | str | None = args.smolagents_python
+    if smol is None and args.smolagents_site is None:
+        smol = peer_python("smolagents", args.venvs, create=create)
+    columns["smolagents"] = smol if isinstance(smol, str) else smolagents_column(args.quick, smol, args.smolagents_site)
+    for key in ("pydantic_ai", "adk"):
+        python = peer_python(key, args.venvs, create=create)
+        columns[key] = python if isinstance(python, str) else other_peer_column(key, args.quick, python)
+    return columns
+
+
+def render_peers(ours: dict[str, float], peers: dict[str, dict[str, Any] | str]) -> None:
+    """The side-by-side table: codeact's rows beside each peer present, with the goals of issue
+    54 (a tool call below ``CodeAgent``'s unrecorded one; a marginal turn at most
+    ``ToolCallingAgent``'s)."""
     print()
-    print("beside smolagents (same run; smolagents records nothing per call):")
-    if isinstance(peer, str):
-        print(f"  {peer}")
-        peer = {}
-    version = peer.get("version", "-")
-    print(f"{'':<46}{'codeact':>12}{'smolagents ' + version:>22}{'ratio':>9}")
+    print("beside the peers (same run, each peer in its own venv; the peers record nothing per call):")
+    for key, column in peers.items():
+        if isinstance(column, str):
+            print(f"  {key}: {column}")
+    smol = peers.get("smolagents")
+    smol = smol if isinstance(smol, dict) else {}
+    pyd = peers.get("pydantic_ai")
+    pyd = pyd if isinstance(pyd, dict) else {}
+    adk = peers.get("adk")
+    adk = adk if isinstance(adk, dict) else {}
+    sv, pv, av = smol.get("version", "-"), pyd.get("version", "-"), adk.get("version", "-")
+    hv = pyd.get("harness_version", "-")
+    print(f"{'':<72}{'codeact':>12}{'peer':>12}{'ratio':>9}  goal")
+    turn = ours["marginal_turn_ms"]
     rows = [
-        ("per inline tool call, memory, journal on", ours["per_call_memory_us"], "code_per_call_us", "us", "CodeAgent"),
-        ("per inline tool call, sqlite NORMAL", ours["per_call_sqlite_us"], "code_per_call_us", "us", "CodeAgent"),
-        ("marginal turn (memory) vs CodeAgent", ours["marginal_turn_ms"], "code_marginal_turn_ms", "ms", ""),
         (
-            "marginal turn (memory) vs ToolCallingAgent",
-            ours["marginal_turn_ms"],
-            "tool_calling_marginal_turn_ms",
+            "per tool call, memory, journal on",
+            ours["per_call_memory_us"],
+            "us",
+            f"smolagents {sv} CodeAgent",
+            smol.get("code_per_call_us"),
+            1.0,
+            "<",
+        ),
+        (
+            "per tool call, sqlite NORMAL",
+            ours["per_call_sqlite_us"],
+            "us",
+            f"smolagents {sv} CodeAgent",
+            smol.get("code_per_call_us"),
+            None,
+            "",
+        ),
+        (
+            "per tool call, memory",
+            ours["per_call_memory_us"],
+            "us",
+            f"pydantic-ai-harness {hv} CodeMode",
+            pyd.get("code_mode_per_call_us"),
+            None,
+            "",
+        ),
+        (
+            "marginal turn, memory",
+            turn,
             "ms",
+            f"smolagents {sv} CodeAgent",
+            smol.get("code_marginal_turn_ms"),
+            None,
+            "",
+        ),
+        (
+            "marginal turn, memory",
+            turn,
+            "ms",
+            f"smolagents {sv} ToolCallingAgent",
+            smol.get("tool_calling_marginal_turn_ms"),
+            1.0,
+            "<=",
+        ),
+        (
+            "marginal turn, memory",
+            turn,
+            "ms",
+            f"pydantic-ai {pv} Agent, tool calls",
+            pyd.get("tool_calling_marginal_turn_ms"),
+            None,
+            "",
+        ),
+        (
+            "marginal turn, memory",
+            turn,
+            "ms",
+            f"google-adk {av} LlmAgent, tool calls",
+            adk.get("tool_calling_marginal_turn_ms"),
+            None,
             "",
         ),
     ]
-    for label, value, key, unit, _ in rows:
-        theirs = peer.get(key)
-        cell = f"{theirs:>18.2f} {unit}" if isinstance(theirs, (int, float)) else f"{'-':>21}"
-        r = f"{value / theirs:>8.2f}x" if isinstance(theirs, (int, float)) and theirs > 0 else f"{'-':>9}"
-        print(f"{label:<46}{value:>9.2f} {unit}{cell}{r}")
-    print(f"{'  sqlite / memory, per call':<46}{ours['per_call_sqlite_us'] / ours['per_call_memory_us']:>9.2f} x")
+    for label, value, unit, peer, theirs, goal, op in rows:
+        label = f"{label} vs {peer}"
+        if not isinstance(theirs, (int, float)):
+            print(f"{label:<72}{value:>9.2f} {unit}{'-':>12}")
+            continue
+        ratio = value / theirs if theirs > 0 else float("inf")
+        verdict = ""
+        if goal is not None:
+            ok = ratio < goal if op == "<" else ratio <= goal
+            verdict = f"{'PASS' if ok else 'MISS'} ({op} {goal:g}x)"
+        print(f"{label:<72}{value:>9.2f} {unit}{theirs:>9.2f} {unit}{ratio:>8.2f}x  {verdict}")
+    print(f"{'codeact sqlite / memory, per call':<72}{ours['per_call_sqlite_us'] / ours['per_call_memory_us']:>9.2f} x")
+
+
+class BusyLoops:
+    """``n`` processes spinning on a CPU each while in the ``with`` block (the issue's loaded
+    machine: two busy-loop processes on 2 cores)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.procs: list[Any] = []
+
+    def __enter__(self) -> BusyLoops:
+        import subprocess
+
+        spin = "while True: pass"
+        self.procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
 
 
 def memory_store() -> tuple[Any, Any]:
@@ -567,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
         "--smolagents-python",
         type=Path,
         default=os.environ.get("CODEACT_BENCH_SMOLAGENTS_PYTHON") or None,
-        help="interpreter that runs the smolagents column (default: $CODEACT_BENCH_SMOLAGENTS_PYTHON, else this one)",
+        help="interpreter that runs the smolagents column (default: $CODEACT_BENCH_SMOLAGENTS_PYTHON, else its venv)",
     )
     parser.add_argument(
         "--smolagents-site",
@@ -576,7 +710,16 @@ def main(argv: list[str] | None = None) -> int:
         help="folder put first on that interpreter's path, e.g. one made with `pip install --target DIR smolagents` "
         "(default: $CODEACT_BENCH_SMOLAGENTS_SITE)",
     )
-    parser.add_argument("--peers-only", action="store_true", help="only the rows of the smolagents comparison")
+    parser.add_argument("--peers-only", action="store_true", help="only the rows of the peer comparison")
+    parser.add_argument("--no-peers", action="store_true", help="codeact only (no peer venvs)")
+    parser.add_argument("--venvs", type=Path, default=DEFAULT_ROOT, help="where the peer venvs live (_peers.py)")
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure the peer comparison again with N busy-loop processes running (the issue's loaded run: 2)",
+    )
     args = parser.parse_args(argv)
     if args.peers_only and args.before_tree:
         parser.error("--before-tree compares the full run's rows; run it without --peers-only")
@@ -590,8 +733,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         result = anyio.run(main_async, args.quick)
         render(result)
-    result["smolagents"] = smolagents_column(args.quick, args.smolagents_python, args.smolagents_site)
-    render_peers(result["peers"], result["smolagents"])
+    result["peer_columns"] = peer_columns(args)
+    render_peers(result["peers"], result["peer_columns"])
+    if args.busy:
+        print(f"\nagain with {args.busy} busy-loop processes running:")
+        with BusyLoops(args.busy), tempfile.TemporaryDirectory() as tmp:
+            result["peers_busy"] = anyio.run(peer_rows, 5 if args.quick else 15, Path(tmp))
+            result["peer_columns_busy"] = peer_columns(args)
+        render_peers(result["peers_busy"], result["peer_columns_busy"])
     if args.before_tree:
         result["before_tree"] = measure_before(args.before_tree, args.quick)
         render_before(result["before_tree"], result)

@@ -20,10 +20,13 @@ import textwrap
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from codeact import (
     CodeActAgent,
+    FunctionTool,
+    InMemorySessionService,
     MontyRuntime,
     Mount,
     PathAccess,
@@ -209,3 +212,102 @@ def test_concurrent_writer_processes_do_not_corrupt_one_sqlite_file(tmp_path: Pa
     con.close()
     assert any(c == writers * n * 3 for c in counts.values()), counts  # every event of every writer
     assert any(c == writers * n for c in counts.values()), counts  # every session
+
+
+# ------------------------------------------------------------------ 128 sessions, loop free
+# Issue 54: 128 sessions at once in one event loop (asyncio and trio), each one script of
+# tool calls, while a ticker task measures the loop's longest stall. Module-wide serial
+# (tests/conftest.py: SERIAL_MODULES): a stall measured beside the parallel suite on 2 cores
+# would measure the other tests' processes, not this loop.
+#
+# Expected to fail until issue 54's hand-off lands (xfail, not strict: it passes only on a quiet
+# machine today): the driver's StopPacer yields every 2 ms *per session* and each advance may
+# block the loop up to INLINE_WAIT (2 ms) in ``resume_within``, so with 128 sessions ready at
+# once the ticker waits behind 128 x (2 + 2) ms: stalls of 300-900 ms measured on 2 loaded
+# cores (a lone ticker on the same machine: under 30 ms).
+
+AT_ONCE = 128
+CALLS_EACH = 50
+STALL_LIMIT = 0.050  # seconds
+TICK = 0.002
+
+LOOP_SCRIPT = """total = 0
+for i in range({n}):
+    total += call_tool("inc", {{"x": i}})
+{{"type": "final_result", "value": total}}"""
+
+
+def inc(x: int) -> int:
+    """Adds one."""
+    return x + 1
+
+
+class LoopStalled(AssertionError):
+    """The event loop stalled longer than ``STALL_LIMIT`` (the only failure the xfail allows:
+    a wrong result still fails the test)."""
+
+
+class Ticker:
+    """A task that sleeps ``TICK`` again and again: its longest gap beyond ``TICK`` is the
+    event loop's longest stall while it ran."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self.ticks = 0
+        self.done = False
+
+    async def run(self) -> None:
+        last = time.perf_counter()
+        while not self.done:
+            await anyio.sleep(TICK)
+            now = time.perf_counter()
+            self.worst = max(self.worst, now - last - TICK)
+            self.ticks += 1
+            last = now
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("store", ["memory", "sqlite-read-only", "sqlite"])
+@pytest.mark.xfail(
+    reason="issue 54: the loop stalls behind 128 sessions' 2 ms paces and inline waits",
+    raises=LoopStalled,
+    strict=False,
+)
+async def test_128_sessions_at_once_never_stall_the_event_loop(tmp_path: Path, store: str) -> None:
+    tool = FunctionTool(inc, name="inc", read_only=store == "sqlite-read-only")
+    agent = CodeActAgent(
+        name="coder",
+        model=ScriptedModel(lambda request: f"```python\n{LOOP_SCRIPT.format(n=CALLS_EACH)}\n```"),
+        runtime=MontyRuntime(),
+        tools=[tool],
+        max_tool_calls=None,
+    )
+    service = InMemorySessionService() if store == "memory" else SqliteSessionService(tmp_path / "s.db")
+    runner = Runner(app_name="load", agent=agent, session_service=service)
+    finals: dict[str, str] = {}
+    ticker = Ticker()
+
+    async def one(sid: str) -> None:
+        await service.create_session(app_name="load", user_id="u", session_id=sid)
+        events = [e async for e in runner.run_async(user_id="u", session_id=sid, new_message="go")]
+        finals[sid] = events[-1].text
+
+    with service:
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(ticker.run)
+            await anyio.sleep(TICK * 3)
+            t0 = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for i in range(AT_ONCE):
+                    tg.start_soon(one, f"s{i:03d}")
+            wall = time.perf_counter() - t0
+            ticker.done = True
+        sessions = [await service.get_session(app_name="load", user_id="u", session_id=sid) for sid in finals]
+    assert finals == {f"s{i:03d}": str(sum(range(1, CALLS_EACH + 1))) for i in range(AT_ONCE)}
+    assert all(s is not None and s.state.get("codeact_pending") is None for s in sessions)
+    print(
+        f"\n{store}: {AT_ONCE} sessions x {CALLS_EACH} calls in {wall:.2f} s; worst stall {ticker.worst * 1e3:.1f} ms"
+    )
+    assert ticker.ticks > 10, ticker.ticks  # the ticker ran throughout
+    if ticker.worst > STALL_LIMIT:
+        raise LoopStalled(f"the event loop stalled {ticker.worst * 1e3:.1f} ms (limit {STALL_LIMIT * 1e3:g} ms)")

@@ -33,7 +33,7 @@ from codeact import (
     ToolContext,
 )
 from codeact.agent._turn_state import Journal
-from codeact.sessions import JournalRecord
+from codeact.sessions import JournalRecord, expand_batches
 
 pytestmark = pytest.mark.anyio
 
@@ -51,8 +51,14 @@ class Commits:
     ``commit_turn`` write that took), and an optional crash before or after the n-th."""
 
     def __init__(self) -> None:
-        self.writes: list[list[JournalRecord]] = []
+        self.writes: list[list[JournalRecord]] = []  # batch records expanded
+        self.rows: list[list[JournalRecord]] = []  # as written (a batch record is one row)
         self.crash_at: tuple[int, bool] | None = None  # (n-th commit, before it)
+        self.unbatched = False  # write each held outcome as its own row, as 0.3.0 and before did
+
+    def took(self, records: list[JournalRecord]) -> None:
+        self.rows.append(records)
+        self.writes.append(expand_batches(records))
 
     def hit(self, before: bool) -> bool:
         n = len(self.writes) + (1 if before else 0)
@@ -69,16 +75,18 @@ def counting(base: type[BaseSessionService], commits: Commits) -> type[BaseSessi
         async def append_journal(self, session: Any, turn: str, records: Any, **kwargs: Any) -> None:
             if commits.hit(True):
                 raise Crash
+            records = expand_batches(records) if commits.unbatched else records
             await super().append_journal(session, turn, records, **kwargs)
-            commits.writes.append(list(records))
+            commits.took(list(records))
             if commits.hit(False):
                 raise Crash
 
         async def commit_turn(self, session: Any, turn: str, records: Any, **kwargs: Any) -> int:
             if commits.hit(True):
                 raise Crash
+            records = expand_batches(records) if commits.unbatched else records
             version: int = await super().commit_turn(session, turn, records, **kwargs)
-            commits.writes.append(list(records))
+            commits.took(list(records))
             if commits.hit(False):
                 raise Crash
             return version
@@ -92,9 +100,10 @@ def counting(base: type[BaseSessionService], commits: Commits) -> type[BaseSessi
                 if commits.crash_at == (len(commits.writes) + 1, True):
                     commits.crash_at = None
                     raise Crash
+                records = expand_batches(records) if commits.unbatched else records
                 if not own(self, session, turn, records, expected_version):
                     return False
-                commits.writes.append(list(records))
+                commits.took(list(records))
                 if commits.hit(False):
                     raise Crash
                 return True
@@ -264,6 +273,9 @@ async def test_ten_reads_and_a_write_take_two_journal_commits(make_store: Any) -
     first, second = commits.writes
     assert shape(first) == [("intent", 10)] + [("outcome", k) for k in range(10)]
     assert shape(second) == [("outcome", 10)]
+    # the ten held outcomes (and the OS answers before them) are one batch record: one row
+    assert sorted(r.kind for r in commits.rows[0]) == ["batch", "intent"]
+    assert [r.kind for r in commits.rows[1]] == ["outcome"]
     # no intent for a read-only call; each held outcome names its call
     for r in first:
         if r.kind == "outcome":
@@ -284,6 +296,14 @@ async def test_reads_after_the_last_write_are_durable_with_the_end_of_the_script
         [("intent", 4), ("outcome", 2), ("outcome", 3)],
         [("outcome", 4)],
         [("outcome", 5)],  # the end of the script
+    ]
+    # each flush of held outcomes is one batch row (the crash tests below crash around each)
+    assert [sorted(r.kind for r in w if r.kind != "os") for w in commits.rows] == [
+        ["batch", "intent"],
+        ["outcome"],
+        ["batch", "intent"],
+        ["outcome"],
+        ["batch"],
     ]
 
 
@@ -559,10 +579,15 @@ async def test_a_held_outcome_whose_call_differs_ends_the_run_as_a_divergence(tm
 
         con = sqlite3.connect(tmp_path / "s.db")
         with con:
-            (data,) = con.execute("SELECT data FROM journal WHERE kind = 'outcome' AND seq = 0").fetchone()
-            tampered = json.loads(data)
+            # the held outcome is in the batch record written with the intent
+            (data,) = con.execute("SELECT data FROM journal WHERE kind = 'batch' AND seq = 0").fetchone()
+            batch = json.loads(data)
+            ((kind, seq, outcome),) = [item for item in batch if item[0] != "os"]
+            assert (kind, seq) == ("outcome", 0)
+            tampered = json.loads(outcome)
             tampered["c"][1] = "ffffffffffffffff"
-            con.execute("UPDATE journal SET data = ? WHERE kind = 'outcome' AND seq = 0", (json.dumps(tampered),))
+            batch = [[k, q, json.dumps(tampered) if k == "outcome" else d] for k, q, d in batch]
+            con.execute("UPDATE journal SET data = ? WHERE kind = 'batch' AND seq = 0", (json.dumps(batch),))
         con.close()
         events = await run_once(world, lambda c: store, Commits(), INTERLEAVED, new=False)
     assert events is not None
@@ -653,6 +678,27 @@ def test_pydantic_ai_metadata_read_only() -> None:
     assert not read_only_tool(ToolDefinition(name="c", metadata={"read_only": "yes"}))
 
 
+async def test_a_journal_of_one_row_per_held_outcome_recovers_and_goes_on_in_batches(make_store: Any) -> None:
+    """The journal format before batch records (each held outcome its own row): a turn
+    interrupted with such rows (the crash after INTERLEAVED's third commit) recovers under this
+    version, which reads them as before: no read whose outcome is stored runs again, and what
+    the turn holds next is written as a batch record, beside the old rows."""
+    world, commits = World(), Commits()
+    commits.unbatched, commits.crash_at = True, (3, False)
+    assert await run_once(world, make_store, commits, INTERLEAVED, new=True) is None
+    assert [sorted(r.kind for r in w if r.kind != "os") for w in commits.rows] == [
+        ["intent", "outcome"],
+        ["outcome"],
+        ["intent", "outcome", "outcome"],
+    ]
+    later = Commits()
+    events = await run_once(world, make_store, later, INTERLEAVED, new=False)
+    assert events is not None and final_value(events) == INTERLEAVED_RESULT
+    # write(50)'s intent was durable and it had not run (in doubt: it runs, once in all)
+    assert set(world.runs.values()) == {1} and len(world.runs) == 6
+    assert [sorted(r.kind for r in w if r.kind != "os") for w in later.rows] == [["outcome"], ["batch"]]
+
+
 # ---------------------------------------------------------------------------------- a 0.2.0 journal
 
 FIXTURE_020 = Path(__file__).parent / "data" / "interrupted-0.2.0.sqlite"  # tools/make_journal_fixture.py
@@ -734,3 +780,47 @@ async def test_held_outcomes_are_sealed_like_every_journal_record(tmp_path: Path
     assert events is not None and final_value(events) == INTERLEAVED_RESULT
     assert world.runs[("read", 1)] == 1 and world.runs[("write", 10)] == 1
     assert world.runs[("read", 2)] == 2 and world.runs[("write", 50)] == 1
+
+
+async def test_a_batch_record_as_a_store_returns_it_unexpanded_is_opened_and_checked(tmp_path: Path) -> None:
+    """A third-party store's ``read_journal`` may return a ``batch`` record as written:
+    ``open_journal`` expands it and checks the seal of each record it holds (a batch is not
+    sealed as a whole: each of its records keeps its own seal); an altered or malformed batch
+    makes the turn stale (``SnapshotError``), as an altered row does."""
+    import sqlite3
+
+    from codeact.exceptions import SnapshotError
+    from codeact.turns._verify import open_journal
+
+    key = b"k" * 32
+    world, commits = World(), Commits()
+    store = counting(SqliteSessionService, commits)(tmp_path / "s.db")
+    world.store = store
+    commits.crash_at = (1, False)  # write10's intent with read1's outcome held: committed
+    with store:
+        runtime = MontyRuntime(snapshot_key=key)
+        assert await run_once(world, lambda c: store, commits, INTERLEAVED, new=True, runtime=runtime) is None
+    con = sqlite3.connect(tmp_path / "s.db")
+    rows = con.execute("SELECT turn, kind, seq, data FROM journal").fetchall()
+    con.close()
+    turn = rows[0][0]
+    raw = [JournalRecord(k, q, d) for _, k, q, d in rows]
+    assert sorted(r.kind for r in raw if r.kind != "os") == ["batch", "intent"]
+    opened = open_journal(runtime, (APP, USER, SESSION), turn, raw)
+    assert [(r.kind, r.seq) for r in opened if r.kind != "os"] == [("outcome", 0), ("intent", 1)]
+    assert json.loads(next(r for r in opened if r.kind == "outcome").data)["c"][0] == "read"
+    batch = next(r for r in raw if r.kind == "batch")
+    items = json.loads(batch.data)
+
+    def alter(kind: str, data: str) -> str:  # the outcome's value changed, its seal kept
+        if kind != "outcome":
+            return data
+        sealed = json.loads(data)
+        return json.dumps({**sealed, "p": sealed["p"].replace('"v":10', '"v":11')})
+
+    altered = [[k, q, alter(k, d)] for k, q, d in items]
+    assert altered != items
+    altered_items = [JournalRecord("batch", batch.seq, json.dumps(altered))]
+    for bad in (altered_items, [JournalRecord("batch", batch.seq, '{"not": "a list"}')]):
+        with pytest.raises(SnapshotError):
+            open_journal(runtime, (APP, USER, SESSION), turn, [r for r in raw if r.kind != "batch"] + bad)

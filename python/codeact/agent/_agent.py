@@ -29,13 +29,14 @@ from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import BaseAgent, CallbackContext, InvocationContext, ReadonlyContext
 from ._dispatch import CircuitBreaker, RetryBudget, call_callback
 from ._driver import TurnDriver, TurnEnd, TurnState
+from ._eager import stream_reply
 from ._extract import explain_no_code, extract_code
 from ._final import as_content as _as_content
 from ._final import check_input, final_result
 from ._final import otel_usage as _otel_usage
 from ._hints import explain_raised, script_hint
 from ._instructions import seed_transcript, system_prompt
-from ._model_call import call_model, stream_model, usage_breach
+from ._model_call import call_model, usage_breach
 from ._namespace import prepare_script, shift_traceback, unwrap_result
 from ._options import (
     DEFAULT_MAX_ERROR_CHARS,
@@ -586,9 +587,9 @@ class CodeActAgent(BaseAgent):
                     run.end("error")
                     yield run.error_event("codeact.usage_limit", limit)
                     return
-                if rc.streaming:
+                if rc.streaming or rc.eager:
                     reply = ""
-                    async with aclosing(stream_model(self, run)) as streamed:
+                    async with aclosing(stream_reply(self, run)) as streamed:
                         async for piece in streamed:
                             if isinstance(piece, str):
                                 reply = piece

@@ -112,6 +112,11 @@ class RunConfig(BaseModel):
             has ``generate_content_stream``) and what the script prints while it runs (at most
             10 per second, the first at once). The stored events are unchanged (docs/events.md;
             ADK's ``StreamingMode.SSE`` maps to it).
+        eager: start the script while the model is still writing it (eager start,
+            docs/events.md): complete top-level statements of the reply's first fence run
+            as they complete, and only calls to read-only tools that need no decision run
+            before the reply is stored; the script then runs from its start, its early
+            calls answered from what they returned. Works with or without ``streaming``.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -208,6 +213,14 @@ class RunConfig(BaseModel):
             "holding the new text; the model streams when it has `generate_content_stream`) and what the script "
             "prints while it runs (at most 10 per second, the first at once). The stored events are unchanged "
             "(docs/events.md; ADK's `StreamingMode.SSE` maps to it)."
+        ),
+    )
+    eager: bool = Field(
+        default=False,
+        description=(
+            "Start the script while the model is still writing it (docs/events.md, 'Eager start'): only calls to "
+            "read-only tools that need no decision run before the reply is stored; the script then runs from its "
+            "start, its early calls answered from what they returned."
         ),
     )
 

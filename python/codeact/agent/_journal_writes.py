@@ -7,7 +7,9 @@ go with the turn's next durable write, in the same commit: the intent of the nex
 effects (so that call never starts before every outcome the script saw is durable), any other
 journal write, a checkpoint or a suspension (written with the slot: ``commit_turn``), the end of
 the script. A held outcome names its
-call (``"c": [tool, argument digest]``), so replay checks it as it checks an intent."""
+call (``"c": [tool, argument digest]``), so replay checks it as it checks an intent. The held
+outcomes of one commit (with the OS answers before them) are one ``batch`` journal record: one
+row for the store to write, expanded when the journal is read."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pydantic_core
 from ..events import Event
 from ..exceptions import AlreadyResumingError, TurnConflictError
 from ..runtime import ResumeError, ResumeValue
-from ..sessions._journal import JournalRecord
+from ..sessions._journal import JournalRecord, batch_record
 from ..turns._codec import INLINE_VALUE_LIMIT, MAX_VALUE_BYTES, decode_outcome, encode_outcome
 from ..turns._verify import seal_journal
 from ._call_results import _SHORT_INT, _SHORT_SCALARS, Outcome, _Invoke
@@ -122,9 +124,9 @@ class _JournalWrites(_SlotWrites):
         st = self.state
         if self._appender is None or not st.written:
             return False
-        full = self._os_unwritten + self._held + records if self._os_unwritten or self._held else records
-        if self._sealed:
-            full = [seal_journal(self._runtime, self._scope, r) for r in full]
+        full = [seal_journal(self._runtime, self._scope, r) for r in records] if self._sealed else records
+        if self._os_unwritten or self._held:
+            full = self._waiting() + full
         try:
             if not self._appender(self.run.ctx.session, st.turn, full, st.version):
                 return False
@@ -151,17 +153,25 @@ class _JournalWrites(_SlotWrites):
         if not self._write_now([]):
             await self._write_awaited([])
 
-    def _take_held(self) -> list[JournalRecord]:
-        """The held records (with the OS answers not yet written), sealed, for a slot write
-        that commits them (``save(journal=...)``); none are held after. Only the held
-        outcomes make a slot write carry records: OS answers alone wait as before."""
-        if not self._held or self._service is None:
-            return []
+    def _waiting(self) -> list[JournalRecord]:
+        """The records waiting for the next write (left waiting: the caller clears them once
+        written), sealed: the OS answers not yet written, or, when read-only calls' outcomes
+        are held, those answers and the outcomes as one ``batch`` record (one row, whatever
+        the number of calls; the store's ``read_journal`` expands it)."""
         records = self._os_unwritten + self._held
-        self._os_unwritten = []
-        self._held = []
         if self._sealed:
             records = [seal_journal(self._runtime, self._scope, r) for r in records]
+        return [batch_record(records)] if self._held else records
+
+    def _take_held(self) -> list[JournalRecord]:
+        """The held records (``_waiting``) for a slot write that commits them
+        (``save(journal=...)``); none are held after. Only the held outcomes make a slot
+        write carry records: OS answers alone wait as before."""
+        if not self._held or self._service is None:
+            return []
+        records = self._waiting()
+        self._os_unwritten = []
+        self._held = []
         return records
 
     def _taken_over(self, exc: TurnConflictError) -> AlreadyResumingError:
@@ -195,15 +205,15 @@ class _JournalWrites(_SlotWrites):
             if self._write_now(records):
                 return
         last = records[-1].kind if records else ""
+        if self._sealed:
+            records = [seal_journal(self._runtime, self._scope, r) for r in records]
         if self._os_unwritten or self._held:
             # taken before the await: a sibling of a gather may hold more meanwhile
-            records = self._os_unwritten + self._held + records
+            records = self._waiting() + records
             self._os_unwritten = []
             self._held = []
         if not records:
             return
-        if self._sealed:
-            records = [seal_journal(self._runtime, self._scope, r) for r in records]
         try:
             await self._service.append_journal(
                 self.run.ctx.session, self.state.turn, records, expected_version=self.state.version

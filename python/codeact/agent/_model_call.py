@@ -4,7 +4,7 @@ checked before each call). Split from ``CodeActAgent`` (``_agent``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -40,13 +40,17 @@ async def call_model(agent: CodeActAgent, run: Run) -> str:
     return await _after_model(agent, run, response)
 
 
-async def stream_model(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | str, None]:
+async def stream_model(
+    agent: CodeActAgent, run: Run, *, show: bool = True, on_text: Callable[[str], None] | None = None
+) -> AsyncGenerator[Event | str, None]:
     """``call_model`` streaming (``RunConfig(streaming=True)``): yields a ``partial`` event
     (kind ``"model_reply"``, one text part with the new text) per chunk the model streams,
     then, last, the reply's text as ``call_model`` returns it (after the model callbacks).
     A model without ``generate_content_stream`` gives no partial event; a before-model
     callback that answers gives none either. A stream that breaks off raises its
-    ``ModelError`` after its partial events: nothing of the reply is stored or run."""
+    ``ModelError`` after its partial events: nothing of the reply is stored or run.
+    ``show=False``: no partial event (eager start without streaming); ``on_text`` gets each
+    chunk's text as the model sent it (eager start's ``EagerRun.feed``)."""
     request, response = await _before_model(agent, run)
     run.last_usage = None
     if response is None:
@@ -57,6 +61,10 @@ async def stream_model(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | 
             async for item in stream_content(agent.model, request):
                 if item.partial:
                     text = item.text
+                    if on_text is not None:
+                        on_text(text)
+                    if not show:
+                        continue
                     shown = partial_event(run, "model_reply", text if text.isascii() else escape_surrogates(text))
                     if shown is not None:
                         yield shown

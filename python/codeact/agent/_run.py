@@ -171,6 +171,7 @@ class Run:
     live_output: Any = None  # the printed-output channel under RunConfig(streaming=True) (_streaming.LiveOutput)
     live_redaction: dict[str, Any] = field(default_factory=dict)  # kind -> _streaming.RedactedStream
     live_native: bool = False  # the running script's continuation feeds live_output itself (on_output)
+    eager: Any = None  # RunConfig(eager=True): the model call's _eager.EagerRun whose outcomes the driver serves
     outbox: list[Event] = field(default_factory=list)  # progress events to yield at the next step
     otel: AgentRun | None = None
     lease: LeaseKeeper = field(default_factory=lambda: LeaseKeeper(None, ("", "", ""), None, None, lambda: 0))

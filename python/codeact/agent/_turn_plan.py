@@ -113,6 +113,9 @@ class _TurnPlan:
         ran). The plan (``_plan``) read the run's tracing, plugins and tool callbacks at the
         tool's first call of the turn, as the short path before it did."""
         run = self.run
+        if run.eager is not None and not inv.journaled and self._holds(inv):  # eager start (_eager)
+            if (served := run.eager.serve(self.state.turn, inv)) is not None:
+                return served
         bare = self._plans[inv.call.name].in_place
         if (
             bare is None

@@ -10,7 +10,7 @@ bundled stores share. ``codeact.sessions.testing`` is the store test suite.
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import SessionStoreConnectionError
-from ._journal import JournalKind, JournalRecord, StoredDecision, TurnSlot
+from ._journal import JournalKind, JournalRecord, StoredDecision, TurnSlot, batch_record, expand_batches
 from ._memory import InMemorySessionService
 from ._service import (
     APP_PREFIX,
@@ -128,6 +128,8 @@ __all__ = (
     "prepare_append",
     "resolve_session_id",
     "sort_journal",
+    "batch_record",
+    "expand_batches",
     "split_state",
     "to_json",
     "turn_conflict",

@@ -308,7 +308,7 @@ class InMemorySessionService(BaseSessionService):
         if journal is None:
             journal = stored.journal[turn] = {}
         for record in records:
-            if record.kind == "outcome":
+            if record.kind == "outcome" or record.kind == "batch":
                 journal.setdefault((record.kind, record.seq), record.data)
             else:
                 journal[(record.kind, record.seq)] = record.data

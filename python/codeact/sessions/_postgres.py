@@ -43,7 +43,15 @@ from ..exceptions import SessionStoreConnectionError
 from . import _sql
 from ._journal import JournalRecord, StoredDecision, TurnSlot
 from ._live import LiveRow, live_from_json, live_to_json
-from ._postgres_sql import _JOURNAL_ONE_SQL, _JOURNAL_SQL, _LIVE_SAVE_SQL, _MIGRATIONS, _PK, _SCHEMA
+from ._postgres_sql import (
+    _APPEND_EVENT_SQL,
+    _JOURNAL_ONE_SQL,
+    _JOURNAL_SQL,
+    _LIVE_SAVE_SQL,
+    _MIGRATIONS,
+    _PK,
+    _SCHEMA,
+)
 from ._service import (
     BaseSessionService,
     Durability,
@@ -537,11 +545,35 @@ class PostgresSessionService(BaseSessionService):
         if lock is None:
             lock = anyio.Lock()
             self._append_lock.set(lock)
+        delta = prepared.delta
+        if delta.app or delta.user or delta.session or self._host_pool is not None:
+            fast: dict[str, Any] | None = None
+        else:
+            fast = {
+                "a": session.app_name,
+                "u": session.user_id,
+                "s": session.id,
+                "id": prepared.stored.id,
+                "ts": prepared.stored.timestamp,
+                "data": prepared.json,
+            }
+
+        def txn(conn: Connection[Any], retrying: bool) -> float:
+            if fast is not None:  # one statement on the worker's autocommit connection
+                row = conn.execute(
+                    _APPEND_EVENT_SQL, {**fast, "seen": session.last_update_time, "now": time.time()}, prepare=True
+                ).fetchone()
+                if row is not None:
+                    return float(row[0])
+                with conn.transaction():  # nothing written: the transaction says why (or writes)
+                    return _sql.append_event(conn, _sql.POSTGRES, session, prepared, retrying=retrying)
+            return _sql.append_event(conn, _sql.POSTGRES, session, prepared, retrying=retrying)
+
         async with lock:
-            update_time = await self._call(
-                lambda conn, retrying: _sql.append_event(conn, _sql.POSTGRES, session, prepared, retrying=retrying),
-                write=True,
-            )
+            if fast is not None:
+                update_time = await self._call_quick(txn, write=True)
+            else:
+                update_time = await self._call(txn, write=True)
             # no checkpoint between the commit and here: the live session reflects the store
             apply_append(session, prepared, update_time)
         return prepared.stored

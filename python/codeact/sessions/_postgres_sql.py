@@ -121,10 +121,10 @@ WITH fence AS (
 ), ins AS (
     INSERT INTO codeact_journal (app_name, user_id, session_id, turn, kind, seq, data)
     SELECT %(a)s, %(u)s, %(s)s, %(t)s, r.kind, r.seq, r.data
-    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)
+    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)b::text[]) AS r(kind, seq, data)
     WHERE %(ev)s::bigint IS NULL OR COALESCE((SELECT v FROM fence), 0) = %(ev)s::bigint
     ON CONFLICT (app_name, user_id, session_id, turn, kind, seq)
-    DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind <> 'outcome'
+    DO UPDATE SET data = EXCLUDED.data WHERE codeact_journal.kind NOT IN ('outcome', 'batch')
     RETURNING 1
 )
 SELECT COALESCE((SELECT v FROM fence), 0), (SELECT count(*) FROM ins)
@@ -132,9 +132,31 @@ SELECT COALESCE((SELECT v FROM fence), 0), (SELECT count(*) FROM ins)
 
 _JOURNAL_ONE_SQL = _JOURNAL_SQL.replace(
     "SELECT %(a)s, %(u)s, %(s)s, %(t)s, r.kind, r.seq, r.data\n"
-    "    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)s::text[]) AS r(kind, seq, data)\n",
+    "    FROM unnest(%(kinds)s::text[], %(seqs)s::bigint[], %(datas)b::text[]) AS r(kind, seq, data)\n",
     "SELECT %(a)s, %(u)s, %(s)s, %(t)s, %(kind)s::text, %(seq)s::bigint, %(data)s::text\n",
 )
 """``_JOURNAL_SQL`` for one record (the usual write: an intent or an outcome), with scalar
 parameters: no arrays to build and unpack."""
 assert _JOURNAL_ONE_SQL != _JOURNAL_SQL
+
+_APPEND_EVENT_SQL = """
+WITH s AS (
+    SELECT last_update_time AS t FROM codeact_sessions
+    WHERE app_name = %(a)s AND user_id = %(u)s AND id = %(s)s FOR UPDATE
+), ok AS (
+    SELECT 1 FROM s WHERE s.t <= %(seen)s::float8 AND s.t < %(now)s::float8
+), ins AS (
+    INSERT INTO codeact_events (app_name, user_id, session_id, id, timestamp, data)
+    SELECT %(a)s, %(u)s, %(s)s, %(id)s, %(ts)s, %(data)s FROM ok
+    RETURNING 1
+)
+UPDATE codeact_sessions SET last_update_time = %(now)s::float8
+WHERE app_name = %(a)s AND user_id = %(u)s AND id = %(s)s AND EXISTS (SELECT 1 FROM ins)
+RETURNING last_update_time
+"""
+"""``append_event`` of an event without a persisted state delta, in one statement (one round
+trip where the transaction takes five): the session row locked, the stale check (the stored
+update time not after the one the caller loaded), the event, and the new update time ``now``
+(strictly after the stored one, as ``next_update_time`` makes it). No row back: nothing was
+written (no session, a stale one, a clock not past the stored time); the transaction then
+tells them apart."""

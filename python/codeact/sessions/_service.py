@@ -33,7 +33,7 @@ from ..exceptions import (
     StoreMethodMissingError,
     TurnConflictError,
 )
-from ._journal import JournalRecord, StoredDecision, TurnSlot
+from ._journal import JournalRecord, StoredDecision, TurnSlot, expand_batches
 from ._live import LiveRow
 from ._types import Event, Session, new_id
 
@@ -211,9 +211,10 @@ class BaseSessionService(ABC):
         Fencing (SPEC §5 v3): with ``expected_version``, the records are written only if the
         session's turn slot is at that version, checked in the same transaction; a writer
         whose claim was taken over gets ``TurnConflictError`` and nothing is written.
-        ``outcome`` records are first-writer-wins: an outcome already stored for a ``seq``
-        is kept and the new one dropped. ``intent`` and ``os`` records written again replace
-        the stored ones.
+        ``outcome`` and ``batch`` records are first-writer-wins: one already stored for a
+        ``seq`` is kept and the new one dropped. ``intent``, ``os`` and ``decision`` records
+        written again replace the stored ones. A ``batch`` record is stored as it is, one row
+        (``read_journal`` expands it).
 
         Raises:
             TurnConflictError: the slot is not at ``expected_version``.
@@ -297,7 +298,8 @@ class BaseSessionService(ABC):
 
     async def read_journal(self, *, app_name: str, user_id: str, session_id: str, turn: str) -> list[JournalRecord]:
         """The journal of ``turn``: ``os`` records by seq, then per call its ``intent`` and
-        (when recorded) its ``outcome``, by seq.
+        (when recorded) its ``outcome``, by seq, then the ``decision`` records; ``batch``
+        records expanded into the records they hold (``sort_journal`` does both).
 
         Raises:
             SessionStoreError: the store failed.
@@ -573,8 +575,17 @@ def turn_conflict(session_id: str, expected: int, stored: int) -> TurnConflictEr
 
 
 def sort_journal(records: list[JournalRecord]) -> list[JournalRecord]:
-    """``os`` records by seq, then each call's intent and outcome by seq, then the decision
-    records by seq."""
+    """``records`` with their batches expanded (``expand_batches``), in replay order: ``os``
+    records by seq, then each call's intent and outcome by seq, then the decision records by
+    seq.
+
+    Raises:
+        SessionStoreError: a batch record is malformed.
+    """
+    try:
+        records = expand_batches(records)
+    except ValueError as exc:
+        raise SessionStoreError(f"unreadable journal: {exc}") from exc
     order = {"os": 0, "intent": 1, "outcome": 2, "decision": 3}
     return sorted(records, key=lambda r: (order[r.kind] // 3 + (r.kind != "os"), r.seq, order[r.kind]))
 

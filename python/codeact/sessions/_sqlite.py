@@ -80,7 +80,7 @@ _FENCED_RECORD = f"INSERT OR REPLACE INTO {_JOURNAL_COLUMNS} {_FENCE}"
 """One journal record, written only while the turn slot is at the given version (an
 empty slot counts as version 0): the same fence ``append_journal``'s transaction checks."""
 _FENCED_OUTCOME = f"INSERT OR IGNORE INTO {_JOURNAL_COLUMNS} {_FENCE}"
-"""The same for an outcome, which never replaces one already stored (first writer wins)."""
+"""The same for an outcome or a batch, which never replaces one already stored (first writer wins)."""
 
 _BUSY_TIMEOUT_MS = 5000
 _MAX_ATTEMPTS = 8  # attempts of one operation while the database stays locked
@@ -641,7 +641,7 @@ class SqliteSessionService(BaseSessionService):
         if len(records) != 1 or expected_version is None:
             return False
         (record,) = records
-        sql = _FENCED_OUTCOME if record.kind == "outcome" else _FENCED_RECORD
+        sql = _FENCED_OUTCOME if record.kind == "outcome" or record.kind == "batch" else _FENCED_RECORD
         key = (session.app_name, session.user_id, session.id)
         params = (*key, turn, record.kind, record.seq, record.data, *key, expected_version)
 

@@ -38,7 +38,7 @@ from typing import Any
 import anyio
 import pytest
 
-from ._journal import JournalRecord
+from ._journal import JournalRecord, batch_record
 from ._live import LIVE_MAX_CHARS, LiveRow
 from ._service import (
     BaseSessionService,
@@ -560,6 +560,37 @@ class StoreContract:
         missing = Session(id="nope", app_name=APP, user_id="u")
         with pytest.raises(SessionNotFoundError):
             await store.commit_turn(missing, "t", [], data=_record(), snapshot=None, expected_version=0)
+
+    async def test_a_batch_record_is_one_write_read_back_expanded(self, make_store: StoreFactory) -> None:
+        """A ``batch`` record (the held outcomes of one commit, issue 50) is written as it is, by
+        ``append_journal``, the store's ``journal_appender`` and ``commit_turn``, and
+        ``read_journal`` returns the records it holds, in replay order; a batch is first-writer-wins
+        as an outcome is, and an outcome stored as its own row is kept over a batched one."""
+        store = make_store()
+        s = await store.create_session(app_name=APP, user_id="u", session_id="s")
+        key = {"app_name": APP, "user_id": "u", "session_id": "s"}
+        v1 = await store.save_turn(**key, data=_record(claim=_claim()), snapshot=None, expected_version=0)
+        read = [JournalRecord("outcome", k, f'{{"v":{k},"c":["read","{k:016x}"]}}') for k in range(3)]
+        await store.append_journal(
+            s, "t", [batch_record([JournalRecord("os", 1, "[2]"), *read]), JournalRecord("intent", 3, '["w","d"]')]
+        )
+        again = batch_record([JournalRecord("outcome", 0, '{"v":"second","c":["read","x"]}')])
+        appender = store.journal_appender()
+        if appender is None or not appender(s, "t", [again], v1):
+            await store.append_journal(s, "t", [again], expected_version=v1)
+        later = [JournalRecord("outcome", 4, '{"v":4,"c":["read","y"]}'), JournalRecord("outcome", 5, '{"v":5}')]
+        v2 = await store.commit_turn(s, "t", [batch_record(later)], data=_record(), snapshot=None, expected_version=v1)
+        await store.append_journal(s, "t", [JournalRecord("outcome", 3, '{"v":"w"}')], expected_version=v2)
+        assert await make_store().read_journal(**key, turn="t") == [
+            JournalRecord("os", 1, "[2]"),
+            *read,  # the first batch at seq 0 is kept: the second one is dropped
+            JournalRecord("intent", 3, '["w","d"]'),
+            JournalRecord("outcome", 3, '{"v":"w"}'),
+            *later,
+        ]
+        await store.append_journal(s, "t", [JournalRecord("outcome", 6, '"row"')], expected_version=v2)
+        await store.append_journal(s, "t", [batch_record([JournalRecord("outcome", 6, '"batched"')])])
+        assert (await store.read_journal(**key, turn="t"))[-1] == JournalRecord("outcome", 6, '"row"')
 
     # --- blobs, deletion, listing ----------------------------------------------------------
 

@@ -24,10 +24,11 @@ import anyio.lowlevel
 import pydantic_core
 from pydantic import BaseModel
 
-from ..exceptions import SnapshotError
+from ..exceptions import SessionStoreError, SnapshotError
 from ..runtime import Call, CodeRuntime, Gather, SessionRestoringRuntime, SuspendingRuntime, bind_call_args
 from ..runtime._stepper import run_step
 from ..sessions._journal import JournalRecord, TurnSlot
+from ..sessions._service import sort_journal
 from ..tools import Tool
 from ._codec import PendingCallInfo, args_digest
 from ._record import SEAL_VERSION, TurnRecord, record_problem
@@ -213,8 +214,14 @@ def open_journal(
     Raises:
         SnapshotError: a record is unsealed, its seal does not match (edited in the store, or
             copied from another session or turn), or it was sealed by 0.2.0 (the message names
-            the upgrade and the discard command). Callers treat the turn as stale: nothing runs.
+            the upgrade and the discard command), or a batch record is malformed. Callers
+            treat the turn as stale: nothing runs.
     """
+    if any(r.kind == "batch" for r in records):  # the stores' read_journal expands them; another's may not
+        try:
+            records = sort_journal(records)
+        except SessionStoreError as exc:
+            raise SnapshotError(f"the journal of turn {turn} is unreadable: {exc}") from exc
     if _seal(runtime, b"") is None:
         return records
     scope = journal_scope(session_key, turn)
