@@ -136,7 +136,12 @@ async def test_resumed_run_reuses_the_stored_system_prompt() -> None:
     _events, _session, service = await run(agent, state={"tier": "gold"})
     # the system prompt is stored with the turn record in the session's turn slot
     slot = await service.load_turn(app_name="app", user_id="u", session_id="s")
-    assert "tier gold" in slot.data["system_prompt"]
+    from codeact.agent._slot_context import load_context
+    from codeact.turns._record import TurnRecord
+
+    stored, _ = await load_context(service, ("app", "u", "s"), TurnRecord.model_validate(slot.data))
+    assert "tier gold" in stored
+    assert slot.data["system_prompt"] == ""  # format 4: in a blob, stored once per run
     from codeact import Content, FunctionResponse, Part
 
     msg = Content(role="user", parts=[Part(function_response=FunctionResponse(name="slow", response=1))])

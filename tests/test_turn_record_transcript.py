@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from codeact import CodeActAgent, Content, InMemorySessionService, MontyRuntime, Runner, ScriptedModel
+from codeact.agent._slot_context import load_context
 from codeact.plugins import Plugin
 from codeact.turns._record import TurnRecord
 from codeact.turns._verify import record_data
@@ -76,7 +77,11 @@ async def _turn_records(plugins: list[Any]) -> tuple[list[dict[str, Any]], Scrip
     first_saves: dict[str, dict[str, Any]] = {}
     for data in service.saved:
         first_saves.setdefault(data["turn"], data)
-    return list(first_saves.values()), model
+    records = []
+    for data in first_saves.values():  # format 4: the transcript is in the session's blobs
+        _, transcript = await load_context(service, ("app", "u", "s"), TurnRecord.model_validate(data))
+        records.append({**data, "transcript": transcript})
+    return records, model
 
 
 @pytest.mark.parametrize("plugins", [[], [_EditFirstReply()]], ids=["no hooks", "a hook edits a message"])

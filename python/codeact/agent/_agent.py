@@ -525,8 +525,7 @@ class CodeActAgent(BaseAgent):
         run.roster = sorted(run.tools)
         run.gated, unknown = gated_tools(self.require_tool_confirmation, tools)
         if unknown:
-            # A host failure (the agent's configuration), before anything ran or was stored for
-            # this turn: the caller fixes the name and sends the message again.
+            # A host failure (the agent's configuration) before anything ran or was stored: fix, resend.
             raise unknown_tool_error("require_tool_confirmation", self.name, unknown, tools)
 
         legacy = ctx.session.state.get(PENDING_STATE_KEY)
@@ -639,23 +638,20 @@ class CodeActAgent(BaseAgent):
                     files=start_layer(self.runtime),
                 )
                 if ctx.run_key is not None and run.slot_version == 0:
-                    # A keyed run that holds no turn slot yet claims one before its model reply
-                    # is stored: a crash from here on leaves the run recoverable under its run
-                    # key (Runner.run_async) instead of looking finished.
+                    # A keyed run with no turn slot claims one before its reply is stored: a crash
+                    # from here on leaves it recoverable under its run key (Runner.run_async).
                     await TurnDriver(run, state).save("running")
                 yield model_event
-                run.live_native = run.live_output is not None and bool(
-                    getattr(self.runtime.capabilities(), "live_output", False)
-                )
+                live = getattr(self.runtime.capabilities(), "live_output", False)
+                run.live_native = run.live_output is not None and bool(live)
+                replay = replay_with(state.files)
                 if run.live_native:  # what the script prints reaches the caller while it runs
-                    ticket = start_step(
-                        start, script, SCRIPT_NAME, on_output=run.live_output.listen, **replay_with(state.files)
-                    )
+                    ticket = start_step(start, script, SCRIPT_NAME, on_output=run.live_output.listen, **replay)
                     async for live_event in wait_live(run, ticket):
                         yield live_event
                     step = ticket.result()
                 else:
-                    step = await run_step(start, script, SCRIPT_NAME, **replay_with(state.files))
+                    step = await run_step(start, script, SCRIPT_NAME, **replay)
 
             # One turn: the driver advances the script until it ends, suspends or stops the run.
             end: TurnEnd | None = None

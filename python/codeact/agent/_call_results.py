@@ -65,6 +65,11 @@ class _Plan:
             script goes on when the runtime can write files, as a file write is an effect
             made during the script's advance). A long-running tool never holds.
         call: ``tool``'s name as JSON text (what a held outcome's ``"c"`` names).
+        quick: a live call of it may skip ``_resolve``'s walk (``TurnDriver._quick``): no gate.
+        names: the parameter names of a closed schema (``additionalProperties: false``), or
+            None: a call naming another argument goes through ``_resolve`` (its error).
+        pauses: it is long-running and the run can suspend (a call pauses for its result).
+        intent: the start of its intent record's text, ``["<tool>",`` (the digest follows).
     """
 
     tool: Tool | None
@@ -72,6 +77,10 @@ class _Plan:
     in_place: FunctionTool | None = None
     holds: bool = False
     call: str = ""
+    quick: bool = False
+    pauses: bool = False
+    intent: str = ""
+    names: frozenset[str] | None = None
 
 
 @final

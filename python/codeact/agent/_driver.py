@@ -47,8 +47,14 @@ from ..runtime import Call, Complete, Gather, PendingCall, Raised, ResumeError, 
 from ..runtime._stepper import INLINE_WAIT, await_ticket
 from ..runtime.monty import FINAL_ANSWER, final_answer_step
 from ..sessions._journal import JournalRecord
-from ..tools import FunctionTool, Tool, ToolConfirmationAnswer
-from ..turns._codec import CompletionError, PendingCallInfo, args_digest, plain_args_digest, value_problem
+from ..tools import Tool, ToolConfirmationAnswer
+from ..turns._codec import (
+    CompletionError,
+    PendingCallInfo,
+    args_digest,
+    plain_args_digest,
+    value_problem,
+)
 from ..turns._decision import record_text
 from ..turns._record import PendingEntry
 from ..turns._verify import call_digest, journal_scope
@@ -71,13 +77,14 @@ from ._call_results import (
 )
 from ._dispatch import ToolFailure, failure_of, run_bare_tool, terminal_signal
 from ._files import FILES, layered_mounts, split_log
-from ._journal_writes import _intents, _JournalWrites, _json
+from ._journal_writes import _intents, _JournalWrites, _json, _new_record
 from ._journal_writes import escape_surrogates as escape_surrogates  # re-exported: _model_call imports it here
 from ._output import step_output
-from ._pacing import StopPacer
+from ._pacing import PACE_SECONDS, StopPacer
 from ._position import paused_position
 from ._run import NO_ACTIONS
 from ._streaming import partial_event, wait_live
+from ._turn_plan import _TurnPlan
 from ._turn_state import Journal, TurnEnd, TurnState
 
 if TYPE_CHECKING:
@@ -89,9 +96,10 @@ log = logging.getLogger("codeact.durability")
 
 _STEPS = frozenset({Call, Gather, Complete, Raised})
 """The step types ``resume_within`` answers with when the advance finished in time."""
+_ENDS = frozenset({Complete, Raised})
 
 
-class TurnDriver(_JournalWrites):
+class TurnDriver(_TurnPlan, _JournalWrites):
     """Drives one turn of ``run`` (see the module docstring); the agent's options are read
     from ``run.settings``."""
 
@@ -120,6 +128,7 @@ class TurnDriver(_JournalWrites):
         self._functions_style = agent.runtime.tool_style == "functions"
         self._otel = run.otel if run.otel is not None and run.otel.active else None  # spans recorded this run
         self._appender = self._service.journal_appender() if self._service is not None else None
+        self._breaker_on = run.breaker.threshold is not None  # (the run's breaker: fixed for the run)
 
     # ------------------------------------------------------------------ the loop
 
@@ -136,9 +145,10 @@ class TurnDriver(_JournalWrites):
                 yield item
 
     async def _drive(self, step: RunStep) -> AsyncGenerator[Event | TurnEnd, None]:
-        run, st = self.run, self.state
+        run, st, agent = self.run, self.state, self.agent
+        pacer = self._pacer
         while True:
-            printed = step_output(step)
+            printed = step.stdout if type(step) in _STEPS and not step.stderr else step_output(step)
             run.turn_stdout += printed
             live = run.live_output
             if live is not None:  # RunConfig(streaming=True): printed output as partial events
@@ -155,17 +165,25 @@ class TurnDriver(_JournalWrites):
             if os_log and st.advance not in st.journal.os:
                 # kept until the next write (several advances of read-only calls may pass first)
                 self._os_unwritten.append(JournalRecord("os", st.advance, _json(list(os_log))))
-            if isinstance(step, (Complete, Raised)):
-                yield TurnEnd("finished", step)
+            kind = type(step)
+            if kind in _STEPS:
+                ends, gather = kind in _ENDS, kind is Gather
+            else:
+                ends, gather = isinstance(step, (Complete, Raised)), isinstance(step, Gather)
+            if ends:
+                yield TurnEnd("finished", step)  # type: ignore[arg-type]
                 return
-            gather = type(step) is Gather
-            calls: list[PendingCall] = list(step.calls) if isinstance(step, Gather) else [step.call]
+            calls: list[PendingCall] = list(step.calls) if gather else [step.call]  # type: ignore[union-attr]
             for call in calls:
                 if call.call_id not in st.positions:
                     st.positions[call.call_id] = st.next_pos
                     st.next_pos += 1
-            if self._checkpoint_due() and self._service is not None:
-                await self._checkpoint(step, calls)
+            if (
+                (agent.checkpoint_every is not None or agent.checkpoint_every_seconds is not None)
+                and self._checkpoint_due()
+                and self._service is not None
+            ):
+                await self._checkpoint(step, calls)  # type: ignore[arg-type]
             # Each call goes through the same policy (_resolve), in call order; the calls to run
             # now run together (the calls of a gather concurrently), after their intents are
             # written in one write; then each call's result is settled in call order. A step of
@@ -176,11 +194,15 @@ class TurnDriver(_JournalWrites):
             if not gather:
                 call = calls[0]
                 one: _Resolved
-                try:
-                    one = await self._resolve(call, st.positions[call.call_id])
-                except _HandlerFailed as failed:
-                    handler_error = failed.cause
-                    one = failed.suspend
+                quick = self._quick(call)  # the usual live call: no policy to walk
+                if quick is not None:
+                    one = quick
+                else:
+                    try:
+                        one = await self._resolve(call, st.positions[call.call_id])
+                    except _HandlerFailed as failed:
+                        handler_error = failed.cause
+                        one = failed.suspend
                 if type(one) is _Notice:  # the in-doubt notice, stored before its call goes on
                     yield one.event
                     one = one.then
@@ -196,15 +218,9 @@ class TurnDriver(_JournalWrites):
                             await self._flush()
                     else:
                         intent = [
-                            JournalRecord(
-                                "intent",
-                                one.pos,
-                                _json(
-                                    [one.tool.name, one.digest, one.decided]
-                                    if one.decided
-                                    else [one.tool.name, one.digest]
-                                ),
-                            )
+                            _new_record(("intent", one.pos, f'{plan.intent}"{one.digest}"]'))
+                            if not one.decided
+                            else JournalRecord("intent", one.pos, _json([one.tool.name, one.digest, one.decided]))
                         ]  # as _intent writes it
                         if one.note is not None:  # a decision, durable with the intent it produces
                             intent.append(one.note)
@@ -216,7 +232,16 @@ class TurnDriver(_JournalWrites):
                     ):
                         one = await self._invoke_from(one, started)
                     else:  # it ran in place: no coroutine for it
-                        one = self._ran(one, started[0], started[1], NO_ACTIONS)
+                        value, failure = started
+                        kind = type(value)
+                        if (
+                            failure is None
+                            and not plan.pauses
+                            and (kind in _SHORT_SCALARS or (kind is int and -_SHORT_INT < value < _SHORT_INT))
+                        ):
+                            one.outcome = ResumeValue(value)  # as _ran makes it (plain by its type)
+                        else:
+                            one = self._ran(one, value, failure, NO_ACTIONS)
                     if type(one) is _Invoke:  # it ran: its outcome is recorded
                         stored = bool(run.pending.state_delta or run.pending.artifact_delta)
                         held = holds and self._may_hold and self._service is not None
@@ -240,7 +265,7 @@ class TurnDriver(_JournalWrites):
                                 else:  # written now (no store, or a runtime that writes files)
                                     one = await self._record(one.pos, one.tool.name, one.digest, ran, read_only=True)  # type: ignore[arg-type]
                             else:
-                                outcome = [JournalRecord("outcome", one.pos, f'{{"v":{value}}}')]
+                                outcome = [_new_record(("outcome", one.pos, f'{{"v":{value}}}'))]
                                 if not self._write_now(outcome):
                                     await self._write_awaited(outcome)
                                 one = ran  # type: ignore[assignment]
@@ -352,7 +377,7 @@ class TurnDriver(_JournalWrites):
                     # The handler failed: the call it was asked about stays pending, the run ends (the
                     # other calls of a gather that were to run now run when the script resumes).
                     suspended = suspended or []
-                    async for event in self._suspend(step, calls, suspended):
+                    async for event in self._suspend(step, calls, suspended):  # type: ignore[arg-type]
                         yield event
                     raise ConfirmationHandlerError(
                         f"the tool confirmation handler raised {type(handler_error).__name__}: {handler_error}; the "
@@ -360,21 +385,32 @@ class TurnDriver(_JournalWrites):
                         [s.info for s in suspended],
                     ) from handler_error
                 if suspended:
-                    async for event in self._suspend(step, calls, suspended):
+                    async for event in self._suspend(step, calls, suspended):  # type: ignore[arg-type]
                         yield event
                     yield TurnEnd("suspended")
                     return
                 arg = outcomes if gather else outcomes[calls[0].call_id]
             try:
-                if run.live_native:
-                    got = await self._begin_advance(step, arg, gather)
-                    if type(got) not in _STEPS:
+                # the advance (``_begin_advance``, inline: one native call when it is quick)
+                if time.monotonic() - pacer.last >= PACE_SECONDS:
+                    await pacer.pace()
+                st.advance += 1
+                replay = st.journal.os.get(st.advance) if st.journal.os else None
+                if self._mounts:  # the session's file layer, as the last advance left it
+                    replay = [(FILES, st.files), *(replay or ())]
+                got: Any
+                if gather:
+                    got = step.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
+                else:
+                    got = step.call.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]
+                if type(got) not in _STEPS:
+                    if run.live_native:
                         async for live_event in wait_live(run, got):
                             yield live_event
                         got = got.result()
-                    step = got
-                else:
-                    step = await self._advance(step, arg, gather)
+                    else:
+                        got = await await_ticket(got, waited=True)
+                step = got
             except SnapshotError as exc:
                 run.end("error", keep_slot=True)
                 yield run.stale_event(str(exc))
@@ -465,32 +501,6 @@ class TurnDriver(_JournalWrites):
         seq = st.journal.next_decision
         st.journal.next_decision += 1
         return JournalRecord("decision", seq, record_text(record.model_copy(update={"tool": tool.name})))
-
-    def _holds(self, inv: _Invoke) -> bool:
-        """Whether ``inv`` is a read-only call (no intent, its outcome held): its tool's plan
-        holds, and no decision allowed it (a decision is durable with its intent)."""
-        return self._plans[inv.call.name].holds and not inv.decided
-
-    def _plan(self, name: str) -> _Plan:
-        """The plan of the tool the script calls ``name``, made at its first call of the turn."""
-        run, agent = self.run, self.agent
-        tool = run.tools.get(name)
-        if tool is None:
-            return _Plan(None, False)
-        retry = agent.tool_retry_budgets.get(tool.name, agent.default_retry_budget)
-        in_place = (
-            tool
-            if isinstance(tool, FunctionTool)
-            and type(tool).run is FunctionTool.run  # a subclass's own run may read its context
-            and tool.context_parameter is None
-            and not (retry is not None and retry.max_retries)
-            and not (run.plugins or agent.before_tool or agent.after_tool or agent.after_tool_full)
-            and not agent.on_tool_error
-            and self._otel is None
-            else None
-        )
-        holds = bool(getattr(tool, "read_only", False)) and not (tool.is_long_running and run.supports_suspension)
-        return _Plan(tool, run.needs_confirmation(tool), in_place, holds, _json(tool.name) if holds else "")
 
     async def _resolve(self, call: PendingCall, pos: int) -> _Resolved:
         """What becomes of one call (the policy every call goes through): an outcome the
@@ -746,36 +756,6 @@ class TurnDriver(_JournalWrites):
         """Runs the tool (its intent is written already): ``inv`` with its ``outcome`` and
         ``changes`` set, a pause for a long-running call, or the end of the run."""
         return await self._invoke_from(inv, self._in_place(inv))
-
-    def _in_place(self, inv: _Invoke) -> tuple[Any, ToolFailure | None] | None:
-        """Starts the usual quick call in place, as ``Run.execute`` would run it (no context,
-        no callbacks, no retries, no timeout to enforce) but without a coroutine per layer
-        (issue 21): ``(value, failure)``, where a value that is an awaitable the function
-        returned, or ``NotImplemented`` (the tool went back to its worker thread), is still to
-        be awaited (``_invoke_from``); None when the call is not one to run in place (nothing
-        ran). The plan (``_plan``) read the run's tracing, plugins and tool callbacks at the
-        tool's first call of the turn, as the short path before it did."""
-        run, s = self.run, self.agent
-        if run.eager is not None and not inv.journaled and self._holds(inv):  # eager start (_eager)
-            if (served := run.eager.serve(self.state.turn, inv)) is not None:
-                return served
-        bare = self._plans[inv.call.name].in_place
-        if bare is None or (s.tool_timeout is not None and not bare.runs_inline) or run.breaker.is_open(bare.name):
-            return None
-        run.tools_ran.append(bare.name)
-        try:
-            # run_inline reads the tool's mode once and declines (NotImplemented) when it
-            # went back to its worker thread, where the agent's timeout applies.
-            value = bare.run_inline(inv.args)
-        except ToolHostError:
-            raise  # the host's failure, not the script's: it ends the run
-        except (Exception, SystemExit) as exc:  # as _attempts: SystemExit never ends the host's run
-            failure = failure_of(bare, None, exc, inv.call_key, run.ctx.session)
-            run.breaker.record(bare.name, False)
-            return None, failure
-        if value is not NotImplemented and type(value) is not CoroutineType:
-            run.breaker.record(bare.name, True)
-        return value, None
 
     async def _invoke_from(
         self, inv: _Invoke, started: tuple[Any, ToolFailure | None] | None

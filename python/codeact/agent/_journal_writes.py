@@ -13,6 +13,7 @@ row for the store to write, expanded when the journal is read."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -384,6 +385,11 @@ def escape_surrogates(value: Any) -> Any:
     if kind is dict:
         return {escape_surrogates(k): escape_surrogates(v) for k, v in value.items()}
     return value
+
+
+_new_record: Any = functools.partial(tuple.__new__, JournalRecord)
+"""``_new_record((kind, seq, data))`` is ``JournalRecord(kind, seq, data)`` without the named
+tuple's Python-level ``__new__`` (the driver makes two records per call)."""
 
 
 def _json(value: Any) -> str:

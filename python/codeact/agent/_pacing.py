@@ -27,21 +27,21 @@ class StopPacer:
     One per turn drive; ``pace`` costs a clock read when no yield is due.
     """
 
-    __slots__ = ("_last", "yields")
+    __slots__ = ("last", "yields")
 
     def __init__(self) -> None:
-        self._last = time.monotonic()
+        self.last = time.monotonic()  # when it last yielded (the driver reads it to skip ``due``)
         self.yields = 0  # how often it yielded (for tests and benchmarks)
 
     def due(self) -> bool:
         """Whether ``PACE_SECONDS`` passed since the last yield (a clock read): the caller
         awaits ``pace`` only then, and so skips creating a coroutine per stop."""
-        return time.monotonic() - self._last >= PACE_SECONDS
+        return time.monotonic() - self.last >= PACE_SECONDS
 
     async def pace(self) -> None:
         """Yields to the event loop when ``PACE_SECONDS`` passed since the last yield."""
         now = time.monotonic()
-        if now - self._last >= PACE_SECONDS:
+        if now - self.last >= PACE_SECONDS:
             await anyio.sleep(0)
             self.yields += 1
-            self._last = time.monotonic()
+            self.last = time.monotonic()

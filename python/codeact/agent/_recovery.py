@@ -25,6 +25,7 @@ from ._driver import Journal, TurnState
 from ._files import EMPTY, from_text, replay_with, start_layer
 from ._namespace import Namespace, Prepared
 from ._run import SCRIPT_NAME, Run
+from ._slot_context import load_context
 
 __all__ = ("drop_slot", "first_line", "release_claim", "restore")
 
@@ -72,8 +73,8 @@ async def restore(
     snapshot = slot.snapshot
     in_session = view.in_session
     try:
-        run.transcript = [Content.model_validate(c) for c in record.transcript]
-        run.system_prompt = record.system_prompt
+        run.system_prompt, messages = await load_context(run.ctx.session_service, (s.app_name, s.user_id, s.id), record)
+        run.transcript = [Content.model_validate(c) for c in messages]
         run.iteration = record.iteration
         run.turn_invocation = record.invocation_id
         run.turn_stdout = record.turn_stdout if snapshot is not None else ""

@@ -26,6 +26,7 @@ from ._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from ._context import CallbackContext, InvocationContext
 from ._dispatch import CircuitBreaker, RetryBudget, ToolFailure, merge_actions, run_bare_tool, run_tool
 from ._namespace import Namespace, Prepared
+from ._slot_context import StoredContext
 
 if TYPE_CHECKING:
     from ..telemetry import AgentRun
@@ -148,6 +149,7 @@ class Run:
     turn_stdout: str = ""
     # the JSON form of transcript[:len(transcript_json[1])], and the transcript list it was made from
     transcript_json: tuple[list[Content], list[dict[str, Any]]] | None = None
+    stored_context: StoredContext = field(default_factory=StoredContext)  # the slot's shared part (format 4)
     turn_invocation: str = ""  # set while a resumed turn runs: the invocation that started it
     schema_retries: int = 0
     namespace: Namespace = field(default_factory=Namespace)

@@ -17,6 +17,7 @@ from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry
 from ..turns._verify import record_data, seal_record, slot_data
 from ._call_results import _Suspend
 from ._files import to_text
+from ._slot_context import shared_context
 from ._turn_events import _fields, _TurnEvents
 
 if TYPE_CHECKING:
@@ -77,13 +78,26 @@ class _SlotWrites(_TurnEvents):
             if st.files is not None and snapshot is not None
             else None,
         }
+        if st.context is None:  # the run's shared context (format 4), stored at the turn's first save
+            fixed = st.record
+            if fixed.system_prompt_ref is not None or fixed.transcript_refs:
+                st.context = {}  # a resumed turn's record (format 4): its blobs are stored
+            else:
+                shared = await shared_context(
+                    self._service, self._key, run.stored_context, fixed.system_prompt, fixed.transcript
+                )
+                st.context = shared or {}
         if self._sealed:
             record = st.record.model_copy(update=update)
             seal_record(self._runtime, record, self._key)
             data = record_data(record)
+            if st.context:
+                data.update(st.context)
         else:
             if st.record_data is None:  # the fixed part's JSON form, made once a turn
                 st.record_data = record_data(st.record)
+                if st.context:
+                    st.record_data.update(st.context)
             data = slot_data(st.record_data, update)
         if st.written or status == "suspended":  # held events: stored first, with the held outcomes
             await self._write_held_events()

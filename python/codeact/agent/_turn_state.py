@@ -101,6 +101,9 @@ class TurnState:
             when the runtime has no read-write mount (no layer).
         files_pre: the pre-images stored by the script's end commit (a recovered turn whose
             script had ended): the base its replay reads, kept for its end commit again.
+        context: the record fields that stand for its system prompt and transcript
+            (``_slot_context.shared_context``, made at the turn's first save), or None
+            (not made yet, or kept inline: ``{}``).
     """
 
     turn: str
@@ -118,6 +121,7 @@ class TurnState:
     positions: dict[int, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     record_data: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
     last_checkpoint: float = field(default_factory=time.monotonic)
     calls_since_checkpoint: int = 0
     files: bytes | None = None

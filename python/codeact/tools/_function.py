@@ -49,6 +49,9 @@ _QUICK_STREAK = 3
 _MAX_OVERRUNS = 3
 """Inline calls slower than ``QUICK_CALL`` after which a sync tool stays on threads for good."""
 
+_PLAIN_LEAVES = frozenset({bool, int, float, bytes, str})
+"""Result types that are plain data as they are (a str with lone surrogates too: the agent
+escapes it when it records it)."""
 _NEVER_AWAITABLE = frozenset({type(None), bool, int, float, str, bytes, list, tuple, dict})
 """Result types (exact) that cannot be awaitable, so ``run`` skips the awaitable probe."""
 
@@ -515,13 +518,18 @@ class FunctionTool(Tool):
             raise RuntimeError(f"tool {self.name!r} takes a context; use run")
         if not self.runs_inline:
             return NotImplemented
+        threaded = self.run_in_thread
         try:
-            positional, values = self._bind(args, None)
-            if self.run_in_thread:
-                result = self._call_timed(positional, values)
-            else:
-                result = self.func(*positional, **values)
-            if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
+            try:  # _bind, for a function without a context parameter
+                values = self._validate(args if args is not None else {})
+            except ValidationError as e:
+                raise ToolArgumentError(self.name, self._describe_errors(e)) from e
+            positional = [values.pop(n) for n in self._positional_only] if self._positional_only else ()
+            result = self._call_timed(positional, values) if threaded else self.func(*positional, **values)
+            kind = type(result)
+            if result is None or kind in _PLAIN_LEAVES:
+                return result  # plain as it is (_plain)
+            if kind not in _NEVER_AWAITABLE and inspect.isawaitable(result):
                 return self._settle(result)
             return self._plain(result)
         except StopIteration as exc:
@@ -553,6 +561,8 @@ class FunctionTool(Tool):
                 self._quick_calls = -1 if self._overruns >= _MAX_OVERRUNS else 0
 
     def _plain(self, result: Any) -> Any:
+        if result is None or type(result) in _PLAIN_LEAVES:
+            return result  # plain as it is (what to_plain and problem answer for it)
         value = to_plain(result)
         found = problem(value, "", lone_surrogates=True)  # the label is spelled out only for a message
         if found is not None:

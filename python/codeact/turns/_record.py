@@ -45,10 +45,16 @@ __all__ = (
     "release_owner",
 )
 
-TURN_FORMAT = 3
-"""The turn record format this version writes. Format 2 (0.2.0 development builds, whose
-records carried the pending call's arguments and the decisions) and format 1 (0.1.0
-checkpoints in session state) are reported as stale; see docs/durability.md."""
+TURN_FORMAT = 4
+"""The turn record format this version writes: format 4 (issue 54) keeps the system prompt and
+the transcript in the session's blobs, stored once per run and a turn's delta at each turn
+(``system_prompt_ref``, ``transcript_refs``). Format 3 (0.2.0: everything inline) is read as
+it is and written back as format 4 at the turn's next save. Format 2 (0.2.0 development
+builds, whose records carried the pending call's arguments and the decisions) and format 1
+(0.1.0 checkpoints in session state) are reported as stale; see docs/durability.md."""
+
+READ_FORMATS = frozenset({3, TURN_FORMAT})
+"""The turn record formats this version reads."""
 
 SEAL_VERSION = 2
 """The seal scheme this version writes (``TurnRecord.seal``, and ``"s"`` in a sealed journal
@@ -148,7 +154,14 @@ class TurnRecord(BaseModel):
             ``<invocation id>:<iteration>``).
         script: the turn's script (recovery without a continuation runs it again).
         system_prompt / transcript: the model conversation up to the turn (``Content``
-            dicts).
+            dicts), inline (format 3, or a store without blobs); in format 4 the prompt is
+            empty and the transcript holds the messages after the chunks of
+            ``transcript_refs`` (none).
+        system_prompt_ref: SHA-256 (hex) of the blob holding the system prompt (UTF-8), or
+            None (inline).
+        transcript_refs: SHA-256 (hex) of the blobs holding the transcript's messages before
+            ``transcript``, in order: each a JSON list of ``Content`` dicts
+            (``codeact.agent._slot_context``).
         roster: the tool names the script was written against.
         namespace: the persisted namespace (``persist_namespace``) or None.
         schema_retries: output-schema retries used so far.
@@ -182,6 +195,8 @@ class TurnRecord(BaseModel):
     script: str
     system_prompt: str = ""
     transcript: list[dict[str, Any]] = Field(default_factory=list)
+    system_prompt_ref: str | None = None
+    transcript_refs: list[str] = []  # a plain default: model_construct copies it cheaply (a factory is inspected)
     roster: list[str] = Field(default_factory=list)
     namespace: dict[str, Any] | None = None
     schema_retries: int = 0
@@ -239,8 +254,9 @@ def record_problem(data: dict[str, Any]) -> tuple[TurnRecord | None, str | None]
     ``(None, why)`` naming the format or the first field that fails."""
     if isinstance(data.get("unreadable"), str):
         return None, data["unreadable"]
-    if data.get("format") != TURN_FORMAT:
-        return None, f"the stored turn has format {data.get('format')!r}, not {TURN_FORMAT}"
+    fmt = data.get("format")
+    if type(fmt) is not int or fmt not in READ_FORMATS:
+        return None, f"the stored turn has format {data.get('format')!r}, not {TURN_FORMAT} (or 3, which is read)"
     try:
         return TurnRecord.model_validate(data), None
     except ValidationError as exc:
