@@ -69,6 +69,7 @@ __all__ = (
     "AlreadyResumingError",
     "CallsPendingError",
     "CodeActError",
+    "UnsupportedMountError",
     "CodeRuntimeError",
     "ConfirmationHandlerError",
     "DecisionMismatchError",
@@ -131,6 +132,12 @@ class SnapshotError(CodeRuntimeError):
 class ValueConversionError(CodeRuntimeError):
     """A host value that cannot cross into a script. Only None, bool, int, float, str, bytes,
     list, tuple and dict cross; the message names the offending type and where it sits."""
+
+
+class UnsupportedMountError(CodeRuntimeError, ValueError):
+    """A runtime was given a mount it cannot serve: ``CPythonRuntime`` has no sandboxed
+    filesystem, so it refuses every mount, overlay mounts included (their writes would reach
+    the host). Raised when the runtime is built."""
 
 
 class ReplayDivergenceError(CodeRuntimeError):

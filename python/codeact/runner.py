@@ -28,6 +28,7 @@ from ._runner_claims import (
 from .agent._agent_tool import set_default_runner_factory
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InvocationContext, RunConfig
+from .agent._overlay import SessionFile, session_files
 from .agent._streaming import LiveRowWriter
 from .events import Content, Event, EventActions, FunctionResponse, new_id
 from .exceptions import (
@@ -463,6 +464,10 @@ class Runner:
             ]
 
         return anyio.run(collect, backend=backend)
+
+    async def files(self, *, user_id: str, session_id: str) -> list[SessionFile]:
+        """The session's overlay files, in path order; ``SessionNotFoundError`` for no session."""
+        return await session_files(self.session_service, self.app_name, user_id, session_id)
 
     async def discard_pending_checkpoint(self, *, user_id: str, session_id: str) -> bool:
         """Drops the session's in-flight turn (a paused script, a crashed turn, or a stale

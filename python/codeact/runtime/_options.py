@@ -68,6 +68,16 @@ class PathAccess(str, enum.Enum):
 
     READ_ONLY = "read-only"
     READ_WRITE = "read-write"
+    OVERLAY = "overlay"
+    """Reads see the host folder plus the session's overlay; writes stay in the overlay, kept
+    in the session store across turns and runs, and never reach the host (SPEC §5 "Files")."""
+
+
+DEFAULT_OVERLAY_MAX_BYTES = 16 * 1024 * 1024
+"""An overlay mount's default bound on the bytes of the files it holds."""
+
+DEFAULT_OVERLAY_MAX_FILES = 1000
+"""An overlay mount's default bound on the number of entries (files, folders, deletions) it holds."""
 
 
 class Mount(BaseModel):
@@ -81,6 +91,13 @@ class Mount(BaseModel):
             ``CodeActAgent`` a read-write mount's writes go to the turn's file layer and reach
             the host folder once, after the commit that records the script's end (SPEC §5
             "Files", docs/durability.md); a direct ``MontyRuntime.start`` writes as it goes.
+            ``PathAccess.OVERLAY``: reads see the host folder plus the session's overlay, writes
+            stay in the overlay (kept in the session store, listed by ``Runner.files``) and never
+            reach the host, not even from a direct ``MontyRuntime.start``. ``MontyRuntime`` only.
+        max_bytes: an overlay mount's bound on the bytes of the files it holds (default 16 MiB);
+            a script that ends past it gets an ``OSError`` and its writes to the mount are dropped.
+        max_files: an overlay mount's bound on the entries it holds (files, folders, deletions;
+            default 1000), enforced as ``max_bytes``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -88,6 +105,8 @@ class Mount(BaseModel):
     virtual_path: str
     host_path: Path
     access: PathAccess = PathAccess.READ_ONLY
+    max_bytes: int = Field(default=DEFAULT_OVERLAY_MAX_BYTES, ge=0)
+    max_files: int = Field(default=DEFAULT_OVERLAY_MAX_FILES, ge=0)
 
 
 class FrozenClock(BaseModel):
