@@ -80,13 +80,14 @@ class Host:
 
         return FunctionTool(note)
 
-    def runtime(self, **kwargs: Any) -> MontyRuntime:
+    def runtime(self, isolation: Any = "in_process", **kwargs: Any) -> MontyRuntime:
         mount = Mount(virtual_path="/ov", host_path=self.folder, access=PathAccess.OVERLAY, **kwargs)
-        return MontyRuntime(mounts=[mount])
+        return MontyRuntime(mounts=[mount], isolation=isolation)
 
-    def runner(self, store: Any, script: Any = APPEND, **kwargs: Any) -> Runner:
+    def runner(self, store: Any, script: Any = APPEND, isolation: str = "in_process", **kwargs: Any) -> Runner:
         model = ScriptedModel(script if callable(script) else (lambda request: fence(script)))
-        agent = CodeActAgent(name="coder", model=model, runtime=self.runtime(**kwargs), tools=[self.tool()])
+        runtime = self.runtime(isolation, **kwargs)
+        agent = CodeActAgent(name="coder", model=model, runtime=runtime, tools=[self.tool()])
         return Runner(app_name=APP, agent=agent, session_service=store)
 
 
@@ -141,6 +142,14 @@ async def test_a_second_turn_and_a_new_runner_on_the_same_sqlite_file_see_the_ea
         assert final(await drive(runner))[2] == "start\nend\nstart\nend\nstart\nend\n"
         listed = {f.path: f.size for f in await runner.files(user_id=USER, session_id=SESSION)}
         assert listed["/ov/log.txt"] == len("start\nend\n") * 3
+    assert host.snapshot() == {"host.txt": "host"}
+
+
+async def test_under_process_isolation_too(store: Any, tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    assert final(await drive(host.runner(store, isolation="process")))[2] == "start\nend\n"
+    assert final(await drive(host.runner(store, isolation="process")))[0] == "start\nend\nstart\n"
     assert host.snapshot() == {"host.txt": "host"}
 
 
