@@ -14,6 +14,7 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
     ├── CodeRuntimeError                 a code runtime failed on the host side
     │   ├── SnapshotError                snapshot bytes that cannot be loaded
     │   ├── ValueConversionError         a host value that cannot cross into a script
+    │   ├── UnsupportedMountError        (ValueError) a runtime given a mount it cannot serve
     │   └── ReplayDivergenceError        a replayed script asked the OS for something else
     ├── ScriptError                      run_script: the script failed
     │   └── ToolCallLimitError           run_script: more tool calls than max_tool_calls
