@@ -27,7 +27,7 @@ from codeact import (
     SqliteSessionService,
     UnsupportedMountError,
 )
-from codeact.agent._overlay import OVERLAY_STATE_KEY, SessionFile
+from codeact.agent import OVERLAY_STATE_KEY, SessionFile
 from codeact.runtime import Complete
 
 pytestmark = pytest.mark.anyio
@@ -221,6 +221,74 @@ async def test_two_sessions_overlays_are_isolated(store: Any, tmp_path: Path) ->
     s1 = await store.get_session(app_name=APP, user_id=USER, session_id="one")
     s2 = await store.get_session(app_name=APP, user_id=USER, session_id="two")
     assert s1 is not None and s2 is not None and s1.state[OVERLAY_STATE_KEY] != s2.state[OVERLAY_STATE_KEY]
+
+
+async def test_beside_a_read_write_mount_only_the_read_write_writes_reach_the_host(store: Any, tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    rw = tmp_path / "rw"
+    rw.mkdir()
+    script = (
+        'from pathlib import Path\nPath("/rw/a.txt").write_text("A")\nPath("/ov/b.txt").write_text("B")\n'
+        '{"type": "final_result", "value": Path("/rw/a.txt").read_text() + Path("/ov/b.txt").read_text()}'
+    )
+    mounts = [
+        Mount(virtual_path="/ov", host_path=host.folder, access=PathAccess.OVERLAY),
+        Mount(virtual_path="/rw", host_path=rw, access=PathAccess.READ_WRITE),
+    ]
+    agent = CodeActAgent(
+        name="coder", model=ScriptedModel(lambda request: fence(script)), runtime=MontyRuntime(mounts=mounts)
+    )
+    runner = Runner(app_name=APP, agent=agent, session_service=store)
+    await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    events = await drive(runner)
+    assert events is not None and events[-1].text == "AB"
+    assert (rw / "a.txt").read_text() == "A" and host.snapshot() == {"host.txt": "host"}
+    assert await runner.files(user_id=USER, session_id=SESSION) == [SessionFile("/ov/b.txt", 1, "file")]
+
+
+MIXED = """
+from pathlib import Path
+for name in ("/rw/log.txt", "/ov/log.txt"):
+    p = Path(name)
+    p.write_text((p.read_text() if p.exists() else "") + "start\\n")
+{"type": "final_result", "value": Path("/rw/log.txt").read_text() + Path("/ov/log.txt").read_text()}
+"""
+
+
+async def test_a_crash_in_the_read_write_apply_recovers_both_layers_once(
+    store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codeact.agent import _files, _journal_writes
+
+    host = Host(tmp_path)
+    rw = tmp_path / "rw"
+    rw.mkdir()
+    real, calls = _files.apply_layer, []
+
+    def crashing(data: bytes, mounts: dict[str, Path]) -> int:
+        calls.append(data)
+        n = real(data, mounts)
+        if len(calls) == 1:
+            raise Crash
+        return n
+
+    monkeypatch.setattr(_journal_writes, "apply_layer", crashing)
+    mounts = [
+        Mount(virtual_path="/ov", host_path=host.folder, access=PathAccess.OVERLAY),
+        Mount(virtual_path="/rw", host_path=rw, access=PathAccess.READ_WRITE),
+    ]
+
+    def runner() -> Runner:
+        model = ScriptedModel(lambda request: fence(MIXED))
+        agent = CodeActAgent(name="coder", model=model, runtime=MontyRuntime(mounts=mounts))
+        return Runner(app_name=APP, agent=agent, session_service=store)
+
+    await store.create_session(app_name=APP, user_id=USER, session_id=SESSION)
+    assert await drive(runner()) is None
+    events = await drive(runner(), message=None)
+    assert events is not None and events[-1].text == "start\nstart\n"  # one line each, no divergence
+    assert (rw / "log.txt").read_text() == "start\n" and host.snapshot() == {"host.txt": "host"}
+    assert await runner().files(user_id=USER, session_id=SESSION) == [SessionFile("/ov/log.txt", 6, "file")]
 
 
 def test_a_direct_start_never_writes_the_host(tmp_path: Path) -> None:
