@@ -208,6 +208,23 @@ async def test_limits_feed_an_oserror_to_the_model_and_keep_the_overlay(store: A
     assert host.snapshot() == {"host.txt": "host"}
 
 
+def test_a_write_far_past_the_bounds_fails_in_the_script(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    script = (
+        "from pathlib import Path\n"
+        "try:\n"
+        '    Path("/ov/big.bin").write_bytes(b"x" * 100000)\n'
+        '    out = "written"\n'
+        "except Exception as e:\n"
+        "    out = type(e).__name__ + ': ' + str(e)\n"
+        "out"
+    )
+    step = host.runtime(max_bytes=1000, max_files=2).start(script)
+    assert isinstance(step, Complete)
+    assert step.value.startswith("MemoryError: mount memory usage limit of 2 KB exceeded")
+    assert host.snapshot() == {"host.txt": "host"}
+
+
 async def test_two_sessions_overlays_are_isolated(store: Any, tmp_path: Path) -> None:
     host = Host(tmp_path)
     for sid in ("one", "two"):

@@ -7,6 +7,7 @@ Plain frozen pydantic models; ``codeact.runtime.monty`` re-exports them.
 from __future__ import annotations
 
 import enum
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -164,3 +165,31 @@ def as_utc(at: datetime) -> datetime:
 
 def _epoch_seconds(at: datetime) -> float:
     return (as_utc(at) - datetime(1970, 1, 1, tzinfo=timezone.utc)) / timedelta(seconds=1)
+
+
+def engine_mounts(mounts: tuple[Mount, ...]) -> list[tuple[str, str, bool, int | None]]:
+    """The native engine's mount tuples: (virtual path, host path, writable, overlay budget).
+    An overlay mount is writable for the engine and always served through a layer
+    (``MontyRuntime._layered``), its memory within ``overlay_budget`` (a write past it fails
+    in the script)."""
+    return [
+        (m.virtual_path, os.fspath(m.host_path), m.access is not PathAccess.READ_ONLY, overlay_budget(m))
+        for m in mounts
+    ]
+
+
+def overlay_budget(mount: Mount) -> int | None:
+    """The memory budget (bytes) monty-fs gives an overlay mount inside an advance: its
+    ``max_bytes`` plus room for ``max_files`` entries' paths and bookkeeping
+    (``_OVERLAY_ENTRY_ROOM`` each); the exact bounds are checked when the script ends."""
+    if mount.access is not PathAccess.OVERLAY:
+        return None
+    return mount.max_bytes + mount.max_files * _OVERLAY_ENTRY_ROOM
+
+
+_OVERLAY_ENTRY_ROOM = 512
+"""Bytes of overlay memory allowed per entry beside its contents (its path and monty-fs's
+per-entry overhead)."""
+
+EMPTY_LAYER = b"CAFL\x01\x00\x00\x00\x00"
+"""An empty file layer (``codeact.agent._files.EMPTY``)."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import hmac
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import _monty
 from ..exceptions import CodeRuntimeError, SnapshotError
+from . import _options
 from ._check import cached_check_result, check_script_safely, format_findings
 from ._oneshot import RunResult, arun_script, run_script
 from ._options import DEFAULT_MAX_STDOUT, FrozenClock, MiB, Mount, PathAccess, ResourceLimits, SteppingClock, as_utc
@@ -141,9 +141,6 @@ _INLINE_CHECK_BYTES = 16 * 1024
 _CHECK_MEMO = 256
 """Scripts longer than this are checked (and started) on a helper thread by ``start_async``."""
 _CHECK_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="codeact-check")
-_EMPTY_LAYER = b"CAFL\x01\x00\x00\x00\x00"
-"""An empty file layer (``codeact.agent._files.EMPTY``)."""
-
 _OFFLOAD_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="codeact-offload")
 """Runs the advances of an engine without native ``*_async`` variants (``isolation="process"``:
 a blocking IPC round trip) off the caller's thread, so ``*_async`` never blocks an event loop
@@ -262,10 +259,7 @@ class MontyRuntime:
             max_duration=self.limits.max_duration,
             max_memory=self.limits.max_memory,
             max_recursion_depth=self.limits.max_recursion_depth,
-            # an overlay mount is writable for the engine, always served through a layer (_layered)
-            mounts=[
-                (m.virtual_path, os.fspath(m.host_path), m.access is not PathAccess.READ_ONLY) for m in self.mounts
-            ],
+            mounts=_options.engine_mounts(self.mounts),
             environ=list(self.environ.items()),
             system_clock=self.system_clock,
             tool_style=tool_style,
@@ -378,7 +372,7 @@ class MontyRuntime:
         (they come back in the step's ``os_log``)."""
         replay = tuple(os_replay)
         if self._overlay and not (replay and replay[0][0] == "files"):
-            replay = (("files", _EMPTY_LAYER), *replay)
+            replay = (("files", _options.EMPTY_LAYER), *replay)
         return replay or None
 
     def script_as_run(self, script: str) -> str:
