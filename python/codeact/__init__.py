@@ -46,6 +46,7 @@ from .exceptions import (
     ToolArgumentError,
     ToolHostError,
     UnknownToolError,
+    UnsupportedMountError,
     ValueConversionError,
 )
 from .guardrails import GuardrailResult
@@ -150,6 +151,7 @@ __all__ = (
     "CodeExecutionResult",
     "CodeRuntime",
     "CodeRuntimeError",
+    "UnsupportedMountError",
     "Complete",
     "Content",
     "Event",

@@ -183,7 +183,7 @@ class MontyEngine:
         max_duration: float | None,
         max_memory: int | None,
         max_recursion_depth: int,
-        mounts: list[tuple[str, str, bool]],
+        mounts: list[tuple[str, str, bool, int | None]],
         environ: list[tuple[str, str]],
         system_clock: bool,
         tool_style: str,

@@ -14,6 +14,7 @@ The tree (a second base, in parentheses, lets an ``except`` of the builtin catch
     ├── CodeRuntimeError                 a code runtime failed on the host side
     │   ├── SnapshotError                snapshot bytes that cannot be loaded
     │   ├── ValueConversionError         a host value that cannot cross into a script
+    │   ├── UnsupportedMountError        (ValueError) a runtime given a mount it cannot serve
     │   └── ReplayDivergenceError        a replayed script asked the OS for something else
     ├── ScriptError                      run_script: the script failed
     │   └── ToolCallLimitError           run_script: more tool calls than max_tool_calls
@@ -69,6 +70,7 @@ __all__ = (
     "AlreadyResumingError",
     "CallsPendingError",
     "CodeActError",
+    "UnsupportedMountError",
     "CodeRuntimeError",
     "ConfirmationHandlerError",
     "DecisionMismatchError",
@@ -131,6 +133,12 @@ class SnapshotError(CodeRuntimeError):
 class ValueConversionError(CodeRuntimeError):
     """A host value that cannot cross into a script. Only None, bool, int, float, str, bytes,
     list, tuple and dict cross; the message names the offending type and where it sits."""
+
+
+class UnsupportedMountError(CodeRuntimeError, ValueError):
+    """A runtime was given a mount it cannot serve: ``CPythonRuntime`` has no sandboxed
+    filesystem, so it refuses every mount, overlay mounts included (their writes would reach
+    the host). Raised when the runtime is built."""
 
 
 class ReplayDivergenceError(CodeRuntimeError):

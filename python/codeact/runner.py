@@ -28,6 +28,7 @@ from ._runner_claims import (
 from .agent._agent_tool import set_default_runner_factory
 from .agent._checkpoint import PENDING_STATE_KEY, TURN_STATE_KEY
 from .agent._context import BaseAgent, InvocationContext, RunConfig
+from .agent._overlay import SessionFile, session_files
 from .agent._streaming import LiveRowWriter
 from .events import Content, Event, EventActions, FunctionResponse, new_id
 from .exceptions import (
@@ -203,13 +204,10 @@ class Runner:
             record = record_of(slot)
             held = record is not None and record.claim is not None and record.claim.run_key == run_key
             if held:
-                # Interrupted (or still running elsewhere): recovered below. The decisions this
-                # redelivery carries were in memory only when the run stopped (they become
-                # durable in the journal record of the resume): they apply again to the calls
-                # still pending, and to nothing else. Its message (a completion's, or one that
-                # decides by on_pending_message) is stored here only if the run stopped before
-                # storing it. An in-doubt "rerun" the run announced was used (the call may
-                # have run again): it is not reapplied.
+                # Interrupted (or running elsewhere): recovered below. This redelivery's decisions
+                # (in memory only when the run stopped) apply again to the calls still pending;
+                # its message is stored here only if the run stopped before storing it. An
+                # in-doubt "rerun" the run announced was used (the call may have run): not reapplied.
                 stored_message, redelivered = True, True
                 used = {
                     str((e.custom_metadata or {}).get("call_key"))
@@ -221,10 +219,8 @@ class Runner:
                 else:
                     stored_message = False
             elif paused_unannounced(record, run_key, mine):
-                # The run paused (its turn is stored, suspended) but stopped before its
-                # announcement was stored (it may have stored no event at all: an approval
-                # whose call ran and whose script paused at the next one): the redelivery
-                # announces the pending calls again; its own decisions were used.
+                # The run paused (its turn stored, suspended) but stopped before its announcement
+                # was stored: the redelivery announces the pending calls again (its decisions used).
                 content, responses, decided = None, [], False
                 run_config = run_config.model_copy(
                     update={"tool_confirmation_decisions": {}, "in_doubt_decisions": {}, "decision_digests": {}}
@@ -467,6 +463,10 @@ class Runner:
             ]
 
         return anyio.run(collect, backend=backend)
+
+    async def files(self, *, user_id: str, session_id: str) -> list[SessionFile]:
+        """The session's overlay files, in path order; ``SessionNotFoundError`` for no session."""
+        return await session_files(self.session_service, self.app_name, user_id, session_id)
 
     async def discard_pending_checkpoint(self, *, user_id: str, session_id: str) -> bool:
         """Drops the session's in-flight turn (a paused script, a crashed turn, or a stale

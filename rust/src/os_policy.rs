@@ -27,6 +27,10 @@ pub struct MountSpec {
     pub virtual_path: String,
     pub host_path: PathBuf,
     pub read_write: bool,
+    /// An overlay mount's memory budget in bytes (monty-fs's accounting: paths, contents and
+    /// a small per-entry overhead), applied when the mount is served through a layer: a write
+    /// past it is an error in the script. `None`: monty-fs's default.
+    pub overlay_budget: Option<u64>,
 }
 
 /// What a script may see of the host besides its tools.
@@ -207,15 +211,20 @@ impl OsPolicy {
                 (true, None) => MountMode::ReadWrite,
                 (false, _) => MountMode::ReadOnly,
             };
-            table
-                .mount(&m.virtual_path, &m.host_path, mode, None)
-                .map_err(|e| {
-                    HostError::Internal(format!(
-                        "failed to mount {} at {}: {e}",
-                        m.host_path.display(),
-                        m.virtual_path
-                    ))
-                })?;
+            let overlay = matches!(mode, MountMode::OverlayMemory(_));
+            let fail = |e: monty_fs::MountError| {
+                HostError::Internal(format!(
+                    "failed to mount {} at {}: {e}",
+                    m.host_path.display(),
+                    m.virtual_path
+                ))
+            };
+            let mut mount =
+                monty_fs::Mount::new(&m.virtual_path, &m.host_path, mode, None).map_err(fail)?;
+            if let (true, Some(budget)) = (overlay, m.overlay_budget) {
+                mount = mount.with_memory_usage_limit(budget);
+            }
+            table.push_mount(mount).map_err(fail)?;
         }
         Ok(table)
     }

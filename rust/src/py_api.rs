@@ -248,7 +248,7 @@ impl MontyEngine {
         max_duration: Option<f64>,
         max_memory: Option<usize>,
         max_recursion_depth: usize,
-        mounts: Vec<(String, PathBuf, bool)>,
+        mounts: Vec<(String, PathBuf, bool, Option<u64>)>,
         environ: Vec<(String, String)>,
         system_clock: bool,
         tool_style: &str,
@@ -278,11 +278,14 @@ impl MontyEngine {
         };
         let mounts = mounts
             .into_iter()
-            .map(|(virtual_path, host_path, read_write)| MountSpec {
-                virtual_path,
-                host_path,
-                read_write,
-            })
+            .map(
+                |(virtual_path, host_path, read_write, overlay_budget)| MountSpec {
+                    virtual_path,
+                    host_path,
+                    read_write,
+                    overlay_budget,
+                },
+            )
             .collect();
         let clock = clock
             .map(|(start, step)| FixedClock::new(start, step))

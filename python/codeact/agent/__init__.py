@@ -7,13 +7,16 @@ from ._context import BaseAgent, CallbackContext, InDoubtDecision, InvocationCon
 from ._dispatch import RetryBudget, ToolOutcome
 from ._extract import NO_CODE_FEEDBACK, explain_no_code, extract_code
 from ._output import decode_script_output, render_final, truncate_middle
+from ._overlay import OVERLAY_STATE_KEY, SessionFile
 from ._prompt import CODEACT_SYSTEM_PROMPT, MissingStateError, inject_state
 
 __all__ = (
+    "SessionFile",
     "CODEACT_SYSTEM_PROMPT",
     "DEFAULT_MAX_ERROR_CHARS",
     "DEFAULT_MAX_ITERATIONS",
     "NO_CODE_FEEDBACK",
+    "OVERLAY_STATE_KEY",
     "PENDING_STATE_KEY",
     "AgentTool",
     "BaseAgent",

@@ -31,7 +31,7 @@ from ._dispatch import CircuitBreaker, RetryBudget, call_callback
 from ._driver import TurnDriver, TurnEnd, TurnState
 from ._eager import stream_reply
 from ._extract import explain_no_code, extract_code
-from ._files import replay_with, start_layer
+from ._files import replay_with
 from ._final import as_content as _as_content
 from ._final import check_input, final_result
 from ._final import otel_usage as _otel_usage
@@ -62,6 +62,7 @@ from ._output import (
     render_observation,
     truncate_middle,
 )
+from ._overlay import start_files
 from ._position import map_raised_lines
 from ._recovery import drop_slot, release_claim, restore
 from ._run import SCRIPT_NAME, Run, as_callbacks, authored_event, gated_tools, unknown_tool_error
@@ -635,7 +636,7 @@ class CodeActAgent(BaseAgent):
                     record=self._turn_record(run, script),
                     version=run.slot_version,
                     decisions=claim_decisions(rc.tool_confirmation_decisions, rc.tool_denial_reasons),
-                    files=start_layer(self.runtime),
+                    **await start_files(self.runtime, run),
                 )
                 if ctx.run_key is not None and run.slot_version == 0:
                     # A keyed run with no turn slot claims one before its reply is stored: a crash
@@ -826,8 +827,7 @@ class CodeActAgent(BaseAgent):
             or run.plugins
             or self.before_model
         ):
-            # A model hook sees the transcript's messages themselves (and may edit one in
-            # place): with hooks, every message is dumped each turn, as it stands.
+            # A model hook sees (and may edit in place) the messages: with hooks, all are dumped each turn.
             cache = run.transcript_json = (transcript, [])
         # The transcript only grows: the messages dumped for an earlier turn are kept.
         dumped = cache[1]

@@ -80,6 +80,7 @@ from ._files import FILES, layered_mounts, split_log
 from ._journal_writes import _intents, _JournalWrites, _json, _new_record
 from ._journal_writes import escape_surrogates as escape_surrogates  # re-exported: _model_call imports it here
 from ._output import step_output
+from ._overlay import end_overlay
 from ._pacing import PACE_SECONDS, StopPacer
 from ._position import paused_position
 from ._run import NO_ACTIONS
@@ -136,7 +137,7 @@ class TurnDriver(_TurnPlan, _JournalWrites):
         """Advances the script from ``step`` until it ends, suspends or the run stops;
         yields the events to store and, last, one ``TurnEnd``, once the outcomes of the
         read-only calls it held are durable (the end of the script is a durable write)."""
-        async with aclosing(self._drive(step)) as driven:
+        async with aclosing(end_overlay(self, self._drive(step))) as driven:
             async for item in driven:
                 if type(item) is TurnEnd and not await self._end_files(item.how) and (self._held or self._held_events):
                     await self._flush()
@@ -158,7 +159,7 @@ class TurnDriver(_TurnPlan, _JournalWrites):
                 if shown and (event := partial_event(run, "script_output", shown)) is not None:
                     yield event
             os_log = step.os_log
-            if os_log and self._mounts:  # the session's file layer rides at its end
+            if os_log and st.files is not None:  # the session's file layer rides at its end
                 os_log, layer = split_log(os_log)
                 if layer is not None:
                     st.files = layer
@@ -396,7 +397,7 @@ class TurnDriver(_TurnPlan, _JournalWrites):
                     await pacer.pace()
                 st.advance += 1
                 replay = st.journal.os.get(st.advance) if st.journal.os else None
-                if self._mounts:  # the session's file layer, as the last advance left it
+                if st.files is not None:  # the session's file layer, as the last advance left it
                     replay = [(FILES, st.files), *(replay or ())]
                 got: Any
                 if gather:
@@ -448,7 +449,7 @@ class TurnDriver(_TurnPlan, _JournalWrites):
             await self._pacer.pace()
         st.advance += 1
         replay = st.journal.os.get(st.advance)
-        if self._mounts:  # the session's file layer, as the last advance left it
+        if st.files is not None:  # the session's file layer, as the last advance left it
             replay = [(FILES, st.files), *(replay or ())]
         if gather:
             return step.resume_within(arg, INLINE_WAIT, replay)  # type: ignore[arg-type, union-attr]

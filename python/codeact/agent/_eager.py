@@ -54,7 +54,7 @@ from ..turns._codec import plain_args_digest, value_problem
 from ._dispatch import ToolFailure, terminal_signal
 from ._driver import _args_digest_or_error, escape_surrogates
 from ._extract import _normalise, _split_thinking, extract_code
-from ._files import layered_mounts
+from ._files import layered_mounts, overlay_mounts
 from ._model_call import stream_model
 from ._run import NO_ACTIONS, SCRIPT_NAME
 from ._toolcheck import tool_call_problem
@@ -380,7 +380,7 @@ def _outcome(value: Any, failure: ToolFailure | None) -> ResumeValue | ResumeErr
 
 def eager_possible(agent: CodeActAgent) -> bool:
     """Whether eager start can run for ``agent`` (see the module docstring)."""
-    return not agent.persist_namespace and not layered_mounts(agent.runtime)
+    return not agent.persist_namespace and not layered_mounts(agent.runtime) and not overlay_mounts(agent.runtime)
 
 
 async def stream_reply(agent: CodeActAgent, run: Run) -> AsyncGenerator[Event | str, None]:

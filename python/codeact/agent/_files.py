@@ -39,6 +39,8 @@ __all__ = (
     "encode_layer",
     "from_text",
     "layered_mounts",
+    "overlay_mounts",
+    "overlay_part",
     "preimages",
     "replay_with",
     "split_log",
@@ -145,11 +147,37 @@ def layered_mounts(runtime: Any) -> dict[str, Path]:
     return found
 
 
+def overlay_mounts(runtime: Any) -> dict[str, Any]:
+    """The overlay mounts of ``runtime`` (virtual path -> ``Mount``): their part of the layer
+    is the session's overlay, kept in the session store and never applied to the host."""
+    found: dict[str, Any] = {}
+    for mount in getattr(runtime, "mounts", ()) or ():
+        access = getattr(mount, "access", None)
+        if getattr(access, "value", access) == "overlay":
+            found[str(mount.virtual_path)] = mount
+    return found
+
+
+def _under(path: str, prefixes: Iterable[str]) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in prefixes)
+
+
+def overlay_part(data: bytes, prefixes: Iterable[str], base: bytes | None = None) -> bytes:
+    """The entries of layer ``data`` under the mounts at ``prefixes`` (the session's overlay);
+    with ``base``, those entries over ``base``'s other entries (a turn's starting layer: the
+    overlay it inherits beside a read-write mount's pre-images)."""
+    keep = tuple(prefixes)
+    mine = [e for e in decode_layer(data) if _under(e.path, keep)]
+    if base is not None:
+        mine += [e for e in decode_layer(base) if not _under(e.path, keep)]
+    return encode_layer(mine)
+
+
 def start_layer(runtime: Any) -> bytes | None:
-    """The layer a new script starts with (``EMPTY``) when ``runtime`` serves read-write mounts
-    through one (``file_layer``, ``MontyRuntime``), else None (no layer: the script's writes, if
-    any, go to the host as it makes them)."""
-    if getattr(runtime, "file_layer", False) and layered_mounts(runtime):
+    """The layer a new script starts with (``EMPTY``) when ``runtime`` serves read-write or
+    overlay mounts through one (``file_layer``, ``MontyRuntime``), else None (no layer: the
+    script's writes, if any, go to the host as it makes them)."""
+    if getattr(runtime, "file_layer", False) and (layered_mounts(runtime) or overlay_mounts(runtime)):
         return EMPTY
     return None
 

@@ -22,8 +22,9 @@ from ..sessions._journal import TurnSlot
 from ..turns._codec import claim_decisions
 from ..turns._verify import open_journal, verify_turn
 from ._driver import Journal, TurnState
-from ._files import EMPTY, from_text, replay_with, start_layer
+from ._files import EMPTY, from_text, overlay_mounts, overlay_part, replay_with, start_layer
 from ._namespace import Namespace, Prepared
+from ._overlay import load_overlay
 from ._run import SCRIPT_NAME, Run
 from ._slot_context import load_context
 
@@ -125,6 +126,11 @@ async def restore(
             else:  # from the script's start: the host as it was, where the script's end applied
                 state.files_pre = from_text(stored["pre"]) if "pre" in stored else None
                 state.files = state.files_pre if state.files_pre is not None else EMPTY
+                if isinstance(stored.get("start"), str):  # the session overlay it started from
+                    key = (run.ctx.session.app_name, run.ctx.session.user_id, run.ctx.session.id)
+                    inherited = await load_overlay(run.ctx.session_service, key, stored["start"])
+                    state.files = overlay_part(inherited, overlay_mounts(runtime), base=state.files)
+            state.overlay_start = stored.get("start") if isinstance(stored.get("start"), str) else None
         except (TypeError, ValueError, binascii.Error) as exc:
             run.end("error", keep_slot=True)
             yield run.stale_event(f"the stored turn's file layer is malformed ({first_line(exc)})")

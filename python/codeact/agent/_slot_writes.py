@@ -17,6 +17,7 @@ from ..turns._record import TURN_FORMAT, CallPosition, PendingEntry
 from ..turns._verify import record_data, seal_record, slot_data
 from ._call_results import _Suspend
 from ._files import to_text
+from ._overlay import with_start
 from ._slot_context import shared_context
 from ._turn_events import _fields, _TurnEvents
 
@@ -72,11 +73,14 @@ class _SlotWrites(_TurnEvents):
             # A suspended turn at rest has no owner; a running one is this run's.
             "claim": run.ctx.claim if status == "running" else None,
             "run_key": run.ctx.run_key,
-            "files": files
-            if files is not None
-            else {"base": to_text(st.files)}
-            if st.files is not None and snapshot is not None
-            else None,
+            "files": with_start(
+                files
+                if files is not None
+                else {"base": to_text(st.files)}
+                if st.files is not None and snapshot is not None
+                else None,
+                st.overlay_start,
+            ),
         }
         if st.context is None:  # the run's shared context (format 4), stored at the turn's first save
             fixed = st.record

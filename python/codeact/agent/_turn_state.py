@@ -126,3 +126,4 @@ class TurnState:
     calls_since_checkpoint: int = 0
     files: bytes | None = None
     files_pre: bytes | None = None
+    overlay_start: str | None = None  # the session overlay's blob the script started from (_overlay)

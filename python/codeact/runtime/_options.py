@@ -7,6 +7,7 @@ Plain frozen pydantic models; ``codeact.runtime.monty`` re-exports them.
 from __future__ import annotations
 
 import enum
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -68,6 +69,16 @@ class PathAccess(str, enum.Enum):
 
     READ_ONLY = "read-only"
     READ_WRITE = "read-write"
+    OVERLAY = "overlay"
+    """Reads see the host folder plus the session's overlay; writes stay in the overlay, kept
+    in the session store across turns and runs, and never reach the host (SPEC §5 "Files")."""
+
+
+DEFAULT_OVERLAY_MAX_BYTES = 16 * 1024 * 1024
+"""An overlay mount's default bound on the bytes of the files it holds."""
+
+DEFAULT_OVERLAY_MAX_FILES = 1000
+"""An overlay mount's default bound on the number of entries (files, folders, deletions) it holds."""
 
 
 class Mount(BaseModel):
@@ -81,6 +92,13 @@ class Mount(BaseModel):
             ``CodeActAgent`` a read-write mount's writes go to the turn's file layer and reach
             the host folder once, after the commit that records the script's end (SPEC §5
             "Files", docs/durability.md); a direct ``MontyRuntime.start`` writes as it goes.
+            ``PathAccess.OVERLAY``: reads see the host folder plus the session's overlay, writes
+            stay in the overlay (kept in the session store, listed by ``Runner.files``) and never
+            reach the host, not even from a direct ``MontyRuntime.start``. ``MontyRuntime`` only.
+        max_bytes: an overlay mount's bound on the bytes of the files it holds (default 16 MiB);
+            a script that ends past it gets an ``OSError`` and its writes to the mount are dropped.
+        max_files: an overlay mount's bound on the entries it holds (files, folders, deletions;
+            default 1000), enforced as ``max_bytes``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -88,6 +106,8 @@ class Mount(BaseModel):
     virtual_path: str
     host_path: Path
     access: PathAccess = PathAccess.READ_ONLY
+    max_bytes: int = Field(default=DEFAULT_OVERLAY_MAX_BYTES, ge=0)
+    max_files: int = Field(default=DEFAULT_OVERLAY_MAX_FILES, ge=0)
 
 
 class FrozenClock(BaseModel):
@@ -145,3 +165,31 @@ def as_utc(at: datetime) -> datetime:
 
 def _epoch_seconds(at: datetime) -> float:
     return (as_utc(at) - datetime(1970, 1, 1, tzinfo=timezone.utc)) / timedelta(seconds=1)
+
+
+def engine_mounts(mounts: tuple[Mount, ...]) -> list[tuple[str, str, bool, int | None]]:
+    """The native engine's mount tuples: (virtual path, host path, writable, overlay budget).
+    An overlay mount is writable for the engine and always served through a layer
+    (``MontyRuntime._layered``), its memory within ``overlay_budget`` (a write past it fails
+    in the script)."""
+    return [
+        (m.virtual_path, os.fspath(m.host_path), m.access is not PathAccess.READ_ONLY, overlay_budget(m))
+        for m in mounts
+    ]
+
+
+def overlay_budget(mount: Mount) -> int | None:
+    """The memory budget (bytes) monty-fs gives an overlay mount inside an advance: its
+    ``max_bytes`` plus room for ``max_files`` entries' paths and bookkeeping
+    (``_OVERLAY_ENTRY_ROOM`` each); the exact bounds are checked when the script ends."""
+    if mount.access is not PathAccess.OVERLAY:
+        return None
+    return mount.max_bytes + mount.max_files * _OVERLAY_ENTRY_ROOM
+
+
+_OVERLAY_ENTRY_ROOM = 512
+"""Bytes of overlay memory allowed per entry beside its contents (its path and monty-fs's
+per-entry overhead)."""
+
+EMPTY_LAYER = b"CAFL\x01\x00\x00\x00\x00"
+"""An empty file layer (``codeact.agent._files.EMPTY``)."""

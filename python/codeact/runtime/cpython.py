@@ -14,10 +14,11 @@ import queue
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import CodeRuntimeError
+from ..exceptions import CodeRuntimeError, UnsupportedMountError
+from ._options import Mount, PathAccess
 from ._seam import (
     AdvanceTicket,
     Call,
@@ -125,9 +126,24 @@ class CPythonRuntime:
 
     Args:
         prompt_extra: text appended to the capabilities prompt.
+        mounts: must be empty: a script on CPython sees the whole host, so there is nothing to
+            mount, and an overlay's writes could not be kept off the host.
+
+    Raises:
+        UnsupportedMountError: ``mounts`` holds a mount (an overlay mount or any other).
     """
 
-    def __init__(self, prompt_extra: str = "") -> None:
+    def __init__(self, prompt_extra: str = "", *, mounts: Iterable[Mount] = ()) -> None:
+        for mount in mounts:
+            if mount.access is PathAccess.OVERLAY:
+                raise UnsupportedMountError(
+                    f"CPythonRuntime cannot serve the overlay mount {mount.virtual_path}: a script on CPython "
+                    "writes the host directly, so the overlay could not keep its writes off it; use MontyRuntime"
+                )
+            raise UnsupportedMountError(
+                f"CPythonRuntime takes no mounts ({mount.virtual_path}): a script on CPython already sees the "
+                "whole host; use MontyRuntime for sandboxed folders"
+            )
         prompt = _PROMPT + ("\n\n" + prompt_extra if prompt_extra else "")
         self._capabilities = RuntimeCapabilities(supports_suspension=False, prompt=prompt)
 

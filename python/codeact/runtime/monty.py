@@ -10,12 +10,12 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import hmac
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import _monty
 from ..exceptions import CodeRuntimeError, SnapshotError
+from . import _options
 from ._check import cached_check_result, check_script_safely, format_findings
 from ._oneshot import RunResult, arun_script, run_script
 from ._options import DEFAULT_MAX_STDOUT, FrozenClock, MiB, Mount, PathAccess, ResourceLimits, SteppingClock, as_utc
@@ -222,6 +222,8 @@ class MontyRuntime:
     ) -> None:
         self.limits = limits if limits is not None else ResourceLimits()
         self.mounts: tuple[Mount, ...] = tuple(mounts)
+        # with an overlay mount every advance gets a layer, so no write reaches the host unasked
+        self._overlay = any(m.access is PathAccess.OVERLAY for m in self.mounts)
         self.environ: dict[str, str] = dict(environ or {})
         for k, v in self.environ.items():
             if not isinstance(k, str) or not isinstance(v, str):
@@ -257,7 +259,7 @@ class MontyRuntime:
             max_duration=self.limits.max_duration,
             max_memory=self.limits.max_memory,
             max_recursion_depth=self.limits.max_recursion_depth,
-            mounts=[(m.virtual_path, os.fspath(m.host_path), m.access is PathAccess.READ_WRITE) for m in self.mounts],
+            mounts=_options.engine_mounts(self.mounts),
             environ=list(self.environ.items()),
             system_clock=self.system_clock,
             tool_style=tool_style,
@@ -357,12 +359,21 @@ class MontyRuntime:
         text, findings, deferred = checked
         if findings is not None:
             return Raised(findings)
-        replay = tuple(os_replay) or None
+        replay = self._layered(os_replay)
         if on_output is not None and self.isolation == "in_process":
             live: RunStep = self._engine.start(text, script_name, replay, deferred or None, on_output)
             return live
         step: RunStep = self._engine.start(text, script_name, replay, deferred or None)
         return step
+
+    def _layered(self, os_replay: Sequence[tuple[str, Any]]) -> tuple[tuple[str, Any], ...] | None:
+        """``os_replay`` as the engine takes it; with an overlay mount and no layer given (a
+        direct start or resume), an empty layer first, so the script's writes stay off the host
+        (they come back in the step's ``os_log``)."""
+        replay = tuple(os_replay)
+        if self._overlay and not (replay and replay[0][0] == "files"):
+            replay = (("files", _options.EMPTY_LAYER), *replay)
+        return replay or None
 
     def script_as_run(self, script: str) -> str:
         """The text the interpreter runs for ``script`` (``start`` or a session's ``feed``):
@@ -457,7 +468,7 @@ class MontyRuntime:
         script, findings, deferred = checked
         if findings is not None:
             return _Ready(Raised(findings))
-        replay = tuple(os_replay) or None
+        replay = self._layered(os_replay)
         start_async = getattr(self._engine, "start_async", None)
         if start_async is None:
             return ThreadTicket(_OFFLOAD_POOL.submit(self._engine.start, script, script_name, replay, deferred or None))
@@ -469,7 +480,7 @@ class MontyRuntime:
         self, snapshot: bytes, outcome: ResumeValue | ResumeError, *, os_replay: Sequence[tuple[str, Any]] = ()
     ) -> Any:
         """Like ``resume``, on a native worker; returns a ticket (see ``start_async``)."""
-        replay = tuple(os_replay) or None
+        replay = self._layered(os_replay)
         resume_async = getattr(self._engine, "resume_async", None)
         if resume_async is None:
             return ThreadTicket(_OFFLOAD_POOL.submit(self._engine.resume, snapshot, outcome, replay))
@@ -485,7 +496,7 @@ class MontyRuntime:
             SnapshotError: truncated, altered, foreign or wrongly signed bytes.
             ValueConversionError: ``outcome.value`` is not plain data.
         """
-        step: RunStep = self._engine.resume(snapshot, outcome, tuple(os_replay) or None)
+        step: RunStep = self._engine.resume(snapshot, outcome, self._layered(os_replay))
         return step
 
     def resume_gather(
@@ -504,7 +515,7 @@ class MontyRuntime:
             ValueError: an empty mapping or a ``call_id`` the snapshot does not await.
             ValueConversionError: a value that is not plain data.
         """
-        step: RunStep = self._engine.resume_gather(snapshot, dict(outcomes), tuple(os_replay) or None)
+        step: RunStep = self._engine.resume_gather(snapshot, dict(outcomes), self._layered(os_replay))
         return step
 
     def restore(self, snapshot: bytes, *, on_output: OutputListener | None = None) -> RunStep:
@@ -578,7 +589,7 @@ class MontyRuntime:
                 "snapshot error: the session is paused at a gather of tool calls, not at one call; resume it "
                 "with resume_session_gather"
             )
-        return NamespaceSession(self, session), paused.call.resume(outcome, os_replay=os_replay)
+        return NamespaceSession(self, session), paused.call.resume(outcome, os_replay=self._layered(os_replay) or ())
 
     def resume_session_gather(
         self,
@@ -607,7 +618,7 @@ class MontyRuntime:
             what = "idle" if paused is None else "paused at one tool call"
             hint = "load_session" if paused is None else "resume_session"
             raise SnapshotError(f"snapshot error: the session is {what}, not paused at a gather; use {hint}")
-        return NamespaceSession(self, session), paused.resume(outcomes, os_replay=os_replay)
+        return NamespaceSession(self, session), paused.resume(outcomes, os_replay=self._layered(os_replay) or ())
 
     def restore_session(
         self, snapshot: bytes, *, on_output: OutputListener | None = None
@@ -835,7 +846,9 @@ class NamespaceSession:
         script, findings, deferred = self._runtime._checked(script)
         if findings is not None:
             return Raised(findings)
-        step: RunStep = self._native.feed(script, script_name, tuple(os_replay) or None, deferred or None, on_output)
+        step: RunStep = self._native.feed(
+            script, script_name, self._runtime._layered(os_replay), deferred or None, on_output
+        )
         return step
 
     def dump(self) -> bytes:

@@ -176,8 +176,10 @@ class TurnRecord(BaseModel):
         run_key: the run key of the run that wrote the turn, if it had one.
         files: the session's file layer at the continuation (``{"base": <base64>}``: what the
             script's read-write mounts held then), or, once the script has ended, the host's
-            contents before the apply of its writes (``{"pre": <base64>}``); None without a
-            read-write mount (SPEC §5 "Files", ``codeact.agent._files``).
+            contents before the apply of its writes (``{"pre": <base64>}``); with overlay mounts
+            also ``"start"``: the SHA-256 of the session overlay's blob the script started from
+            (``codeact.agent._overlay``); None without a read-write or overlay mount (SPEC §5
+            "Files", ``codeact.agent._files``).
         mac: HMAC-SHA256 (hex) of the fields that decide what runs and of the session the
             record is stored in, under the runtime's ``snapshot_key`` (None without a key).
         seal: the scheme of ``mac``: ``SEAL_VERSION`` (binds the session), or None (no key, or
