@@ -269,6 +269,21 @@ def turns_query(d: SqlDialect, app_name: str, user_id: str | None) -> tuple[str,
     return f"{sql} ORDER BY {d.order}", params
 
 
+def _locked_session(conn: Any, d: SqlDialect, session: Session) -> tuple[tuple[str, str, str], tuple[Any, ...]]:
+    """The session's key and its stored row (``last_update_time``), locked where the dialect
+    locks rows; ``SessionNotFoundError`` when it does not exist (anymore)."""
+    key = (session.app_name, session.user_id, session.id)
+    p = d.p
+    row = conn.execute(
+        f"SELECT last_update_time FROM {d.sessions} WHERE app_name = {p} AND user_id = {p} AND id = {p}{d.lock}", key
+    ).fetchone()
+    if row is None:
+        raise SessionNotFoundError(
+            f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
+        )
+    return key, tuple(row)
+
+
 def append_event(
     conn: Any, d: SqlDialect, session: Session, prepared: PreparedAppend, *, retrying: bool = False
 ) -> float:
@@ -284,15 +299,8 @@ def append_event(
         StaleSessionError: the stored session was updated after ``session`` was loaded.
         SessionStoreError: a state value is not plain data.
     """
-    key = (session.app_name, session.user_id, session.id)
+    key, row = _locked_session(conn, d, session)
     p = d.p
-    row = conn.execute(
-        f"SELECT last_update_time FROM {d.sessions} WHERE app_name = {p} AND user_id = {p} AND id = {p}{d.lock}", key
-    ).fetchone()
-    if row is None:
-        raise SessionNotFoundError(
-            f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
-        )
     if retrying and row[0] > session.last_update_time:
         mine = conn.execute(
             f"SELECT 1 FROM {d.prefix}events WHERE {d.where()} AND id = {p}", (*key, prepared.stored.id)
@@ -340,15 +348,8 @@ def commit_events(
         TurnConflictError: the slot is not at ``expected_version``.
         SessionStoreError: a state value is not plain data.
     """
-    key = (session.app_name, session.user_id, session.id)
+    key, row = _locked_session(conn, d, session)
     p = d.p
-    row = conn.execute(
-        f"SELECT last_update_time FROM {d.sessions} WHERE app_name = {p} AND user_id = {p} AND id = {p}{d.lock}", key
-    ).fetchone()
-    if row is None:
-        raise SessionNotFoundError(
-            f"session {session.id!r} not found for app {session.app_name!r}, user {session.user_id!r}"
-        )
     if retrying and prepared and row[0] > session.last_update_time:
         mine = conn.execute(
             f"SELECT 1 FROM {d.prefix}events WHERE {d.where()} AND id = {p}", (*key, prepared[0].stored.id)
