@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import sniffio
 
 from ..events import Event
 from ..logs import agent_logger
@@ -353,12 +352,14 @@ class _Beside:
     def __init__(self, fn: Callable[[], Awaitable[None]]) -> None:
         self.scope = anyio.CancelScope()
         self.done = anyio.Event()
-        if sniffio.current_async_library() == "trio":
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no asyncio loop: anyio's other backend, trio
             import trio
 
             trio.lowlevel.spawn_system_task(self._main, fn, context=contextvars.copy_context())
         else:
-            self._task = asyncio.get_running_loop().create_task(self._main(fn))  # a reference kept
+            self._task = loop.create_task(self._main(fn))  # a reference kept
 
     async def _main(self, fn: Callable[[], Awaitable[None]]) -> None:
         try:
